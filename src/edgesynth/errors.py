@@ -1,0 +1,62 @@
+"""The one exception type for errors a user can cause, and how it names their source."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from difflib import get_close_matches
+
+
+class EdgesynthError(Exception):
+    """An error in the user's input: printed as one message, no traceback, exit status 1.
+
+    `where` names the file (and line) the problem comes from; `layer` the layer index and name.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        layer: int | None = None,
+        layer_name: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.layer = layer
+        self.layer_name = layer_name
+        self.key = key
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        parts = []
+        if self.file:
+            parts.append(f"{self.file}:{self.line}" if self.line else self.file)
+        if self.layer is not None:
+            name = f" ({self.layer_name})" if self.layer_name else ""
+            parts.append(f"layer {self.layer}{name}")
+        if self.key:
+            parts.append(f"`{self.key}`")
+        prefix = ": ".join(parts)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class MultipleErrors(EdgesynthError):
+    """Several independent problems found in one pass, reported together."""
+
+    def __init__(self, errors: Iterable[EdgesynthError]) -> None:
+        self.errors = list(errors)
+        lines = [e.render() for e in self.errors]
+        header = f"{len(lines)} problems found:" if len(lines) > 1 else ""
+        super().__init__("\n".join(([header] if header else []) + lines))
+
+    def render(self) -> str:  # the joined message already names every source
+        return self.message
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """' Did you mean `x`?' for the closest choice, or '' when nothing is close."""
+    match = get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean `{match[0]}`?" if match else ""

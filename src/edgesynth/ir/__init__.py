@@ -1,0 +1,1 @@
+"""Target-independent network description: YAML spec, checkpoints, samples, the network IR."""

@@ -1,0 +1,1 @@
+"""Hardware targets: each folder knows one family of accelerators."""

@@ -1,0 +1,174 @@
+"""Device facts for MAX78000 and MAX78002: the one place training and synthesis read them from.
+
+Sizes follow the hardware documentation: data memory in 32-bit words per instance,
+kernel memory in 9-byte kernel words (one 3x3 kernel of 8-bit weights) per processor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str  # "MAX78000"
+    code: int  # vendor device number: 85 or 87
+    max_layers: int
+    max_stream_layers: int
+    groups: int  # quadrants
+    processors_per_group: int
+    processors_sharing_memory: int  # processors that share one data-memory instance
+    max_row_col: int  # largest input height/width
+    data_mem_base: int  # AHB address of group 0's data memory
+    data_group_stride: int  # AHB address step between groups of 4 processors
+    instance_words: int  # usable 32-bit words per data-memory instance
+    instance_stride_words: int  # address space per instance (includes holes on MAX78002)
+    mask_width_large: int  # kernel words in the first processor of each group
+    mask_width_small: int  # kernel words in every other processor
+    bias_words_per_group: int
+    tram_size: int
+    bias_div: int  # the accumulator sees bias * bias_div
+    max_dilation_1d: int
+    max_pool_dilation: int
+    max_pool_passes: int
+    supports_depthwise: bool
+    supports_binary_weights: bool
+    supports_calcx4: bool
+    supports_read_ahead: bool
+    supports_snoop: bool
+    supports_link_layer: bool
+    supports_kernel_bypass: bool
+    supports_multipass_padded_conv1d: bool
+    supports_stream_nonpad_final: bool
+    supports_fifo_go: bool
+    supports_oneshot: bool
+    supports_pipeline: bool
+    max_start_layer: int
+    max_conv2d_dilation: int = 1
+    supported_transpose_pads: tuple[int, ...] = (0, 1, 2)
+    supported_transpose_output_pads: tuple[int, ...] = (1,)
+    max_kernel_2d: int = 3
+    max_kernel_1d: int = 9
+    max_pool: int = 16
+    max_pool_stride: int = 16
+    max_pad: int = 2
+    max_stride_2d: int = 1  # larger strides only for 1x1 or with multipass on MAX78002
+    max_channels_per_processor: int = 16  # channel expansion by multi-pass
+    activation_bits: int = 8
+    weight_bits: tuple[int, ...] = (1, 2, 4, 8)
+
+    @property
+    def processors(self) -> int:
+        return self.groups * self.processors_per_group
+
+    @property
+    def max_channels(self) -> int:
+        return self.processors * self.max_channels_per_processor
+
+    @property
+    def data_memory_bytes(self) -> int:
+        instances = self.processors // self.processors_sharing_memory
+        return instances * self.instance_words * 4
+
+    @property
+    def max_out_offset(self) -> int:
+        """Largest `out_offset`/`in_offset` (bytes) the YAML may name."""
+        return self.instance_words * 4 * self.processors_sharing_memory
+
+
+MAX78000 = Device(
+    name="MAX78000",
+    code=85,
+    max_layers=32,
+    max_stream_layers=8,
+    groups=4,
+    processors_per_group=16,
+    processors_sharing_memory=4,
+    max_row_col=1024,
+    data_mem_base=0x50400000,
+    data_group_stride=0x8000,
+    instance_words=2048,
+    instance_stride_words=2048,
+    mask_width_large=768,
+    mask_width_small=768,
+    bias_words_per_group=512,
+    tram_size=3072,
+    bias_div=128,
+    max_dilation_1d=1023,
+    max_pool_dilation=1,
+    max_pool_passes=1,
+    supports_depthwise=False,
+    supports_binary_weights=False,
+    supports_calcx4=False,
+    supports_read_ahead=False,
+    supports_snoop=False,
+    supports_link_layer=False,
+    supports_kernel_bypass=False,
+    supports_multipass_padded_conv1d=True,
+    supports_stream_nonpad_final=False,
+    supports_fifo_go=False,
+    supports_oneshot=False,
+    supports_pipeline=False,
+    max_start_layer=0,
+)
+
+MAX78002 = Device(
+    name="MAX78002",
+    code=87,
+    max_layers=128,
+    max_stream_layers=8,
+    groups=4,
+    processors_per_group=16,
+    processors_sharing_memory=4,
+    max_row_col=2048,
+    data_mem_base=0x51800000,
+    data_group_stride=0x20000,
+    instance_words=5120,
+    instance_stride_words=8192,
+    mask_width_large=4 * 1024 + 4 * 256,
+    mask_width_small=4 * 1024,
+    bias_words_per_group=2048,
+    tram_size=12288,
+    bias_div=128,
+    max_dilation_1d=2047,
+    max_pool_dilation=16,
+    max_pool_passes=2**16,
+    supports_depthwise=True,
+    supports_binary_weights=True,
+    supports_calcx4=True,
+    supports_read_ahead=True,
+    supports_snoop=True,
+    supports_link_layer=True,
+    supports_kernel_bypass=True,
+    supports_multipass_padded_conv1d=False,
+    supports_stream_nonpad_final=True,
+    supports_fifo_go=True,
+    supports_oneshot=True,
+    supports_pipeline=True,
+    max_start_layer=127,
+    max_stride_2d=1,
+)
+
+DEVICES: dict[str, Device] = {d.name: d for d in (MAX78000, MAX78002)}
+# The vendor also accepts its internal names and numbers.
+ALIASES: dict[str, str] = {
+    "MAX78000": "MAX78000",
+    "AI85": "MAX78000",
+    "85": "MAX78000",
+    "MAX78002": "MAX78002",
+    "AI87": "MAX78002",
+    "87": "MAX78002",
+}
+
+
+def get_device(name: str) -> Device:
+    """The device for a name as the vendor's `--device` takes it (case-insensitive)."""
+    from edgesynth.errors import EdgesynthError, did_you_mean
+
+    key = ALIASES.get(str(name).upper())
+    if key is None:
+        raise EdgesynthError(
+            f"unknown device `{name}`; choose MAX78000 or MAX78002."
+            + did_you_mean(str(name).upper(), ALIASES)
+        )
+    return DEVICES[key]
