@@ -627,7 +627,9 @@ def _unrecognized(extras: list[str], argv: list[str], by_string: dict[str, Opt])
         if extra.startswith("-") and len(extra) > 1:
             name = extra.split("=", 1)[0]
             errors.append(
-                EdgesynthError(f"unknown option `{name}`." + did_you_mean(name, (*OPTION_STRINGS, "--help")))
+                EdgesynthError(
+                    f"unknown option `{name}`." + did_you_mean(name, (*OPTION_STRINGS, "--help"))
+                )
             )
             continue
         message = f"unexpected argument `{extra}`"
