@@ -1,7 +1,9 @@
 """Device facts for MAX78000 and MAX78002: the one place training and synthesis read them from.
 
-Sizes follow the hardware documentation: data memory in 32-bit words per instance,
-kernel memory in 9-byte kernel words (one 3x3 kernel of 8-bit weights) per processor.
+Sizes follow the hardware documentation: data memory in 32-bit words per instance (MAX78000:
+16 instances of 8192 x 32 bits = 512 KiB; MAX78002: 16 sections of 80 KiB = 1,280 KiB), kernel
+memory in 9-byte kernel words (one 3x3 kernel of 8-bit weights) per processor, bias memory in
+bytes (one 8-bit bias per output channel) per quadrant.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ class Device:
     max_row_col: int  # largest input height/width
     data_mem_base: int  # AHB address of group 0's data memory
     data_group_stride: int  # AHB address step between groups of 4 processors
-    instance_words: int  # usable 32-bit words per data-memory instance
+    instance_words: int  # usable 32-bit words per data-memory instance (shared by 4 processors)
     instance_stride_words: int  # address space per instance (includes holes on MAX78002)
     mask_width_large: int  # kernel words in the first processor of each group
     mask_width_small: int  # kernel words in every other processor
-    bias_words_per_group: int
+    bias_words_per_group: int  # 8-bit bias values per quadrant's bias memory
     tram_size: int
     bias_div: int  # the accumulator sees bias * bias_div
     max_dilation_1d: int
@@ -56,6 +58,37 @@ class Device:
     max_channels_per_processor: int = 16  # channel expansion by multi-pass
     activation_bits: int = 8
     weight_bits: tuple[int, ...] = (1, 2, 4, 8)
+    max_output_shift: int = 15  # |total shift| (YAML/checkpoint shift + 8 - weight bits)
+    max_operands: int = 16  # element-wise inputs
+    max_pool_last_operands: int = 2  # element-wise inputs when pooling after (`pool_first: false`)
+    max_flatten_pixels: int = 256  # pooled H x W that `flatten` can fold into channels
+    max_passes: int = 16  # input passes the layer control register can count
+    max_frame_words: int = 2**21  # input H x W x passes (frame address bits)
+    max_dilated_1d_span: int = 9  # conv1d (k-1) x dilation below this stretches the kernel
+    max_dilation_1d_kernel: int = 3  # longer spans run on 3x3 hardware: kernel length <= 3
+    max_dilation_1d_pad: int = 0  # ... and no padding
+    fifo_channels_hwc: int = 16  # input channels the four FIFOs take (HWC)
+    fifo_channels_chw: int = 4  # ... (CHW)
+    fast_fifo_channels_hwc: int = 4
+    fast_fifo_channels_chw: int = 1
+    fifo_processors_hwc: int = 0x000F000F000F000F  # processors the FIFOs feed (HWC)
+    fifo_processors_chw: int = 0x0001000100010001  # ... (CHW)
+    supports_pll: bool = False
+    supports_read_gap: bool = False  # `read_gap` (multi-pass stride register)
+    supports_multipass_read_gap: bool = False  # `read_gap` with more than one input pass
+    supports_multipass_eltwise_conv_bias: bool = True  # element-wise + conv + bias in one layer
+    supports_streaming_passthrough: bool = True
+    supports_multipass_calcx4_partial_quad: bool = False
+    emulates_multipass_eltwise: bool = False  # multi-pass element-wise runs as a passthrough
+    emulates_1x1_streaming: bool = True  # streamed 1x1 conv2d runs as padded 3x3
+    requires_avgpool_reset_after_eltwise: bool = False  # inserts a hidden layer
+    uses_new_streaming: bool = False  # MAX78002 streaming buffer equations
+    stream_delta2_bits: int = 12  # width of the streaming row-skip counter
+
+    @property
+    def instance_bytes(self) -> int:
+        """Bytes of one data-memory instance: the most one layer's input or output may use."""
+        return self.instance_words * 4
 
     @property
     def processors(self) -> int:
@@ -72,7 +105,7 @@ class Device:
 
     @property
     def max_out_offset(self) -> int:
-        """Largest `out_offset`/`in_offset` (bytes) the YAML may name."""
+        """`out_offset`/`in_offset` (bytes) must be below this (0x20000 / 0x50000)."""
         return self.instance_words * 4 * self.processors_sharing_memory
 
 
@@ -87,8 +120,8 @@ MAX78000 = Device(
     max_row_col=1024,
     data_mem_base=0x50400000,
     data_group_stride=0x8000,
-    instance_words=2048,
-    instance_stride_words=2048,
+    instance_words=8192,
+    instance_stride_words=8192,
     mask_width_large=768,
     mask_width_small=768,
     bias_words_per_group=512,
@@ -110,6 +143,7 @@ MAX78000 = Device(
     supports_oneshot=False,
     supports_pipeline=False,
     max_start_layer=0,
+    emulates_multipass_eltwise=True,
 )
 
 MAX78002 = Device(
@@ -123,8 +157,8 @@ MAX78002 = Device(
     max_row_col=2048,
     data_mem_base=0x51800000,
     data_group_stride=0x20000,
-    instance_words=5120,
-    instance_stride_words=8192,
+    instance_words=20480,
+    instance_stride_words=32768,
     mask_width_large=4 * 1024 + 4 * 256,
     mask_width_small=4 * 1024,
     bias_words_per_group=2048,
@@ -147,6 +181,13 @@ MAX78002 = Device(
     supports_pipeline=True,
     max_start_layer=127,
     max_stride_2d=1,
+    supports_pll=True,
+    supports_read_gap=True,
+    supports_multipass_eltwise_conv_bias=False,
+    supports_streaming_passthrough=False,
+    requires_avgpool_reset_after_eltwise=True,
+    uses_new_streaming=True,
+    stream_delta2_bits=14,
 )
 
 DEVICES: dict[str, Device] = {d.name: d for d in (MAX78000, MAX78002)}
