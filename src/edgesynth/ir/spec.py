@@ -56,19 +56,20 @@ class LayerSpec:
     flatten: bool | None = None
     write_gap: int | None = None
     read_gap: int | None = None
-    bias_group: int | str | None = None  # quadrant number or "auto"/list as the vendor takes
+    bias_group: int | list[int] | str | None = None  # quadrant number or list of quadrants
     output: bool | None = None
     weight_source: int | str | None = None  # layer index or name
     buffer_shift: int | None = None
     buffer_insert: int | None = None
     output_padding: tuple[int, int] | None = None
-    bias_quadrant: int | None = None
+    bias_quadrant: int | None = None  # unused: the vendor's `bias_quadrant` is `bias_group`
     tcalc: bool | None = None
     bypass: bool | None = None
     calcx4: bool | None = None
     readahead: bool | None = None
     snoop_sequence: int | str | None = None
     simulated_sequence: int | str | None = None
+    in_channel_skip: int | None = None
     extra: dict[str, object] = field(default_factory=dict)  # other accepted vendor keys
 
 
@@ -80,6 +81,7 @@ class DataBufferSpec:
     offset: int
     name: str | None = None
     line: int = 0
+    width: int | None = None  # 8 or 32
 
 
 @dataclass
@@ -91,6 +93,7 @@ class NetworkSpec:
     unload: list[dict[str, object]] | None = None
     weights: str | None = None  # synthetic weights file stem (tests/<weights>.npy)
     bias: str | None = None  # synthetic bias file stem (tests/bias_<bias>.npy)
+    snoop: list[int] | None = None  # MAX78002 snoop register values, as given
     data_buffer: list[DataBufferSpec] = field(default_factory=list)
     layers: list[LayerSpec] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=dict)  # global key -> line
