@@ -86,5 +86,7 @@ class Network:
     device: str  # e.g. "MAX78000"
     layers: list[Layer]
     input_shape: tuple[int, ...]  # C, H, W (or C, L) of the sample the network takes
-    order: list[int] = field(default_factory=list)  # execution order of layer indices
+    order: list[int] = field(default_factory=list)  # layer sequence (next_sequence chain)
+    # The order the known-answer simulation runs (differs only with `simulated_sequence`).
+    sim_order: list[int] = field(default_factory=list)
     output_layer: int = -1  # the layer whose output the known-answer test checks

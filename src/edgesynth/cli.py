@@ -1,0 +1,118 @@
+"""The `edgesynth` command line: one entry point, one sub-command per job."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from edgesynth.errors import EdgesynthError
+
+app = typer.Typer(
+    name="edgesynth",
+    help="Take a CNN from PyTorch to ultra-low-power accelerators, bit-exact.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def izer(ctx: typer.Context) -> None:
+    """Run with the vendor's ai8xize.py command line, unchanged (try `edgesynth izer --help`)."""
+    from edgesynth.targets.max7800x.izer import run_izer
+
+    run_izer(list(ctx.args))
+
+
+@app.command()
+def simulate(
+    network: Annotated[Path, typer.Argument(help="YAML network description")],
+    checkpoint: Annotated[
+        Path | None, typer.Argument(help="quantized checkpoint (omit for `arch: test`)")
+    ] = None,
+    device: Annotated[str, typer.Option(help="MAX78000 or MAX78002")] = "MAX78000",
+    sample_input: Annotated[
+        Path | None, typer.Option(help="sample .npy (default: tests/sample_<dataset>.npy)")
+    ] = None,
+    save: Annotated[
+        Path | None, typer.Option(help="folder to save every layer's output as layerNN.npy")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option(help="save the network output (int64 .npy)")
+    ] = None,
+    stop_after: Annotated[int | None, typer.Option(help="stop after this layer")] = None,
+    avg_pool_rounding: Annotated[bool, typer.Option(help="round average pooling")] = False,
+) -> None:
+    """Simulate a network bit-exactly and print a per-layer summary."""
+    from edgesynth.targets.max7800x.simulate_cmd import run_simulate
+
+    run_simulate(
+        network=network,
+        checkpoint=checkpoint,
+        device=device,
+        sample_input=sample_input,
+        save=save,
+        output=output,
+        stop_after=stop_after,
+        avg_pool_rounding=avg_pool_rounding,
+    )
+
+
+def _mount_optional_apps() -> None:
+    """Sub-applications owned by the targets and the training package."""
+    try:
+        from edgesynth.targets.gati.cli import app as gati_app
+
+        app.add_typer(gati_app, name="gati", help="Gati FPGA systolic-array target.")
+    except ImportError:
+        pass
+    try:
+        from edgesynth.train.cli import register
+
+        register(app)
+    except ImportError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: user errors print one message and exit 1, never a traceback."""
+    _mount_optional_apps()
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        app(args=args, prog_name="edgesynth", standalone_mode=False)
+    except EdgesynthError as err:
+        print(f"edgesynth: error: {err.render()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("edgesynth: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exit_:
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
+    except Exception as err:  # click usage errors carry their own message
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            return 1 if err.exit_code == 2 else err.exit_code
+        if isinstance(err, click.exceptions.Abort):
+            return 1
+        if os.environ.get("EDGESYNTH_DEBUG"):
+            raise
+        print(
+            f"edgesynth: internal error: {type(err).__name__}: {err}\n"
+            "This is a bug in edgesynth; rerun with EDGESYNTH_DEBUG=1 for details and report it.",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

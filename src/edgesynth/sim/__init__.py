@@ -1,0 +1,1 @@
+"""Bit-exact integer reference of the accelerator's operators and of whole networks."""

@@ -1,0 +1,234 @@
+"""The accelerator's arithmetic, one operator per function, on int64 NumPy arrays.
+
+Data is channels-first: (C, H, W) for 2D, (C, L) for 1D. Weights are (out, in/groups, kh, kw)
+or (out, in/groups, k). Accumulators are exact integers. Convolutions run as float64 matrix
+products (BLAS); that is exact because every partial sum stays far below 2**53
+(8-bit data x 8-bit weights x at most 1024 x 9 terms, plus bias x 128).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+Pair = tuple[int, int]
+
+ACC_EXACT_LIMIT = 2**52
+
+
+def _exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for integer arrays, via BLAS when the result cannot lose precision."""
+    bound = float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0)) * a.shape[-1]
+    if bound < ACC_EXACT_LIMIT:
+        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
+    return np.matmul(a.astype(np.int64), b.astype(np.int64))
+
+
+def conv2d(
+    data: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    stride: Pair = (1, 1),
+    pad: Pair = (0, 0),
+    dilation: Pair = (1, 1),
+    groups: int = 1,
+    pad_after: Pair = (0, 0),
+) -> np.ndarray:
+    """Exact integer 2D cross-correlation with zero padding: (C, H, W) -> (O, Ho, Wo).
+
+    `bias` is added to the accumulator as given (callers scale it). `pad_after` adds extra
+    zero rows/columns at the bottom/right only (used by transposed convolution).
+    """
+    channels = data.shape[0]
+    out_channels, in_per_group, kh, kw = weight.shape
+    if in_per_group * groups != channels:
+        raise ValueError(f"weights expect {in_per_group * groups} channels, data has {channels}")
+    padded = np.pad(
+        data,
+        ((0, 0), (pad[0], pad[0] + pad_after[0]), (pad[1], pad[1] + pad_after[1])),
+    )
+    span_h = dilation[0] * (kh - 1) + 1
+    span_w = dilation[1] * (kw - 1) + 1
+    windows = sliding_window_view(padded, (span_h, span_w), axis=(1, 2))
+    windows = windows[:, :: stride[0], :: stride[1], :: dilation[0], :: dilation[1]]
+    out_h, out_w = windows.shape[1], windows.shape[2]
+    # (C, Ho, Wo, kh, kw) -> (groups, Cg*kh*kw, Ho*Wo)
+    cols = windows.reshape(groups, in_per_group, out_h, out_w, kh, kw)
+    cols = cols.transpose(0, 1, 4, 5, 2, 3).reshape(groups, in_per_group * kh * kw, -1)
+    kernels = weight.reshape(groups, out_channels // groups, in_per_group * kh * kw)
+    out = _exact_matmul(kernels, cols).reshape(out_channels, out_h, out_w)
+    if bias is not None:
+        out += np.asarray(bias, dtype=np.int64)[:, None, None]
+    return out
+
+
+def conv1d(
+    data: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    groups: int = 1,
+) -> np.ndarray:
+    """Exact integer 1D cross-correlation: (C, L) -> (O, Lo)."""
+    out = conv2d(
+        data[:, :, None],
+        weight[:, :, :, None],
+        bias,
+        stride=(stride, 1),
+        pad=(pad, 0),
+        dilation=(dilation, 1),
+        groups=groups,
+    )
+    return out[:, :, 0]
+
+
+def conv_transpose2d(
+    data: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    stride: Pair = (2, 2),
+    pad: Pair = (1, 1),
+    output_padding: Pair = (1, 1),
+    dilation: Pair = (1, 1),
+    groups: int = 1,
+) -> np.ndarray:
+    """Transposed convolution as the hardware runs it: zero-stuff by the stride, then a plain
+    convolution padded by dilation*(k-1)-pad (plus output padding at the bottom/right).
+
+    `weight` is already in convolution form (out, in/groups, kh, kw): channels swapped and the
+    kernel flipped, as the network builder prepares it.
+    """
+    channels, height, width = data.shape
+    stuffed = np.zeros(
+        (channels, (height - 1) * stride[0] + 1, (width - 1) * stride[1] + 1), dtype=np.int64
+    )
+    stuffed[:, :: stride[0], :: stride[1]] = data
+    kh, kw = weight.shape[2:]
+    return conv2d(
+        stuffed,
+        weight,
+        bias,
+        pad=(dilation[0] * (kh - 1) - pad[0], dilation[1] * (kw - 1) - pad[1]),
+        dilation=dilation,
+        groups=groups,
+        pad_after=output_padding,
+    )
+
+
+def pooled_size(size: int, pool: int, stride: int, dilation: int = 1) -> int:
+    """Output length of in-flight pooling along one axis (no padding)."""
+    return (size + stride - pool - dilation + 1) // stride
+
+
+def _pool_windows(data: np.ndarray, pool: Pair, stride: Pair, dilation: Pair) -> np.ndarray:
+    """(C, Ho, Wo, ph*pw) views of the pooling windows of (C, H, W) data."""
+    out_h = pooled_size(data.shape[1], pool[0], stride[0], dilation[0])
+    out_w = pooled_size(data.shape[2], pool[1], stride[1], dilation[1])
+    span_h = dilation[0] * (pool[0] - 1) + 1
+    span_w = dilation[1] * (pool[1] - 1) + 1
+    need_h = (out_h - 1) * stride[0] + span_h
+    need_w = (out_w - 1) * stride[1] + span_w
+    if need_h > data.shape[1] or need_w > data.shape[2]:
+        # Dilated windows whose far end runs past the data: pad so the view exists; the
+        # hardware never reads there for the sizes the device rules allow.
+        data = np.pad(
+            data, ((0, 0), (0, max(0, need_h - data.shape[1])), (0, max(0, need_w - data.shape[2])))
+        )
+    windows = sliding_window_view(data, (span_h, span_w), axis=(1, 2))
+    windows = windows[:, : out_h * stride[0] : stride[0], : out_w * stride[1] : stride[1]]
+    windows = windows[..., :: dilation[0], :: dilation[1]]
+    return windows.reshape(*windows.shape[:3], -1)
+
+
+def average(sums: np.ndarray, count: int, rounding: bool) -> np.ndarray:
+    """Average of 8-bit values: truncated toward zero, or rounded half away from zero."""
+    if rounding:
+        return np.sign(sums) * ((np.abs(sums) * 2 + count) // (2 * count))
+    return np.sign(sums) * (np.abs(sums) // count)
+
+
+def pool2d(
+    data: np.ndarray,
+    pool: Pair,
+    stride: Pair,
+    *,
+    average_pool: bool,
+    dilation: Pair = (1, 1),
+    rounding: bool = False,
+) -> np.ndarray:
+    """In-flight max or average pooling of (C, H, W) data. Pool size 1 only subsamples."""
+    if pool == (1, 1):
+        return data[:, :: stride[0], :: stride[1]]
+    windows = _pool_windows(data, pool, stride, dilation)
+    if average_pool:
+        return average(windows.sum(axis=-1), windows.shape[-1], rounding)
+    return windows.max(axis=-1)
+
+
+def pool1d(
+    data: np.ndarray,
+    pool: int,
+    stride: int,
+    *,
+    average_pool: bool,
+    dilation: int = 1,
+) -> np.ndarray:
+    """In-flight pooling of (C, L) data.
+
+    The vendor's reference truncates 1D averages toward zero regardless of
+    `--avg-pool-rounding`, and 1D max pooling reads `pool` consecutive samples even when
+    `pool_dilation` is set; both are reproduced here because the known-answer test encodes them.
+    """
+    if pool == 1:
+        return data[:, ::stride]
+    out_len = pooled_size(data.shape[1], pool, stride, dilation)
+    if average_pool:
+        windows = _pool_windows(data[:, :, None], (pool, 1), (stride, 1), (dilation, 1))
+        return average(windows.sum(axis=-1), pool, rounding=False)[:, :, 0]
+    windows = _pool_windows(data[:, :, None], (pool, 1), (stride, 1), (1, 1))[:, :, 0]
+    return windows[:, :out_len].max(axis=-1)
+
+
+def eltwise(operation: str, operands: list[np.ndarray]) -> np.ndarray:
+    """Left-to-right element-wise add/sub/xor/or of equally shaped operands (wide result)."""
+    result = operands[0].astype(np.int64)
+    for other in operands[1:]:
+        if operation == "add":
+            result = result + other
+        elif operation == "sub":
+            result = result - other
+        elif operation == "xor":
+            result = np.bitwise_xor(result, other)
+        elif operation == "or":
+            result = np.bitwise_or(result, other)
+        else:
+            raise ValueError(f"unknown element-wise operation {operation!r}")
+    return result
+
+
+def clip8(data: np.ndarray) -> np.ndarray:
+    return np.clip(data, -128, 127)
+
+
+def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
+    """8-bit output: clip(floor(acc * 2**shift / 128 + 1/2)), i.e. round half toward +inf."""
+    exponent = shift - 7
+    if exponent >= 0:
+        scaled = acc << exponent
+    else:
+        scaled = (acc + (1 << (-exponent - 1))) >> (-exponent)
+    return clip8(scaled)
+
+
+def activate(data: np.ndarray, activation: str | None) -> np.ndarray:
+    """ReLU clips to [0, 127]; Abs takes |x| clipped to 127 (also on 32-bit outputs)."""
+    if activation == "relu":
+        return np.clip(data, 0, 127)
+    if activation == "abs":
+        return np.minimum(np.abs(data), 127)
+    return data
