@@ -65,6 +65,18 @@ def simulate(
     )
 
 
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="folder for the demo's files")] = Path("out/demo"),
+    device: Annotated[str, typer.Option(help="MAX78000 or MAX78002")] = "MAX78000",
+) -> None:
+    """Synthesize the built-in example network end to end and check its known answer."""
+    from edgesynth.demo import run_demo
+
+    written = run_demo(out, device)
+    typer.echo(f"Demo finished: inputs in {out}/tests, known-answer output in {written}")
+
+
 def _mount_optional_apps() -> None:
     """Sub-applications owned by the targets and the training package."""
     try:

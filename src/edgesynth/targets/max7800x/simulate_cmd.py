@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +84,7 @@ def run_simulate(
     )
     job = SynthesisJob(str(network), opts, SimOptions(avg_pool_rounding=avg_pool_rounding))
     result = synthesize(job)
-    Console().print(summary_table(result))
+    Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
     if save is not None:
         if save.exists() and not save.is_dir():
             raise EdgesynthError(f"--save needs a folder, but {save} is a file.")

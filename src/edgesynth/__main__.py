@@ -1,0 +1,5 @@
+import sys
+
+from edgesynth.cli import main
+
+sys.exit(main())

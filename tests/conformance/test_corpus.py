@@ -1,0 +1,90 @@
+"""Every vendor case of the reference corpus, run through `edgesynth izer` like the vendor tool.
+
+Each case runs from inside its folder with its own command line (so the vendor's implicit
+`tests/...` look-ups resolve there) and must reproduce `expected_output.npy` value for value,
+or, for cases the vendor refuses, be refused with a clear message, exit status 1 and no output.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgesynth.cli import main
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases"
+CASES = sorted(p.parent for p in CORPUS.glob("*/*/case.json"))
+
+
+def test_corpus_is_present() -> None:
+    assert len(CASES) >= 554, f"expected the full reference corpus at {CORPUS}"
+
+
+def _case_id(case: Path) -> str:
+    return f"{case.parent.name}/{case.name}"
+
+
+def _run(case: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict]:
+    info = json.loads((case / "case.json").read_text())
+    monkeypatch.chdir(case)
+    argv = [
+        "izer",
+        *info["args"],
+        "--test-dir",
+        str(out_dir),
+        "--prefix",
+        info["name"],
+        "--sample-numpy-filename",
+        "expected_output",
+    ]
+    return main(argv), info
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_case(case: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    status, info = _run(case, tmp_path, monkeypatch)
+    captured = capsys.readouterr()
+    produced = tmp_path / info["name"] / "expected_output.npy"
+    if info["expect"] == "error":
+        assert status == 1, f"the vendor refuses this case ({info['vendor_error']}), we did not"
+        message = captured.err.strip()
+        assert message.startswith("edgesynth: error:"), message
+        assert "Traceback" not in captured.err
+        assert not produced.exists(), "a refused case must not leave output behind"
+        return
+    assert status == 0, captured.err
+    expected = np.load(case / "expected_output.npy")
+    actual = np.load(produced)
+    assert actual.dtype == np.int64
+    assert actual.shape == expected.shape
+    np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("name", ["MAX78000/mnist", "MAX78002/test-eltwiseadd-conv"])
+def test_command_line_entry_point(name: str, tmp_path: Path) -> None:
+    """The installed `edgesynth` program, as a user runs it."""
+    case = CORPUS / name
+    info = json.loads((case / "case.json").read_text())
+    args = [*info["args"], "--test-dir", str(tmp_path), "--prefix", "p"]
+    args += ["--sample-numpy-filename", "out"]
+    run = subprocess.run(
+        [sys.executable, "-m", "edgesynth", "izer", *args],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if info["expect"] == "ok":
+        assert run.returncode == 0, run.stderr
+        np.testing.assert_array_equal(
+            np.load(tmp_path / "p" / "out.npy"), np.load(case / "expected_output.npy")
+        )
+    else:
+        assert run.returncode == 1
+        assert "Traceback" not in run.stderr
+        assert run.stderr.count("edgesynth: error:") == 1
