@@ -84,6 +84,8 @@ class Device:
     requires_avgpool_reset_after_eltwise: bool = False  # inserts a hidden layer
     uses_new_streaming: bool = False  # MAX78002 streaming buffer equations
     stream_delta2_bits: int = 12  # width of the streaming row-skip counter
+    supports_stream_bias: bool = False  # a streaming first layer needs no bias work-around
+    instance_banks: int = 1  # independently accessed banks per data-memory instance
 
     @property
     def instance_bytes(self) -> int:
@@ -188,6 +190,8 @@ MAX78002 = Device(
     requires_avgpool_reset_after_eltwise=True,
     uses_new_streaming=True,
     stream_delta2_bits=14,
+    supports_stream_bias=True,
+    instance_banks=5,
 )
 
 DEVICES: dict[str, Device] = {d.name: d for d in (MAX78000, MAX78002)}
