@@ -1,0 +1,176 @@
+"""Refuse what Gati cannot run, naming the ONNX node and the reason.
+
+Runs on the imported float graph, before calibration, so a model is refused quickly. Field
+limits come from the instruction tables in `isa.py`; array limits from `hw.py`.
+"""
+
+from __future__ import annotations
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.targets.gati import hw, isa
+from edgesynth.targets.gati.onnx_import import FloatGraph, FloatLayer, PoolSpec
+
+
+def _err(graph: FloatGraph, node: str, reason: str) -> EdgesynthError:
+    return EdgesynthError(f"ONNX node `{node}`: {reason}", file=graph.path)
+
+
+def _fits(graph: FloatGraph, node: str, fmt: isa.Format, name: str, value: int, what: str) -> None:
+    f = fmt.by_name[name]
+    if not 0 <= value <= f.max:
+        raise _err(
+            graph,
+            node,
+            f"{what} = {value} overflows {fmt.name}.{name} ({f.width} bits, at most {f.max})",
+        )
+
+
+def pad_sides(
+    graph: FloatGraph, node: str, pads: tuple[int, int, int, int], what: str
+) -> tuple[int, int]:
+    """(amount, PadSides bits) for ONNX pads (top, left, bottom, right); unequal amounts fail."""
+    top, left, bottom, right = pads
+    amounts = {p for p in pads if p}
+    if len(amounts) > 1:
+        raise _err(
+            graph,
+            node,
+            f"{what} pads (top, left, bottom, right) = {pads} differ; Gati pads every flagged "
+            "side by one amount",
+        )
+    amount = amounts.pop() if amounts else 0
+    sides = (
+        (isa.PAD_TOP if top else 0)
+        | (isa.PAD_LEFT if left else 0)
+        | (isa.PAD_BOTTOM if bottom else 0)
+        | (isa.PAD_RIGHT if right else 0)
+    )
+    return amount, sides
+
+
+def _nonnegative_input(graph: FloatGraph, index: int) -> bool:
+    """Can the values entering layer `index`'s pooling never be negative?"""
+    layer = graph.layers[index]
+    if layer.activation in ("relu", "sigmoid"):
+        return True
+    if layer.activation is not None or layer.kind != "none":
+        return False
+    return index > 0 and _nonnegative_input(graph, index - 1)
+
+
+def check_layer(graph: FloatGraph, index: int) -> None:
+    layer = graph.layers[index]
+    if layer.kind == "conv":
+        _check_conv(graph, layer)
+    elif layer.kind == "linear":
+        _check_linear(graph, layer)
+    else:
+        _check_identity(graph, layer)
+    if layer.pool is not None:
+        _check_pool(graph, index, layer, layer.pool)
+
+
+def _check_map(graph: FloatGraph, node: str, shape: tuple[int, ...], what: str) -> None:
+    c, h, w = shape
+    _fits(graph, node, isa.CONV, "IC" if what == "input" else "KN", c, f"{what} channels")
+    _fits(graph, node, isa.CONV, "IH" if what == "input" else "OH", h, f"{what} height")
+    _fits(graph, node, isa.CONV, "IW" if what == "input" else "OW", w, f"{what} width")
+
+
+def _check_conv(graph: FloatGraph, layer: FloatLayer) -> None:
+    node = layer.name
+    assert layer.weight is not None
+    kh, kw = layer.weight.shape[2:]
+    if layer.group != 1:
+        raise _err(
+            graph,
+            node,
+            f"grouped convolution (group={layer.group}) is not supported: each kernel "
+            "iteration sums over all input channels",
+        )
+    if layer.dilations != (1, 1):
+        raise _err(graph, node, f"dilation {layer.dilations} is not supported")
+    if kh * kw > hw.ENGINE_ROWS:
+        raise _err(
+            graph,
+            node,
+            f"kernel {kh}x{kw} has {kh * kw} taps, larger than the engine: a compute "
+            f"engine column holds {hw.ENGINE_ROWS} weights (9x8 processing elements)",
+        )
+    _fits(graph, node, isa.CONV, "KH", kh, "kernel height")
+    _fits(graph, node, isa.CONV, "KW", kw, "kernel width")
+    sh, sw = layer.strides
+    if sh != sw:
+        raise _err(graph, node, f"strides {layer.strides} differ; CONV has one Stride field")
+    _fits(graph, node, isa.CONV, "Stride", sh, "stride")
+    amount, _ = pad_sides(graph, node, layer.pads, "convolution")
+    _fits(graph, node, isa.CONV, "Pad", amount, "padding")
+    _check_map(graph, node, layer.in_shape, "input")
+    _check_map(graph, node, layer.conv_shape, "output")
+
+
+def _check_linear(graph: FloatGraph, layer: FloatLayer) -> None:
+    node = layer.name
+    assert layer.weight is not None
+    m, n = layer.weight.shape
+    _fits(graph, node, isa.FC, "WeightRows", n, "input features")
+    _fits(graph, node, isa.FC, "WeightCols", m, "output features")
+    if layer.flatten:
+        _, h, w = layer.in_map
+        _fits(graph, node, isa.FC, "ImageDim", h * w, "flattened map height x width")
+
+
+def _check_identity(graph: FloatGraph, layer: FloatLayer) -> None:
+    node = layer.name
+    if len(layer.in_shape) == 3:
+        _check_map(graph, node, layer.in_shape, "input")
+    else:
+        _fits(graph, node, isa.FC, "WeightRows", layer.in_shape[0], "features")
+
+
+def _check_pool(graph: FloatGraph, index: int, layer: FloatLayer, pool: PoolSpec) -> None:
+    node = pool.node
+    kh, kw = pool.kernel
+    _fits(graph, node, isa.TAIL, "PoolHeight", kh, "pool height")
+    _fits(graph, node, isa.TAIL, "PoolWidth", kw, "pool width")
+    if pool.type == "global_avg":
+        _check_map(graph, node, layer.conv_shape, "output")
+        return
+    sh, sw = pool.strides
+    if sh != sw:
+        raise _err(graph, node, f"pool strides {pool.strides} differ; TailBlock has one PoolStride")
+    _fits(graph, node, isa.TAIL, "PoolStride", sh, "pool stride")
+    amount, _ = pad_sides(graph, node, pool.pads, "pooling")
+    _fits(graph, node, isa.TAIL, "PoolPadding", amount, "pool padding")
+    if pool.type == "max" and not _nonnegative_input(graph, index):
+        raise _err(
+            graph,
+            node,
+            "MaxPool over values that can be negative: Gati's max action starts from 0, so "
+            "it needs a Relu (or Sigmoid) before the pooling",
+        )
+    if pool.type == "avg":
+        if any(pool.pads) and not pool.count_include_pad:
+            raise _err(
+                graph,
+                node,
+                "AveragePool with padding and count_include_pad=0: the pairwise-average tree "
+                "cannot leave padded elements out of the average",
+            )
+        (h, w), (oh, ow) = pool.in_hw, pool.out_hw
+        if (oh - 1) * sh + kh > h + pool.pads[0] + pool.pads[2] or (
+            (ow - 1) * sw + kw > w + pool.pads[1] + pool.pads[3]
+        ):
+            raise _err(
+                graph,
+                node,
+                "AveragePool with ceil_mode windows that run past the input: the pairwise-"
+                "average tree has no partial windows",
+            )
+
+
+def check_graph(graph: FloatGraph) -> None:
+    """Raise on the first thing Gati cannot run."""
+    _fits(graph, graph.layers[0].name, isa.START, "TotalLayers", len(graph.layers), "layers")
+    for i in range(len(graph.layers)):
+        check_layer(graph, i)

@@ -1,0 +1,353 @@
+"""Compile a quantized network into Gati instructions, a DRAM layout and a DWP stream.
+
+Each layer is four instructions: START, the megablock (CONV or FC), TailBlock, OutputBlock.
+A layer without weights in the IR (operation `none`: a pooling or activation that could not be
+fused) runs as an identity megablock: a 1x1 CONV (or FC) with unit weights and QuantScale 1,
+QuantShift 0, whose tail block does the work.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError, did_you_mean
+from edgesynth.ir.network import Layer
+from edgesynth.targets.gati import dwp, hw, isa, layout
+from edgesynth.targets.gati.layout import Region
+from edgesynth.targets.gati.model import GatiLayer, GatiModel
+from edgesynth.targets.gati.onnx_import import import_onnx
+from edgesynth.targets.gati.quantize import quantize
+
+INSTRUCTIONS_PER_LAYER = 4
+
+
+@dataclass
+class LayerCode:
+    """Everything the compiler decided for one layer."""
+
+    index: int
+    name: str
+    engine: str  # conv | fc
+    weights: np.ndarray  # the megablock's int8 weights: (KN, IC, KH, KW) or (M, N)
+    bias: np.ndarray | None
+    in_shape: tuple[int, ...]  # (C, H, W) map or (N,) vector entering the megablock
+    conv_shape: tuple[int, ...]  # megablock output before pooling
+    out_shape: tuple[int, ...]  # after pooling
+    tensor: str  # ONNX tensor this layer produces
+    dispatch: bool = False
+    dispatch_id: int = 0
+    on_chip_acc: bool = False
+    regions: dict[str, Region] = field(default_factory=dict)
+    instructions: list[isa.Instruction] = field(default_factory=list)
+
+    @property
+    def channel_itr(self) -> int:
+        return hw.cdiv(self.in_shape[0], hw.ENGINES) if self.engine == "conv" else 1
+
+    @property
+    def kernel_itr(self) -> int:
+        if self.engine == "conv":
+            return hw.cdiv(self.conv_shape[0], hw.ENGINE_COLS)
+        return hw.cdiv(self.conv_shape[0], hw.FC_WIDTH)
+
+
+@dataclass
+class CompiledProgram:
+    model: GatiModel
+    layers: list[LayerCode]
+    regions: list[Region]
+    dram_bytes: int
+    input_region: Region
+    blob: bytes
+    stream: bytes
+    warnings: list[str]
+
+
+def dispatch_id(tensor: str) -> int:
+    """A 32-bit integrity id for a dispatched layer, word-aligned (it travels as a DWP address)."""
+    return zlib.crc32(tensor.encode()) & 0xFFFFFFFC
+
+
+def _layer_code(i: int, layer: Layer, g: GatiLayer, model: GatiModel) -> LayerCode:
+    fl = model.graph.layers[i]
+    in_shape = tuple(fl.in_map if fl.flatten else fl.in_shape)
+    if layer.operation == "conv2d":
+        assert layer.weights is not None
+        engine, weights = "conv", layer.weights
+    elif layer.operation == "linear":
+        assert layer.weights is not None
+        engine, weights = "fc", layer.weights
+    elif len(fl.in_shape) == 3:
+        c = fl.in_shape[0]
+        engine, weights = "conv", np.eye(c, dtype=np.int64).reshape(c, c, 1, 1)
+    else:
+        n = fl.in_shape[0]
+        engine, weights = "fc", np.eye(n, dtype=np.int64)
+    bias = layer.bias if layer.bias is not None and np.any(layer.bias) else None
+    return LayerCode(
+        i,
+        fl.name,
+        engine,
+        weights.astype(np.int8),
+        bias,
+        in_shape,
+        tuple(fl.conv_shape),
+        tuple(fl.out_shape),
+        fl.output,
+    )
+
+
+def _select_dispatch(model: GatiModel, codes: list[LayerCode], names: Sequence[str]) -> None:
+    codes[-1].dispatch = True
+    lookup: dict[str, int] = {}
+    for c, g in zip(codes, model.layers, strict=True):
+        for key in [*g.onnx_nodes, c.tensor]:
+            lookup[key] = c.index
+    for name in names:
+        if name not in lookup:
+            raise EdgesynthError(
+                f"--dispatch `{name}` names no ONNX node or tensor of this model."
+                + did_you_mean(name, lookup)
+            )
+        codes[lookup[name]].dispatch = True
+    for c in codes:
+        if c.dispatch:
+            c.dispatch_id = dispatch_id(c.tensor)
+
+
+def _plan(
+    model: GatiModel, codes: list[LayerCode], on_chip_bytes: int
+) -> tuple[list[Region], Region, int]:
+    planner = layout.Planner()
+    planner.add(
+        "instructions", "instructions", len(codes) * INSTRUCTIONS_PER_LAYER * isa.INST_BYTES
+    )
+    for c in codes:
+        if c.engine == "conv":
+            size = c.kernel_itr * c.channel_itr * layout.CONV_TILE
+        else:
+            size = c.kernel_itr * c.weights.shape[1] * hw.FC_WIDTH
+        c.regions["weights"] = planner.add(f"{c.name}.weights", "weights", size, c.index)
+    for c, g in zip(codes, model.layers, strict=True):
+        if c.bias is not None:
+            per = hw.ENGINE_COLS if c.engine == "conv" else hw.FC_WIDTH
+            size = hw.align(c.kernel_itr * per * g.bias_width // 8, hw.WORD_BYTES)
+            c.regions["bias"] = planner.add(f"{c.name}.bias", "bias", size, c.index)
+    if model.input_layout == "map":
+        ch, h, w = model.input_shape
+        in_size = layout.map_bytes(ch, h * w, 1)
+    else:
+        in_size = layout.vector_bytes(model.input_shape[0], 1)
+    input_region = planner.add("input", "input", in_size)
+    prev = input_region
+    for c, g in zip(codes, model.layers, strict=True):
+        c.regions["input"] = prev
+        if c.engine == "conv":
+            ch, h, w = c.out_shape
+            size = layout.map_bytes(ch, h * w, g.out_bytes)
+        else:
+            size = layout.vector_bytes(c.out_shape[0], g.out_bytes)
+        c.regions["output"] = prev = planner.add(f"{c.name}.output", "output", size, c.index)
+    acc_size = 0
+    for c in codes:
+        if c.engine == "conv" and c.channel_itr > 1:
+            need = layout.map_bytes(hw.ENGINE_COLS, c.conv_shape[1] * c.conv_shape[2], 4)
+            c.on_chip_acc = need <= on_chip_bytes
+            if not c.on_chip_acc:
+                acc_size = max(acc_size, need)
+    if acc_size:
+        acc = planner.add("accumulants", "accumulants", acc_size)
+        for c in codes:
+            if c.engine == "conv" and c.channel_itr > 1 and not c.on_chip_acc:
+                c.regions["accumulants"] = acc
+    return planner.regions, input_region, planner.total
+
+
+def _encode(fmt: isa.Format, node: str, **fields: int) -> isa.Instruction:
+    return isa.make(fmt, f"ONNX node `{node}`", **fields)
+
+
+def _megablock(c: LayerCode, model: GatiModel) -> isa.Instruction:
+    g = model.layers[c.index]
+    src, wts = c.regions["input"], c.regions["weights"]
+    if c.engine == "conv":
+        ic, ih, iw = c.in_shape
+        kn, oh, ow = c.conv_shape
+        layer = model.network.layers[c.index]
+        kh, kw = c.weights.shape[2:]
+        stride = layer.stride[0] if layer.operation == "conv2d" else 1
+        return _encode(
+            isa.CONV,
+            c.name,
+            IW=iw,
+            IH=ih,
+            OW=ow,
+            OH=oh,
+            IC=ic,
+            KN=kn,
+            KW=kw,
+            KH=kh,
+            Stride=stride,
+            Pad=g.pad,
+            PadSides=g.pad_sides,
+            ImageStartAddress=src.start,
+            ImageEndAddress=src.end,
+            WeightStartAddress=wts.start,
+            WeightEndAddress=wts.end,
+        )
+    m, n = c.weights.shape
+    flatten = len(c.in_shape) == 3
+    image_dim = c.in_shape[1] * c.in_shape[2] if flatten else 0
+    return _encode(
+        isa.FC,
+        c.name,
+        WeightRows=n,
+        WeightCols=m,
+        InputRows=1,
+        DropoutConstant=0,
+        Flatten=int(flatten),
+        ImageDim=image_dim,
+        ImageStartAddress=src.start,
+        ImageEndAddr=src.end,
+        WeightStartAddress=wts.start,
+        WeightEndAddress=wts.end,
+        Vec2MatCols=hw.align(hw.cdiv(n, hw.FC_WIDTH), hw.WORD_SIZE),
+    )
+
+
+def _tail(c: LayerCode, model: GatiModel) -> isa.Instruction:
+    g = model.layers[c.index]
+    layer = model.network.layers[c.index]
+    fields: dict[str, int] = {
+        "QuantEn": int(g.quant_en),
+        "QuantScale": g.quant_scale if g.quant_en else 0,
+        "QuantShift": g.quant_shift if g.quant_en else 0,
+    }
+    if layer.activation:
+        fields.update(
+            ActEn=1,
+            ActType={"relu": isa.ACT_RELU, "sigmoid": isa.ACT_SIGMOID, "tanh": isa.ACT_TANH}[
+                layer.activation
+            ],
+            ActParam=g.act_param if layer.activation != "relu" else 0,
+        )
+    fl = model.graph.layers[c.index]
+    if fl.pool is not None:
+        kh, kw = fl.pool.kernel
+        stride = 1 if g.pool_global else fl.pool.strides[0]
+        _, _, w = c.conv_shape
+        pl = g.pool_pad if g.pool_pad_sides & isa.PAD_LEFT else 0
+        pr = g.pool_pad if g.pool_pad_sides & isa.PAD_RIGHT else 0
+        fields.update(
+            PoolEn=1,
+            PoolType={
+                "max": isa.POOL_MAX,
+                "avg": isa.POOL_AVERAGE,
+                "global_avg": isa.POOL_GLOBAL_AVG,
+            }[fl.pool.type],
+            PoolWidth=kw,
+            PoolHeight=kh,
+            PoolStride=stride,
+            PoolPadding=g.pool_pad,
+            PoolCeil=int(g.pool_ceil),
+            PoolModCount=(w + pl + pr - kw) % stride,
+            PoolPadSides=g.pool_pad_sides,
+        )
+    if c.bias is not None:
+        b = c.regions["bias"]
+        fields.update(
+            BiasEn=1, BiasWidth=g.bias_width, BiasStartAddress=b.start, BiasEndAddress=b.end
+        )
+    return _encode(isa.TAIL, fl.pool.node if fl.pool is not None else c.name, **fields)
+
+
+def _output_block(c: LayerCode) -> isa.Instruction:
+    acc = c.regions.get("accumulants")
+    if c.engine == "conv":
+        dim_acc = c.conv_shape[1] * c.conv_shape[2]
+        dim_out = c.out_shape[1] * c.out_shape[2]
+    else:
+        dim_acc = dim_out = 1
+    return _encode(
+        isa.OUTPUT,
+        c.name,
+        AccumulantAddr=acc.start if acc is not None else 0,
+        OutputAddr=c.regions["output"].start,
+        ChannelItr=c.channel_itr,
+        KernelItr=c.kernel_itr,
+        ImageDimOutput=dim_out,
+        ImageDimAcc=dim_acc,
+        AccEn=int(c.channel_itr > 1),
+        DispatchEn=int(c.dispatch),
+        DispatchID=c.dispatch_id,
+        OnChipAcc=int(c.on_chip_acc),
+    )
+
+
+def build_stream(blob: bytes, codes: list[LayerCode], model: GatiModel) -> bytes:
+    """RESET, PAYLOAD_SIZE, INST_ORIGIN, then DWP packets: the blob, every weight and bias."""
+    packets: list[dwp.Packet] = [dwp.DwpPacket(hw.INST_ORIGIN, blob)]
+    for c in codes:
+        w = c.regions["weights"]
+        data = (
+            layout.pack_conv_weights(c.weights)
+            if c.engine == "conv"
+            else layout.pack_fc_weights(c.weights)
+        )
+        assert len(data) == w.size
+        packets.append(dwp.DwpPacket(w.start, data))
+    for c, g in zip(codes, model.layers, strict=True):
+        if c.bias is not None:
+            b = c.regions["bias"]
+            per = hw.ENGINE_COLS if c.engine == "conv" else hw.FC_WIDTH
+            data = layout.pack_bias(c.bias, g.bias_width, c.kernel_itr * per)
+            assert len(data) == b.size
+            packets.append(dwp.DwpPacket(b.start, data))
+    head: list[dwp.Packet] = [
+        dwp.MetaPacket(dwp.META_RESET, 0),
+        dwp.MetaPacket(dwp.META_PAYLOAD_SIZE, dwp.payload_bytes(packets)),
+        dwp.MetaPacket(dwp.META_INST_ORIGIN, hw.INST_ORIGIN),
+    ]
+    return dwp.encode_stream(head + packets)
+
+
+def compile_model(
+    model: GatiModel, dispatch: Sequence[str] = (), on_chip_acc_bytes: int = hw.ON_CHIP_ACC_BYTES
+) -> CompiledProgram:
+    codes = [_layer_code(i, layer, g, model) for i, (layer, g) in enumerate(model.pairs())]
+    _select_dispatch(model, codes, dispatch)
+    regions, input_region, total = _plan(model, codes, on_chip_acc_bytes)
+    n = len(codes)
+    blob = bytearray()
+    for c in codes:
+        c.instructions = [
+            _encode(isa.START, c.name, LayerNumber=c.index, TotalLayers=n),
+            _megablock(c, model),
+            _tail(c, model),
+            _output_block(c),
+        ]
+        for inst in c.instructions:
+            blob += isa.encode_bytes(inst)
+    assert len(blob) == regions[0].size
+    stream = build_stream(bytes(blob), codes, model)
+    warnings = [w for g in model.layers for w in g.warnings]
+    return CompiledProgram(
+        model, codes, regions, total, input_region, bytes(blob), stream, warnings
+    )
+
+
+def compile_onnx(
+    path: str | Path,
+    calibration: np.ndarray,
+    dispatch: Sequence[str] = (),
+    on_chip_acc_bytes: int = hw.ON_CHIP_ACC_BYTES,
+) -> CompiledProgram:
+    """ONNX file + calibration batch -> compiled program (nothing written to disk)."""
+    graph = import_onnx(path)
+    model = quantize(graph, calibration)
+    return compile_model(model, dispatch, on_chip_acc_bytes)

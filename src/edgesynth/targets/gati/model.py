@@ -1,0 +1,58 @@
+"""The quantized network handed from `quantize` to the compiler and the integer reference.
+
+The layers themselves are edgesynth's target-independent IR (`edgesynth.ir.network`): the
+operation, kernel, stride, pooling, activation, integer weights and bias, shapes and producers.
+`GatiLayer` holds, beside each IR layer, what only Gati has: the tail block's requantization
+(QuantScale/QuantShift), the sides that are padded, the pooling details the IR has no field for,
+and the float scales the host needs to quantize inputs and dequantize outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from edgesynth.ir.network import Layer, Network
+from edgesynth.targets.gati.onnx_import import FloatGraph
+
+
+@dataclass
+class GatiLayer:
+    onnx_nodes: list[str]
+    in_scale: float  # float value of one LSB of the layer's input
+    weight_scale: float
+    acc_scale: float  # in_scale * weight_scale: one accumulator LSB
+    out_scale: float  # one LSB of the layer's output (after activation and pooling)
+    quant_en: bool  # False: the output keeps the 32-bit accumulator values
+    quant_scale: int = 1  # TailBlock.QuantScale
+    quant_shift: int = 0  # TailBlock.QuantShift
+    bias_width: int = 32  # 8 or 32
+    act_param: int = 0  # sigmoid/tanh: the input LSB is 2**-act_param
+    pad: int = 0  # CONV.Pad, applied on the sides in pad_sides
+    pad_sides: int = 0  # CONV.PadSides bit vector (isa.PAD_*)
+    pool_pad: int = 0
+    pool_pad_sides: int = 0
+    pool_ceil: bool = False
+    pool_global: bool = False
+    flat_map: tuple[int, ...] = ()  # a flattening FC: the (C, H, W) map it reads
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def out_bytes(self) -> int:
+        """Bytes per output element in DRAM: 1 after quantization, 4 without."""
+        return 1 if self.quant_en else 4
+
+
+@dataclass
+class GatiModel:
+    network: Network  # the IR; network.layers[i] goes with layers[i]
+    layers: list[GatiLayer]
+    graph: FloatGraph  # the imported float graph (for reports and the host)
+    input_scale: float  # float value of one LSB of the int8 input
+    input_layout: str  # "map" (C, H, W in NHW8C8 blocks) or "vector"
+
+    def pairs(self) -> list[tuple[Layer, GatiLayer]]:
+        return list(zip(self.network.layers, self.layers, strict=True))
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.network.input_shape)

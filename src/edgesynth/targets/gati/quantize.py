@@ -1,0 +1,218 @@
+"""Post-training 8-bit quantization to what Gati's tail block can express.
+
+* Activations: signed int8, symmetric, one scale per tensor from the calibration maximum.
+* Weights: signed int8 in [-127, 127], one scale per layer (max |w| / 127).
+* Bias: in accumulator units (input scale x weight scale), 8-bit when every value fits, else
+  32-bit.
+* Requantization: acc * QuantScale >> QuantShift with QuantScale < 2**16 and QuantShift < 2**5,
+  rounding half up, saturating to int8 (`requantize`). The largest shift that keeps
+  QuantScale in 16 bits is used, so the multiplier keeps 15 to 16 significant bits.
+* The last layer keeps its 32-bit accumulators (QuantEn = 0) unless it ends in sigmoid/tanh,
+  whose lookup takes int8 at a power-of-two scale (ActParam is that power).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
+from edgesynth.ir.spec import LayerSpec, NetworkSpec
+from edgesynth.targets.gati import hw, isa
+from edgesynth.targets.gati.check import check_graph, pad_sides
+from edgesynth.targets.gati.floatref import calibration_ranges
+from edgesynth.targets.gati.model import GatiLayer, GatiModel
+from edgesynth.targets.gati.onnx_import import FloatGraph, FloatLayer
+
+QMAX = 127
+SCALE_MAX = isa.TAIL.by_name["QuantScale"].max
+SHIFT_MAX = isa.TAIL.by_name["QuantShift"].max
+ACC_MAX = (1 << (hw.ACC_BITS - 1)) - 1
+
+
+def round_half_up(x: np.ndarray | float) -> np.ndarray:
+    return np.floor(np.asarray(x, dtype=np.float64) + 0.5)
+
+
+def fit_multiplier(m: float, where: str) -> tuple[int, int]:
+    """(QuantScale, QuantShift) with QuantScale / 2**QuantShift closest to `m`."""
+    if not (m > 0 and math.isfinite(m)):
+        raise EdgesynthError(f"{where}: requantization multiplier {m} is not positive")
+    for shift in range(SHIFT_MAX, -1, -1):
+        scale = int(round_half_up(m * 2.0**shift))
+        if scale <= SCALE_MAX:
+            break
+    else:  # pragma: no cover - the loop always breaks at shift 0 or raises below
+        scale = SCALE_MAX + 1
+    if scale > SCALE_MAX:
+        raise EdgesynthError(
+            f"{where}: requantization multiplier {m:.6g} exceeds QuantScale's 16 bits"
+        )
+    if scale == 0:
+        raise EdgesynthError(
+            f"{where}: requantization multiplier {m:.3g} is below 2**-{SHIFT_MAX} "
+            "(QuantShift has 5 bits)"
+        )
+    return scale, shift
+
+
+def quantize_input(x: np.ndarray, scale: float) -> np.ndarray:
+    """Host side: float input to int8 (round half up, saturate)."""
+    q = round_half_up(np.asarray(x, dtype=np.float64) / scale)
+    return np.clip(q, -128, 127).astype(np.int8)
+
+
+def _qscale(maxabs: float) -> float:
+    return maxabs / QMAX if maxabs > 0 else 1.0 / QMAX
+
+
+def _act_exponent(pre_max: float) -> int:
+    """ActParam p for sigmoid/tanh: the int8 input LSB is 2**-p, covering the calibration range."""
+    if pre_max <= 0:
+        return 7
+    return int(min(max(math.floor(math.log2(QMAX / pre_max)), 0), 15))
+
+
+def _ir_layer(index: int, fl: FloatLayer, graph: FloatGraph) -> Layer:
+    spec = LayerSpec(index=index, line=0, name=fl.name)
+    operation = {"conv": "conv2d", "linear": "linear", "none": "none"}[fl.kind]
+    in_shape = fl.in_shape if not fl.flatten else fl.in_map
+    layer = Layer(index=index, spec=spec, operation=operation)
+    layer.pool_first = False  # Gati pools in the tail block, after the megablock
+    layer.in_sequences = [NETWORK_INPUT if index == 0 else index - 1]
+    layer.in_channels = in_shape[0]
+    layer.in_dim = (in_shape[1], in_shape[2]) if len(in_shape) == 3 else (1, 1)
+    layer.out_channels = fl.conv_shape[0]
+    layer.out_dim = (fl.conv_shape[1], fl.conv_shape[2]) if len(fl.conv_shape) == 3 else (1, 1)
+    layer.pooled_dim = (
+        (fl.out_shape[1], fl.out_shape[2]) if len(fl.out_shape) == 3 else layer.out_dim
+    )
+    layer.flatten = fl.flatten
+    layer.activation = fl.activation
+    if fl.kind == "conv":
+        assert fl.weight is not None
+        layer.kernel_size = (fl.weight.shape[2], fl.weight.shape[3])
+        layer.stride = fl.strides
+        amount, sides = pad_sides(graph, fl.name, fl.pads, "convolution")
+        layer.pad = (
+            amount if sides & (isa.PAD_TOP | isa.PAD_BOTTOM) else 0,
+            amount if sides & (isa.PAD_LEFT | isa.PAD_RIGHT) else 0,
+        )
+    if fl.pool is not None:
+        layer.pool_type = "max" if fl.pool.type == "max" else "avg"
+        layer.pool = fl.pool.kernel
+        layer.pool_stride = fl.pool.strides
+    return layer
+
+
+def quantize(graph: FloatGraph, calibration: np.ndarray) -> GatiModel:
+    """Check `graph` against Gati's limits, calibrate on `calibration`, quantize to int8."""
+    check_graph(graph)
+    x = np.asarray(calibration, dtype=np.float64)
+    if x.ndim != len(graph.input_shape) + 1 or tuple(x.shape[1:]) != graph.input_shape:
+        raise EdgesynthError(
+            f"calibration data has shape {x.shape}; the model takes (N, "
+            f"{', '.join(map(str, graph.input_shape))})"
+        )
+    if x.shape[0] == 0:
+        raise EdgesynthError("calibration data holds no samples")
+    if not np.isfinite(x).all():
+        raise EdgesynthError("calibration data holds NaN or infinite values")
+    in_max, pre_max, out_max = calibration_ranges(graph, x)
+    input_scale = _qscale(in_max)
+
+    ir_layers: list[Layer] = []
+    g_layers: list[GatiLayer] = []
+    s_in = input_scale
+    last = len(graph.layers) - 1
+    for i, fl in enumerate(graph.layers):
+        where = f"{graph.path}: ONNX node `{fl.name}`"
+        ir = _ir_layer(i, fl, graph)
+        gl = GatiLayer(
+            onnx_nodes=list(fl.nodes),
+            in_scale=s_in,
+            weight_scale=1.0,
+            acc_scale=s_in,
+            out_scale=s_in,
+            quant_en=True,
+        )
+        gl.pad, gl.pad_sides = pad_sides(graph, fl.name, fl.pads, "convolution")
+        if fl.pool is not None:
+            gl.pool_pad, gl.pool_pad_sides = pad_sides(graph, fl.pool.node, fl.pool.pads, "pool")
+            gl.pool_ceil = fl.pool.ceil
+            gl.pool_global = fl.pool.type == "global_avg"
+            n_win = fl.pool.kernel[0] * fl.pool.kernel[1]
+            if fl.pool.type != "max" and (
+                fl.pool.kernel[0] & (fl.pool.kernel[0] - 1)
+                or fl.pool.kernel[1] & (fl.pool.kernel[1] - 1)
+            ):
+                gl.warnings.append(
+                    f"ONNX node `{fl.pool.node}`: average window {fl.pool.kernel[0]}x"
+                    f"{fl.pool.kernel[1]} ({n_win} values) is not a power of two per side; the "
+                    "pairwise-average tree weighs its elements unequally"
+                )
+        if fl.flatten:
+            gl.flat_map = fl.in_map
+
+        if fl.kind != "none":
+            assert fl.weight is not None and fl.bias is not None
+            w_max = float(np.abs(fl.weight).max(initial=0.0))
+            gl.weight_scale = _qscale(w_max)
+            qw = np.clip(round_half_up(fl.weight / gl.weight_scale), -QMAX, QMAX).astype(np.int64)
+            gl.acc_scale = s_in * gl.weight_scale
+            qb = round_half_up(fl.bias / gl.acc_scale)
+            if np.abs(qb).max(initial=0) > ACC_MAX:
+                raise EdgesynthError(
+                    f"{where}: bias {np.abs(fl.bias).max():.4g} overflows the 32-bit accumulator "
+                    f"at this layer's scale"
+                )
+            qb = qb.astype(np.int64)
+            bound = np.abs(qw).reshape(qw.shape[0], -1).sum(axis=1) * 128 + np.abs(qb)
+            if bound.max(initial=0) > ACC_MAX:
+                raise EdgesynthError(
+                    f"{where}: the 32-bit accumulator could overflow ({int(bound.max())} "
+                    "worst case)"
+                )
+            ir.weights, ir.bias = qw, qb
+            gl.bias_width = (
+                8 if np.abs(qb).max(initial=0) <= 127 and qb.min(initial=0) >= -128 else 32
+            )
+        else:
+            gl.bias_width = 8
+
+        act = fl.activation
+        if act in ("sigmoid", "tanh"):
+            gl.act_param = _act_exponent(pre_max[i])
+            m = gl.acc_scale * 2.0**gl.act_param
+            gl.quant_scale, gl.quant_shift = fit_multiplier(m, where)
+            gl.out_scale = 2.0**-hw.ACT_OUT_FRACTION_BITS
+        elif i == last:
+            gl.quant_en = False  # keep the 32-bit accumulators for the host
+            gl.out_scale = gl.acc_scale
+        elif fl.kind == "none":
+            gl.quant_scale, gl.quant_shift = 1, 0
+            gl.out_scale = s_in
+        else:
+            target = out_max[i] / QMAX if out_max[i] > 0 else gl.acc_scale
+            gl.quant_scale, gl.quant_shift = fit_multiplier(gl.acc_scale / target, where)
+            gl.out_scale = gl.acc_scale * 2.0**gl.quant_shift / gl.quant_scale
+        ir.output_width = 8 if gl.quant_en else 32
+        ir.output = i == last
+        ir_layers.append(ir)
+        g_layers.append(gl)
+        s_in = gl.out_scale
+
+    spec = NetworkSpec(path=graph.path, arch=graph.output_name)
+    spec.layers = [layer.spec for layer in ir_layers]
+    network = Network(
+        spec=spec,
+        device="GATI",
+        layers=ir_layers,
+        input_shape=tuple(graph.input_shape),
+        order=list(range(len(ir_layers))),
+        output_layer=len(ir_layers) - 1,
+    )
+    layout = "map" if len(graph.input_shape) == 3 else "vector"
+    return GatiModel(network, g_layers, graph, input_scale, layout)
