@@ -1,0 +1,173 @@
+"""The accelerator's arithmetic in vectorized torch: rounding, clamping, shifts and pooling.
+
+Two domains share these helpers:
+- training (float): data in [-1, 127/128] on a grid of 1/128, weights in [-1, 1) on a grid of
+  2^-(bits-1); quantizers round with a straight-through gradient;
+- 8-bit mode (`simulate`): float64 tensors holding exact integers, the chip's own numbers
+  (float64 holds every accumulator value exactly, and torch convolutions accept it).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+ACT_BITS = 8  # data is always 8-bit on the MAX7800x
+ACT_SCALE = 2 ** (ACT_BITS - 1)  # 128: 1.0 in training equals 128 on the chip
+ACT_MIN = -ACT_SCALE  # -128
+ACT_MAX = ACT_SCALE - 1  # 127
+BIAS_MIN, BIAS_MAX = ACT_MIN, ACT_MAX  # the bias register holds one signed byte
+MAX_SHIFT = 15  # |output_shift| limit used by quantization-aware training
+
+
+def straight_through(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """`y` in the forward pass, the identity's gradient in the backward pass."""
+    return x + (y - x).detach()
+
+
+def round_half_up(x: torch.Tensor) -> torch.Tensor:
+    """Round to the nearest integer, halves toward +infinity (the chip's output rounding)."""
+    return torch.floor(x + 0.5)
+
+
+def round_half_away(x: torch.Tensor) -> torch.Tensor:
+    """Round to the nearest integer, halves away from zero (average-pool rounding)."""
+    return torch.sign(x) * torch.floor(x.abs() + 0.5)
+
+
+# --- parameters ---------------------------------------------------------------------------
+
+
+def weight_levels(bits: int) -> tuple[int, int]:
+    """Smallest and largest integer weight of `bits` bits (two's complement)."""
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def output_shift_for(params: torch.Tensor, quantile: float = 1.0) -> torch.Tensor:
+    """The output shift that brings the parameters (weights and bias) into [-1, 1).
+
+    ceil(log2(q)) where q is the `quantile` of |params| (1.0: the largest), clamped to the
+    shifts the hardware offers. Parameters that are all zero get the smallest shift.
+    """
+    mags = params.detach().abs().flatten().float()
+    if quantile >= 1.0:
+        limit = mags.max()
+    else:
+        limit = torch.quantile(mags, quantile)
+    if limit <= 0:
+        return torch.tensor(-float(MAX_SHIFT))
+    return torch.ceil(torch.log2(limit)).clamp(-MAX_SHIFT, MAX_SHIFT)
+
+
+def fake_quantize_weight(w: torch.Tensor, bits: int) -> torch.Tensor:
+    """Weights (already divided by 2^shift) on the `bits`-bit grid, as training floats."""
+    lo, hi = weight_levels(bits)
+    scale = 2 ** (bits - 1)
+    q = torch.clamp(round_half_up(w * scale), lo, hi) / scale
+    return straight_through(w, q)
+
+
+def fake_quantize_bias(b: torch.Tensor, bits: int) -> torch.Tensor:
+    """Bias (already divided by 2^shift) as the chip adds it: one signed byte, counted in units
+    of 2^-(bits-1) so that it lines up with `bits`-bit weights times 8-bit data."""
+    scale = 2 ** (bits - 1)
+    q = torch.clamp(round_half_up(b * scale), BIAS_MIN, BIAS_MAX) / scale
+    return straight_through(b, q)
+
+
+def integer_parameters(
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    bits: int,
+    shift: torch.Tensor | float,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Integer weights and bias bytes of a layer trained with quantization-aware training."""
+    lo, hi = weight_levels(bits)
+    scale = 2.0 ** (bits - 1) * 2.0 ** (-float(shift))
+    w = torch.clamp(round_half_up(weight.detach().double() * scale), lo, hi)
+    b = None
+    if bias is not None:
+        b = torch.clamp(round_half_up(bias.detach().double() * scale), BIAS_MIN, BIAS_MAX)
+    return w, b
+
+
+# --- outputs ------------------------------------------------------------------------------
+
+
+def fake_quantize_output(y: torch.Tensor) -> torch.Tensor:
+    """An 8-bit layer output on the 1/128 grid (round half up), straight-through."""
+    return straight_through(y, round_half_up(y * ACT_SCALE) / ACT_SCALE)
+
+
+def clamp_output(y: torch.Tensor, activation: str | None, unit: float) -> torch.Tensor:
+    """Clamp an 8-bit output to [-128, 127] * unit, then apply ReLU/Abs (clipped to 127)."""
+    y = torch.clamp(y, ACT_MIN * unit, ACT_MAX * unit)
+    if activation == "relu":
+        return torch.clamp(y, min=0.0)
+    if activation == "abs":
+        return torch.clamp(y.abs(), max=ACT_MAX * unit)
+    return y
+
+
+def shift_round(acc: torch.Tensor, shift: int) -> torch.Tensor:
+    """The chip's 8-bit output before clamping: floor(0.5 + acc * 2^shift / 128)."""
+    return round_half_up(acc * 2.0 ** (shift - (ACT_BITS - 1)))
+
+
+# --- pooling ------------------------------------------------------------------------------
+
+
+def _as_2d(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    return (x.unsqueeze(-1), True) if x.dim() == 3 else (x, False)
+
+
+def _pair(v: tuple[int, ...]) -> tuple[int, int]:
+    return (v[0], 1) if len(v) == 1 else (v[0], v[1])
+
+
+def max_pool(
+    x: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]
+) -> torch.Tensor:
+    """Max pooling without padding over 1D (N, C, L) or 2D (N, C, H, W) data."""
+    x2, one_d = _as_2d(x)
+    y = F.max_pool2d(x2, _pair(size), _pair(stride), 0, _pair(dilation))
+    return y.squeeze(-1) if one_d else y
+
+
+def pool_sum(x: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
+    """Sum over each pooling window (no padding)."""
+    x2, one_d = _as_2d(x)
+    y = F.avg_pool2d(x2, _pair(size), _pair(stride), 0, divisor_override=1)
+    return y.squeeze(-1) if one_d else y
+
+
+def avg_pool_integer(
+    x: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...], rounding: bool
+) -> torch.Tensor:
+    """The chip's average pool of integer data: the window sum divided by its size, truncated
+    toward zero, or rounded half away from zero with `rounding`."""
+    count = 1
+    for s in _pair(size):
+        count *= s
+    q = pool_sum(x, size, stride) / count
+    return round_half_away(q) if rounding else torch.trunc(q)
+
+
+def avg_pool_float(
+    x: torch.Tensor,
+    size: tuple[int, ...],
+    stride: tuple[int, ...],
+    rounding: bool,
+    quantize: bool,
+) -> torch.Tensor:
+    """Average pooling of training data; with `quantize`, the result lands where the chip's
+    integer average lands (the gradient is the plain average's)."""
+    x2, one_d = _as_2d(x)
+    y = F.avg_pool2d(x2, _pair(size), _pair(stride), 0)
+    if quantize:
+        count = _pair(size)[0] * _pair(size)[1]
+        total = torch.round(y.detach() * (count * ACT_SCALE))  # exact integer window sums
+        q = total / count
+        q = round_half_away(q) if rounding else torch.trunc(q)
+        y = straight_through(y, q / ACT_SCALE)
+    return y.squeeze(-1) if one_d else y

@@ -1,0 +1,104 @@
+"""Construction-time checks: a layer the device cannot run is refused with a clear message.
+
+Every number comes from the device description (`targets/max7800x/device.py`). The few facts
+that description does not carry yet are read through `fact()`, which names the field the
+device description is expected to provide and falls back to the documented value meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.device import Device
+
+# Fields the device description does not have yet -> the documented MAX7800x value.
+# Remove an entry as soon as device.py grows the field.
+_PENDING_FACTS: dict[str, object] = {
+    "conv2d_kernel_sizes": (1, 3),
+    "transpose_kernel_size": 3,
+    "transpose_stride": 2,
+    "max_dilated_kernel_1d": 3,  # conv1d dilation > 1 only for kernels up to this length
+    "max_linear_features": 1024,
+    "max_eltwise_operands": 16,
+    "conv1d_stride": 1,
+}
+
+
+def fact(device: Device, name: str) -> Any:
+    """A device fact by field name, from the device description when it has it."""
+    if hasattr(device, name):
+        return getattr(device, name)
+    return _PENDING_FACTS[name]
+
+
+class LayerCheck:
+    """Collects what is wrong with one layer's parameters and raises once, naming all of it."""
+
+    def __init__(self, layer: str, device: Device) -> None:
+        self.layer = layer
+        self.device = device
+        self.problems: list[str] = []
+
+    def require(self, ok: bool, message: str) -> None:
+        if not ok and message not in self.problems:
+            self.problems.append(message)
+
+    def within(self, key: str, value: int, low: int, high: int) -> None:
+        self.require(low <= value <= high, f"`{key}`={value} must be {low}..{high}")
+
+    def one_of(self, key: str, value: object, allowed: Iterable[object]) -> None:
+        allowed = tuple(allowed)
+        choices = ", ".join(str(a) for a in allowed)
+        self.require(value in allowed, f"`{key}`={value} must be one of {choices}")
+
+    def done(self) -> None:
+        if self.problems:
+            detail = "; ".join(self.problems)
+            raise EdgesynthError(f"{self.layer} cannot run on {self.device.name}: {detail}.")
+
+
+def check_pool(
+    chk: LayerCheck,
+    pooling: str | None,
+    size: tuple[int, ...],
+    stride: tuple[int, ...],
+    dilation: tuple[int, ...],
+) -> None:
+    if pooling is None:
+        return
+    dev = chk.device
+    for v in size:
+        chk.within("pool_size", v, 1, dev.max_pool)
+    for v in stride:
+        chk.within("pool_stride", v, 1, dev.max_pool_stride)
+    chk.require(len(set(stride)) == 1, f"`pool_stride`={stride} must be equal in both dimensions")
+    for v in dilation:
+        chk.within("pool_dilation", v, 1, dev.max_pool_dilation)
+    if any(d > 1 for d in dilation):
+        chk.require(pooling == "max", "`pool_dilation` > 1 needs max pooling")
+        chk.require(len(size) == 2, "`pool_dilation` > 1 needs 2D pooling")
+
+
+def check_channels(chk: LayerCheck, in_channels: int, out_channels: int) -> None:
+    chk.within("in_channels", in_channels, 1, chk.device.max_channels)
+    chk.within("out_channels", out_channels, 1, chk.device.max_channels)
+
+
+def check_weight_bits(chk: LayerCheck, weight_bits: int | None) -> None:
+    if weight_bits is not None:
+        chk.one_of("weight_bits", weight_bits, chk.device.weight_bits)
+
+
+def check_groups(chk: LayerCheck, groups: int, in_channels: int, out_channels: int) -> None:
+    if groups == 1:
+        return
+    chk.require(
+        chk.device.supports_depthwise,
+        f"`groups`={groups}: depthwise convolution is not supported (groups must be 1)",
+    )
+    chk.require(
+        groups == in_channels == out_channels,
+        f"`groups`={groups} must be 1 or equal to in_channels and out_channels (depthwise)",
+    )

@@ -1,0 +1,1 @@
+"""Quantization: post-training quantization, batchnorm folding, checkpoint conversion."""

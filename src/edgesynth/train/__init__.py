@@ -1,0 +1,1 @@
+"""Training: the `edgesynth train` loop, dataset and model registries, checkpoints, logging."""

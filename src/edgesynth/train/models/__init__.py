@@ -1,0 +1,67 @@
+"""Model registry: architectures by the names checkpoints carry in `arch`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import nn
+
+from edgesynth.errors import EdgesynthError, did_you_mean
+from edgesynth.train.models.classic import (
+    AI85KWS20Netv3,
+    AI85NASCifarNet,
+    AI85Net5,
+    AI85NetExtraSmall,
+    AI87KWS20Netv3,
+)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    factory: Callable[..., nn.Module]
+    dims: int  # 1: (C, L) input, 2: (C, H, W) input
+    description: str
+
+
+MODELS: dict[str, ModelInfo] = {
+    m.name: m
+    for m in (
+        ModelInfo("ai85net5", AI85Net5, 2, "MNIST/CIFAR-10 5-layer CNN (vendor demo)"),
+        ModelInfo("ai85netextrasmall", AI85NetExtraSmall, 2, "minimal MNIST CNN"),
+        ModelInfo("ai85nascifarnet", AI85NASCifarNet, 2, "CIFAR-10 NAS network (vendor demo)"),
+        ModelInfo("ai85kws20netv3", AI85KWS20Netv3, 1, "keyword spotting v3, MAX78000"),
+        ModelInfo("ai87kws20netv3", AI87KWS20Netv3, 1, "keyword spotting v3, MAX78002"),
+    )
+}
+
+
+def get_model_info(name: str) -> ModelInfo:
+    info = MODELS.get(name.lower())
+    if info is None:
+        raise EdgesynthError(
+            f"unknown model `{name}`; available: {', '.join(sorted(MODELS))}."
+            + did_you_mean(name.lower(), MODELS)
+        )
+    return info
+
+
+def create_model(
+    name: str,
+    *,
+    num_classes: int,
+    num_channels: int,
+    dimensions: tuple[int, ...],
+    bias: bool | None = None,
+) -> nn.Module:
+    """Build architecture `name` for data of `num_channels` x `dimensions`."""
+    info = get_model_info(name)
+    kwargs: dict[str, object] = {
+        "num_classes": num_classes,
+        "num_channels": num_channels,
+        "dimensions": tuple(dimensions),
+    }
+    if bias is not None:
+        kwargs["bias"] = bias
+    return info.factory(**kwargs)
