@@ -435,11 +435,23 @@ def network_rule(fn: NetworkRule) -> NetworkRule:
 # Entry points
 
 
+def _rule_options(options: Any) -> RuleOptions:
+    if options is None:
+        return RuleOptions()
+    if isinstance(options, RuleOptions):
+        return options
+    return RuleOptions.from_args(options)  # e.g. izer_args.IzerOptions
+
+
 def find_violations(
-    net: Network, device: Device, options: RuleOptions | None = None
+    net: Network, device: Device, options: RuleOptions | Any | None = None
 ) -> list[EdgesynthError]:
-    """Every violated device rule, in layer order, without raising."""
-    ctx = Context(net, device, options or RuleOptions())
+    """Every violated device rule, in layer order, without raising.
+
+    `options` is a `RuleOptions`, or any object with the same attribute names (such as the
+    parsed vendor command line, `izer_args.IzerOptions`).
+    """
+    ctx = Context(net, device, _rule_options(options))
     found: list[EdgesynthError] = []
     for rule in NETWORK_RULES:
         found.extend(rule(ctx))
@@ -450,7 +462,9 @@ def find_violations(
     return found
 
 
-def check_network(net: Network, device: Device, options: RuleOptions | None = None) -> None:
+def check_network(
+    net: Network, device: Device, options: RuleOptions | Any | None = None
+) -> None:
     """Raise every violated device rule at once (nothing when the network fits the device)."""
     errors = find_violations(net, device, options)
     if len(errors) == 1:
@@ -512,10 +526,10 @@ def _offset_message(value: int, device: Device) -> str:
 
 
 def option_violations(
-    net: Network, device: Device, options: RuleOptions | None = None
+    net: Network, device: Device, options: RuleOptions | Any | None = None
 ) -> list[EdgesynthError]:
     """Only the global rules: options and network-wide features the device may lack."""
-    ctx = Context(net, device, options or RuleOptions())
+    ctx = Context(net, device, _rule_options(options))
     found: list[EdgesynthError] = []
     for rule in GLOBAL_RULES:
         found.extend(rule(ctx))
@@ -633,6 +647,7 @@ def padding(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
             f"{shown} is more padding than the hardware supports; use 0 to "
             f"{ctx.device.max_pad}.",
         )
+        return
     if layer.operation == "convtranspose2d":
         return
     kh, kw = layer.kernel_size
@@ -899,10 +914,13 @@ def pooling(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         )
     limit = ctx.device.max_pool_dilation
     if min(dh, dw) < 1 or max(dh, dw) > limit:
+        shown = dh if dh == dw else f"{dh}x{dw}"
         yield ctx.error(
             layer, "pool_dilation",
-            f"{dh if dh == dw else f'{dh}x{dw}'}: pooling dilation can be 1"
-            + (f" to {limit}" if limit > 1 else f" only on the {ctx.device.name}") + ".",
+            f"{shown}: pooling dilation can be 1 to {limit} on the {ctx.device.name}."
+            if limit > 1 else
+            f"{shown}: the {ctx.device.name} pools without dilation; remove `pool_dilation` "
+            "(dilated pooling needs the MAX78002).",
         )
 
 
