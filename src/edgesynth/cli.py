@@ -77,8 +77,16 @@ def demo(
     typer.echo(f"Demo finished: inputs in {out}/tests, known-answer output in {written}")
 
 
+TRAINING_COMMANDS = ("train", "quantize", "fuse-bn", "evaluate")
+_mounted = False
+
+
 def _mount_optional_apps() -> None:
-    """Sub-applications owned by the targets and the training package."""
+    """Sub-applications owned by the targets and the training package (mounted once)."""
+    global _mounted
+    if _mounted:
+        return
+    _mounted = True
     try:
         from edgesynth.targets.gati.cli import app as gati_app
 
@@ -95,9 +103,16 @@ def _mount_optional_apps() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors print one message and exit 1, never a traceback."""
-    _mount_optional_apps()
     args = sys.argv[1:] if argv is None else argv
     try:
+        if args and args[0] == "izer":
+            # The vendor's command line goes straight to its parser: no typer, no torch.
+            from edgesynth.targets.max7800x.izer import run_izer
+
+            run_izer(args[1:])
+            return 0
+        if not args or args[0] in ("gati", *TRAINING_COMMANDS) or args[0].startswith("-"):
+            _mount_optional_apps()
         app(args=args, prog_name="edgesynth", standalone_mode=False)
     except EdgesynthError as err:
         print(f"edgesynth: error: {err.render()}", file=sys.stderr)

@@ -55,6 +55,12 @@ def _gather(
     return sample if previous is None else outputs[previous]
 
 
+def _mismatch(layer: Layer, message: str) -> EdgesynthError:
+    return EdgesynthError(
+        message, line=layer.spec.line, layer=layer.index, layer_name=layer.spec.name
+    )
+
+
 def _eltwise(layer: Layer, operands: np.ndarray, wide: bool) -> np.ndarray:
     result = ops.eltwise(layer.eltwise or "add", list(operands))
     return result if wide else ops.clip8(result)
@@ -91,6 +97,13 @@ def _run_layer(layer: Layer, data: np.ndarray, opts: SimOptions) -> np.ndarray:
         operands = _eltwise(layer, operands, wide)[None]
 
     height, width = layer.in_dim
+    per_channel = height if layer.is_1d else height * width
+    if operands[0].size % per_channel:
+        raise _mismatch(
+            layer,
+            f"its input holds {operands[0].size} values per operand, which is not a whole "
+            f"number of {height}x{width} channels (check `in_dim`, `in_crop` and the sample)",
+        )
     if layer.is_1d:
         operands = operands.reshape(operands.shape[0], -1, height)
     else:
@@ -133,6 +146,17 @@ def _run_layer(layer: Layer, data: np.ndarray, opts: SimOptions) -> np.ndarray:
     if layer.operation == "none":
         return data
 
+    expected = layer.in_channels * (
+        layer.pooled_dim[0] * layer.pooled_dim[1] if layer.flatten else 1
+    )
+    if (data.size if layer.flatten else data.shape[0]) != expected:
+        found = data.size if layer.flatten else data.shape[0]
+        raise _mismatch(
+            layer,
+            f"its weights expect {expected} input channels but {found} arrive "
+            f"(input {'x'.join(map(str, data.shape))}); check the sample, `in_channels`, "
+            "`in_sequences` and that the checkpoint belongs to this network",
+        )
     bias = None if layer.bias is None else layer.bias.astype(np.int64) * 128
     if layer.operation in ("conv2d", "linear"):
         if layer.flatten:
