@@ -208,7 +208,11 @@ def simulate(net: Network, sample: np.ndarray, opts: SimOptions | None = None) -
     for index in net.sim_order or net.order:
         layer = net.layers[index]
         data = _gather(net, layer, sample, outputs, previous)
-        out = _run_layer(layer, data, opts)
+        try:
+            out = _run_layer(layer, data, opts)
+        except EdgesynthError as err:
+            err.file = err.file or net.spec.path
+            raise
         out = out.reshape(layer.out_channels, *layer.out_dim)
         outputs[index] = out
         results.append(LayerResult(index, out))

@@ -1,0 +1,152 @@
+"""Bad input to `edgesynth izer` ends in one clear message, exit status 1 and no output."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgesynth.cli import main
+
+CASES = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases"
+MNIST = CASES / "MAX78000" / "mnist"
+CIFAR = CASES / "MAX78000" / "cifar-10"
+YAML = "networks/mnist-chw-ai85.yaml"
+CHECKPOINT = "trained/ai85-mnist-qat8-q.pth.tar"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A writable copy of the MNIST demo case, as the working directory."""
+    root = tmp_path / "mnist"
+    shutil.copytree(MNIST, root)
+    monkeypatch.chdir(root)
+    return root
+
+
+def izer(*extra: str, config: str = YAML, checkpoint: str | None = CHECKPOINT) -> list[str]:
+    argv = ["izer", "--device", "MAX78000", "--config-file", config]
+    if checkpoint:
+        argv += ["--checkpoint-file", checkpoint]
+    return [*argv, "--test-dir", "out", "--prefix", "p", "--sample-numpy-filename", "kat", *extra]
+
+
+def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert "Traceback" not in err
+    assert err.count("edgesynth: error:") == 1, err
+    assert not Path("out/p/kat.npy").exists()
+    return err
+
+
+def edit_yaml(root: Path, old: str, new: str) -> None:
+    path = root / YAML
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_the_unmodified_project_works(project: Path, capsys) -> None:
+    assert main(izer()) == 0
+    np.testing.assert_array_equal(np.load("out/p/kat.npy"), np.load("expected_output.npy"))
+
+
+def test_yaml_syntax_error_names_file_and_line(project: Path, capsys) -> None:
+    edit_yaml(project, "  - op: mlp", "  - op: [mlp")
+    err = refused(izer(), capsys)
+    assert f"{YAML}:" in err
+
+
+def test_unknown_key_suggests_the_closest(project: Path, capsys) -> None:
+    edit_yaml(
+        project,
+        "    activate: ReLU\n    out_offset: 0x2000",
+        "    activate: ReLU\n    out_ofset: 0x2000",
+    )
+    err = refused(izer(), capsys)
+    assert f"{YAML}:11" in err
+    assert "out_ofset" in err and "out_offset" in err
+    assert "layer 0" in err
+
+
+def test_out_of_range_offset_names_allowed_values(project: Path, capsys) -> None:
+    edit_yaml(project, "out_offset: 0x1000", "out_offset: 0x90000")
+    err = refused(izer(), capsys)
+    assert "layer 4" in err
+    assert "out_offset" in err
+    assert "0x" in err
+
+
+def test_bad_value_lists_allowed(project: Path, capsys) -> None:
+    edit_yaml(project, "output_width: 32", "output_width: 16")
+    err = refused(izer(), capsys)
+    assert "output_width" in err and "8" in err and "32" in err
+
+
+def test_checkpoint_of_another_model(project: Path, capsys) -> None:
+    other = next((CIFAR / "trained").glob("*.pth.tar"))
+    err = refused(izer(checkpoint=str(other)), capsys)
+    assert "ai85net5" in err.lower()
+    assert other.name in err
+
+
+def test_checkpoint_with_matching_arch_but_other_shapes(project: Path, capsys) -> None:
+    other = next((CIFAR / "trained").glob("*.pth.tar"))
+    from edgesynth.ir.checkpoint import load_checkpoint
+
+    edit_yaml(project, "arch: ai85net5", f"arch: {load_checkpoint(other).arch}")
+    err = refused(izer(checkpoint=str(other)), capsys)
+    assert "layer" in err
+
+
+def test_sample_of_the_wrong_shape(project: Path, capsys) -> None:
+    np.save("tests/sample_mnist.npy", np.zeros((3, 28, 28), dtype=np.int64))
+    err = refused(izer(), capsys)
+    assert "layer 0" in err
+    assert "3" in err
+
+
+def test_sample_out_of_8_bit_range(project: Path, capsys) -> None:
+    np.save("tests/sample_mnist.npy", np.full((1, 28, 28), 300, dtype=np.int64))
+    err = refused(izer(), capsys)
+    assert "sample_mnist.npy" in err and "300" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "missing"),
+    [
+        (izer(config="networks/nope.yaml"), "networks/nope.yaml"),
+        (izer(checkpoint="trained/nope.pth.tar"), "trained/nope.pth.tar"),
+        (izer("--sample-input", "tests/nope.npy"), "tests/nope.npy"),
+    ],
+)
+def test_missing_files(project: Path, capsys, argv: list[str], missing: str) -> None:
+    err = refused(argv, capsys)
+    assert missing in err
+
+
+def test_missing_implicit_sample(project: Path, capsys) -> None:
+    (project / "tests" / "sample_mnist.npy").unlink()
+    err = refused(izer(), capsys)
+    assert "sample_mnist.npy" in err
+
+
+def test_corrupt_checkpoint(project: Path, capsys) -> None:
+    (project / CHECKPOINT).write_bytes(b"not a checkpoint")
+    err = refused(izer(), capsys)
+    assert CHECKPOINT in err
+
+
+def test_unknown_option_suggests(project: Path, capsys) -> None:
+    err = refused(izer("--softmx"), capsys)
+    assert "--softmax" in err
+
+
+def test_arch_test_without_weights_file(project: Path, capsys) -> None:
+    edit_yaml(project, "arch: ai85net5", "arch: test")
+    err = refused(izer(checkpoint=None), capsys)
+    assert "weights_mnist.npy" in err
