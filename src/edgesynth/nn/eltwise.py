@@ -29,7 +29,7 @@ class Eltwise(nn.Module):
         if operands is not None:
             dev = device_setting.current().device
             chk = limits.LayerCheck(type(self).__name__, dev)
-            chk.within("operands", operands, 2, limits.fact(dev, "max_eltwise_operands"))
+            chk.within("operands", operands, 2, dev.max_operands)
             chk.done()
 
     @staticmethod
@@ -40,7 +40,7 @@ class Eltwise(nn.Module):
         if len(xs) == 1 and isinstance(xs[0], list | tuple):
             xs = tuple(xs[0])
         dev = device_setting.current()
-        most = limits.fact(dev.device, "max_eltwise_operands")
+        most = dev.device.max_operands
         if not 2 <= len(xs) <= most:
             raise EdgesynthError(f"{type(self).__name__} takes 2..{most} operands, got {len(xs)}.")
         if self.operands is not None and len(xs) != self.operands:

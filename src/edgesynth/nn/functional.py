@@ -9,6 +9,8 @@ Two domains share these helpers:
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -97,6 +99,41 @@ def integer_parameters(
 def fake_quantize_output(y: torch.Tensor) -> torch.Tensor:
     """An 8-bit layer output on the 1/128 grid (round half up), straight-through."""
     return straight_through(y, round_half_up(y * ACT_SCALE) / ACT_SCALE)
+
+
+class _ClampOutput(torch.autograd.Function):
+    """Round to the 1/128 grid (optional) and clamp to [lo, hi] in one pass; the gradient is
+    hardtanh's (straight through the rounding, zero where the value was clipped)."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor, lo: float, hi: float, quantize: bool) -> torch.Tensor:
+        ctx.save_for_backward(y)
+        ctx.bounds = (lo, hi)
+        if not quantize:
+            return y.clamp(lo, hi)
+        out = y.mul(ACT_SCALE).add_(0.5).floor_()
+        return out.clamp_(lo * ACT_SCALE, hi * ACT_SCALE).div_(ACT_SCALE)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        (y,) = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        return torch.ops.aten.hardtanh_backward(grad, y, lo, hi), None, None, None
+
+
+def output_activation(y: torch.Tensor, activation: str | None, quantize: bool) -> torch.Tensor:
+    """A training-scale 8-bit output: [round to the 1/128 grid,] clamp, then ReLU/Abs.
+
+    Rounding half up commutes with ReLU, so ReLU is folded into the clamp; Abs comes after
+    rounding, as on the chip."""
+    unit = 1.0 / ACT_SCALE
+    if activation == "abs":
+        if quantize:
+            y = fake_quantize_output(y)
+        y = torch.clamp(y, ACT_MIN * unit, ACT_MAX * unit)
+        return F.hardtanh(y.abs(), 0.0, ACT_MAX * unit)
+    lo = 0.0 if activation == "relu" else ACT_MIN * unit
+    return _ClampOutput.apply(y, lo, ACT_MAX * unit, quantize)
 
 
 def clamp_output(y: torch.Tensor, activation: str | None, unit: float) -> torch.Tensor:

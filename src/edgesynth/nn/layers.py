@@ -240,8 +240,8 @@ class HardwareLayer(nn.Module):
         if self.wide:
             return y
         if shift is not None:
-            y = hw.fake_quantize_output(y * 2.0 ** float(shift.item()))
-        return hw.clamp_output(y, self.activation, 1.0 / hw.ACT_SCALE)
+            y = y * 2.0 ** float(shift.item())
+        return hw.output_activation(y, self.activation, quantize=shift is not None)
 
     def _forward_integer(self, x: torch.Tensor, rounding: bool) -> torch.Tensor:
         x = self._pool_integer(x.double(), rounding)
@@ -527,8 +527,13 @@ class Conv1d(_ConvBase):
         chk.one_of("stride", s, (limits.fact(dev, "conv1d_stride"),))
         chk.within("padding", p, 0, dev.max_pad)
         chk.within("dilation", d, 1, dev.max_dilation_1d)
-        longest = limits.fact(dev, "max_dilated_kernel_1d")
-        chk.require(d == 1 or k <= longest, f"`dilation` > 1 needs `kernel_size` <= {longest}")
+        if (k - 1) * d >= dev.max_dilated_1d_span:  # runs folded on the 3x3 engine
+            longest = dev.max_dilation_1d_kernel
+            chk.require(k <= longest, f"`dilation`={d} needs `kernel_size` <= {longest}")
+            chk.require(
+                p <= dev.max_dilation_1d_pad,
+                f"`dilation`={d} needs `padding` <= {dev.max_dilation_1d_pad}",
+            )
         chk.require(
             p == 0 or spec.in_channels <= dev.processors or dev.supports_multipass_padded_conv1d,
             f"`padding` must be 0 with more than {dev.processors} input channels",

@@ -19,9 +19,7 @@ _PENDING_FACTS: dict[str, object] = {
     "conv2d_kernel_sizes": (1, 3),
     "transpose_kernel_size": 3,
     "transpose_stride": 2,
-    "max_dilated_kernel_1d": 3,  # conv1d dilation > 1 only for kernels up to this length
     "max_linear_features": 1024,
-    "max_eltwise_operands": 16,
     "conv1d_stride": 1,
 }
 

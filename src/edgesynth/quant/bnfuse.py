@@ -1,0 +1,112 @@
+"""Batchnorm folding: a convolution followed by batchnorm becomes one convolution.
+
+With y = gamma * (conv(x) + b - mean) / sqrt(var + eps) + beta, the folded layer has
+w' = w * gamma / sqrt(var + eps) and b' = (b - mean) * gamma / sqrt(var + eps) + beta
+(gamma = 1, beta = 0 for batchnorm without affine parameters). The chip has no batchnorm, so
+quantization-aware training folds it when it starts and `edgesynth fuse-bn` folds checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.nn.layers import HardwareLayer
+
+
+def folded(
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    eps: float,
+    gamma: torch.Tensor | None,
+    beta: torch.Tensor | None,
+    *,
+    transposed: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights and bias with the batchnorm folded in (per output channel)."""
+    inv = torch.rsqrt(var.double() + eps)
+    scale = inv * (gamma.double() if gamma is not None else 1.0)
+    shift = beta.double() if beta is not None else torch.zeros_like(inv)
+    b = bias.double() if bias is not None else torch.zeros_like(inv)
+    axis = 1 if transposed else 0
+    shape = [1] * weight.dim()
+    shape[axis] = -1
+    w_new = weight.double() * scale.reshape(shape)
+    b_new = (b - mean.double()) * scale + shift
+    return w_new.to(weight.dtype), b_new.to(weight.dtype)
+
+
+def fuse_layer(layer: HardwareLayer) -> bool:
+    """Fold `layer.bn` into its weights; True when there was one."""
+    if layer.bn is None or layer.op is None:
+        return False
+    bn = layer.bn
+    assert isinstance(bn, nn.modules.batchnorm._BatchNorm)
+    assert bn.running_mean is not None and bn.running_var is not None
+    w, b = folded(
+        layer.op.weight.data,
+        layer.op.bias.data if layer.op.bias is not None else None,
+        bn.running_mean,
+        bn.running_var,
+        bn.eps,
+        bn.weight.data if bn.weight is not None else None,
+        bn.bias.data if bn.bias is not None else None,
+        transposed=isinstance(layer.op, nn.ConvTranspose2d),
+    )
+    layer.op.weight.data = w
+    layer.op.bias = nn.Parameter(b)
+    layer.bn = None
+    return True
+
+
+def fuse_bn_layers(model: nn.Module) -> int:
+    """Fold every batchnorm of `model`'s edgesynth.nn layers; returns how many."""
+    return sum(fuse_layer(m) for m in model.modules() if isinstance(m, HardwareLayer))
+
+
+def fuse_bn_state(state: dict[str, torch.Tensor]) -> tuple[OrderedDict[str, torch.Tensor], int]:
+    """Fold batchnorm in a state dict (`<layer>.bn.*` into `<layer>.op.*`), no model needed.
+
+    Returns the new state dict, in the same order without the `bn` entries, and the number
+    of layers folded.
+    """
+    out: OrderedDict[str, torch.Tensor] = OrderedDict(state)
+    count = 0
+    for key in list(state):
+        if not key.endswith(".bn.running_mean"):
+            continue
+        layer = key[: -len(".bn.running_mean")]
+        wkey, bkey = f"{layer}.op.weight", f"{layer}.op.bias"
+        if wkey not in state:
+            raise EdgesynthError(
+                f"layer `{layer}` has batchnorm but no `op.weight` to fold it into."
+            )
+        if state.get(f"{layer}.weight_bits", torch.zeros(1)).reshape(-1)[0] > 0 and not bool(
+            state.get(f"{layer}.adjust_output_shift", torch.ones(1)).reshape(-1)[0]
+        ):
+            raise EdgesynthError(f"layer `{layer}` is already quantized; fold before quantizing.")
+        w, b = folded(
+            state[wkey],
+            state.get(bkey),
+            state[f"{layer}.bn.running_mean"],
+            state[f"{layer}.bn.running_var"],
+            1e-5,
+            state.get(f"{layer}.bn.weight"),
+            state.get(f"{layer}.bn.bias"),
+        )
+        out[wkey] = w
+        if bkey in out:
+            out[bkey] = b
+        else:  # insert the new bias right after the weights, where the vendor keeps it
+            items = list(out.items())
+            at = [k for k, _ in items].index(wkey) + 1
+            out = OrderedDict([*items[:at], (bkey, b), *items[at:]])
+        for k in [k for k in out if k.startswith(f"{layer}.bn.")]:
+            del out[k]
+        count += 1
+    return out, count

@@ -1,0 +1,203 @@
+"""`edgesynth train`: argument handling around the training loop.
+
+Everything that can be checked is checked before the run folder exists (dataset files, model,
+policy, resume checkpoint), so a bad command line leaves nothing behind. Checkpoints are written
+atomically into a new folder under --out-dir; an earlier run is never overwritten.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.nn.qat import QatPolicy, check_policy_fits, load_policy
+from edgesynth.quant.files import quantize_file
+from edgesynth.quant.ptq import QuantizeOptions
+from edgesynth.targets.max7800x.device import get_device
+from edgesynth.train import deploy
+from edgesynth.train.datasets import get_dataset_info, load_dataset
+from edgesynth.train.loop import TrainConfig, build_model, evaluate, run
+from edgesynth.train.metrics import format_confusion
+from edgesynth.train.models import get_model_info
+from edgesynth.train.rundir import new_run_dir
+from edgesynth.train.yamlgen import write_yaml_template, yaml_template
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class TrainArgs:
+    model: str | None = None
+    dataset: str = "digits"
+    data: Path | None = None
+    device: str = "MAX78000"
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    qat_policy: str | None = None  # path, "None", or None for the default policy
+    out_dir: Path = Path("logs")
+    name: str | None = None
+    resume: Path | None = None
+    deterministic: bool = False
+    seed: int | None = None
+    evaluate: bool = False
+    checkpoint: Path | None = None  # for --evaluate
+    eight_bit: bool = False
+    save_sample: int | None = None
+    yaml_template: Path | None = None
+    simulate: int = 0
+    tensorboard: bool = False
+    progress: bool = True
+    augment: bool | None = None
+    avg_pool_rounding: bool = False
+    use_bias: bool | None = None
+    threads: int | None = None
+
+
+def default_policy(epochs: int) -> QatPolicy:
+    """QAT for the last 40% of the epochs (at least the last one), 8-bit weights."""
+    return QatPolicy(start_epoch=max(0, min(epochs - 1, math.ceil(epochs * 0.6))), weight_bits=8)
+
+
+def resolve_policy(args: TrainArgs) -> QatPolicy | None:
+    if args.qat_policy is None:
+        return default_policy(args.epochs)
+    return load_policy(args.qat_policy)
+
+
+def _check_numbers(args: TrainArgs) -> None:
+    for key, value, low in (("--epochs", args.epochs, 1), ("--batch-size", args.batch_size, 1)):
+        if value < low:
+            raise EdgesynthError(f"{key} must be at least {low}, got {value}.")
+    if not args.lr > 0:
+        raise EdgesynthError(f"--lr must be positive, got {args.lr}.")
+
+
+def train_main(args: TrainArgs, log: Log = print) -> Path | None:
+    """Run the command; returns the run folder (None for --evaluate)."""
+    _check_numbers(args)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = get_device(args.device).name
+    ds_info = get_dataset_info(args.dataset)
+    model = get_model_info(args.model or ds_info.default_model).name
+    if args.evaluate:
+        return _evaluate_only(args, model, device, log)
+    policy = resolve_policy(args)
+    dataset = load_dataset(args.dataset, args.data)
+    seed = args.seed if args.seed is not None else (1 if args.deterministic else None)
+    cfg = TrainConfig(
+        model=model,
+        dataset=dataset,
+        device=device,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        optimizer=args.optimizer,
+        weight_decay=args.weight_decay,
+        qat_policy=policy,
+        seed=seed,
+        deterministic=args.deterministic,
+        augment=args.augment,
+        avg_pool_rounding=args.avg_pool_rounding,
+        bias=args.use_bias,
+        progress=args.progress,
+        tensorboard=args.tensorboard,
+        resume=args.resume,
+    )
+    if args.optimizer not in ("adam", "sgd"):
+        raise EdgesynthError(f"unknown optimizer `{args.optimizer}`; choose adam or sgd.")
+    probe = build_model(cfg)  # refuses what the device cannot run, before any file is written
+    if policy is not None:
+        check_policy_fits(probe, policy, args.qat_policy or "QAT policy")
+    if args.resume is not None:
+        from edgesynth.train.loop import resume_state
+
+        resume_state(cfg, probe)
+    run_dir = new_run_dir(args.out_dir, args.name)
+    log(
+        f"Training {model} on {dataset.name} ({len(dataset.train)} train / "
+        f"{len(dataset.test)} test) for {device}; run folder {run_dir}"
+    )
+    if policy is not None:
+        log(f"QAT policy: {policy.to_dict()}")
+    result = run(cfg, run_dir, log)
+    last = result.history[-1].test if result.history else None
+    if last is not None:
+        log("Confusion matrix (rows: true class, columns: predicted):")
+        log(format_confusion(last.confusion, dataset.classes))
+    if args.save_sample is not None:
+        log(f"Sample: {deploy.save_sample(dataset.test, args.save_sample, run_dir, dataset.name)}")
+    template = yaml_template(
+        result.model,
+        arch=model,
+        dataset=dataset.name,
+        input_channels=dataset.input_shape[0],
+        device=device,
+    )
+    yaml_path = write_yaml_template(args.yaml_template or run_dir / f"{model}.yaml", template)
+    log(f"Network description: {yaml_path}")
+    best_qat = result.checkpoints.get("qat_best")
+    if best_qat is not None:
+        _finish_qat(args, cfg, best_qat, yaml_path, log)
+    return run_dir
+
+
+def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, log: Log) -> None:
+    quantized = best.with_name("qat_best-q.pth.tar")
+    quantize_file(best, quantized, QuantizeOptions())
+    log(f"Quantized checkpoint: {quantized}")
+    net = deploy.load_model(quantized, cfg.model, cfg.dataset, cfg.device)
+    m = deploy.eight_bit_metrics(net, cfg.dataset, cfg.device)
+    log(f"8-bit (quantized) test top1 {m.top1:.2f}%")
+    if args.simulate:
+        check = deploy.simulator_check(
+            yaml_path, quantized, cfg.dataset, cfg.device, m.predictions, args.simulate, net
+        )
+        log(
+            f"Simulator on {check.count} test images: top1 {check.sim_top1:.2f}%, "
+            f"same class as the 8-bit model {check.agree:.2f}%, identical outputs "
+            f"{check.exact:.2f}%"
+        )
+
+
+def _evaluate_only(args: TrainArgs, model: str, device: str, log: Log) -> None:
+    if args.checkpoint is None:
+        raise EdgesynthError("--evaluate needs --checkpoint CK.pth.tar.")
+    dataset = load_dataset(args.dataset, args.data)
+    net = deploy.load_model(args.checkpoint, model, dataset, device)
+    m = evaluate(
+        net,
+        dataset.test,
+        num_classes=dataset.num_classes,
+        device=device,
+        eight_bit=args.eight_bit,
+        avg_pool_rounding=args.avg_pool_rounding,
+    )
+    mode = "8-bit" if args.eight_bit else "float"
+    log(
+        f"{model} on {dataset.name} test ({len(dataset.test)} items, {mode}): "
+        f"top1 {m.top1:.2f}% top5 {m.top5:.2f}% loss {m.loss:.4f}"
+    )
+    log(format_confusion(m.confusion, dataset.classes))
+    if args.save_sample is not None:
+        log(
+            f"Sample: {deploy.save_sample(dataset.test, args.save_sample, Path('.'), dataset.name)}"
+        )
+    if args.yaml_template is not None:
+        text = yaml_template(
+            net,
+            arch=model,
+            dataset=dataset.name,
+            input_channels=dataset.input_shape[0],
+            device=device,
+        )
+        log(f"Network description: {write_yaml_template(args.yaml_template, text)}")
+    return None

@@ -1,0 +1,105 @@
+"""After training: quantize, evaluate in 8-bit mode, and check the synthesizer's simulator
+agrees with the training-side model image for image."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from torch import nn
+
+import edgesynth.nn as enn
+from edgesynth.outputs import save_npy_atomic
+from edgesynth.quant.checkpoint import load_state, read_checkpoint
+from edgesynth.train.datasets import Dataset, Split, to_chip
+from edgesynth.train.loop import evaluate
+from edgesynth.train.metrics import Metrics
+from edgesynth.train.models import create_model
+
+
+@dataclass
+class SimCheck:
+    count: int
+    sim_top1: float  # percent, the simulator's predictions against the labels
+    agree: float  # percent of images where simulator and 8-bit model predict the same class
+    exact: float  # percent of images whose whole output vector is identical
+
+
+def load_model(checkpoint: Path, model: str, dataset: Dataset, device: str) -> nn.Module:
+    shape = dataset.input_shape
+    spatial = tuple(shape[1:]) if len(shape) == 3 else (shape[1], 1)
+    with enn.use(device):
+        net = create_model(
+            model, num_classes=dataset.num_classes, num_channels=shape[0], dimensions=spatial
+        )
+    load_state(net, read_checkpoint(checkpoint)["state_dict"], source=str(checkpoint))
+    net.eval()
+    return net
+
+
+def save_sample(split: Split, index: int, folder: Path, dataset: str) -> Path:
+    """Write test item `index` as the synthesizer's sample file `sample_<dataset>.npy`."""
+    from edgesynth.errors import EdgesynthError
+
+    if not 0 <= index < len(split):
+        raise EdgesynthError(f"--save-sample {index}: the test set has {len(split)} items.")
+    return save_npy_atomic(folder / f"sample_{dataset.lower()}.npy", to_chip(split.x[index]))
+
+
+def eight_bit_metrics(net: nn.Module, dataset: Dataset, device: str) -> Metrics:
+    return evaluate(
+        net, dataset.test, num_classes=dataset.num_classes, device=device, eight_bit=True
+    )
+
+
+def simulator_check(
+    yaml_path: Path,
+    checkpoint: Path,
+    dataset: Dataset,
+    device: str,
+    model_predictions: np.ndarray,
+    count: int,
+    net: nn.Module | None = None,
+) -> SimCheck:
+    """Run the first `count` test images through the synthesizer's simulator."""
+    from edgesynth.sim.simulate import simulate
+    from edgesynth.targets.max7800x.build import BuildOptions
+    from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
+
+    test = dataset.test
+    count = min(count, len(test))
+    first = save_sample(test, 0, yaml_path.parent, "check")
+    job = SynthesisJob(
+        config_file=str(yaml_path),
+        build=BuildOptions(
+            device=get_device(device),
+            checkpoint=str(checkpoint),
+            sample_input=str(first),
+            base_dir=Path("."),
+        ),
+    )
+    network, _ = load_network(job)
+    check_network(network, job)
+    first.unlink()
+    preds = np.zeros(count, dtype=np.int64)
+    exact = 0
+    outputs_model = None
+    if net is not None:
+        import torch
+
+        with enn.use(device, simulate=True), torch.no_grad():
+            outputs_model = net(torch.round(test.x[:count].double() * 128)).numpy()
+    for i in range(count):
+        out = simulate(network, to_chip(test.x[i]))[-1].output.reshape(-1)
+        preds[i] = int(out.argmax())
+        if outputs_model is not None:
+            exact += int(np.array_equal(out, outputs_model[i].reshape(-1).astype(np.int64)))
+    labels = test.y[:count].numpy()
+    return SimCheck(
+        count,
+        100.0 * float((preds == labels).mean()),
+        100.0 * float((preds == model_predictions[:count]).mean()),
+        100.0 * exact / count if outputs_model is not None else float("nan"),
+    )

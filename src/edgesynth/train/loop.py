@@ -1,0 +1,338 @@
+"""The training loop behind `edgesynth train`: float epochs, then QAT from the policy's
+`start_epoch` (batchnorm folded), checkpoints in the vendor's layout in a fresh run folder."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import edgesynth.nn as enn
+from edgesynth.errors import EdgesynthError
+from edgesynth.nn.qat import QatPolicy, check_policy_fits, enable_qat, is_qat
+from edgesynth.quant.checkpoint import load_state, model_state, read_checkpoint, write_checkpoint
+from edgesynth.train.datasets import Dataset, Split
+from edgesynth.train.metrics import MetricAccumulator, Metrics
+from edgesynth.train.models import create_model, get_model_info
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class TrainConfig:
+    model: str
+    dataset: Dataset
+    device: str = "MAX78000"
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    qat_policy: QatPolicy | None = None
+    seed: int | None = None
+    deterministic: bool = False
+    augment: bool | None = None  # default: the dataset's recommendation
+    avg_pool_rounding: bool = False
+    bias: bool | None = None
+    progress: bool = True
+    tensorboard: bool = False
+    resume: Path | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EpochRecord:
+    epoch: int
+    qat: bool
+    train_loss: float
+    train_top1: float
+    test: Metrics
+
+
+@dataclass
+class TrainResult:
+    model: nn.Module
+    history: list[EpochRecord]
+    checkpoints: dict[str, Path]
+    best_top1: float
+
+
+# --- setup --------------------------------------------------------------------------------
+
+
+def seed_everything(seed: int, deterministic: bool) -> torch.Generator:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    return gen
+
+
+def build_model(cfg: TrainConfig) -> nn.Module:
+    ds = cfg.dataset
+    shape = ds.input_shape
+    dims = get_model_info(cfg.model).dims
+    if dims == 1 and len(shape) != 2:
+        raise EdgesynthError(f"model `{cfg.model}` takes 1D data; {ds.name} is {shape}.")
+    if dims == 2 and len(shape) != 3:
+        raise EdgesynthError(f"model `{cfg.model}` takes 2D data; {ds.name} is {shape}.")
+    spatial = tuple(shape[1:]) if dims == 2 else (shape[1], 1)
+    with enn.use(cfg.device):
+        return create_model(
+            cfg.model,
+            num_classes=ds.num_classes,
+            num_channels=shape[0],
+            dimensions=spatial,
+            bias=cfg.bias,
+        )
+
+
+def make_optimizer(cfg: TrainConfig, model: nn.Module, lr: float) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay)
+    raise EdgesynthError(f"unknown optimizer `{cfg.optimizer}`; choose adam or sgd.")
+
+
+def lr_at(cfg: TrainConfig, epoch: int) -> float:
+    """Cosine decay from --lr to 1% over the run."""
+    t = epoch / max(cfg.epochs, 1)
+    return cfg.lr * (0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+# --- data ---------------------------------------------------------------------------------
+
+
+def batches(
+    split: Split, batch_size: int, shuffle: bool, gen: torch.Generator | None = None
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    n = len(split)
+    order = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
+    for start in range(0, n, batch_size):
+        idx = order[start : start + batch_size]
+        yield split.x[idx], split.y[idx]
+
+
+def augment(x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
+    """Small random rotations, scalings and shifts of 2D images, back on the 1/128 grid."""
+    if x.dim() != 4:
+        return x
+    n = x.shape[0]
+    r = torch.rand(n, 4, generator=gen) * 2 - 1
+    angle = r[:, 0] * math.radians(10)
+    scale = 1 + r[:, 1] * 0.1
+    shift = r[:, 2:] * (2.0 / x.shape[-1]) * 2  # up to 2 pixels
+    cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
+    theta = torch.stack(
+        [torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1
+    )
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    moved = F.grid_sample(x + 1.0, grid, align_corners=False, padding_mode="zeros") - 1.0
+    return torch.clamp(torch.floor(moved * 128 + 0.5), -128, 127) / 128
+
+
+# --- epochs -------------------------------------------------------------------------------
+
+
+def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return iterable
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, leave=False, dynamic_ncols=True)
+
+
+def train_epoch(
+    model: nn.Module,
+    data: Split,
+    optimizer: torch.optim.Optimizer,
+    cfg: TrainConfig,
+    gen: torch.Generator | None,
+    desc: str,
+    num_classes: int,
+) -> tuple[float, float]:
+    model.train()
+    acc = MetricAccumulator(num_classes)
+    steps = math.ceil(len(data) / cfg.batch_size)
+    use_aug = cfg.dataset.augment if cfg.augment is None else cfg.augment
+    with enn.use(cfg.device, simulate=False, avg_pool_rounding=cfg.avg_pool_rounding):
+        for x, y in _progress(batches(data, cfg.batch_size, True, gen), steps, desc, cfg.progress):
+            if use_aug:
+                x = augment(x, gen)
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            acc.add(logits, y, float(loss.detach()))
+    m = acc.result()
+    return m.loss, m.top1
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    data: Split,
+    *,
+    num_classes: int,
+    device: str,
+    eight_bit: bool = False,
+    avg_pool_rounding: bool = False,
+    batch_size: int = 256,
+) -> Metrics:
+    """Accuracy on `data`, in float or in 8-bit mode (the chip's integers)."""
+    model.eval()
+    acc = MetricAccumulator(num_classes)
+    with enn.use(device, simulate=eight_bit, avg_pool_rounding=avg_pool_rounding):
+        for x, y in batches(data, batch_size, shuffle=False):
+            inp = torch.round(x.double() * 128) if eight_bit else x
+            logits = model(inp)
+            loss = float(F.cross_entropy(logits.float() / (2**14 if eight_bit else 1), y))
+            acc.add(logits, y, loss)
+    return acc.result()
+
+
+# --- checkpoints --------------------------------------------------------------------------
+
+
+def checkpoint_extras(cfg: TrainConfig, **more: Any) -> dict[str, Any]:
+    ds = cfg.dataset
+    return {
+        **cfg.extras,
+        **more,
+        "dataset": ds.name,
+        "device": cfg.device,
+        "num_classes": ds.num_classes,
+        "input_shape": list(ds.input_shape),
+        "qat_policy": cfg.qat_policy.to_dict() if cfg.qat_policy else None,
+        "bias": cfg.bias,
+    }
+
+
+def resume_state(cfg: TrainConfig, model: nn.Module) -> tuple[int, dict[str, Any], dict]:
+    """Load --resume into `model`: the next epoch, the saved extras and optimizer state."""
+    assert cfg.resume is not None
+    ck = read_checkpoint(cfg.resume)
+    arch = str(ck.get("arch") or "")
+    if arch and arch.lower() != cfg.model.lower():
+        raise EdgesynthError(
+            f"the checkpoint was trained as `{arch}`, not `{cfg.model}`.", file=str(cfg.resume)
+        )
+    load_state(model, ck["state_dict"], source=str(cfg.resume))
+    return (
+        int(ck.get("epoch", -1)) + 1,
+        dict(ck.get("extras") or {}),
+        ck.get("optimizer_state_dict") or {},
+    )
+
+
+def run(cfg: TrainConfig, run_dir: Path, log: Log = print) -> TrainResult:
+    """Train (and QAT) `cfg.model` on `cfg.dataset`, writing checkpoints into `run_dir`."""
+    gen = seed_everything(cfg.seed, cfg.deterministic) if cfg.seed is not None else None
+    model = build_model(cfg)
+    if cfg.qat_policy is not None:
+        check_policy_fits(model, cfg.qat_policy)
+    start, saved, opt_state = 0, {}, {}
+    if cfg.resume is not None:
+        start, saved, opt_state = resume_state(cfg, model)
+    optimizer = make_optimizer(cfg, model, lr_at(cfg, start))
+    if opt_state:
+        try:
+            optimizer.load_state_dict(opt_state)
+        except (ValueError, KeyError):
+            log("note: the optimizer state does not fit this run; starting it afresh")
+    writer = _tensorboard(run_dir) if cfg.tensorboard else None
+    ds = cfg.dataset
+    best = {
+        "float": float(saved.get("best_top1", -1.0)) if not is_qat(model) else -1.0,
+        "qat": float(saved.get("best_top1", -1.0)) if is_qat(model) else -1.0,
+    }
+    history: list[EpochRecord] = []
+    paths: dict[str, Path] = {}
+    for epoch in range(start, cfg.epochs):
+        policy = cfg.qat_policy
+        if policy is not None and epoch >= policy.start_epoch and not is_qat(model):
+            folded = enable_qat(model, policy)
+            optimizer = make_optimizer(cfg, model, lr_at(cfg, epoch))
+            log(
+                f"epoch {epoch}: quantization-aware training starts "
+                f"({policy.weight_bits}-bit weights, {folded} batchnorm layers folded)"
+            )
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(cfg, epoch)
+        qat = is_qat(model)
+        desc = f"epoch {epoch}/{cfg.epochs - 1}{' QAT' if qat else ''}"
+        loss, top1 = train_epoch(model, ds.train, optimizer, cfg, gen, desc, ds.num_classes)
+        m = evaluate(
+            model,
+            ds.test,
+            num_classes=ds.num_classes,
+            device=cfg.device,
+            avg_pool_rounding=cfg.avg_pool_rounding,
+        )
+        history.append(EpochRecord(epoch, qat, loss, top1, m))
+        log(
+            f"{desc}: train loss {loss:.4f} top1 {top1:.2f}% | test loss {m.loss:.4f} "
+            f"top1 {m.top1:.2f}% top5 {m.top5:.2f}% lr {optimizer.param_groups[0]['lr']:.2e}"
+        )
+        if writer is not None:
+            for tag, value in (
+                ("train/loss", loss),
+                ("train/top1", top1),
+                ("test/loss", m.loss),
+                ("test/top1", m.top1),
+                ("test/top5", m.top5),
+            ):
+                writer.add_scalar(tag, value, epoch)
+            writer.flush()
+        phase = "qat" if qat else "float"
+        prefix = "qat_" if qat else ""
+        extras = checkpoint_extras(
+            cfg,
+            current_top1=m.top1,
+            best_top1=max(best[phase], m.top1),
+            best_epoch=epoch if m.top1 > best[phase] else None,
+        )
+        state = model_state(model)
+        paths[f"{prefix}checkpoint"] = write_checkpoint(
+            run_dir / f"{prefix}checkpoint.pth.tar",
+            arch=cfg.model,
+            state_dict=state,
+            epoch=epoch,
+            extras=extras,
+            optimizer=optimizer,
+        )
+        if m.top1 > best[phase]:
+            best[phase] = m.top1
+            paths[f"{prefix}best"] = write_checkpoint(
+                run_dir / f"{prefix}best.pth.tar",
+                arch=cfg.model,
+                state_dict=state,
+                epoch=epoch,
+                extras=extras,
+                optimizer=optimizer,
+            )
+    if writer is not None:
+        writer.close()
+    return TrainResult(model, history, paths, max(best.values()))
+
+
+def _tensorboard(run_dir: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as err:  # pragma: no cover - tensorboard is a training extra
+        raise EdgesynthError("--tensorboard needs the `tensorboard` package installed.") from err
+    return SummaryWriter(log_dir=str(run_dir / "tensorboard"))
