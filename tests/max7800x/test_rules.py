@@ -459,6 +459,9 @@ def test_pooling_limits() -> None:
     err = only(make_net(dilated))
     assert_names(err, 0, "pool_dilation", "pools without dilation", "needs the MAX78002")
     assert violations(make_net(dilated, device=MAX78002), MAX78002) == []
+    unpooled = make_layer(0, pool_dilation=(2, 2))
+    err = only(make_net(unpooled, device=MAX78002), MAX78002)
+    assert_names(err, 0, "pool_dilation", "needs pooling")
 
 
 def test_pooling_many_channels_needs_a_convolution_on_max78000() -> None:
@@ -705,6 +708,15 @@ def test_streaming_sequence_rules() -> None:
     err = only(make_net(last), fifo=True)
     assert_names(err, 0, "pad", "last streaming layer must pad")
     assert violations(make_net(last, device=MAX78002), MAX78002, fifo=True) == []
+
+
+def test_only_the_first_eight_layers_stream() -> None:
+    layers = [make_layer(i, streaming=True, out_offset=0x4000 * (1 - i % 2),
+                         processors=0x7 if i == 0 else 0xF, in_channels=3 if i == 0 else 4)
+              for i in range(9)]
+    found = violations(make_net(*layers, device=MAX78002), MAX78002, fifo=True)
+    err = next(e for e in found if e.key == "streaming")
+    assert_names(err, 8, "streaming", "only the first 8 layers (0 to 7) can stream")
 
 
 def test_streamed_1x1_convolutions_run_as_padded_3x3() -> None:

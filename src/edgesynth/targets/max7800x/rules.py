@@ -912,6 +912,11 @@ def pooling(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
             layer, "pool_stride",
             f"{sh}x{sw}: 2D pooling needs the same stride in both dimensions.",
         )
+    if (dh, dw) != (1, 1) and layer.pool == (1, 1) and layer.pool_type is None:
+        yield ctx.error(
+            layer, "pool_dilation",
+            "needs pooling in the same layer (`max_pool` or `avg_pool`); remove it.",
+        )
     limit = ctx.device.max_pool_dilation
     if min(dh, dw) < 1 or max(dh, dw) > limit:
         shown = dh if dh == dw else f"{dh}x{dw}"
@@ -1451,6 +1456,13 @@ def streaming_sequence(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
             layer, "streaming",
             f"layer {previous}, which runs before this one, does not stream; streaming layers "
             "must be the first layers of the network, one after another.",
+        )
+    if layer.index >= ctx.device.max_stream_layers:
+        yield ctx.error(
+            layer, "streaming",
+            f"only the first {ctx.device.max_stream_layers} layers (0 to "
+            f"{ctx.device.max_stream_layers - 1}) can stream; stream fewer layers, or pool "
+            "earlier so that later layers fit in data memory.",
         )
     following = layer.next_sequence
     if layer.index <= ctx.device.max_stream_layers and following not in (
