@@ -97,7 +97,7 @@ def iter_layers(graph: FloatGraph, x: np.ndarray) -> Iterator[tuple[np.ndarray, 
 def float_forward(graph: FloatGraph, x: np.ndarray) -> np.ndarray:
     """The graph's float output for a batch (host post-processing included)."""
     outs = [y for _, y in iter_layers(graph, x)]
-    out = outs[-1]
+    out = outs[-1].reshape(outs[-1].shape[0], *graph.output_shape)
     if graph.host_post is None:
         return out
     return host_post(graph.host_post, out.reshape(out.shape[0], -1))

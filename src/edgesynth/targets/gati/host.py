@@ -52,6 +52,7 @@ def host_contract(prog: CompiledProgram) -> dict[str, Any]:
         },
         "outputs": outputs,
         "output_tensor": model.graph.output_name,
+        "output_shape": list(model.graph.output_shape),
         "host_post": model.graph.host_post,
         "dispatch_channel": "RAH",
     }
@@ -127,5 +128,7 @@ def run_program(
     ints = decode_dispatched(host, machine.run(input_streams(host, xq)))
     final = next(o for o in host["outputs"] if o["final"])
     y = ints[final["layer"]].astype(np.float64) * final["scale"]
-    y = y.reshape(y.shape[0], -1) if host.get("host_post") else y
-    return host_post(host.get("host_post"), y), ints
+    y = y.reshape(y.shape[0], *host["output_shape"])
+    if host.get("host_post"):
+        y = host_post(host["host_post"], y.reshape(y.shape[0], -1))
+    return y, ints

@@ -95,6 +95,7 @@ class FloatGraph:
     host_post: str | None = None  # softmax | logsoftmax, applied by the host on the outputs
     host_post_node: str | None = None
     opset: int = 0
+    output_shape: tuple[int, ...] = ()  # the graph output without the batch dimension
 
 
 class _Refuse(Exception):
@@ -247,6 +248,7 @@ class _Importer:
             self.host_post,
             self.host_post_node,
             self.opset,
+            tuple(self.cur_shape),
         )
 
     # -- helpers --------------------------------------------------------------------------
