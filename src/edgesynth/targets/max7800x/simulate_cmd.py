@@ -65,6 +65,18 @@ def summary_table(result: SynthesisResult) -> Table:
     return table
 
 
+def project_folder(network: Path) -> Path:
+    """Where the implicit `tests/...` files of a network live.
+
+    The vendor resolves them against the working directory; the friendly command looks beside
+    the YAML first (the vendor's `networks/` + `tests/` layout), then in the working directory.
+    """
+    for folder in (network.resolve().parent.parent, network.resolve().parent, Path.cwd()):
+        if (folder / "tests").is_dir():
+            return folder
+    return Path.cwd()
+
+
 def run_simulate(
     *,
     network: Path,
@@ -78,11 +90,13 @@ def run_simulate(
 ) -> SynthesisResult:
     opts = BuildOptions(
         device=get_device(device),
-        checkpoint=str(checkpoint) if checkpoint else None,
-        sample_input=str(sample_input) if sample_input else None,
+        checkpoint=str(checkpoint.resolve()) if checkpoint else None,
+        sample_input=str(sample_input.resolve()) if sample_input else None,
         stop_after=stop_after,
+        base_dir=project_folder(network),
     )
-    job = SynthesisJob(str(network), opts, SimOptions(avg_pool_rounding=avg_pool_rounding))
+    config = str(network.resolve())
+    job = SynthesisJob(config, opts, SimOptions(avg_pool_rounding=avg_pool_rounding))
     result = synthesize(job)
     Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
     if save is not None:
