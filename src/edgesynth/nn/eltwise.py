@@ -23,9 +23,10 @@ class Eltwise(nn.Module):
 
     bitwise = False
 
-    def __init__(self, operands: int | None = None) -> None:
+    def __init__(self, operands: int | None = None, wide: bool = False) -> None:
         super().__init__()
         self.operands = operands
+        self.wide = wide  # keep the wide result (a 32-bit passthrough output), no clipping
         if operands is not None:
             dev = device_setting.current().device
             chk = limits.LayerCheck(type(self).__name__, dev)
@@ -64,7 +65,7 @@ class Eltwise(nn.Module):
         y = xs[0]
         for x in xs[1:]:
             y = combine(y, x)
-        return torch.clamp(y, hw.ACT_MIN * unit, hw.ACT_MAX * unit)
+        return y if self.wide else torch.clamp(y, hw.ACT_MIN * unit, hw.ACT_MAX * unit)
 
 
 class Add(Eltwise):

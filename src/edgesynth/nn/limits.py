@@ -7,7 +7,8 @@ device description is expected to provide and falls back to the documented value
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from edgesynth.errors import EdgesynthError
@@ -31,6 +32,20 @@ def fact(device: Device, name: str) -> Any:
     return _PENDING_FACTS[name]
 
 
+_checking = True
+
+
+@contextmanager
+def unchecked() -> Iterator[None]:
+    """Build layers without the device checks (for descriptions the rule checker passed)."""
+    global _checking
+    saved, _checking = _checking, False
+    try:
+        yield
+    finally:
+        _checking = saved
+
+
 class LayerCheck:
     """Collects what is wrong with one layer's parameters and raises once, naming all of it."""
 
@@ -52,7 +67,7 @@ class LayerCheck:
         self.require(value in allowed, f"`{key}`={value} must be one of {choices}")
 
     def done(self) -> None:
-        if self.problems:
+        if self.problems and _checking:
             detail = "; ".join(self.problems)
             raise EdgesynthError(f"{self.layer} cannot run on {self.device.name}: {detail}.")
 
