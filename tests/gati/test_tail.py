@@ -1,0 +1,82 @@
+"""Tail-block arithmetic: the pairwise-average tree, requantization rounding, multipliers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.targets.gati import funcsim, reference
+from edgesynth.targets.gati.quantize import fit_multiplier, quantize_input
+
+
+def _tree(values: list[int]) -> int:
+    return int(reference.tree_average([np.array(v) for v in values]))
+
+
+def test_tree_average_examples() -> None:
+    assert _tree([3, 4]) == 3  # (3 + 4) >> 1
+    assert _tree([1, 2, 3, 4]) == 2  # mean 2.5: ((1+2)>>1 + (3+4)>>1) >> 1 = (1 + 3) >> 1
+    assert _tree([4, 8, 12]) == 9  # odd: (4+8)>>1 = 6 queued with 12 -> 9 (weights 1/4 1/4 1/2)
+    assert _tree([0, 0, 0, 0, 8, 8]) == 4  # FIFO [0, 0, 8] -> [8, 0] -> 4
+    assert _tree([16, 0, 0, 0, 0]) == 2  # [8, 0, 0] -> [0, 4] -> 2
+    assert _tree([-3, 0]) == -2  # arithmetic shift rounds toward -inf
+    assert _tree([7]) == 7
+
+
+@pytest.mark.parametrize("n", range(1, 21))
+def test_tree_implementations_agree(n: int) -> None:
+    rng = np.random.default_rng(n)
+    items = [rng.integers(-128, 128, size=50) for _ in range(n)]
+    assert np.array_equal(reference.tree_average(items), funcsim._fifo_average(items))
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16, 64])
+def test_tree_rounding_loss_for_powers_of_two(n: int) -> None:
+    rng = np.random.default_rng(n)
+    values = rng.integers(0, 128, size=(n, 2000))
+    tree = reference.tree_average(list(values))
+    loss = values.mean(axis=0) - tree
+    # each level's shift drops at most half an LSB: never above the mean, at most
+    # log2(n) / 2 below it
+    assert loss.min() >= 0 and loss.max() <= 0.5 * np.log2(n)
+    assert loss.mean() > 0.2  # the loss is real, as the seed says
+
+
+def test_requantize_rounds_half_up_and_saturates() -> None:
+    acc = np.array([1, -1, 3, -3, 2, -2, 10**6, -(10**6)])
+    assert reference.requantize(acc, 1, 1).tolist() == [1, 0, 2, -1, 1, -1, 127, -128]
+    assert reference.requantize(np.array([5]), 3, 0).tolist() == [15]
+
+
+def test_fit_multiplier() -> None:
+    assert fit_multiplier(1.0, "x") == (32768, 15)
+    assert fit_multiplier(0.3, "x") == (39322, 17)
+    rng = np.random.default_rng(0)
+    for m in 10.0 ** rng.uniform(-9, 4, size=200):
+        scale, shift = fit_multiplier(float(m), "x")
+        assert 0 < scale < 1 << 16 and 0 <= shift < 1 << 5
+        if m >= 2**-15:  # 16 significant bits while the 5-bit shift can reach them
+            assert abs(scale / 2**shift - m) / m <= 2**-15
+        else:
+            assert shift == 31 and abs(scale / 2**shift - m) <= 2**-32
+    with pytest.raises(EdgesynthError, match="exceeds QuantScale's 16 bits"):
+        fit_multiplier(70000.0, "node `a`")
+    with pytest.raises(EdgesynthError, match=r"node `b`: .* below 2\*\*-31"):
+        fit_multiplier(1e-12, "node `b`")
+
+
+def test_input_quantization() -> None:
+    q = quantize_input(np.array([0.5, -0.5, 1.49, 200.0, -200.0]), 1.0)
+    assert q.dtype == np.int8
+    assert q.tolist() == [1, 0, 1, 127, -128]
+
+
+def test_activation_tables_agree() -> None:
+    q = np.arange(-128, 128)
+    for kind, code in (("sigmoid", 1), ("tanh", 2)):
+        for p in (0, 4, 7):
+            ref = reference.lookup_activation(q, kind, p)
+            assert np.array_equal(ref, funcsim._activation_table(code, p))
+    sig = reference.lookup_activation(np.array([0, 127]), "sigmoid", 4)
+    assert sig.tolist() == [64, 127]  # sigmoid(0) = 0.5 -> 64 at scale 2**-7
