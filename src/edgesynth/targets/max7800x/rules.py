@@ -3,7 +3,10 @@
 `check_network(net, device, options)` runs every rule over the layers the network executes and
 raises all violations together (`MultipleErrors`, or the single `EdgesynthError`). Each error
 names the YAML file and line, the layer (index and name), the YAML key and the values that would
-be accepted. `find_violations` returns the same list without raising.
+be accepted. `find_violations` returns the same list without raising. `check_spec(spec, device)`
+runs the few rules that need only the YAML (layer count, offset ranges); call it before building
+the network, as the vendor does, so a configuration too broken to build is refused for them.
+`option_violations` runs only the global rules (options, device features).
 
 The rules are small functions registered in `LAYER_RULES` (called once per executed layer) and
 `NETWORK_RULES` (called once per network: whole-network resources, global options). Every rule
@@ -336,7 +339,7 @@ class Context:
         """Layer index -> the layer executed before it (-1 for the first)."""
         return {index: (self.order[i - 1] if i else -1) for i, index in enumerate(self.order)}
 
-    @property
+    @cached_property
     def layers(self) -> list[Layer]:
         """The executed layers, in execution order."""
         return [self.net.layers[i] for i in self.order]
@@ -382,9 +385,10 @@ class Context:
             return "output_map", "the global `output_map`"
         if layer.output_processors is not None:
             return "output_processors", "`output_processors`"
-        if layer.index == self.final:
+        following_index = layer.next_sequence
+        if layer.index == self.final or following_index is None or following_index < 0:
             return "output_processors", "the default output map of the final layer"
-        following = self.net.layers[layer.next_sequence]
+        following = self.net.layers[following_index]
         return (
             "output_processors",
             f"`output_processors` (not set, so the `processors` of layer "
