@@ -237,3 +237,16 @@ def test_dispatch_option(lenet_onnx: Path, compiled: Path, tmp_path: Path) -> No
     host = json.loads((out / "report.json").read_text())["host"]
     assert [o["layer"] for o in host["outputs"]] == [0, 3]
     assert host["outputs"][0]["shape"] == [6, 14, 14]
+
+
+def test_mounted_in_the_main_cli(compiled: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`edgesynth gati ...` through the project's entry point: same output, same exit codes."""
+    from edgesynth.cli import main
+
+    assert main(["gati", "decode", str(compiled / "program.bin")]) == 0
+    assert "#0 @0x000000 START (opcode 0xf)" in capsys.readouterr().out
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"\x05" + bytes(31))
+    assert main(["gati", "decode", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == "edgesynth: error: byte offset 0x0: unknown opcode 0x5"

@@ -97,3 +97,29 @@ def test_report_cycles(network: str, lenet_onnx: Path, vgg_onnx: Path, calibrati
         # about N x (M / P) cycles, P = 32
         assert layer["cycles"] == -(-m // 32) * (rows + 32)
     assert rep["total_cycles"] == sum(layer["cycles"] for layer in rep["layers"])
+
+
+def test_lenet_lives_in_the_network_ir(lenet_onnx: Path, calibration: np.ndarray) -> None:
+    """The quantized network is edgesynth's target-independent IR, not a Gati structure."""
+    from edgesynth.ir.network import NETWORK_INPUT, Network
+
+    model = compile_onnx(lenet_onnx, calibration).model
+    net = model.network
+    assert isinstance(net, Network)
+    assert net.device == "GATI" and net.input_shape == (1, 28, 28)
+    ops = [layer.operation for layer in net.layers]
+    assert ops == ["conv2d", "conv2d", "linear", "linear"]
+    c1, c2, f1, f2 = net.layers
+    assert (c1.in_channels, c1.out_channels, c1.kernel_size, c1.pad) == (1, 6, (3, 3), (1, 1))
+    assert (c1.pool_type, c1.pool, c1.pool_stride, c1.pool_first) == ("max", (2, 2), (2, 2), False)
+    assert c1.out_dim == (28, 28) and c1.pooled_dim == (14, 14)
+    assert [layer.activation for layer in net.layers] == ["relu", "relu", "relu", None]
+    assert f1.flatten and not f2.flatten
+    assert [layer.in_sequences for layer in net.layers] == [[NETWORK_INPUT], [0], [1], [2]]
+    assert [layer.output for layer in net.layers] == [False, False, False, True]
+    assert [layer.output_width for layer in net.layers] == [8, 8, 8, 32]
+    for layer in net.layers:
+        assert layer.weights is not None and layer.weights.dtype == np.int64
+        assert np.abs(layer.weights).max() == 127  # per-layer scale: the largest weight is 127
+        assert layer.spec.name in model.layers[layer.index].onnx_nodes
+    assert f1.weights.shape == (64, 16 * 7 * 7) and c2.weights.shape == (16, 6, 3, 3)

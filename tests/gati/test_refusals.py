@@ -189,7 +189,7 @@ def test_cli_refusal_has_no_traceback_and_writes_nothing(tmp_path: Path) -> None
     result = CliRunner().invoke(app, ["compile", str(path), "-c", str(calib), "-o", str(out)])
     assert result.exit_code == 1
     assert "Traceback" not in result.output
-    assert result.stderr.startswith("error: ")
+    assert result.stderr.startswith("edgesynth: error: ")
     assert "conv5x5" in result.stderr and "larger than the engine" in result.stderr
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["calib.npy", "model.onnx"]

@@ -80,3 +80,37 @@ def test_activation_tables_agree() -> None:
             assert np.array_equal(ref, funcsim._activation_table(code, p))
     sig = reference.lookup_activation(np.array([0, 127]), "sigmoid", 4)
     assert sig.tolist() == [64, 127]  # sigmoid(0) = 0.5 -> 64 at scale 2**-7
+
+
+def test_tail_block_order() -> None:
+    """Bias, then quantization, then activation, then pooling (documented order), on the
+    functional model's tail with hand-computed values."""
+    from edgesynth.targets.gati import isa
+
+    class _NoDram:
+        def read(self, addr: int, n: int) -> np.ndarray:
+            # bias of channel 0 = -3 (8-bit)
+            return np.array([[253]], dtype=np.uint8)[:, :n]
+
+    tail = isa.make(
+        isa.TAIL,
+        BiasEn=1,
+        BiasWidth=8,
+        BiasStartAddress=0,
+        BiasEndAddress=4,
+        QuantEn=1,
+        QuantScale=1,
+        QuantShift=1,
+        ActEn=1,
+        ActType=isa.ACT_RELU,
+        PoolEn=1,
+        PoolType=isa.POOL_AVERAGE,
+        PoolWidth=2,
+        PoolHeight=2,
+        PoolStride=2,
+    )
+    acc = np.array([[[[10, 1], [4, -20]]]])  # (B=1, C=1, 2, 2)
+    out = funcsim._tail(acc, tail, _NoDram(), 0, 0)  # type: ignore[arg-type]
+    # bias: [7, -2, 1, -23]; quant (x + 1) >> 1: [4, -1, 1, -11]; relu: [4, 0, 1, 0];
+    # tree: ((4 + 0) >> 1 + (1 + 0) >> 1) >> 1 = (2 + 0) >> 1 = 1
+    assert out.tolist() == [[[[1]]]]

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.outputs import staged_directory
 from edgesynth.targets.gati.compiler import CompiledProgram
 from edgesynth.targets.gati.report import build_report
 
@@ -25,23 +23,11 @@ def write_outputs(prog: CompiledProgram, out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise EdgesynthError(f"{out} exists and is not a directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
     report = build_report(prog)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with staged_directory(out) as tmp:
         (tmp / BLOB).write_bytes(prog.blob)
         (tmp / STREAM).write_bytes(prog.stream)
         (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n")
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return report
 
 
@@ -67,16 +53,3 @@ def load_npy(path: str | Path, what: str) -> np.ndarray:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise EdgesynthError(f"cannot read {what} {path}: {exc}") from None
-
-
-def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".npy", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array)
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -11,6 +11,7 @@ import numpy as np
 import typer
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.outputs import save_npy_atomic
 from edgesynth.targets.gati import hw
 from edgesynth.targets.gati.artifacts import (
     BLOB,
@@ -18,7 +19,6 @@ from edgesynth.targets.gati.artifacts import (
     STREAM,
     load_npy,
     load_outputs,
-    save_npy_atomic,
     write_outputs,
 )
 
@@ -30,15 +30,19 @@ app = typer.Typer(
 
 
 def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Print an EdgesynthError as one line on stderr and exit with status 1."""
+    """Print an EdgesynthError as one message on stderr, no traceback, exit status 1.
+
+    SystemExit (not typer.Exit) so that the status survives `edgesynth.cli.main`, which runs
+    the app with standalone_mode=False.
+    """
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except EdgesynthError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            typer.echo(f"edgesynth: error: {exc.render()}", err=True)
+            raise SystemExit(1) from None
 
     return wrapper
 
@@ -110,5 +114,5 @@ def run_cmd(
     stream, host = load_outputs(program)
     x = load_npy(input, "input")
     y, _ = run_program(stream, host, x)
-    save_npy_atomic(output, y.astype(np.float32))
-    typer.echo(f"ran {x.shape[0]} inputs; wrote {output} {tuple(y.shape)}")
+    written = save_npy_atomic(output, y.astype(np.float32))
+    typer.echo(f"ran {x.shape[0]} inputs; wrote {written} {tuple(y.shape)}")
