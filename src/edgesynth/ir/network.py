@@ -44,7 +44,7 @@ class Layer:
     flatten: bool = False
     in_sequences: list[int] = field(default_factory=list)  # resolved producers; -1 = input
     in_crop: Pair = (0, 0)
-    in_channels: int = 0  # channels entering the layer (all operands together)
+    in_channels: int = 0  # channels entering the layer, per element-wise operand
     in_dim: Pair = (1, 1)  # H, W entering the layer (after in_dim reshape/in_crop)
     pooled_dim: Pair = (1, 1)
     out_channels: int = 0
