@@ -72,8 +72,8 @@ def activate(x: np.ndarray, kind: str | None) -> np.ndarray:
     return x
 
 
-def layer_forward(x: np.ndarray, layer: FloatLayer) -> tuple[np.ndarray, np.ndarray]:
-    """(pre-activation, output) of one layer for a float batch."""
+def layer_forward(x: np.ndarray, layer: FloatLayer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pre-activation, activation before pooling, output) of one layer for a float batch."""
     if layer.kind == "conv":
         pre = conv2d(x, layer)
     elif layer.kind == "linear":
@@ -81,22 +81,23 @@ def layer_forward(x: np.ndarray, layer: FloatLayer) -> tuple[np.ndarray, np.ndar
         pre = x.reshape(x.shape[0], -1) @ layer.weight.T + layer.bias
     else:
         pre = x
-    y = activate(pre, layer.activation)
-    if layer.pool is not None:
-        y = pool2d(y, layer.pool)
-    return pre, y
+    act = activate(pre, layer.activation)
+    y = pool2d(act, layer.pool) if layer.pool is not None else act
+    return pre, act, y
 
 
-def iter_layers(graph: FloatGraph, x: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def iter_layers(
+    graph: FloatGraph, x: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     h = np.asarray(x, dtype=np.float64)
     for layer in graph.layers:
-        pre, h = layer_forward(h, layer)
-        yield pre, h
+        pre, act, h = layer_forward(h, layer)
+        yield pre, act, h
 
 
 def float_forward(graph: FloatGraph, x: np.ndarray) -> np.ndarray:
     """The graph's float output for a batch (host post-processing included)."""
-    outs = [y for _, y in iter_layers(graph, x)]
+    outs = [y for _, _, y in iter_layers(graph, x)]
     out = outs[-1].reshape(outs[-1].shape[0], *graph.output_shape)
     if graph.host_post is None:
         return out
@@ -116,11 +117,13 @@ def host_post(kind: str | None, y: np.ndarray) -> np.ndarray:
 def calibration_ranges(
     graph: FloatGraph, x: np.ndarray, chunk: int = 128
 ) -> tuple[float, list[float], list[float]]:
-    """(max |input|, per-layer max |pre-activation|, per-layer max |output|)."""
+    """(max |input|, per-layer max |pre-activation|, per-layer max |activation|).
+
+    The activation is taken before pooling: that is where the tail block quantizes."""
     n = len(graph.layers)
-    pre_max, out_max = [0.0] * n, [0.0] * n
+    pre_max, act_max = [0.0] * n, [0.0] * n
     for start in range(0, x.shape[0], chunk):
-        for i, (pre, y) in enumerate(iter_layers(graph, x[start : start + chunk])):
+        for i, (pre, act, _) in enumerate(iter_layers(graph, x[start : start + chunk])):
             pre_max[i] = max(pre_max[i], float(np.abs(pre).max(initial=0.0)))
-            out_max[i] = max(out_max[i], float(np.abs(y).max(initial=0.0)))
-    return float(np.abs(x).max(initial=0.0)), pre_max, out_max
+            act_max[i] = max(act_max[i], float(np.abs(act).max(initial=0.0)))
+    return float(np.abs(x).max(initial=0.0)), pre_max, act_max

@@ -30,6 +30,7 @@ SUPPORTED_OPS = (
     "MaxPool",
     "AveragePool",
     "GlobalAveragePool",
+    "ReduceMean",
     "BatchNormalization",
     "Gemm",
     "MatMul",
@@ -198,6 +199,7 @@ class _Importer:
             "MaxPool": self.pool,
             "AveragePool": self.pool,
             "GlobalAveragePool": self.pool,
+            "ReduceMean": self.pool,
             "Flatten": self.flatten,
             "Reshape": self.reshape,
             "Dropout": self.passthrough,
@@ -584,7 +586,18 @@ class _Importer:
         if len(self.cur_shape) != 3:
             raise self.fail(f"pooling needs a (C, H, W) tensor, got {self.cur_shape}")
         c, h, w = self.cur_shape
-        if n.op_type == "GlobalAveragePool":
+        keep = True
+        if n.op_type == "ReduceMean":
+            axes = a.get("axes")
+            if axes is None and len(n.input) > 1 and n.input[1]:
+                axes = self.const(n.input[1], "axes").tolist()
+            if axes is None or sorted(int(x) % 4 for x in axes) != [2, 3]:
+                raise self.fail(
+                    f"ReduceMean over axes {axes}: only the spatial mean (axes 2, 3) is "
+                    "supported, as a global average pool"
+                )
+            keep = bool(a.get("keepdims", 1))
+        if n.op_type in ("GlobalAveragePool", "ReduceMean"):
             spec = PoolSpec("global_avg", (h, w), (1, 1), (0, 0, 0, 0), False, False, self.node)
         else:
             k = tuple(int(x) for x in a["kernel_shape"])
@@ -623,6 +636,8 @@ class _Importer:
             layer.nodes.append(self.node)
         layer.out_shape = (c, oh, ow)
         self.advance(n.output[0], layer.out_shape)
+        if not keep:
+            self._to_vector(n)
 
     # -- shape ops -----------------------------------------------------------------------
     def _to_vector(self, n: Any) -> None:

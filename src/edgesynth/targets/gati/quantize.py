@@ -120,7 +120,7 @@ def quantize(graph: FloatGraph, calibration: np.ndarray) -> GatiModel:
         raise EdgesynthError("calibration data holds no samples")
     if not np.isfinite(x).all():
         raise EdgesynthError("calibration data holds NaN or infinite values")
-    in_max, pre_max, out_max = calibration_ranges(graph, x)
+    in_max, pre_max, act_max = calibration_ranges(graph, x)
     input_scale = _qscale(in_max)
 
     ir_layers: list[Layer] = []
@@ -195,7 +195,7 @@ def quantize(graph: FloatGraph, calibration: np.ndarray) -> GatiModel:
             gl.quant_scale, gl.quant_shift = 1, 0
             gl.out_scale = s_in
         else:
-            target = out_max[i] / QMAX if out_max[i] > 0 else gl.acc_scale
+            target = act_max[i] / QMAX if act_max[i] > 0 else gl.acc_scale
             gl.quant_scale, gl.quant_shift = fit_multiplier(gl.acc_scale / target, where)
             gl.out_scale = gl.acc_scale * 2.0**gl.quant_shift / gl.quant_scale
         ir.output_width = 8 if gl.quant_en else 32
