@@ -138,6 +138,7 @@ class _Importer:
         }
         self.layers: list[FloatLayer] = []
         self._map_shape: tuple[int, ...] = ()
+        self.shapes: dict[str, tuple[int, ...]] = {}  # every activation tensor seen so far
         self._flat_from_map = False
         self.cur_name = ""  # the live activation tensor
         self.cur_shape: tuple[int, ...] = ()
@@ -180,6 +181,7 @@ class _Importer:
     def run(self) -> FloatGraph:
         in_name, in_shape = self.graph_input()
         self.cur_name, self.cur_shape = in_name, in_shape
+        self.shapes[in_name] = in_shape
         consumers: dict[str, int] = {}
         for n in self.graph.node:
             if n.op_type in ("Shape",):
@@ -278,6 +280,7 @@ class _Importer:
         """Move the live tensor; the last layer's output follows if it was the live one."""
         was_live = self.last_is_live()
         self.cur_name, self.cur_shape = output, shape
+        self.shapes[output] = shape
         if was_live and self.last is not None:
             self.last.output = output
 
@@ -301,12 +304,12 @@ class _Importer:
             return True
         if op == "Shape":
             src = n.input[0]
-            if src == self.cur_name:
-                shape = np.array([BATCH, *self.cur_shape], dtype=np.int64)
+            if src in self.shapes:
+                shape = np.array([BATCH, *self.shapes[src]], dtype=np.int64)
             elif self.is_const(src):
                 shape = np.array(self.consts[src].shape, dtype=np.int64)
             else:
-                raise self.fail(f"Shape of `{src}`, which is neither the live tensor nor constant")
+                raise self.fail(f"Shape of `{src}`, which is neither an activation nor constant")
             start, end = a.get("start", 0), a.get("end")
             self.consts[n.output[0]] = shape[start:end]
             return True
@@ -709,6 +712,7 @@ class _Importer:
         self.host_post = "softmax" if n.op_type == "Softmax" else "logsoftmax"
         self.host_post_node = self.node
         self.cur_name = n.output[0]  # the last layer keeps its own output name
+        self.shapes[n.output[0]] = self.cur_shape
 
 
 def pool_out(n: int, k: int, s: int, p0: int, p1: int, ceil: bool) -> int:
