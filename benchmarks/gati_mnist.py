@@ -24,7 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "gati"))
 
-import mnist_models as mm  # noqa: E402
+import gati_mnist_models as mm  # noqa: E402
 
 from edgesynth.targets.gati.compiler import compile_onnx  # noqa: E402
 from edgesynth.targets.gati.host import host_contract, run_program  # noqa: E402

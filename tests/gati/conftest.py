@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import mnist_models as mm
+import gati_mnist_models as mm
 
 CACHE = Path(tempfile.gettempdir()) / "edgesynth-test-cache"
 EPOCHS = {"lenet": 4, "vgg": 3, "example": 3}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import mnist_models as mm
+import gati_mnist_models as mm
 import numpy as np
 import onnx
 import pytest

@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import mnist_models as mm
+import gati_mnist_models as mm
 import onnx
 import pytest
-from netcheck import run_and_compare
+from gati_netcheck import run_and_compare
 
 VARIANTS = {
     # name: (module attributes, opset, dynamic batch, ops that must appear in the graph)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from netcheck import export_module, run_and_compare
+from gati_netcheck import export_module, run_and_compare
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.gati import dwp, isa

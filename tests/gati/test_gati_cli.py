@@ -7,7 +7,7 @@ import json
 import struct
 from pathlib import Path
 
-import mnist_models as mm
+import gati_mnist_models as mm
 import numpy as np
 import pytest
 from typer.testing import CliRunner

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import mnist_models as mm
+import gati_mnist_models as mm
 import numpy as np
 
 from edgesynth.targets.gati.compiler import CompiledProgram, compile_onnx

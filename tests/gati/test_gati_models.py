@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from netcheck import export_module, run_and_compare
+from gati_netcheck import export_module, run_and_compare
 
 from edgesynth.targets.gati import isa
 
