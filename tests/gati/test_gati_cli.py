@@ -14,11 +14,13 @@ from typer.testing import CliRunner
 
 from edgesynth.targets.gati import dwp, isa
 from edgesynth.targets.gati.compiler import compile_onnx
+from edgesynth.targets.gati.funcsim import GatiMachine
 from edgesynth.targets.gati.host import run_program
 from edgesynth.targets.gati.quantize import quantize_input
 from edgesynth.targets.gati.reference import reference_forward
 
 runner = CliRunner()
+FILES = ["program.bin", "program.dwp", "report.json", "sample.dwp", "sample_expected.dwp"]
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +44,7 @@ def app_():  # type: ignore[no-untyped-def]
 
 
 def test_compile_outputs(compiled: Path, lenet_onnx: Path, calibration: np.ndarray) -> None:
-    assert sorted(p.name for p in compiled.iterdir()) == [
-        "program.bin",
-        "program.dwp",
-        "report.json",
-    ]
+    assert sorted(p.name for p in compiled.iterdir()) == FILES
     blob = (compiled / "program.bin").read_bytes()
     assert len(blob) == 16 * 32
     conv = ["START", "CONV", "TailBlock", "OutputBlock"]
@@ -85,6 +83,26 @@ def test_compile_outputs(compiled: Path, lenet_onnx: Path, calibration: np.ndarr
     ]
     assert packets[3].address == 0 and packets[3].payload == blob
     assert packets[1].value == dwp.payload_bytes(packets)
+
+
+def test_known_answer(compiled: Path, calibration: np.ndarray, lenet_onnx: Path) -> None:
+    """sample.dwp = the first calibration image + DISPATCH; sample_expected.dwp = what the FPGA
+    must send back, computed by the integer reference. The functional model reproduces it."""
+    sample = (compiled / "sample.dwp").read_bytes()
+    packets = dwp.parse_stream(sample)
+    assert isinstance(packets[0], dwp.DwpPacket) and isinstance(packets[1], dwp.MetaPacket)
+    assert packets[1].type == dwp.META_DISPATCH and packets[1].value == dwp.DISPATCH_RAH
+    host = json.loads((compiled / "report.json").read_text())["host"]
+    assert packets[0].address == host["input"]["address"]
+    machine = GatiMachine((compiled / "program.dwp").read_bytes())
+    (sent,) = machine.run([sample])
+    assert dwp.encode_stream(sent) == (compiled / "sample_expected.dwp").read_bytes()
+    (back,) = dwp.parse_stream((compiled / "sample_expected.dwp").read_bytes())
+    assert isinstance(back, dwp.DwpPacket) and back.size == 40  # ten int32 logits
+    logits = np.frombuffer(back.payload, dtype="<i4")
+    prog = compile_onnx(lenet_onnx, calibration)
+    ref = reference_forward(prog.model, quantize_input(calibration[:1], host["input"]["scale"]))
+    assert logits.tolist() == ref[0].tolist()
 
 
 def test_decode_blob_and_stream(compiled: Path) -> None:
@@ -208,7 +226,7 @@ def test_compile_replaces_output_atomically(
     calib = compiled.parent / "calib.npy"
     result = runner.invoke(app_(), ["compile", str(lenet_onnx), "-c", str(calib), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["program.bin", "program.dwp", "report.json"]
+    assert sorted(p.name for p in out.iterdir()) == FILES
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temp dirs left behind
     bad_calib = tmp_path / "c.npy"
     np.save(bad_calib, np.zeros((2, 3), dtype=np.float32))
@@ -217,7 +235,7 @@ def test_compile_replaces_output_atomically(
     )
     assert result.exit_code == 1
     assert "calibration data has shape (2, 3)" in result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["program.bin", "program.dwp", "report.json"]
+    assert sorted(p.name for p in out.iterdir()) == FILES
 
 
 def test_dispatch_option(lenet_onnx: Path, compiled: Path, tmp_path: Path) -> None:

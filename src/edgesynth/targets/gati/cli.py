@@ -15,7 +15,9 @@ from edgesynth.outputs import save_npy_atomic
 from edgesynth.targets.gati import hw
 from edgesynth.targets.gati.artifacts import (
     BLOB,
+    EXPECTED,
     REPORT,
+    SAMPLE,
     STREAM,
     load_npy,
     load_outputs,
@@ -71,7 +73,7 @@ def compile_cmd(
         raise EdgesynthError(f"{model}: no such file")
     calib = load_npy(calibration, "calibration data")
     prog = compile_onnx(model, calib, dispatch or (), on_chip_acc_bytes)
-    report = write_outputs(prog, output)
+    report = write_outputs(prog, output, calib[:1])
     typer.echo(
         f"{model.name}: {len(prog.layers)} layers, {report['instruction_count']} instructions, "
         f"{prog.dram_bytes} bytes of DRAM, about {report['total_cycles']} cycles"
@@ -85,6 +87,10 @@ def compile_cmd(
     for w in prog.warnings:
         typer.echo(f"warning: {w}", err=True)
     typer.echo(f"wrote {output / BLOB}, {output / STREAM}, {output / REPORT}")
+    typer.echo(
+        f"known answer: {output / SAMPLE} (the first calibration sample and DISPATCH) must "
+        f"make the FPGA send back {output / EXPECTED}"
+    )
 
 
 @app.command("decode")

@@ -58,6 +58,26 @@ def host_contract(prog: CompiledProgram) -> dict[str, Any]:
     }
 
 
+def known_answer(prog: CompiledProgram, sample: np.ndarray) -> tuple[bytes, bytes]:
+    """(inference stream for one float sample, the DWP packets the FPGA must send back).
+
+    The expected packets come from the integer reference, not from the functional model."""
+    from edgesynth.targets.gati.reference import reference_layers
+
+    host = host_contract(prog)
+    xq = quantize_input(check_input(host, sample, "sample"), host["input"]["scale"])
+    outs = reference_layers(prog.model, xq)
+    expected = bytearray()
+    for o in host["outputs"]:
+        values = outs[o["layer"]]
+        if o["layout"] == "map":
+            data = layout.pack_map(values, o["elem_bytes"])
+        else:
+            data = layout.pack_vector(values.reshape(values.shape[0], -1), o["elem_bytes"])
+        expected += dwp.encode_dwp(o["dispatch_id"], data[0].tobytes())
+    return input_streams(host, xq)[0], bytes(expected)
+
+
 def input_streams(host: Mapping[str, Any], xq: np.ndarray) -> list[bytes]:
     """One stream per inference: the input's DWP packet and META DISPATCH (channel RAH)."""
     inp = host["input"]
@@ -109,6 +129,8 @@ def check_input(host: Mapping[str, Any], x: np.ndarray, what: str = "input") -> 
         )
     if not np.issubdtype(x.dtype, np.number):
         raise EdgesynthError(f"{what} is not numeric ({x.dtype})")
+    if x.shape[0] == 0:
+        raise EdgesynthError(f"{what} holds no samples")
     x = x.astype(np.float64)
     if not np.isfinite(x).all():
         raise EdgesynthError(f"{what} holds NaN or infinite values")
