@@ -126,26 +126,36 @@ def pooled_size(size: int, pool: int, stride: int, dilation: int = 1) -> int:
 
 
 def _pool_windows(data: np.ndarray, pool: Pair, stride: Pair, dilation: Pair) -> np.ndarray:
-    """(C, Ho, Wo, ph*pw) views of the pooling windows of (C, H, W) data."""
-    out_h = pooled_size(data.shape[1], pool[0], stride[0], dilation[0])
-    out_w = pooled_size(data.shape[2], pool[1], stride[1], dilation[1])
+    """(C, Ho, Wo, ph*pw) pooling windows of (C, H, W) data.
+
+    The vendor's output size, (size + stride - pool - dilation + 1) // stride, lets a dilated
+    window of 3 or more reach past the last row or column. Its NumPy view then reads on in
+    memory: past the last column into the next row, past the last row into the next channel.
+    That is reproduced for C-ordered data; past the end of the data it reads zeros (the vendor
+    reads whatever follows the array).
+    """
+    channels, height, width = data.shape
+    out_h = pooled_size(height, pool[0], stride[0], dilation[0])
+    out_w = pooled_size(width, pool[1], stride[1], dilation[1])
     span_h = dilation[0] * (pool[0] - 1) + 1
     span_w = dilation[1] * (pool[1] - 1) + 1
-    need_h = (out_h - 1) * stride[0] + span_h
-    need_w = (out_w - 1) * stride[1] + span_w
-    if need_h > data.shape[1] or need_w > data.shape[2]:
-        # Dilated windows whose far end runs past the data: pad so the view exists; the
-        # hardware never reads there for the sizes the device rules allow.
-        data = np.pad(
-            data, ((0, 0), (0, max(0, need_h - data.shape[1])), (0, max(0, need_w - data.shape[2])))
-        )
-    windows = sliding_window_view(data, (span_h, span_w), axis=(1, 2))
-    windows = windows[:, : out_h * stride[0] : stride[0], : out_w * stride[1] : stride[1]]
-    windows = windows[..., :: dilation[0], :: dilation[1]]
-    return windows.reshape(*windows.shape[:3], -1)
+    if (out_h - 1) * stride[0] + span_h <= height and (out_w - 1) * stride[1] + span_w <= width:
+        windows = sliding_window_view(data, (span_h, span_w), axis=(1, 2))
+        windows = windows[:, : out_h * stride[0] : stride[0], : out_w * stride[1] : stride[1]]
+        windows = windows[..., :: dilation[0], :: dilation[1]]
+        return windows.reshape(*windows.shape[:3], -1)
+    rows = (np.arange(out_h) * stride[0])[:, None] + np.arange(pool[0]) * dilation[0]
+    cols = (np.arange(out_w) * stride[1])[:, None] + np.arange(pool[1]) * dilation[1]
+    index = (
+        (np.arange(channels) * height * width)[:, None, None, None, None]
+        + (rows * width)[None, :, None, :, None]
+        + cols[None, None, :, None, :]
+    )
+    flat = np.concatenate([data.reshape(-1), np.zeros(int(index.max()) + 1, dtype=data.dtype)])
+    return flat[index].reshape(channels, out_h, out_w, -1)
 
 
-def average(sums: np.ndarray, count: int, rounding: bool) -> np.ndarray:
+def average(sums: np.ndarray, count: int | np.ndarray, rounding: bool) -> np.ndarray:
     """Average of 8-bit values: truncated toward zero, or rounded half away from zero."""
     if rounding:
         return np.sign(sums) * ((np.abs(sums) * 2 + count) // (2 * count))
@@ -161,7 +171,11 @@ def pool2d(
     dilation: Pair = (1, 1),
     rounding: bool = False,
 ) -> np.ndarray:
-    """In-flight max or average pooling of (C, H, W) data. Pool size 1 only subsamples."""
+    """In-flight max or average pooling of (C, H, W) data. Pool size 1 only subsamples.
+
+    `rounding` (--avg-pool-rounding) rounds averages half away from zero, as the newest
+    vendor sources do (older ones used np.round, half to even).
+    """
     if pool == (1, 1):
         return data[:, :: stride[0], :: stride[1]]
     windows = _pool_windows(data, pool, stride, dilation)
@@ -178,20 +192,24 @@ def pool1d(
     average_pool: bool,
     dilation: int = 1,
 ) -> np.ndarray:
-    """In-flight pooling of (C, L) data.
+    """In-flight pooling of (C, L) data, as the vendor's 1D reference computes it.
 
-    The vendor's reference truncates 1D averages toward zero regardless of
-    `--avg-pool-rounding`, and 1D max pooling reads `pool` consecutive samples even when
-    `pool_dilation` is set; both are reproduced here because the known-answer test encodes them.
+    Averages are truncated toward zero whatever --avg-pool-rounding says, and a dilated window
+    that runs past the end averages only the samples it covers. Max pooling reads `pool`
+    consecutive samples even when `pool_dilation` is set.
     """
     if pool == 1:
         return data[:, ::stride]
-    out_len = pooled_size(data.shape[1], pool, stride, dilation)
+    length = data.shape[1]
+    out_len = pooled_size(length, pool, stride, dilation)
+    starts = np.arange(out_len) * stride
     if average_pool:
-        windows = _pool_windows(data[:, :, None], (pool, 1), (stride, 1), (dilation, 1))
-        return average(windows.sum(axis=-1), pool, rounding=False)[:, :, 0]
-    windows = _pool_windows(data[:, :, None], (pool, 1), (stride, 1), (1, 1))[:, :, 0]
-    return windows[:, :out_len].max(axis=-1)
+        index = starts[:, None] + np.arange(pool) * dilation
+        valid = index < length
+        values = np.where(valid, data[:, np.minimum(index, length - 1)], 0)
+        return average(values.sum(axis=-1), valid.sum(axis=-1), rounding=False)
+    index = starts[:, None] + np.arange(pool)
+    return data[:, index].max(axis=-1)
 
 
 def eltwise(operation: str, operands: list[np.ndarray]) -> np.ndarray:

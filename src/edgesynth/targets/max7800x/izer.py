@@ -34,6 +34,14 @@ def job_from_options(opts: IzerOptions, base_dir: Path | None = None) -> Synthes
         ignore_streaming=opts.ignore_streaming,
         streaming_layers=list(opts.streaming_layers or ()),
         base_dir=base_dir or Path("."),
+        ignore_activation=opts.ignore_activation,
+        ignore_bn=opts.ignore_bn,
+        zero_sram=opts.zero_sram or opts.pretend_zero_sram,
+        weight_input=opts.weight_input,
+        bias_input=opts.bias_input,
+        synthesize_input=opts.synthesize_input,
+        synthesize_words=opts.synthesize_words,
+        input_csv_format=opts.input_csv_format,
     )
     sim = SimOptions(
         avg_pool_rounding=opts.avg_pool_rounding,
@@ -62,7 +70,8 @@ def run_izer(argv: list[str]) -> SynthesisResult:
             "note: accepted, no effect until C code generation exists: " + ", ".join(ignored),
             file=sys.stderr,
         )
-    if opts.result_numpy:
+    # The vendor saves this file while writing the known-answer check, so --no-kat skips it.
+    if opts.result_numpy and opts.generate_kat:
         if not opts.prefix:
             raise EdgesynthError("--sample-numpy-filename needs --prefix (the output folder name).")
         folder = Path(opts.test_dir or ".") / opts.prefix

@@ -48,7 +48,7 @@ def _resolve(base: Path, name: str) -> Path:
 def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> list[WeightLayer]:
     from edgesynth.ir.checkpoint import load_checkpoint
 
-    checkpoint = load_checkpoint(path)
+    checkpoint = load_checkpoint(path, ignore_bn=opts.ignore_bn)
     if spec.arch and checkpoint.arch and checkpoint.arch.lower() != spec.arch.lower():
         raise EdgesynthError(
             f"the checkpoint {path} was trained for `{checkpoint.arch}`, but the network "
@@ -63,28 +63,75 @@ def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> li
             bias=layer.bias,
             output_shift=layer.output_shift,
             source=f"{path}: {layer.name}",
+            weight_bits=layer.weight_bits,
         )
         for layer in layers
     ]
 
 
-def _synthetic_weights(spec: NetworkSpec, base: Path) -> tuple[list[np.ndarray], str]:
+def _synthetic_weights(
+    spec: NetworkSpec, base: Path, opts: BuildOptions
+) -> tuple[list[np.ndarray], str]:
     from edgesynth.ir.npyfile import load_npy_arrays
 
-    name = spec.weights if spec.weights else f"weights_{(spec.dataset or '').lower()}"
-    path = _resolve(base, str(Path("tests") / f"{name}.npy"))
+    if opts.weight_input:
+        path = _resolve(base, opts.weight_input)
+    else:
+        name = spec.weights if spec.weights else f"weights_{(spec.dataset or '').lower()}"
+        path = _resolve(base, str(Path("tests") / f"{name}.npy"))
     arrays = load_npy_arrays(path)
     if len(arrays) == 1:  # one array holding every layer along its first axis
         arrays = list(arrays[0])
     return arrays, str(path)
 
 
-def _synthetic_bias(spec: NetworkSpec, base: Path) -> list[np.ndarray]:
+def _synthetic_bias(spec: NetworkSpec, base: Path, opts: BuildOptions) -> list[np.ndarray]:
     from edgesynth.ir.npyfile import load_npy_arrays
 
+    if opts.bias_input:
+        return load_npy_arrays(_resolve(base, opts.bias_input))
     if not spec.bias:
         return []
     return load_npy_arrays(_resolve(base, str(Path("tests") / f"bias_{spec.bias}.npy")))
+
+
+def synthesize_sample(sample: np.ndarray, increment: int, words: int, path: Path) -> np.ndarray:
+    """--synthesize-input: every block of `words` pixels is the block before it plus
+    `increment`, adding the pixel's channels as one little-endian word (channel 0 lowest)."""
+    channels = sample.shape[0]
+    if not 1 <= channels <= 4:
+        raise EdgesynthError(
+            f"--synthesize-input requires 1 to 4 input channels, the sample has {channels}.",
+            file=str(path),
+        )
+    flat = sample.reshape(channels, -1)
+    if words <= 0 or flat.shape[1] % words:
+        raise EdgesynthError(
+            f"--synthesize-words ({words}) must divide the number of pixels per channel "
+            f"({flat.shape[1]}).",
+            file=str(path),
+        )
+    mask = (1 << (8 * channels)) - 1
+    shifts = 8 * np.arange(channels, dtype=np.int64)[:, None]
+    first = ((flat[:, :words] & 0xFF) << shifts).sum(axis=0)  # packed words of block 0
+    blocks = np.arange(flat.shape[1] // words, dtype=np.int64)[:, None]
+    packed = ((first[None, :] + blocks * increment) & mask).reshape(-1)
+    unsigned = (packed[None, :] >> shifts) & 0xFF
+    return (unsigned - ((unsigned > 127) << 8)).reshape(sample.shape)
+
+
+def apply_csv_format(sample: np.ndarray, csv_format: int, path: Path) -> np.ndarray:
+    """--input-csv-format 555/565: the camera's dropped low bits, cleared in the sample."""
+    if csv_format == 888:
+        return sample
+    if sample.shape[0] != 3:
+        raise EdgesynthError(
+            f"--input-csv-format {csv_format} needs a 3-channel (RGB) sample, this one has "
+            f"{sample.shape[0]} channels.",
+            file=str(path),
+        )
+    low_bits = np.array([7, 7, 7] if csv_format == 555 else [7, 3, 7], dtype=np.int64)
+    return sample & ~low_bits.reshape((3,) + (1,) * (sample.ndim - 1))
 
 
 def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path]:
@@ -94,7 +141,9 @@ def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path
         path = _resolve(opts.base_dir, opts.sample_input)
     else:
         path = _resolve(opts.base_dir, f"tests/sample_{(spec.dataset or '').lower()}.npy")
-    sample = read_sample(path)
+    sample = read_sample(path).astype(np.int64)
+    if opts.synthesize_input is not None:
+        sample = synthesize_sample(sample, opts.synthesize_input, opts.synthesize_words, path)
     if sample.size and (sample.max() > 127 or sample.min() < -128):
         raise EdgesynthError(
             f"sample values must be signed 8-bit (-128..127), found {sample.min()}..{sample.max()}",
@@ -105,7 +154,7 @@ def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path
             f"a sample must be C x H x W (or C x L), got shape {tuple(sample.shape)}",
             file=str(path),
         )
-    return sample.astype(np.int64), path
+    return apply_csv_format(sample, opts.input_csv_format, path), path
 
 
 def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
@@ -128,8 +177,8 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
             spec,
             sample,
             opts,
-            synthetic_weights=_synthetic_weights(spec, opts.base_dir),
-            synthetic_bias=_synthetic_bias(spec, opts.base_dir),
+            synthetic_weights=_synthetic_weights(spec, opts.base_dir, opts),
+            synthetic_bias=_synthetic_bias(spec, opts.base_dir, opts),
         )
     return net, sample
 
