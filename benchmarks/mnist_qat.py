@@ -2,9 +2,10 @@
 
 `edgesynth train` trains the vendor's MNIST network (ai85net5) on the first 8,000 images of
 the MNIST test set (t10k files in --data) and holds out the last 2,000: float epochs, then QAT.
-The best QAT checkpoint is quantized; the held-out images are then classified by
-- the float model (best checkpoint before QAT): float_top1,
-- the quantized model in 8-bit mode (edgesynth.nn computing the chip's integers): quant_top1,
+The last QAT checkpoint is quantized; the held-out images are then classified by
+- the float model (last epoch before QAT): float_top1,
+- the last QAT epoch, quantized, in 8-bit mode (edgesynth.nn computing the chip's integers):
+  quant_top1,
 - the synthesizer's simulator running the generated YAML + quantized checkpoint: sim_agree is
   the share of images where it predicts the same class as the 8-bit model.
 
@@ -23,6 +24,8 @@ from pathlib import Path
 import torch
 
 from edgesynth.nn.qat import QatPolicy
+from edgesynth.quant.files import quantize_file
+from edgesynth.quant.ptq import QuantizeOptions
 from edgesynth.train import deploy
 from edgesynth.train.command import TrainArgs, train_main
 from edgesynth.train.datasets import load_dataset
@@ -70,10 +73,12 @@ def main() -> None:
     assert run_dir is not None
     trained = time.time()
 
+    # The last epoch of each phase, not the best one: nothing is selected on held-out images.
     dataset = load_dataset("mnist-test-split", args.data)
-    float_net = deploy.load_model(run_dir / "best.pth.tar", "ai85net5", dataset, args.device)
+    float_net = deploy.load_model(run_dir / "checkpoint.pth.tar", "ai85net5", dataset, args.device)
     float_m = evaluate(float_net, dataset.test, num_classes=10, device=args.device)
-    quantized = run_dir / "qat_best-q.pth.tar"
+    quantized = run_dir / "qat_last-q.pth.tar"
+    quantize_file(run_dir / "qat_checkpoint.pth.tar", quantized, QuantizeOptions())
     net = deploy.load_model(quantized, "ai85net5", dataset, args.device)
     quant_m = deploy.eight_bit_metrics(net, dataset, args.device)
     check = deploy.simulator_check(
