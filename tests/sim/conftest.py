@@ -1,0 +1,8 @@
+"""The simulator tests share `simref` (the independent reference and tiny test projects)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
