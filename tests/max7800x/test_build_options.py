@@ -221,3 +221,39 @@ def test_no_kat_writes_no_known_answer_file(three, capsys) -> None:
 
     assert main(project.argv("--no-kat")) == 0
     assert not (project.root / "out" / "p" / "kat.npy").exists()
+
+
+def test_sequence_keys_order_the_layers(project, capsys) -> None:
+    """`sequence` numbers place the layers (the listing order does not matter); weights are
+    read in that order."""
+    x, w0, w1 = data(4, 5, 5), data(4, 4, 3, 3), data(3, 4, 3, 3)
+    project.write(
+        f"""
+        layers:
+          - {{sequence: 1, processors: {procs(4)}, out_offset: 0, op: conv2d, pad: 1}}
+          - {{sequence: 0, processors: {procs(4)}, out_offset: 0x2000, op: conv2d, pad: 1,
+              activate: relu}}
+        """,
+        sample=x,
+        weights=[w0, w1],
+    )
+    expected = conv(conv(x, w0, relu=True), w1)
+    np.testing.assert_array_equal(project.run(capsys=capsys), expected)
+
+
+def test_legacy_test_interleaves_the_operands_of_later_layers(project, capsys) -> None:
+    """--legacy-test: an element-wise layer that is not the first takes its operands from
+    alternating columns of its input (the first layer still splits by channel)."""
+    x, w = data(4, 6, 6), data(4, 4, 3, 3)
+    project.write(
+        f"""
+        layers:
+          - {{processors: {procs(4)}, out_offset: 0x2000, op: conv2d, pad: 1}}
+          - {{processors: {procs(4)}, out_offset: 0, op: add, in_dim: [6, 3]}}
+        """,
+        sample=x,
+        weights=[w],
+    )
+    y = conv(x, w)
+    expected = np.clip(y[:, :, 0::2] + y[:, :, 1::2], -128, 127)
+    np.testing.assert_array_equal(project.run("--legacy-test", capsys=capsys), expected)

@@ -28,6 +28,8 @@ class SimOptions:
     # --simple1b only sets a control-register bit; the vendor's simulation ignores it.
     simple1b: bool = False
     reshape_inputs: bool = False  # --reshape-inputs: drop input channels (`in_channel_skip`)
+    # --legacy-test: operands of element-wise layers after the first interleave by column.
+    legacy_test: bool = False
 
 
 @dataclass
@@ -97,9 +99,17 @@ def _eltwise(layer: Layer, operands: np.ndarray) -> np.ndarray:
     return result if wide else ops.clip8(result)
 
 
-def _split(layer: Layer, data: np.ndarray) -> np.ndarray:
+def _split(layer: Layer, data: np.ndarray, interleaved: bool) -> np.ndarray:
     if layer.operands == 1:
         return data[None]
+    if interleaved:
+        if data.shape[2] % layer.operands:
+            raise _mismatch(
+                layer,
+                f"--legacy-test: its {data.shape[2]} columns cannot be split into "
+                f"{layer.operands} interleaved operands",
+            )
+        return np.array([data[:, :, i :: layer.operands] for i in range(layer.operands)])
     if data.shape[0] % layer.operands:
         raise _mismatch(
             layer,
@@ -288,8 +298,10 @@ def _expected_shape(layer: Layer, out: np.ndarray) -> tuple[int, ...]:
     return (layer.out_channels, *layer.out_dim)
 
 
-def _run_layer(layer: Layer, data: np.ndarray, opts: SimOptions, buffers: _Buffers) -> np.ndarray:
-    operands = _split(layer, data)
+def _run_layer(
+    layer: Layer, data: np.ndarray, opts: SimOptions, buffers: _Buffers, first: bool
+) -> np.ndarray:
+    operands = _split(layer, data, interleaved=opts.legacy_test and not first)
     if opts.reshape_inputs:
         skip = layer.spec.in_channel_skip or 0
         operands = operands[:, skip:][:, : layer.in_channels]
@@ -326,7 +338,7 @@ def simulate(net: Network, sample: np.ndarray, opts: SimOptions | None = None) -
     for position, index in enumerate(order):
         layer = net.layers[index]
         try:
-            out = _run_layer(layer, buffers.gather(layer), opts, buffers)
+            out = _run_layer(layer, buffers.gather(layer), opts, buffers, position == 0)
         except EdgesynthError as err:
             err.file = err.file or net.spec.path
             raise

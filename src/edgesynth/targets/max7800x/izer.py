@@ -47,6 +47,7 @@ def job_from_options(opts: IzerOptions, base_dir: Path | None = None) -> Synthes
         avg_pool_rounding=opts.avg_pool_rounding,
         simple1b=opts.simple1b,
         reshape_inputs=opts.reshape_inputs,
+        legacy_test=opts.legacy_test,
     )
     return SynthesisJob(opts.config_file, build, sim, rules=opts)
 
