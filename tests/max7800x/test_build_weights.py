@@ -230,3 +230,33 @@ def test_synthetic_weight_source_uses_its_own_array_without_passthrough_layers(
     layers += f"  - {{processors: {procs(3)}, out_offset: 0x2000, op: passthrough}}\n"
     project.write(layers, sample=x, weights=[w0, w1])
     assert "weights cover" in project.refuse(capsys=capsys)
+
+
+def test_bypass_layers_and_the_vendors_weight_and_bias_lists(project, capsys) -> None:
+    """Synthetic weights skip a layer when the layer numbered by the arrays read so far is a
+    bypass layer, so a bypass layer must follow every layer with weights; after them it
+    works, multiplying by one (and its bias entry is the empty one at its position)."""
+    x = data(4, 5, 5, low=-10, high=10)
+    w0, w1 = data(4, 4, 3, 3), data(4, 4, 3, 3)
+    b0, b1 = data(4, low=-20, high=20), data(4, low=-20, high=20)
+
+    def network(*kinds: str) -> str:
+        text = "layers:\n"
+        for i, kind in enumerate(kinds):
+            offset = "0x2000" if i % 2 == 0 else "0"
+            text += f"  - {{processors: {procs(4)}, out_offset: {offset}, op: conv2d, pad: 1"
+            text += ", bypass: true, output_shift: 3}\n" if kind == "bypass" else f"{kind}}}\n"
+        return text
+
+    project.write(
+        network(", activate: relu", "bypass", ""), sample=x, weights=[w0, w1], bias=[b0, b1]
+    )
+    assert "weights cover" in project.refuse(capsys=capsys)
+
+    project.write(
+        network(", activate: relu", "", "bypass"), sample=x, weights=[w0, w1], bias=[b0, b1]
+    )
+    y = simref.relu(simref.requantize(simref.conv2d(x, w0, b0, pad=(1, 1)), 0))
+    y = simref.requantize(simref.conv2d(y, w1, b1, pad=(1, 1)), 0)
+    expected = simref.requantize(simref.conv2d(y, np.ones((4, 4, 3, 3)), pad=(1, 1)), 3)
+    np.testing.assert_array_equal(project.run(capsys=capsys), expected)
