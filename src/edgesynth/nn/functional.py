@@ -20,6 +20,7 @@ ACT_MIN = -ACT_SCALE  # -128
 ACT_MAX = ACT_SCALE - 1  # 127
 BIAS_MIN, BIAS_MAX = ACT_MIN, ACT_MAX  # the bias register holds one signed byte
 MAX_SHIFT = 15  # |output_shift| limit used by quantization-aware training
+FLOAT32_EXACT = 2.0**24  # integers below this are exact in float32
 
 
 def straight_through(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -136,19 +137,16 @@ def output_activation(y: torch.Tensor, activation: str | None, quantize: bool) -
     return _ClampOutput.apply(y, lo, ACT_MAX * unit, quantize)
 
 
-def clamp_output(y: torch.Tensor, activation: str | None, unit: float) -> torch.Tensor:
-    """Clamp an 8-bit output to [-128, 127] * unit, then apply ReLU/Abs (clipped to 127)."""
-    y = torch.clamp(y, ACT_MIN * unit, ACT_MAX * unit)
+def requantize_(acc: torch.Tensor, shift: int, activation: str | None) -> torch.Tensor:
+    """The chip's 8-bit output of an accumulator, computed in place:
+    clamp(floor(0.5 + acc * 2^shift / 128), -128, 127), then ReLU/Abs (Abs clipped to 127)."""
+    y = acc.mul_(2.0 ** (shift - (ACT_BITS - 1))).add_(0.5).floor_()
     if activation == "relu":
-        return torch.clamp(y, min=0.0)
+        return y.clamp_(0, ACT_MAX)
+    y.clamp_(ACT_MIN, ACT_MAX)
     if activation == "abs":
-        return torch.clamp(y.abs(), max=ACT_MAX * unit)
+        y.abs_().clamp_(max=ACT_MAX)
     return y
-
-
-def shift_round(acc: torch.Tensor, shift: int) -> torch.Tensor:
-    """The chip's 8-bit output before clamping: floor(0.5 + acc * 2^shift / 128)."""
-    return round_half_up(acc * 2.0 ** (shift - (ACT_BITS - 1)))
 
 
 # --- pooling ------------------------------------------------------------------------------

@@ -244,16 +244,35 @@ class HardwareLayer(nn.Module):
         return hw.output_activation(y, self.activation, quantize=shift is not None)
 
     def _forward_integer(self, x: torch.Tensor, rounding: bool) -> torch.Tensor:
-        x = self._pool_integer(x.double(), rounding)
+        if not x.is_floating_point():
+            x = x.double()
+        x = self._pool_integer(x, rounding)
         if self.op is None:
             return x
         w, b, shift = self.integer_parameters()
-        acc = self._op_forward(x, w, None)
+        dtype = self._exact_dtype(x, w, b)
+        acc = self._op_forward(x.to(dtype), w.to(dtype), None)
         if b is not None:
-            acc = acc + (b * hw.ACT_SCALE).reshape((1, -1) + (1,) * (acc.dim() - 2))
+            acc += (b * hw.ACT_SCALE).to(dtype).reshape((1, -1) + (1,) * (acc.dim() - 2))
         if self.wide:
-            return acc
-        return hw.clamp_output(hw.shift_round(acc, shift), self.activation, 1.0)
+            return acc.double()
+        return hw.requantize_(acc, shift, self.activation)
+
+    def _exact_dtype(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.dtype:
+        """float32 when no partial sum can reach 2^24, else float64 (exact below 2^53).
+
+        Data and weights are small integers, so every product and every partial sum of a
+        layer is an integer; when each output's sum of |w| times max |x|, plus its bias, stays
+        below 2^24, float32 holds all of them exactly, whatever order the convolution adds in.
+        """
+        if isinstance(self.op, nn.ConvTranspose2d):  # (in, out/groups, kh, kw)
+            per_output = w.abs().sum(dim=(0, 2, 3))
+        else:
+            per_output = w.abs().reshape(w.shape[0], -1).sum(dim=1)
+        bound = float(per_output.max()) * float(x.abs().max()) if x.numel() else 0.0
+        if b is not None:
+            bound += float(b.abs().max()) * hw.ACT_SCALE
+        return torch.float32 if bound < hw.FLOAT32_EXACT else torch.float64
 
     def _forward_quantized_float(self, x: torch.Tensor, rounding: bool) -> torch.Tensor:
         """A quantized layer run on training data: the chip's result, rescaled to floats."""
