@@ -407,3 +407,32 @@ def test_names_in_in_sequences_concatenate_channels(project, capsys) -> None:
     b = simref.requantize(simref.conv2d(a, w2, pad=(1, 1)), 0)
     expected = simref.requantize(simref.conv2d(np.concatenate([b, a]), w3, pad=(1, 1)), 0)
     np.testing.assert_array_equal(project.run(capsys=capsys), expected)
+
+
+def test_eltwise_on_1d_data_pools_every_operand_along_the_length(project, capsys) -> None:
+    """An element-wise passthrough of 1D data pools like a 2D layer with a width-1 window, so
+    (unlike a Conv1d layer) every operand is pooled before the sum."""
+    x = data(8, 20)
+    project.write(
+        f"""
+        layers:
+          - {{processors: {procs(4)}, out_offset: 0x2000, op: add, avg_pool: 2, pool_stride: 2}}
+        """,
+        sample=x,
+    )
+    a, b = x[:4, :, None], x[4:, :, None]
+    pooled = [simref.pool2d(v, (2, 1), (2, 2), average=True) for v in (a, b)]
+    expected = np.clip(pooled[0] + pooled[1], -128, 127)
+    np.testing.assert_array_equal(project.run(capsys=capsys), expected)
+
+
+def test_out_channels_that_do_not_match_the_weights_are_refused(project, capsys) -> None:
+    project.write(
+        f"""
+        layers:
+          - {{processors: {procs(4)}, out_offset: 0, op: conv2d, pad: 1, out_channels: 5}}
+        """,
+        sample=data(4, 5, 5),
+        weights=[data(3, 4, 3, 3)],
+    )
+    assert "out_channels" in project.refuse(capsys=capsys)
