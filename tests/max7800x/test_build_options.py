@@ -257,3 +257,19 @@ def test_legacy_test_interleaves_the_operands_of_later_layers(project, capsys) -
     y = conv(x, w)
     expected = np.clip(y[:, :, 0::2] + y[:, :, 1::2], -128, 127)
     np.testing.assert_array_equal(project.run("--legacy-test", capsys=capsys), expected)
+
+
+def test_sample_must_be_stored_as_int64(project, capsys) -> None:
+    x, w = data(4, 5, 5), data(3, 4, 3, 3)
+    project.write(
+        f"""
+        layers:
+          - {{processors: {procs(4)}, out_offset: 0, op: conv2d, pad: 1}}
+        """,
+        sample=x,
+        weights=[w],
+    )
+    np.save(project.root / "tests" / "sample_t.npy", x.astype(">i8"))
+    np.testing.assert_array_equal(project.run(capsys=capsys), conv(x, w))
+    np.save(project.root / "tests" / "sample_t.npy", x.astype(np.int8))
+    assert "int64" in project.refuse(capsys=capsys)

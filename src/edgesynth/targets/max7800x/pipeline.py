@@ -134,6 +134,20 @@ def apply_csv_format(sample: np.ndarray, csv_format: int, path: Path) -> np.ndar
     return sample & ~low_bits.reshape((3,) + (1,) * (sample.ndim - 1))
 
 
+def _stored_dtype(path: Path) -> np.dtype | None:
+    """The element type recorded in a .npy file's header (None when it cannot be read)."""
+    try:
+        with open(path, "rb") as stream:
+            version = np.lib.format.read_magic(stream)
+            if version == (1, 0):
+                header = np.lib.format.read_array_header_1_0(stream)
+            else:
+                header = np.lib.format.read_array_header_2_0(stream)
+    except (OSError, ValueError):
+        return None
+    return header[2]
+
+
 def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path]:
     from edgesynth.ir.npyfile import load_sample as read_sample
 
@@ -142,6 +156,14 @@ def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path
     else:
         path = _resolve(opts.base_dir, f"tests/sample_{(spec.dataset or '').lower()}.npy")
     sample = read_sample(path).astype(np.int64)
+    stored = _stored_dtype(path)
+    if stored is not None and stored.type is not np.int64:
+        # The vendor tool refuses samples not saved as int64 (e.g. int8 or float arrays).
+        raise EdgesynthError(
+            f"the sample array is stored as {stored}, not int64; save it with "
+            "`np.save(path, data.astype(np.int64))`.",
+            file=str(path),
+        )
     if opts.synthesize_input is not None:
         sample = synthesize_sample(sample, opts.synthesize_input, opts.synthesize_words, path)
     if sample.size and (sample.max() > 127 or sample.min() < -128):
