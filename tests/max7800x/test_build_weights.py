@@ -260,3 +260,25 @@ def test_bypass_layers_and_the_vendors_weight_and_bias_lists(project, capsys) ->
     y = simref.requantize(simref.conv2d(y, w1, b1, pad=(1, 1)), 0)
     expected = simref.requantize(simref.conv2d(y, np.ones((4, 4, 3, 3)), pad=(1, 1)), 3)
     np.testing.assert_array_equal(project.run(capsys=capsys), expected)
+
+
+def test_batchnorm_weights_count_as_checkpoint_layers_where_the_vendor_meets_them(
+    project, capsys
+) -> None:
+    """--skip-checkpoint-layers counts unfolded BatchNorm weights too, and BatchNorm weights
+    after the last layer the YAML needs are never looked at."""
+    x, w0, w1 = data(4, 5, 5), data(4, 4, 3, 3), data(3, 4, 3, 3)
+    state = qat_layer("extra", data(2, 2, 3, 3)) | {"extra.bn.weight": np.ones(2)}
+    state |= qat_layer("c0", w0) | qat_layer("c1", w1) | {"tail.bn.weight": np.ones(3)}
+    save_checkpoint(project.root / "ck.pth.tar", state)
+    write_yaml(project, TWO_CONVS, x)
+    y = simref.relu(simref.requantize(simref.conv2d(x, w0, pad=(1, 1)), 0))
+    expected = simref.requantize(simref.conv2d(y, w1, pad=(1, 1)), 0)
+    got = project.run(
+        "--checkpoint-file", "ck.pth.tar", "--skip-checkpoint-layers", "2", capsys=capsys
+    )
+    np.testing.assert_array_equal(got, expected)
+    err = project.refuse(
+        "--checkpoint-file", "ck.pth.tar", "--skip-checkpoint-layers", "1", capsys=capsys
+    )
+    assert "extra.bn.weight" in err

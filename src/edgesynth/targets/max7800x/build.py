@@ -105,6 +105,16 @@ def yaml_layers(spec: NetworkSpec, skip: int) -> list[LayerSpec]:
     return [ls for _, ls in sorted(numbered, key=lambda item: item[0])]
 
 
+def checkpoint_takers(spec: NetworkSpec, opts: BuildOptions) -> int:
+    """How many YAML layers read weights from a checkpoint (not passthrough/element-wise, not
+    `bypass`, no `weight_source`)."""
+    return sum(
+        1
+        for ls in yaml_layers(spec, opts.skip_yaml_layers)
+        if (ls.operation or "conv2d") != "none" and not ls.bypass and ls.weight_source is None
+    )
+
+
 class _References:
     """Layer references as the vendor resolves them: names by lookup, numbers minus the
     skipped YAML layers, `stop` as -1, the data buffer's name as DATA_BUFFER."""

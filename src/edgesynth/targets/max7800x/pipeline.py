@@ -13,11 +13,17 @@ from pathlib import Path
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.ir.checkpoint import Checkpoint, CheckpointLayer
 from edgesynth.ir.network import Network
 from edgesynth.ir.spec import NetworkSpec
 from edgesynth.ir.yamlcfg import load_spec
 from edgesynth.sim.simulate import LayerResult, SimOptions, simulate
-from edgesynth.targets.max7800x.build import BuildOptions, WeightLayer, build_network
+from edgesynth.targets.max7800x.build import (
+    BuildOptions,
+    WeightLayer,
+    build_network,
+    checkpoint_takers,
+)
 
 
 @dataclass
@@ -45,10 +51,46 @@ def _resolve(base: Path, name: str) -> Path:
     return path if path.is_absolute() else base / path
 
 
+def _vendor_weight_layers(
+    checkpoint: Checkpoint, needed: int, opts: BuildOptions, path: Path
+) -> list[CheckpointLayer]:
+    """The checkpoint layers the vendor assigns, walking the state dict's weight keys in order.
+
+    Unfolded BatchNorm weights count toward --skip-checkpoint-layers, are an error only when
+    reached (not after the last layer the YAML needs), and are passed over with --ignore-bn.
+    """
+    layers = iter(checkpoint.layers)
+    chosen: list[CheckpointLayer] = []
+    skip = opts.skip_checkpoint_layers
+    for key, tensor in checkpoint.state_dict.items():
+        parts = key.rsplit(".", 2)
+        if len(parts) < 2 or parts[-1] != "weight":
+            continue
+        batchnorm = np.ndim(tensor) <= 1 and len(parts) == 3 and parts[1] == "bn"
+        layer = None if batchnorm else next(layers, None)
+        if len(chosen) >= needed:
+            continue
+        if skip > 0:
+            skip -= 1
+            continue
+        if batchnorm:
+            if not opts.ignore_bn:
+                raise EdgesynthError(
+                    f"`{key}` holds 1-dimensional weights {list(np.shape(tensor))}: the "
+                    "BatchNorm layers have not been folded into the convolutions (fold them, "
+                    "or pass --ignore-bn to skip them)",
+                    file=str(path),
+                )
+            continue
+        if layer is not None:
+            chosen.append(layer)
+    return chosen
+
+
 def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> list[WeightLayer]:
     from edgesynth.ir.checkpoint import load_checkpoint
 
-    checkpoint = load_checkpoint(path, ignore_bn=opts.ignore_bn)
+    checkpoint = load_checkpoint(path, ignore_bn=True)
     if spec.arch and checkpoint.arch and checkpoint.arch.lower() != spec.arch.lower():
         raise EdgesynthError(
             f"the checkpoint {path} was trained for `{checkpoint.arch}`, but the network "
@@ -56,7 +98,7 @@ def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> li
             file=spec.path,
             line=spec.lines.get("arch"),
         )
-    layers = checkpoint.layers[opts.skip_checkpoint_layers :]
+    layers = _vendor_weight_layers(checkpoint, checkpoint_takers(spec, opts), opts, path)
     return [
         WeightLayer(
             weight=layer.weight,
