@@ -519,7 +519,7 @@ def _attach_weights(
         entry = weights[layer.index]
         ll = layer.index
         if layer.spec.bypass:
-            layer.weights = None
+            layer.weights, layer.quantization = None, 1
             shift = layer.spec.output_shift
             layer.output_shift = 7 if shift is None else shift
         elif layer.operation == "none":
