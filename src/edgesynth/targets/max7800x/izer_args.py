@@ -214,7 +214,7 @@ OPTIONS: tuple[Opt, ...] = (
     *_section(
         "Hardware features",
         _flag("--avg-pool-rounding", effect="sim", help="round average-pooling results"),
-        _flag("--simple1b", effect="sim", help="1-bit weights multiply by XOR"),
+        _flag("--simple1b", effect="codegen", help="1-bit weights multiply by XOR"),
     ),
     *_section(
         "Embedded code",
@@ -380,7 +380,7 @@ OPTIONS: tuple[Opt, ...] = (
                type=_int, default=1, metavar=_N),
         _value("--clock-trim", effect="codegen", help="IBRO,ISO,IPO trims (hex; 0 = keep)",
                metavar="LIST", values="three comma-separated integers, e.g. 0x173,0x5e,0x14"),
-        _flag("--fixed-input", effect="sim", help="use alternating 0xaa/0x55 input"),
+        _flag("--fixed-input", effect="codegen", help="use alternating 0xaa/0x55 input"),
         _flag("--reshape-inputs", effect="sim", help="drop input channels to match the weights"),
         _flag("--forever", effect="codegen", help="repeat the inference forever"),
         _flag("--link-layer", effect="rules", help="always use the link-layer feature"),
@@ -443,7 +443,7 @@ OPTIONS: tuple[Opt, ...] = (
         _value("--output-pass-filename", effect="codegen", help="pass data base name"),
         _value("--runtest-filename", effect="codegen", help="run-test file name",
                default="run_test.sv"),
-        _flag("--legacy-test", effect="codegen", help="old RTL simulation compatibility"),
+        _flag("--legacy-test", effect="sim", help="old RTL simulation compatibility"),
         _flag("--legacy-kernels", effect="codegen", help="old kernel allocation"),
         _value("--test-dir", effect="run", help="base folder for the output", required=True),
         _value("--top-level", effect="codegen", help="top-level name (None: block level)",
