@@ -84,7 +84,7 @@ def test_corrupt_idx_file(tmp_path: Path) -> None:
 
 def test_builtin_and_synthetic() -> None:
     digits = load_dataset("digits")
-    assert (len(digits.train), len(digits.test), digits.input_shape) == (1500, 297, (1, 8, 8))
+    assert (len(digits.train), len(digits.test), digits.input_shape) == (1500, 297, (1, 16, 16))
     synth = load_dataset("synthetic")
     assert synth.num_classes == 4 and synth.input_shape == (1, 12, 12)
     again = load_dataset("synthetic")

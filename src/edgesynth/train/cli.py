@@ -83,9 +83,9 @@ def train(
     ),
     data: Annotated[Path | None, typer.Option(help="dataset folder (MNIST: the IDX files)")] = None,
     device: Device = "MAX78000",
-    epochs: Annotated[int, typer.Option(help="epochs to train")] = 10,
+    epochs: Annotated[int, typer.Option(help="epochs to train")] = 15,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="mini-batch size")] = 64,
-    lr: Annotated[float, typer.Option("--lr", help="initial learning rate (cosine decay)")] = 1e-3,
+    lr: Annotated[float, typer.Option("--lr", help="initial learning rate (cosine decay)")] = 3e-3,
     optimizer: Annotated[str, typer.Option(help="adam or sgd")] = "adam",
     weight_decay: Annotated[float, typer.Option(help="weight decay")] = 0.0,
     qat_policy: Annotated[

@@ -36,9 +36,9 @@ class TrainArgs:
     dataset: str = "digits"
     data: Path | None = None
     device: str = "MAX78000"
-    epochs: int = 10
+    epochs: int = 15
     batch_size: int = 64
-    lr: float = 1e-3
+    lr: float = 3e-3
     optimizer: str = "adam"
     weight_decay: float = 0.0
     qat_policy: str | None = None  # path, "None", or None for the default policy

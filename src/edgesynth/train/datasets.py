@@ -6,7 +6,8 @@ clipped to [-128, 127], divided by 128 for training (so inputs sit on the chip's
 - `mnist`: the standard IDX files (train-images-idx3-ubyte[.gz], ... t10k-labels-idx1-ubyte[.gz])
   in --data; missing files are downloaded there, or a clear error says what to place where.
 - `mnist-test-split`: only the t10k files: the first 8,000 images train, the last 2,000 test.
-- `digits`: scikit-learn's bundled 8x8 digits (1,797 images; no files, no network): the default.
+- `digits`: scikit-learn's bundled 8x8 digits upsampled to 16x16 (1,797 images; no files, no
+  network): the default.
 - `synthetic`: generated 1x12x12 patterns of 4 classes, for fast tests.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from edgesynth.errors import EdgesynthError, did_you_mean
 
@@ -184,13 +186,14 @@ def _data_folder(data: Path | None, default: str) -> Path:
 
 
 def load_digits(data: Path | None = None, allow_download: bool = True) -> Dataset:
-    """scikit-learn's 8x8 digits: 1,797 images, the last 297 held out (no files needed)."""
+    """scikit-learn's 8x8 digits, upsampled to 16x16: 1,797 images, the last 297 held out."""
     from sklearn.datasets import load_digits as sk_digits
 
     bunch = sk_digits()
-    images = bunch.images.astype(np.float64) / 16.0
+    images = torch.from_numpy(bunch.images[:, None, :, :] / 16.0)
+    images = F.interpolate(images, scale_factor=2, mode="bilinear", align_corners=False)
     labels = bunch.target.astype(np.int64)
-    x = normalize(images[:, None, :, :])
+    x = normalize(images.numpy())
     y = torch.from_numpy(labels)
     cut = 1500
     return Dataset(
@@ -199,7 +202,7 @@ def load_digits(data: Path | None = None, allow_download: bool = True) -> Datase
         Split(x[cut:], y[cut:]),
         10,
         [str(i) for i in range(10)],
-        augment=False,
+        augment=True,
     )
 
 

@@ -31,9 +31,9 @@ class TrainConfig:
     model: str
     dataset: Dataset
     device: str = "MAX78000"
-    epochs: int = 10
+    epochs: int = 15
     batch_size: int = 64
-    lr: float = 1e-3
+    lr: float = 3e-3
     optimizer: str = "adam"
     weight_decay: float = 0.0
     qat_policy: QatPolicy | None = None
