@@ -18,6 +18,7 @@ from edgesynth.ir.network import Network
 from edgesynth.ir.spec import NetworkSpec
 from edgesynth.ir.yamlcfg import load_spec
 from edgesynth.sim.simulate import LayerResult, SimOptions, simulate
+from edgesynth.targets.max7800x import rules
 from edgesynth.targets.max7800x.build import (
     BuildOptions,
     WeightLayer,
@@ -225,6 +226,7 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
     opts = job.build
     spec = load_spec(_resolve(opts.base_dir, job.config_file))
     spec.path = job.config_file
+    rules.check_spec(spec, opts.device)  # layer count and offsets: the vendor checks them first
     sample, _ = load_sample(spec, opts)
     if (spec.arch or "").lower() != "test":
         if not opts.checkpoint:
@@ -248,10 +250,6 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
 
 
 def check_network(net: Network, job: SynthesisJob) -> None:
-    try:
-        from edgesynth.targets.max7800x import rules
-    except ImportError:  # pragma: no cover - rules land separately
-        return
     rules.check_network(net, job.build.device, job.rules)
 
 
