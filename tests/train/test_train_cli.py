@@ -111,8 +111,10 @@ def test_resume_continues_after_the_saved_epoch(first_run, capsys) -> None:
         "3",
         "--qat-policy",
         str(tmp / "policy.yaml"),
+        "--tensorboard",
     )
     assert status == 0, err
+    assert list((tmp / "logs" / "resumed" / "tensorboard").glob("events.out.tfevents.*"))
     assert "epoch 2/2 QAT" in out and "epoch 0/" not in out and "epoch 1/" not in out
     assert read_checkpoint(tmp / "logs" / "resumed" / "qat_checkpoint.pth.tar")["epoch"] == 2
 

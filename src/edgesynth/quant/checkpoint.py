@@ -13,6 +13,7 @@ import contextlib
 import os
 import pickle
 import tempfile
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,14 @@ def load_state(model: nn.Module, state: dict[str, Any], *, source: str = "checkp
         _load_bn(layer, name, sd, used, problems)
         legacy = f"{name}.weight_bits" not in sd and _is_integral(weight) and weight.abs().max() > 1
         _load_buffers(layer, name, sd, used, quantized=legacy)
+    thresholds = [k for k in sd if k.endswith(IGNORED_BUFFERS[:2]) and bool(sd[k].any())]
+    if thresholds:
+        warnings.warn(
+            f"{source}: activation thresholds / final scales of newer ai8x-training QAT are not "
+            f"applied in float mode ({', '.join(thresholds[:3])}); quantize the checkpoint "
+            "with the vendor's tools for 8-bit evaluation.",
+            stacklevel=2,
+        )
     unused = [k for k in sd if k not in used and not k.endswith(IGNORED_BUFFERS)]
     unused = [k for k in unused if not k.endswith("num_batches_tracked")]
     if unused:
