@@ -155,11 +155,18 @@ def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, 
     quantize_file(best, quantized, QuantizeOptions())
     log(f"Quantized checkpoint: {quantized}")
     net = deploy.load_model(quantized, cfg.model, cfg.dataset, cfg.device)
-    m = deploy.eight_bit_metrics(net, cfg.dataset, cfg.device)
+    m = deploy.eight_bit_metrics(net, cfg.dataset, cfg.device, cfg.avg_pool_rounding)
     log(f"8-bit (quantized) test top1 {m.top1:.2f}%")
     if args.simulate:
         check = deploy.simulator_check(
-            yaml_path, quantized, cfg.dataset, cfg.device, m.predictions, args.simulate, net
+            yaml_path,
+            quantized,
+            cfg.dataset,
+            cfg.device,
+            m.predictions,
+            args.simulate,
+            net,
+            avg_pool_rounding=cfg.avg_pool_rounding,
         )
         log(
             f"Simulator on {check.count} test images: top1 {check.sim_top1:.2f}%, "

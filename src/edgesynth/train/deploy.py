@@ -47,9 +47,16 @@ def save_sample(split: Split, index: int, folder: Path, dataset: str) -> Path:
     return save_npy_atomic(folder / f"sample_{dataset.lower()}.npy", to_chip(split.x[index]))
 
 
-def eight_bit_metrics(net: nn.Module, dataset: Dataset, device: str) -> Metrics:
+def eight_bit_metrics(
+    net: nn.Module, dataset: Dataset, device: str, avg_pool_rounding: bool = False
+) -> Metrics:
     return evaluate(
-        net, dataset.test, num_classes=dataset.num_classes, device=device, eight_bit=True
+        net,
+        dataset.test,
+        num_classes=dataset.num_classes,
+        device=device,
+        eight_bit=True,
+        avg_pool_rounding=avg_pool_rounding,
     )
 
 
@@ -61,9 +68,10 @@ def simulator_check(
     model_predictions: np.ndarray,
     count: int,
     net: nn.Module | None = None,
+    avg_pool_rounding: bool = False,
 ) -> SimCheck:
     """Run the first `count` test images through the synthesizer's simulator."""
-    from edgesynth.sim.simulate import simulate
+    from edgesynth.sim.simulate import SimOptions, simulate
     from edgesynth.targets.max7800x.build import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
     from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
@@ -73,6 +81,7 @@ def simulator_check(
     first = save_sample(test, 0, yaml_path.parent, "check")
     job = SynthesisJob(
         config_file=str(yaml_path),
+        sim=SimOptions(avg_pool_rounding=avg_pool_rounding),
         build=BuildOptions(
             device=get_device(device),
             checkpoint=str(checkpoint),
@@ -89,10 +98,10 @@ def simulator_check(
     if net is not None:
         import torch
 
-        with enn.use(device, simulate=True), torch.no_grad():
+        with enn.use(device, simulate=True, avg_pool_rounding=avg_pool_rounding), torch.no_grad():
             outputs_model = net(torch.round(test.x[:count].double() * 128)).numpy()
     for i in range(count):
-        out = simulate(network, to_chip(test.x[i]))[-1].output.reshape(-1)
+        out = simulate(network, to_chip(test.x[i]), job.sim)[-1].output.reshape(-1)
         preds[i] = int(out.argmax())
         if outputs_model is not None:
             exact += int(np.array_equal(out, outputs_model[i].reshape(-1).astype(np.int64)))
