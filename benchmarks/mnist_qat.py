@@ -44,7 +44,12 @@ def main() -> None:
     parser.add_argument("--device", default="MAX78000")
     parser.add_argument("--out-dir", type=Path, default=None, help="keep the run folder here")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
+    parser.add_argument(
+        "--train-limit", type=int, default=None, help="train on fewer images (smoke tests)"
+    )
     args = parser.parse_args()
+    if not 1 <= args.qat_start < args.epochs:
+        parser.error("--qat-start must leave at least one float and one QAT epoch")
     torch.set_num_threads(args.threads)
 
     started = time.time()
@@ -68,6 +73,7 @@ def main() -> None:
             out_dir=out_dir,
             seed=args.seed,
             progress=args.progress,
+            train_limit=args.train_limit,
         )
     )
     assert run_dir is not None

@@ -127,6 +127,9 @@ def train(
         bool | None, typer.Option(help="give the model's convolutions a bias")
     ] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch")] = None,
+    train_limit: Annotated[
+        int | None, typer.Option(help="train on the first N items only (quick experiments)")
+    ] = None,
 ) -> None:
     """Train a model with hardware-faithful layers; QAT, quantization and checks follow."""
     from edgesynth.train.command import TrainArgs, train_main
@@ -160,6 +163,7 @@ def train(
             avg_pool_rounding=avg_pool_rounding,
             use_bias=use_bias,
             threads=threads,
+            train_limit=train_limit,
         ),
         log=typer.echo,
     )

@@ -20,7 +20,7 @@ from edgesynth.quant.files import quantize_file
 from edgesynth.quant.ptq import QuantizeOptions
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.train import deploy
-from edgesynth.train.datasets import get_dataset_info, load_dataset
+from edgesynth.train.datasets import Split, get_dataset_info, load_dataset
 from edgesynth.train.loop import TrainConfig, build_model, evaluate, run
 from edgesynth.train.metrics import format_confusion
 from edgesynth.train.models import get_model_info
@@ -59,6 +59,7 @@ class TrainArgs:
     avg_pool_rounding: bool = False
     use_bias: bool | None = None
     threads: int | None = None
+    train_limit: int | None = None  # only the first N training items (quick experiments)
 
 
 def default_policy(epochs: int) -> QatPolicy:
@@ -92,6 +93,12 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
         return _evaluate_only(args, model, device, log)
     policy = resolve_policy(args)
     dataset = load_dataset(args.dataset, args.data)
+    if args.train_limit is not None:
+        if args.train_limit < 1:
+            raise EdgesynthError(f"--train-limit must be at least 1, got {args.train_limit}.")
+        dataset.train = Split(
+            dataset.train.x[: args.train_limit], dataset.train.y[: args.train_limit]
+        )
     seed = args.seed if args.seed is not None else (1 if args.deterministic else None)
     cfg = TrainConfig(
         model=model,
