@@ -93,3 +93,28 @@ def test_bad_input_is_one_clear_error(args: list[str], message: str, tmp_path, c
     assert message in err
     assert "Traceback" not in err and err.count("edgesynth: error:") == 1
     assert not (tmp_path / "o.npy").exists()
+
+
+def test_any_network_description_with_network(tmp_path: Path, capsys) -> None:
+    """An architecture outside the registry: the model comes from the YAML (faceid)."""
+    case = CORPUS / "MAX78000" / "test-faceid"
+    status, out, err = _run(
+        [
+            "evaluate",
+            "--checkpoint",
+            str(case / "tests" / "test-faceid-qat8-q.pth.tar"),
+            "--network",
+            str(case / "tests" / "test-faceid.yaml"),
+            "--sample-input",
+            str(next((case / "tests").glob("sample_*.npy"))),
+            "-8",
+            "--output",
+            str(tmp_path / "o.npy"),
+        ],
+        capsys,
+    )
+    assert status == 0, err
+    assert "output 512x1x1" in out and ", ...]" in out
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "o.npy"), np.load(case / "expected_output.npy")
+    )

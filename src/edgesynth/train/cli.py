@@ -39,6 +39,10 @@ def evaluate(
         str | None, typer.Option(help="architecture (default: checkpoint arch)")
     ] = None,
     avg_pool_rounding: Annotated[bool, typer.Option(help="round average pooling")] = False,
+    network: Annotated[
+        Path | None,
+        typer.Option(help="build the model from this YAML description instead of `arch`"),
+    ] = None,
 ) -> None:
     """Run one sample through the training-side model, as the synthesizer's known-answer test.
 
@@ -49,19 +53,24 @@ def evaluate(
     from edgesynth.outputs import save_npy_atomic
     from edgesynth.quant.checkpoint import read_checkpoint
     from edgesynth.targets.max7800x.device import get_device
-    from edgesynth.train.evaluate import model_for_checkpoint, run_sample
+    from edgesynth.train.evaluate import model_for_checkpoint, model_for_network, run_sample
     from edgesynth.train.models import get_model_info
 
     dev = get_device(device).name
     sample = load_sample(sample_input)
-    ck = read_checkpoint(checkpoint)
-    net, name = model_for_checkpoint(
-        ck, sample_shape=tuple(sample.shape), device=dev, model=model, source=str(checkpoint)
-    )
+    if network is not None:
+        net = model_for_network(network, checkpoint, sample_input, dev)
+        name, dims = str(network), sample.ndim - 1
+    else:
+        ck = read_checkpoint(checkpoint)
+        net, name = model_for_checkpoint(
+            ck, sample_shape=tuple(sample.shape), device=dev, model=model, source=str(checkpoint)
+        )
+        dims = get_model_info(name).dims
     out = run_sample(
         net,
         sample,
-        dims=get_model_info(name).dims,
+        dims=dims,
         eight_bit=eight_bit,
         device=dev,
         avg_pool_rounding=avg_pool_rounding,
@@ -70,7 +79,9 @@ def evaluate(
     mode = "8-bit" if eight_bit else "float"
     typer.echo(f"{name} on {dev} ({mode}): output {'x'.join(map(str, out.shape))}")
     if flat.shape[1] == 1:
-        typer.echo(f"  values: {flat[:, 0].tolist()}  (class {int(flat[:, 0].argmax())})")
+        values = flat[:, 0].tolist()
+        shown = str(values) if len(values) <= 32 else f"{str(values[:16])[:-1]}, ...]"
+        typer.echo(f"  values: {shown}  (class {int(flat[:, 0].argmax())})")
     if output is not None:
         written = save_npy_atomic(output, out)
         typer.echo(f"  written: {written}")

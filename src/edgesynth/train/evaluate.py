@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -103,3 +104,23 @@ def run_sample(
         y = model(x)[0]
     out = to_expected_layout(y).double().numpy()
     return out.astype(np.int64) if eight_bit else out
+
+
+def model_for_network(
+    network: Path, checkpoint: Path, sample_input: Path, device: str
+) -> nn.Module:
+    """The edgesynth.nn model of a network description + checkpoint, as the synthesizer
+    loads them (any architecture, no registry entry needed)."""
+    from edgesynth.nn.network import from_network
+    from edgesynth.targets.max7800x.build import BuildOptions
+    from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
+
+    job = SynthesisJob(
+        config_file=str(network),
+        build=BuildOptions(
+            device=get_device(device), checkpoint=str(checkpoint), sample_input=str(sample_input)
+        ),
+    )
+    net, _ = load_network(job)  # arithmetic only: placement rules are the synthesizer's job
+    return from_network(net)
