@@ -61,3 +61,23 @@ def test_quantized_layers_are_not_folded() -> None:
     }
     with pytest.raises(EdgesynthError, match="already quantized"):
         fuse_bn_state(state)
+
+
+def test_fuse_bn_command(tmp_path, capsys) -> None:
+    from edgesynth.cli import main
+    from edgesynth.quant.checkpoint import read_checkpoint, write_checkpoint
+
+    model = create_model("ai85nascifarnet", num_classes=10, num_channels=3, dimensions=(32, 32))
+    _randomize_bn(model, 5)
+    src = write_checkpoint(
+        tmp_path / "bn.pth.tar", arch="ai85nascifarnet", state_dict=model_state(model)
+    )
+    out = tmp_path / "fused.pth.tar"
+    assert main(["fuse-bn", str(src), str(out), "--out-arch", "ai85nascifarnet_nobn"]) == 0
+    assert "Folded 10 batchnorm layers" in capsys.readouterr().out
+    ck = read_checkpoint(out)
+    assert ck["arch"] == "ai85nascifarnet_nobn"
+    assert not any(".bn." in k for k in ck["state_dict"])
+    assert main(["fuse-bn", str(out), str(tmp_path / "again.pth.tar")]) == 1
+    assert "no batchnorm layers to fold" in capsys.readouterr().err
+    assert not (tmp_path / "again.pth.tar").exists()
