@@ -88,8 +88,14 @@ class RuleOptions:
         return self.fifo or self.uses_fast_fifo
 
 
-_NULLABLE = {"pipeline", "pll", "max_proc", "override_start", "override_rollover",
-             "override_delta2"}
+_NULLABLE = {
+    "pipeline",
+    "pll",
+    "max_proc",
+    "override_start",
+    "override_rollover",
+    "override_delta2",
+}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -243,7 +249,10 @@ def input_bytes(layer: Layer, max_proc: int = 64) -> int:
     """
     per_pixel = 1 if layer.data_format == "CHW" else 4
     return (
-        layer.in_dim[0] * layer.in_dim[1] * input_passes(layer, max_proc) * layer.operands
+        layer.in_dim[0]
+        * layer.in_dim[1]
+        * input_passes(layer, max_proc)
+        * layer.operands
         * per_pixel
     )
 
@@ -276,10 +285,12 @@ def kernel_words(
     span = 1 + fls(output_map) - first
     if layer.flatten:
         per_kernel = (
-            layer.in_channels * layer.pooled_dim[0] * layer.pooled_dim[1]
+            layer.in_channels
+            * layer.pooled_dim[0]
+            * layer.pooled_dim[1]
             // processors_per_pass(layer.in_channels, max_proc)
         )
-        count = (span * out_exp - (out_exp * popcount(output_map) - layer.out_channels))
+        count = span * out_exp - (out_exp * popcount(output_map) - layer.out_channels)
         count *= per_kernel
     elif layer.groups == 1:
         count = span * out_exp * in_exp
@@ -462,13 +473,11 @@ def find_violations(
     for layer in ctx.layers:
         for layer_check in LAYER_RULES:
             found.extend(layer_check(ctx, layer))
-    found.sort(key=lambda e: (-1 if e.layer is None else e.layer))
+    found.sort(key=lambda e: -1 if e.layer is None else e.layer)
     return found
 
 
-def check_network(
-    net: Network, device: Device, options: RuleOptions | Any | None = None
-) -> None:
+def check_network(net: Network, device: Device, options: RuleOptions | Any | None = None) -> None:
     """Raise every violated device rule at once (nothing when the network fits the device)."""
     errors = find_violations(net, device, options)
     if len(errors) == 1:
@@ -485,9 +494,14 @@ def spec_violations(spec: NetworkSpec, device: Device) -> list[EdgesynthError]:
     """
     found: list[EdgesynthError] = []
     if len(spec.layers) > device.max_layers:
-        found.append(_spec_error(
-            spec, spec.layers[device.max_layers], None, _too_many_layers(len(spec.layers), device)
-        ))
+        found.append(
+            _spec_error(
+                spec,
+                spec.layers[device.max_layers],
+                None,
+                _too_many_layers(len(spec.layers), device),
+            )
+        )
     for ls in spec.layers:
         for key in ("out_offset", "in_offset"):
             value = getattr(ls, key)
@@ -560,7 +574,9 @@ def avgpool_reset_layers(ctx: Context) -> list[int]:
     for layer in ctx.layers:
         previous = ctx.previous.get(layer.index, -1)
         if (
-            layer.index > 0 and previous >= 0 and ctx.layer(previous).operands > 1
+            layer.index > 0
+            and previous >= 0
+            and ctx.layer(previous).operands > 1
             and layer.pool_type == "avg"
         ):
             result.append(layer.index)
@@ -575,11 +591,14 @@ def hardware_layer_count(ctx: Context) -> Iterator[EdgesynthError]:
     if used > ctx.device.max_layers and len(ctx.net.layers) <= ctx.device.max_layers:
         extra = (
             f" plus {hidden} hidden layer(s) the device inserts to reset average pooling after "
-            "an element-wise layer" if hidden else ""
+            "an element-wise layer"
+            if hidden
+            else ""
         )
         times = f", repeated {repeat} times" if repeat > 1 else ""
         yield ctx.error(
-            ctx.layer(ctx.final), None,
+            ctx.layer(ctx.final),
+            None,
             f"the network ends at layer {ctx.final}{extra}{times}, which needs {used} hardware "
             f"layers; the {ctx.device.name} has {ctx.device.max_layers}.",
         )
@@ -592,7 +611,8 @@ def sequence_support(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     following = layer.next_sequence
     if following not in (None, -1, layer.index + 1):
         yield ctx.error(
-            layer, "next_sequence",
+            layer,
+            "next_sequence",
             f"jumps to layer {following}, but the {ctx.device.name} runs layers in order "
             f"only; remove `next_sequence` (the next layer is {layer.index + 1}) or use the "
             "MAX78002.",
@@ -600,7 +620,8 @@ def sequence_support(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     later = [i for i in layer.in_sequences if i != NETWORK_INPUT and i >= layer.index]
     if later:
         yield ctx.error(
-            layer, "in_sequences",
+            layer,
+            "in_sequences",
             f"reads the output of layer {later[0]}, which runs after this one on the "
             f"{ctx.device.name}; `in_sequences` may only name earlier layers (or -1 for the "
             "input) on this device.",
@@ -616,18 +637,21 @@ def kernel_size(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     kh, kw = layer.kernel_size
     if layer.operation == "conv2d" and (kh, kw) not in ((1, 1), (3, 3)):
         yield ctx.error(
-            layer, "kernel_size",
+            layer,
+            "kernel_size",
             f"{kh}x{kw} is not a Conv2d kernel size the hardware has; use 1x1 or 3x3 (stack "
             "3x3 layers for a larger receptive field).",
         )
     elif layer.operation == "convtranspose2d" and (kh, kw) != (3, 3):
         yield ctx.error(
-            layer, "kernel_size",
+            layer,
+            "kernel_size",
             f"{kh}x{kw} is not supported for ConvTranspose2d; the only kernel size is 3x3.",
         )
     elif layer.is_1d and not 1 <= kh <= ctx.device.max_kernel_1d:
         yield ctx.error(
-            layer, "kernel_size",
+            layer,
+            "kernel_size",
             f"{kh} is not a Conv1d kernel length the hardware has; use 1 to "
             f"{ctx.device.max_kernel_1d}.",
         )
@@ -640,16 +664,17 @@ def padding(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if layer.operation == "none":
         if ph or pw:
             yield ctx.error(
-                layer, "pad",
+                layer,
+                "pad",
                 f"{shown}: a layer without convolution (passthrough/element-wise) cannot pad; "
                 "set `pad: 0`.",
             )
         return
     if max(ph, pw) > ctx.device.max_pad:
         yield ctx.error(
-            layer, "pad",
-            f"{shown} is more padding than the hardware supports; use 0 to "
-            f"{ctx.device.max_pad}.",
+            layer,
+            "pad",
+            f"{shown} is more padding than the hardware supports; use 0 to {ctx.device.max_pad}.",
         )
         return
     if layer.operation == "convtranspose2d":
@@ -658,7 +683,8 @@ def padding(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if ph >= kh or (not layer.is_1d and pw >= kw):
         kernel = str(kh) if layer.is_1d else f"{kh}x{kw}"
         yield ctx.error(
-            layer, "pad",
+            layer,
+            "pad",
             f"{shown} is not smaller than the {kernel} kernel; use at most {kh - 1}"
             + (" (a 1x1 kernel takes `pad: 0`)." if kh == 1 else "."),
         )
@@ -671,20 +697,23 @@ def transpose_padding(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         allowed = ctx.device.supported_transpose_pads
         if any(p not in allowed for p in hw_pads):
             yield ctx.error(
-                layer, "pad",
+                layer,
+                "pad",
                 f"{layer.pad[0]} is not supported for ConvTranspose2d with a 3x3 kernel; use "
                 f"0, 1 or 2.",
             )
         out_pads = ctx.device.supported_transpose_output_pads
         if any(p not in out_pads for p in layer.output_padding):
             yield ctx.error(
-                layer, "output_padding",
+                layer,
+                "output_padding",
                 f"{layer.output_padding[0]} is not supported for ConvTranspose2d; the output "
                 f"padding is fixed to {', '.join(map(str, out_pads))}.",
             )
     elif any(layer.output_padding):
         yield ctx.error(
-            layer, "output_padding",
+            layer,
+            "output_padding",
             f"{layer.output_padding[0]}: output padding exists only for ConvTranspose2d; "
             "remove it.",
         )
@@ -696,14 +725,16 @@ def stride(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if layer.operation == "convtranspose2d":
         if (sh, sw) != (2, 2):
             yield ctx.error(
-                layer, "stride",
+                layer,
+                "stride",
                 f"{sh}: ConvTranspose2d always upsamples with stride 2; remove `stride`.",
             )
         return
     if sh != 1 or (not layer.is_1d and sw != 1):
         shown = str(sh) if layer.is_1d or sh == sw else f"{sh}x{sw}"
         yield ctx.error(
-            layer, "stride",
+            layer,
+            "stride",
             f"{shown}: the hardware convolves with stride 1 only; use `pool_stride` (with "
             "pooling) to subsample, or a stride-1 layer followed by pooling.",
         )
@@ -714,11 +745,14 @@ def dilation(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     dh, dw = layer.dilation
     if not layer.is_1d:
         if dh > 1 or dw > 1:
-            what = "a layer without convolution" if layer.operation == "none" else (
-                f"{_op_name(layer)}"
+            what = (
+                "a layer without convolution"
+                if layer.operation == "none"
+                else (f"{_op_name(layer)}")
             )
             yield ctx.error(
-                layer, "dilation",
+                layer,
+                "dilation",
                 f"{dh if dh == dw else f'{dh}x{dw}'} on {what}: dilation > 1 is supported "
                 "for Conv1d only; use `dilation: 1` (stack layers or pool for a larger "
                 "receptive field).",
@@ -729,14 +763,16 @@ def dilation(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     k = layer.kernel_size[0]
     if k == 1:
         yield ctx.error(
-            layer, "dilation",
+            layer,
+            "dilation",
             f"{dh} with a kernel of length 1 has no effect the hardware can run; use a kernel "
             "length of 2 or more, or `dilation: 1`.",
         )
     mode = dilated_conv1d_mode(layer, ctx.device)
     if mode == "unsupported":
         yield ctx.error(
-            layer, "dilation",
+            layer,
+            "dilation",
             f"{dh} with kernel length {k} spans {(k - 1) * dh + 1} samples; the hardware "
             f"stretches kernels up to a span of {ctx.device.max_dilated_1d_span} and runs longer "
             f"spans only for kernels of length {ctx.device.max_dilation_1d_kernel} or less. "
@@ -752,42 +788,55 @@ def _folded_dilation_limits(ctx: Context, layer: Layer) -> Iterator[EdgesynthErr
     why = f"with dilation {dh} (the layer runs on 3x3 hardware)"
     if layer.pool[0] != 1:
         yield ctx.error(
-            layer, "max_pool" if layer.pool_type == "max" else "avg_pool",
+            layer,
+            "max_pool" if layer.pool_type == "max" else "avg_pool",
             f"pooling is not possible {why}; pool in a separate layer.",
         )
     if layer.pad[0] > ctx.device.max_dilation_1d_pad:
         yield ctx.error(
-            layer, "pad",
+            layer,
+            "pad",
             f"{layer.pad[0]}: padding must be {ctx.device.max_dilation_1d_pad} {why}.",
         )
     if layer.operands != 1:
         yield ctx.error(
-            layer, "operands",
+            layer,
+            "operands",
             f"element-wise inputs are not possible {why}; use a separate layer.",
         )
-    for key, on in (("bypass", bool(layer.spec.bypass)), ("flatten", layer.flatten),
-                    ("readahead", ctx.read_ahead(layer)), ("streaming", layer.streaming)):
+    for key, on in (
+        ("bypass", bool(layer.spec.bypass)),
+        ("flatten", layer.flatten),
+        ("readahead", ctx.read_ahead(layer)),
+        ("streaming", layer.streaming),
+    ):
         if on:
             yield ctx.error(layer, key, f"`{key}` must be off {why}.")
     if dh > ctx.device.max_dilation_1d:
         yield ctx.error(
-            layer, "dilation",
+            layer,
+            "dilation",
             f"{dh} exceeds the largest Conv1d dilation of the {ctx.device.name}, "
             f"{ctx.device.max_dilation_1d}.",
         )
     skip = output_skip_bytes(layer, ctx.device)
     if layer.out_offset is not None and layer.out_offset < skip:
         yield ctx.error(
-            layer, "out_offset",
+            layer,
+            "out_offset",
             f"{_hex(layer.out_offset)}: {why} the hardware writes {skip} bytes before the "
             f"output; set `out_offset` to at least {_hex(skip)}.",
         )
 
 
 def _op_name(layer: Layer) -> str:
-    return {"conv1d": "Conv1d", "conv2d": "Conv2d", "convtranspose2d": "ConvTranspose2d",
-            "linear": "Linear", "none": "a passthrough layer"}.get(layer.operation,
-                                                                   layer.operation)
+    return {
+        "conv1d": "Conv1d",
+        "conv2d": "Conv2d",
+        "convtranspose2d": "ConvTranspose2d",
+        "linear": "Linear",
+        "none": "a passthrough layer",
+    }.get(layer.operation, layer.operation)
 
 
 @layer_rule
@@ -797,20 +846,23 @@ def groups(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         return
     if not ctx.device.supports_depthwise:
         yield ctx.error(
-            layer, "groups",
+            layer,
+            "groups",
             f"{g}: grouped and depthwise convolutions are not supported on the "
             f"{ctx.device.name}; use `groups: 1` (or the MAX78002, which supports "
             "depthwise convolutions with groups = input channels = output channels).",
         )
     if layer.in_channels % g or layer.out_channels % g:
         yield ctx.error(
-            layer, "groups",
+            layer,
+            "groups",
             f"{g} does not divide the {layer.in_channels} input channels and "
             f"{layer.out_channels} output channels.",
         )
     elif ctx.device.supports_depthwise and (g != layer.in_channels or g != layer.out_channels):
         yield ctx.error(
-            layer, "groups",
+            layer,
+            "groups",
             f"{g}: the hardware runs only full (`groups: 1`) or depthwise convolutions, where "
             f"groups = input channels = output channels; this layer has {layer.in_channels} "
             f"input and {layer.out_channels} output channels.",
@@ -819,7 +871,8 @@ def groups(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         yield ctx.error(layer, "flatten", f"cannot be combined with `groups: {g}`.")
     if layer.bias_group is not None:
         yield ctx.error(
-            layer, "bias_group",
+            layer,
+            "bias_group",
             "cannot be chosen for a depthwise layer (its bias values are spread over all of "
             "its quadrants); remove `bias_group`.",
         )
@@ -831,14 +884,16 @@ def _depthwise_alignment(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]
     if out_map and ffs(out_map) % 4:
         key, origin = ctx.output_map_origin(layer)
         yield ctx.error(
-            layer, key,
+            layer,
+            key,
             f"{_map(out_map)} (from {origin}) starts at processor {ffs(out_map)}; a depthwise "
             "layer's output must start at a multiple of 4 (0, 4, 8, ...).",
         )
     pmap = layer.processors
     if pmap and ffs(pmap) % 4 and (pmap >> ffs(pmap)) >> ctx.device.processors_per_group:
         yield ctx.error(
-            layer, "processors",
+            layer,
+            "processors",
             f"{_map(pmap)} spans quadrants but starts at processor {ffs(pmap)}; a depthwise "
             "layer spanning quadrants must start at a multiple of 4.",
         )
@@ -848,21 +903,27 @@ def _depthwise_alignment(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]
 def weight_format(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if layer.binary and not ctx.device.supports_binary_weights:
         yield ctx.error(
-            layer, "quantization",
+            layer,
+            "quantization",
             f"binary (-1/+1) weights are not supported on the {ctx.device.name}; use "
             "`quantization` 1, 2, 4 or 8.",
         )
-    if layer.has_weights and not layer.binary and layer.quantization == 1 and any(
-        other.binary for other in ctx.layers
+    if (
+        layer.has_weights
+        and not layer.binary
+        and layer.quantization == 1
+        and any(other.binary for other in ctx.layers)
     ):
         yield ctx.error(
-            layer, "quantization",
+            layer,
+            "quantization",
             "1-bit weights (0/-1) cannot be used in a network that also has binary (-1/+1) "
             "weights: the device interprets all 1-bit weights one way; use 2-bit weights here.",
         )
     if layer.spec.bypass and not ctx.device.supports_kernel_bypass:
         yield ctx.error(
-            layer, "bypass",
+            layer,
+            "bypass",
             f"kernel bypass is not supported on the {ctx.device.name}; remove `bypass`.",
         )
 
@@ -873,7 +934,8 @@ def output_shift(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if layer.operation == "none":
         if layer.output_shift:
             yield ctx.error(
-                layer, "output_shift",
+                layer,
+                "output_shift",
                 f"{layer.output_shift}: a layer without convolution cannot shift its output; "
                 "remove `output_shift`.",
             )
@@ -882,7 +944,8 @@ def output_shift(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         implicit = 0 if layer.spec.bypass else 8 - layer.quantization
         bits = "binary" if layer.binary else f"{layer.quantization}-bit"
         yield ctx.error(
-            layer, "output_shift",
+            layer,
+            "output_shift",
             f"{layer.output_shift - implicit} is outside the range {bits} weights allow, "
             f"[{-limit - implicit}, +{limit - implicit}] (the hardware shifts by at most "
             f"{limit}, and {bits} weights already add {implicit}).",
@@ -900,7 +963,8 @@ def pooling(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     dh, dw = layer.pool_dilation
     if (ph - 1) * dh >= ctx.device.max_pool or (pw - 1) * dw >= ctx.device.max_pool:
         yield ctx.error(
-            layer, key,
+            layer,
+            key,
             f"{ph if layer.is_1d else f'{ph}x{pw}'} (dilation {dh}) is larger than the "
             f"hardware pools; pooling windows span at most {ctx.device.max_pool} rows and "
             "columns.",
@@ -908,27 +972,31 @@ def pooling(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     sh, sw = layer.pool_stride
     if max(sh, sw) > ctx.device.max_pool_stride:
         yield ctx.error(
-            layer, "pool_stride",
+            layer,
+            "pool_stride",
             f"{sh}: pooling strides can be 1 to {ctx.device.max_pool_stride}.",
         )
     if not layer.is_1d and sh != sw:
         yield ctx.error(
-            layer, "pool_stride",
+            layer,
+            "pool_stride",
             f"{sh}x{sw}: 2D pooling needs the same stride in both dimensions.",
         )
     if (dh, dw) != (1, 1) and layer.pool == (1, 1) and layer.pool_type is None:
         yield ctx.error(
-            layer, "pool_dilation",
+            layer,
+            "pool_dilation",
             "needs pooling in the same layer (`max_pool` or `avg_pool`); remove it.",
         )
     limit = ctx.device.max_pool_dilation
     if min(dh, dw) < 1 or max(dh, dw) > limit:
         shown = dh if dh == dw else f"{dh}x{dw}"
         yield ctx.error(
-            layer, "pool_dilation",
+            layer,
+            "pool_dilation",
             f"{shown}: pooling dilation can be 1 to {limit} on the {ctx.device.name}."
-            if limit > 1 else
-            f"{shown}: the {ctx.device.name} pools without dilation; remove `pool_dilation` "
+            if limit > 1
+            else f"{shown}: the {ctx.device.name} pools without dilation; remove `pool_dilation` "
             "(dilated pooling needs the MAX78002).",
         )
 
@@ -939,25 +1007,29 @@ def eltwise(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     pooled = layer.pool != (1, 1)
     if n > 1 and not 2 <= n <= ctx.device.max_operands:
         yield ctx.error(
-            layer, "operands",
+            layer,
+            "operands",
             f"{n}: element-wise operations take 2 to {ctx.device.max_operands} inputs.",
         )
     if n > 1 and layer.is_1d:
         yield ctx.error(
-            layer, "eltwise",
+            layer,
+            "eltwise",
             "element-wise operations cannot be combined with Conv1d; use a separate "
             "passthrough layer (`op: add`...) before the Conv1d.",
         )
     if not layer.pool_first:
         if n == 1 or not pooled:
             yield ctx.error(
-                layer, "pool_first",
+                layer,
+                "pool_first",
                 "`pool_first: false` (pool after the element-wise operation) needs both "
                 "pooling and an element-wise operation in this layer; remove it.",
             )
         elif n > ctx.device.max_pool_last_operands:
             yield ctx.error(
-                layer, "operands",
+                layer,
+                "operands",
                 f"{n}: pooling after an element-wise operation (`pool_first: false`) works with "
                 f"at most {ctx.device.max_pool_last_operands} inputs.",
             )
@@ -968,14 +1040,18 @@ def _eltwise_inputs(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if layer.operands <= 1 or len(layer.in_sequences) < 2:
         return
     channels = {
-        i: (ctx.net.input_shape[0] // layer.operands if i == NETWORK_INPUT
-            else ctx.layer(i).out_channels)
+        i: (
+            ctx.net.input_shape[0] // layer.operands
+            if i == NETWORK_INPUT
+            else ctx.layer(i).out_channels
+        )
         for i in layer.in_sequences
     }
     if len(set(channels.values())) > 1:
         shown = ", ".join(f"layer {i}: {c}" for i, c in channels.items())
         yield ctx.error(
-            layer, "in_sequences",
+            layer,
+            "in_sequences",
             f"the inputs of an element-wise operation must have the same channel count ({shown}).",
         )
     maps = {}
@@ -986,7 +1062,8 @@ def _eltwise_inputs(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if len(set(maps.values())) > 1:
         shown = ", ".join(f"layer {i}: {_map(m)}" for i, m in maps.items())
         yield ctx.error(
-            layer, "in_sequences",
+            layer,
+            "in_sequences",
             "the inputs of an element-wise operation must be written by the same output "
             f"processors ({shown}); give the producing layers the same `output_processors`.",
         )
@@ -1006,18 +1083,23 @@ def multipass_eltwise(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         layer.operation != "none" or layer.pool != (1, 1) or layer.pool_stride != (1, 1)
     ):
         yield ctx.error(
-            layer, "operation",
+            layer,
+            "operation",
             f"a {n}-input element-wise operation on {layer.in_channels} channels ({p} passes) "
             f"runs as a separate data move on the {ctx.device.name} and cannot pool or "
             "convolve in the same layer (only 2 inputs x 2 passes can); move the pooling or "
             "convolution to its own layer.",
         )
     if (
-        not ctx.device.supports_multipass_eltwise_conv_bias and n > 1
-        and layer.operation != "none" and has_bias(layer) and layer.groups == 1
+        not ctx.device.supports_multipass_eltwise_conv_bias
+        and n > 1
+        and layer.operation != "none"
+        and has_bias(layer)
+        and layer.groups == 1
     ):
         yield ctx.error(
-            layer, "eltwise",
+            layer,
+            "eltwise",
             f"on the {ctx.device.name}, an element-wise operation cannot share a layer with a "
             "convolution that has a bias; put the element-wise operation in its own "
             "passthrough layer, or train the convolution without bias.",
@@ -1030,12 +1112,14 @@ def flatten(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         return
     if layer.operation == "none":
         yield ctx.error(
-            layer, "flatten",
+            layer,
+            "flatten",
             "needs a convolution or linear operation; a passthrough layer cannot flatten.",
         )
     if layer.pool != (1, 1):
         yield ctx.error(
-            layer, "flatten",
+            layer,
+            "flatten",
             "cannot be combined with pooling in the same layer; pool in the layer before.",
         )
     if layer.streaming:
@@ -1043,7 +1127,8 @@ def flatten(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     pixels = layer.pooled_dim[0] * layer.pooled_dim[1]
     if pixels > ctx.device.max_flatten_pixels:
         yield ctx.error(
-            layer, "flatten",
+            layer,
+            "flatten",
             f"folds {layer.pooled_dim[0]}x{layer.pooled_dim[1]} = {pixels:,} pixels into "
             f"channels; the hardware flattens at most {ctx.device.max_flatten_pixels} pixels "
             "(e.g. 16x16); pool further before flattening.",
@@ -1056,22 +1141,22 @@ def passthrough(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         return
     if layer.activation is not None:
         yield ctx.error(
-            layer, "activation",
+            layer,
+            "activation",
             f"{layer.activation}: a layer without convolution cannot apply an activation; "
             "remove `activation` (or apply it in the producing convolution).",
         )
     if layer.output_width != 8:
         yield ctx.error(
-            layer, "output_width",
+            layer,
+            "output_width",
             f"{layer.output_width}: a layer without convolution writes 8-bit data only.",
         )
     p = input_passes(layer, ctx.max_proc)
-    if (
-        layer.pool != (1, 1) and p > ctx.device.max_pool_passes
-        and layer.pooled_dim != (1, 1)
-    ):
+    if layer.pool != (1, 1) and p > ctx.device.max_pool_passes and layer.pooled_dim != (1, 1):
         yield ctx.error(
-            layer, "max_pool" if layer.pool_type == "max" else "avg_pool",
+            layer,
+            "max_pool" if layer.pool_type == "max" else "avg_pool",
             f"pooling {layer.in_channels} channels ({p} passes) without a convolution is not "
             f"possible on the {ctx.device.name} (at most {ctx.device.max_pool_passes} pass, "
             f"i.e. {ctx.max_proc * ctx.device.max_pool_passes} channels); pool inside the "
@@ -1094,7 +1179,8 @@ def _passthrough_maps(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         if got != wanted:
             key, origin = ctx.output_map_origin(layer)
             yield ctx.error(
-                layer, key,
+                layer,
+                key,
                 f"{_map(out_map)} (from {origin}): a passthrough layer writes each quadrant's "
                 "channels to consecutive processors of the same quadrant, so in every quadrant "
                 "the output processors must be as many as the input processors, without gaps "
@@ -1121,7 +1207,8 @@ def output_width(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         yield ctx.error(layer, "output_width", f"{layer.output_width}: use 8 or 32.")
     elif layer.index == ctx.final and layer.output_width != 8 and layer.activation:
         yield ctx.error(
-            layer, "output_width",
+            layer,
+            "output_width",
             f"32-bit output is the raw accumulator and cannot go through the "
             f"{layer.activation} activation; remove the activation (`activation: None`) or "
             "use `output_width: 8`.",
@@ -1138,7 +1225,8 @@ def dimensions(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     for what, dim, key in (("input", layer.in_dim, "in_dim"), ("output", layer.out_dim, None)):
         if max(dim) > limit:
             yield ctx.error(
-                layer, key,
+                layer,
+                key,
                 f"the {what} is {_dims(dim, layer)}, larger than the {limit} rows/columns the "
                 f"{ctx.device.name} handles; downscale or fold the data (more channels, fewer "
                 "pixels).",
@@ -1146,7 +1234,8 @@ def dimensions(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     frame = layer.in_dim[0] * layer.in_dim[1] * input_passes(layer, ctx.max_proc)
     if frame >= ctx.device.max_frame_words:
         yield ctx.error(
-            layer, "in_dim",
+            layer,
+            "in_dim",
             f"the input ({_dims(layer.in_dim, layer)} x {input_passes(layer, ctx.max_proc)} "
             f"passes = {frame:,} words) exceeds the hardware's frame counter "
             f"({ctx.device.max_frame_words:,}).",
@@ -1159,23 +1248,28 @@ def channel_counts(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if layer.in_channels > limit:
         before = " (before flattening)" if layer.flatten else ""
         yield ctx.error(
-            layer, "in_channels",
+            layer,
+            "in_channels",
             f"the layer has {layer.in_channels:,} input channels{before}; the "
             f"{ctx.device.name} handles at most {limit:,} (64 processors x 16 passes).",
         )
     if layer.out_channels > limit:
         yield ctx.error(
-            layer, "out_channels",
+            layer,
+            "out_channels",
             f"the layer has {layer.out_channels:,} output channels; the {ctx.device.name} "
             f"handles at most {limit:,} (64 processors x 16 passes).",
         )
     p = input_passes(layer, ctx.max_proc)
     if (
-        not layer.flatten and layer.in_channels <= limit and p > ctx.device.max_passes
+        not layer.flatten
+        and layer.in_channels <= limit
+        and p > ctx.device.max_passes
         and not (layer.operation == "none" and _emulated_eltwise(ctx, layer))
     ):
         yield ctx.error(
-            layer, "in_channels",
+            layer,
+            "in_channels",
             f"{layer.in_channels} input channels on {ctx.max_proc} processors need {p} "
             f"passes; the hardware counts at most {ctx.device.max_passes}.",
         )
@@ -1193,27 +1287,33 @@ def input_processors(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         before = " (before flattening)" if layer.flatten else ""
         operands = (
             f" per operand ({layer.operands} element-wise inputs share the same processors)"
-            if layer.operands > 1 else ""
+            if layer.operands > 1
+            else ""
         )
         layout = (
             "one processor per channel" if p == 1 else f"{need} processors per pass, {p} passes"
         )
         yield ctx.error(
-            layer, "processors",
+            layer,
+            "processors",
             f"{_map(pmap)} enables {_plural(have, 'processor')}, but the layer's "
             f"{_plural(layer.in_channels, 'input channel')}{before}{operands} need exactly "
             f"{need} ({layout}); set `processors` to a map with {need} bits, e.g. "
             f"{_map(_suggest_map(need, layer.data_format, ctx, pmap))}"
-            + _also_output_of(ctx, layer) + ".",
+            + _also_output_of(ctx, layer)
+            + ".",
         )
 
 
 def _also_output_of(ctx: Context, layer: Layer) -> str:
     """Note the producers whose output map defaults to this layer's (wrong) `processors`."""
     producers = [
-        other for other in ctx.layers
-        if other.next_sequence == layer.index and other.output_processors is None
-        and other.index != ctx.final and layer.processors is not None
+        other
+        for other in ctx.layers
+        if other.next_sequence == layer.index
+        and other.output_processors is None
+        and other.index != ctx.final
+        and layer.processors is not None
         and popcount(layer.processors) != output_processors_needed(other, ctx.max_proc)
     ]
     if not producers:
@@ -1249,7 +1349,8 @@ def output_processors(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         key, origin = ctx.output_map_origin(layer)
         layout = "one per channel" if p == 1 else f"{need} per pass, {p} passes"
         yield ctx.error(
-            layer, key,
+            layer,
+            key,
             f"the output goes to {_map(out_map)} (from {origin}), "
             f"{_plural(have, 'processor')}, but {_plural(layer.out_channels, 'output channel')} "
             f"need exactly {need} ({layout}); set `output_processors` (or the next layer's "
@@ -1264,7 +1365,8 @@ def _reported_by_next_layer(ctx: Context, layer: Layer, out_map: int) -> bool:
         return False
     following = ctx.layer(layer.next_sequence)
     return (
-        following.processors == out_map and following.index in ctx.previous
+        following.processors == out_map
+        and following.index in ctx.previous
         and popcount(out_map) != input_processors_needed(following, ctx.max_proc)
     )
 
@@ -1275,7 +1377,8 @@ def data_format(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         return
     if layer.index != ctx.start:
         yield ctx.error(
-            layer, "data_format",
+            layer,
+            "data_format",
             "CHW: only the first layer can read CHW data (every layer writes HWC); remove "
             "`data_format` here.",
         )
@@ -1288,7 +1391,8 @@ def data_format(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         if popcount(bits) > 1:
             first = instance * shared
             yield ctx.error(
-                layer, "processors",
+                layer,
+                "processors",
                 f"{_map(pmap)} enables {popcount(bits)} of processors {first}-{first + 3}, which "
                 "share one data-memory instance; with CHW input every channel needs its own "
                 "instance: enable at most one processor in each group of 4 (e.g. "
@@ -1328,15 +1432,18 @@ def input_memory(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     packing = "CHW, one channel per memory instance" if chw else "HWC, 4 channels per 32-bit word"
     p = input_passes(layer, ctx.max_proc)
     extra = (f" x {p} passes" if p > 1 else "") + (
-        f" x {layer.operands} operands" if layer.operands > 1 else "")
+        f" x {layer.operands} operands" if layer.operands > 1 else ""
+    )
     room = instance - size
     fix = (
-        f"lower `in_offset` to at most {_hex(room)}" if room >= 0
+        f"lower `in_offset` to at most {_hex(room)}"
+        if room >= 0
         else "the input alone is too large: reduce its size (pool, fold into channels) or use "
         "`streaming`"
     )
     yield ctx.error(
-        layer, "in_offset",
+        layer,
+        "in_offset",
         f"the {_dims(layer.in_dim, layer)} input ({packing}{extra}) takes {size:,} bytes "
         f"({_ceil_div(size, 4):,} words) per memory instance; from `in_offset` {_hex(offset)} it "
         f"ends at {_hex(offset + size)}, past the {instance:,}-byte ({instance // 4:,}-word) "
@@ -1355,19 +1462,23 @@ def output_memory(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     instance = ctx.device.instance_bytes
     p = output_passes(layer, ctx.max_proc)
     packing = (
-        "32-bit output, one channel per word" if layer.output_width == 32
+        "32-bit output, one channel per word"
+        if layer.output_width == 32
         else "HWC, 4 channels per 32-bit word"
     )
     extra = f" x {p} passes" if p > 1 else ""
     room = instance - size
     fix = (
-        f"lower `out_offset` to at most {_hex(room)}" if room >= 0
+        f"lower `out_offset` to at most {_hex(room)}"
+        if room >= 0
         else "the output alone is too large: reduce it (pooling, fewer pixels"
         + (", 8-bit output" if layer.output_width == 32 else "")
-        + (", or fewer channels per layer" if p > 1 else "") + ")"
+        + (", or fewer channels per layer" if p > 1 else "")
+        + ")"
     )
     yield ctx.error(
-        layer, "out_offset",
+        layer,
+        "out_offset",
         f"{_hex(offset)} + the {layer.out_channels}-channel {_dims(layer.out_dim, layer)} "
         f"output ({packing}{extra}) = {size:,} bytes ({size // 4:,} words) per memory instance "
         f"ends at {_hex(offset + size)}, past the {instance:,}-byte ({instance // 4:,}-word) "
@@ -1378,11 +1489,15 @@ def output_memory(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
 @layer_rule
 def padded_multipass_conv1d(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if (
-        layer.is_1d and layer.pad[0] > 0 and input_passes(layer, ctx.max_proc) > 1
-        and not ctx.device.supports_multipass_padded_conv1d and not ctx.options.ignore_hw_limits
+        layer.is_1d
+        and layer.pad[0] > 0
+        and input_passes(layer, ctx.max_proc) > 1
+        and not ctx.device.supports_multipass_padded_conv1d
+        and not ctx.options.ignore_hw_limits
     ):
         yield ctx.error(
-            layer, "pad",
+            layer,
+            "pad",
             f"{layer.pad[0]}: the {ctx.device.name} cannot pad a Conv1d with more than "
             f"{ctx.max_proc} input channels ({layer.in_channels} channels = "
             f"{input_passes(layer, ctx.max_proc)} passes); use `pad: 0` (pad the data "
@@ -1396,12 +1511,14 @@ def read_gap(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         return
     if not ctx.device.supports_read_gap:
         yield ctx.error(
-            layer, "read_gap",
+            layer,
+            "read_gap",
             f"{layer.read_gap}: `read_gap` is not supported on the {ctx.device.name}; use 0.",
         )
     elif input_passes(layer, ctx.max_proc) > 1 and not ctx.device.supports_multipass_read_gap:
         yield ctx.error(
-            layer, "read_gap",
+            layer,
+            "read_gap",
             f"{layer.read_gap}: `read_gap` works only when the input fits in one pass "
             f"({ctx.max_proc} channels or fewer); this layer has {layer.in_channels}.",
         )
@@ -1410,13 +1527,16 @@ def read_gap(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
 @layer_rule
 def calcx4_multipass(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if (
-        ctx.calcx4(layer) and ctx.device.supports_calcx4
+        ctx.calcx4(layer)
+        and ctx.device.supports_calcx4
         and not ctx.device.supports_multipass_calcx4_partial_quad
-        and output_passes(layer, ctx.max_proc) > 1 and ctx.max_proc != ctx.device.processors
+        and output_passes(layer, ctx.max_proc) > 1
+        and ctx.max_proc != ctx.device.processors
         and not ctx.options.ignore_hw_limits
     ):
         yield ctx.error(
-            layer, "calcx4",
+            layer,
+            "calcx4",
             f"`calcx4` with multi-pass output needs all {ctx.device.processors} processors, but "
             f"--max-proc limits them to {ctx.max_proc}.",
         )
@@ -1438,7 +1558,8 @@ def read_ahead_instances(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]
     ins, outs = (in_off // per, in_end // per), (out_off // per, out_end // per)
     if ins[0] == outs[0] or ins[1] == outs[1]:
         yield ctx.error(
-            layer, "readahead",
+            layer,
+            "readahead",
             f"with read-ahead, input and output must lie in different memory banks of "
             f"{per:,} bytes: the input ({_hex(in_off)}-{_hex(in_end)}) is in bank(s) "
             f"{ins[0]}-{ins[1]}, the output ({_hex(out_off)}-{_hex(out_end)}) in "
@@ -1457,42 +1578,47 @@ def streaming_sequence(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     previous = ctx.previous.get(layer.index, -1)
     if layer.index != ctx.start and previous >= 0 and not ctx.layer(previous).streaming:
         yield ctx.error(
-            layer, "streaming",
+            layer,
+            "streaming",
             f"layer {previous}, which runs before this one, does not stream; streaming layers "
             "must be the first layers of the network, one after another.",
         )
     if layer.index >= ctx.device.max_stream_layers:
         yield ctx.error(
-            layer, "streaming",
+            layer,
+            "streaming",
             f"only the first {ctx.device.max_stream_layers} layers (0 to "
             f"{ctx.device.max_stream_layers - 1}) can stream; stream fewer layers, or pool "
             "earlier so that later layers fit in data memory.",
         )
     following = layer.next_sequence
-    if layer.index <= ctx.device.max_stream_layers and following not in (
-        None, -1, layer.index + 1
-    ):
+    if layer.index <= ctx.device.max_stream_layers and following not in (None, -1, layer.index + 1):
         yield ctx.error(
-            layer, "next_sequence",
+            layer,
+            "next_sequence",
             f"{following}: a streaming layer must be followed by layer {layer.index + 1}.",
         )
     if (
-        layer.operation == "none" and not ctx.device.supports_streaming_passthrough
+        layer.operation == "none"
+        and not ctx.device.supports_streaming_passthrough
         and layer.index <= ctx.device.max_stream_layers
     ):
         yield ctx.error(
-            layer, "streaming",
+            layer,
+            "streaming",
             f"a layer without convolution cannot stream on the {ctx.device.name}; only "
             "Conv1d, Conv2d and ConvTranspose2d layers can.",
         )
     if (
-        not ctx.device.supports_stream_nonpad_final and _is_last_streaming(ctx, layer)
+        not ctx.device.supports_stream_nonpad_final
+        and _is_last_streaming(ctx, layer)
         and layer.index <= ctx.device.max_stream_layers
     ):
         pad = hw_padding(ctx, layer)
         if pad[0] == 0 or pad[1] == 0:
             yield ctx.error(
-                layer, "pad",
+                layer,
+                "pad",
                 f"{layer.pad[0]}: on the {ctx.device.name} the last streaming layer must pad "
                 "its input (`pad: 1` or 2).",
             )
@@ -1577,7 +1703,10 @@ def _stream_start_old(ctx: Context, layer: Layer) -> int:
     p_kernel = hw_kernel(ctx, previous)
     return (
         (p_cols + 2 * p_pad) * (p_kernel[0] - 1 + layer.pool[0] - 1)
-        + p_kernel[1] - 1 + layer.pool[1] + ctx.options.increase_start
+        + p_kernel[1]
+        - 1
+        + layer.pool[1]
+        + ctx.options.increase_start
     )
 
 
@@ -1587,7 +1716,8 @@ def _rollover_old(ctx: Context, layer: Layer) -> int:
     else:
         cols = hw_input_dim(layer, ctx.device)[1]
         value = (
-            _stream_start_old(ctx, layer) + (layer.pool[0] - 1) * cols
+            _stream_start_old(ctx, layer)
+            + (layer.pool[0] - 1) * cols
             + max(layer.stride[1], layer.pool_stride[1], layer.pool[1])
         )
     p = input_passes(layer, ctx.max_proc)
@@ -1610,8 +1740,16 @@ def _stream_geometry(ctx: Context, layer: Layer) -> dict[str, int]:
         if effective * layer.pool_stride[1] + layer.pool[1] - 1 > cols:
             effective -= 1
         col_adjust = cols - effective * col_inc
-    return {"rows": rows, "cols": cols, "pad": pad, "row_inc": row_inc, "col_inc": col_inc,
-            "row_prim": row_prim, "effective": effective, "col_adjust": col_adjust}
+    return {
+        "rows": rows,
+        "cols": cols,
+        "pad": pad,
+        "row_inc": row_inc,
+        "col_inc": col_inc,
+        "row_prim": row_prim,
+        "effective": effective,
+        "col_adjust": col_adjust,
+    }
 
 
 def _stream_start_new(ctx: Context, layer: Layer) -> int:
@@ -1628,9 +1766,10 @@ def _stream_start_new(ctx: Context, layer: Layer) -> int:
         start = (g["row_inc"] * (cols + 2 * pad) + pad + 2 * col_inc) * layer.operands
     else:
         first = g["row_prim"] if layer.index > 0 else pad
-        start = first * (cols + 2 * pad) + (
-            g["row_inc"] * (cols + 2 * pad) + pad + 2 * col_inc
-        ) * layer.operands
+        start = (
+            first * (cols + 2 * pad)
+            + (g["row_inc"] * (cols + 2 * pad) + pad + 2 * col_inc) * layer.operands
+        )
         if _is_last_streaming(ctx, layer) and layer.index > 0:
             start += g["col_adjust"] * layer.pool_stride[1]
     if ctx.read_ahead(layer):
@@ -1665,7 +1804,10 @@ def stream_buffers(ctx: Context) -> dict[int, StreamBuffer]:
         if ctx.options.fast_fifo_quad and layer.index == 0:
             pmap |= 0x0001000100010001
         result[layer.index] = StreamBuffer(
-            layer.index, offset, offset + rollover * 4, rollover,
+            layer.index,
+            offset,
+            offset + rollover * 4,
+            rollover,
             memory_instances(pmap, ctx.device.processors_sharing_memory),
         )
     return result
@@ -1684,7 +1826,8 @@ def streaming_buffers(ctx: Context) -> Iterator[EdgesynthError]:
         yield from _stream_buffer_vs_output(ctx, layer, buf)
         if buf.end >= ctx.device.instance_bytes and not ctx.options.no_error_stop:
             yield ctx.error(
-                layer, "in_offset",
+                layer,
+                "in_offset",
                 f"the streaming input buffer ({buf.rollover:,} words) from {_hex(buf.start)} "
                 f"ends at {_hex(buf.end)}, past the {ctx.device.instance_bytes:,}-byte memory "
                 f"instance; lower `in_offset` (the previous layer's `out_offset`) to below "
@@ -1693,11 +1836,14 @@ def streaming_buffers(ctx: Context) -> Iterator[EdgesynthError]:
         for other in buffers.values():
             if other.layer >= index:
                 break
-            if other.instances & buf.instances and _overlap(
-                (buf.start, buf.end), (other.start, other.end)
-            ) and not ctx.options.overwrite_ok:
+            if (
+                other.instances & buf.instances
+                and _overlap((buf.start, buf.end), (other.start, other.end))
+                and not ctx.options.overwrite_ok
+            ):
                 yield ctx.error(
-                    layer, "in_offset",
+                    layer,
+                    "in_offset",
                     f"the streaming input buffer {_hex(buf.start)}-{_hex(buf.end)} "
                     f"(processors {_map(layer.processors or 0)}) overlaps the buffer of "
                     f"streaming layer {_layer_name(ctx.layer(other.layer))} "
@@ -1708,7 +1854,8 @@ def streaming_buffers(ctx: Context) -> Iterator[EdgesynthError]:
                 )
             if ctx.read_ahead(layer) and _bank(ctx, buf.start) == _bank(ctx, other.start):
                 yield ctx.error(
-                    layer, "readahead",
+                    layer,
+                    "readahead",
                     f"with read-ahead, every streaming layer needs its own memory bank; this "
                     f"layer's buffer shares bank {_bank(ctx, buf.start)} with layer "
                     f"{_layer_name(ctx.layer(other.layer))}.",
@@ -1733,7 +1880,8 @@ def _stream_buffer_vs_output(
     if buf.start < out_start:
         if buf.end >= out_start:
             yield ctx.error(
-                layer, "out_offset",
+                layer,
+                "out_offset",
                 f"{_hex(out_offset)}: the output would overwrite this layer's streaming input "
                 f"buffer ({_hex(buf.start)}-{_hex(buf.end)}, {buf.rollover:,} words); raise "
                 f"`out_offset` above {_hex(buf.end)}.",
@@ -1741,7 +1889,8 @@ def _stream_buffer_vs_output(
         return
     if out_offset + buf.rollover * 4 >= buf.start:
         yield ctx.error(
-            layer, "out_offset",
+            layer,
+            "out_offset",
             f"{_hex(out_offset)}: the output runs into this layer's streaming input buffer at "
             f"{_hex(buf.start)} ({buf.rollover:,} words); move `out_offset` more than "
             f"{buf.rollover * 4:,} bytes below `in_offset`, or above the buffer.",
@@ -1751,7 +1900,8 @@ def _stream_buffer_vs_output(
         size = pixels * output_passes(layer, ctx.max_proc) * 4
         if out_offset + size >= buf.start:
             yield ctx.error(
-                layer, "out_offset",
+                layer,
+                "out_offset",
                 f"{_hex(out_offset)}: the {_dims(layer.out_dim, layer)} output ({size:,} bytes) "
                 f"runs into this layer's streaming input buffer at {_hex(buf.start)}.",
             )
@@ -1773,7 +1923,8 @@ def _final_stream_output(
             (layer.out_offset, end), (other.start, other.end)
         ):
             yield ctx.error(
-                layer, "out_offset",
+                layer,
+                "out_offset",
                 f"the output of the last streaming layer ({_hex(layer.out_offset)}-{_hex(end)}, "
                 f"output processors {_map(out_map)}) overlaps the streaming input buffer of "
                 f"layer {_layer_name(ctx.layer(other.layer))} ({_hex(other.start)}-"
@@ -1791,7 +1942,8 @@ def streaming_delta(ctx: Context) -> Iterator[EdgesynthError]:
         delta2 = _stream_delta2(ctx, layer)
         if delta2 >= limit:
             yield ctx.error(
-                layer, "pool_stride",
+                layer,
+                "pool_stride",
                 f"streaming this {_dims(layer.in_dim, layer)} input with pooling stride "
                 f"{layer.pool_stride[0]} skips {delta2:,} words per row, more than the "
                 f"streaming counter holds ({limit - 1:,}); reduce pooling or the input width.",
@@ -1807,10 +1959,15 @@ def _stream_delta2(ctx: Context, layer: Layer) -> int:
             if ctx.options.override_delta2 is not None:
                 return ctx.options.override_delta2
             return (layer.pool[0] - 1) * cols * layer.operands
-        return (stride_r - 1) * (
-            hw_pooled_dim(ctx, ctx.layer(ctx.previous[layer.index]))[1]
-            + 2 * hw_padding(ctx, ctx.layer(ctx.previous[layer.index]))[1]
-        ) + layer.pool[1] * layer.operands + ctx.options.increase_delta2
+        return (
+            (stride_r - 1)
+            * (
+                hw_pooled_dim(ctx, ctx.layer(ctx.previous[layer.index]))[1]
+                + 2 * hw_padding(ctx, ctx.layer(ctx.previous[layer.index]))[1]
+            )
+            + layer.pool[1] * layer.operands
+            + ctx.options.increase_delta2
+        )
     g = _stream_geometry(ctx, layer)
     delta1 = stride_c * layer.operands
     if layer.index == ctx.start:
@@ -1823,17 +1980,22 @@ def _stream_delta2(ctx: Context, layer: Layer) -> int:
     if layer.index != ctx.start:
         delta1 += ctx.options.increase_delta1
     if layer.index > 0:
-        delta2 = delta1 + g["col_adjust"] if stride_r == 1 else (
-            (stride_r - 1) * cols + g["col_adjust"])
+        delta2 = (
+            delta1 + g["col_adjust"] if stride_r == 1 else ((stride_r - 1) * cols + g["col_adjust"])
+        )
     else:
         skipped = max(0, cols - g["effective"] * stride_c)
-        delta2 = delta1 + skipped if stride_r == 1 else (
-            (stride_r - 1) * cols + skipped + layer.pool[1] - 1)
+        delta2 = (
+            delta1 + skipped
+            if stride_r == 1
+            else ((stride_r - 1) * cols + skipped + layer.pool[1] - 1)
+        )
     if chw:
         delta2 = _ceil_div(delta2, 4)
     if layer.index == ctx.start:
-        pipeline = ctx.device.supports_pipeline if ctx.options.pipeline is None else (
-            ctx.options.pipeline)
+        pipeline = (
+            ctx.device.supports_pipeline if ctx.options.pipeline is None else (ctx.options.pipeline)
+        )
         if pipeline and delta2 > 0:
             delta2 += 1
     else:
@@ -1862,7 +2024,8 @@ def quadrant_zero(ctx: Context) -> Iterator[EdgesynthError]:
     used = quadrants_used(ctx)
     if 0 not in used:
         yield ctx.error(
-            ctx.layer(ctx.start), "processors",
+            ctx.layer(ctx.start),
+            "processors",
             f"no layer uses quadrant 0 (processors 0-15); the network uses quadrants "
             f"{used}, but quadrant 0 controls the accelerator and must be used by at least one "
             "layer.",
@@ -1886,7 +2049,8 @@ def bias_group_quadrants(ctx: Context) -> Iterator[EdgesynthError]:
         bad = [g for g in chosen or [] if g not in used]
         if bad:
             yield ctx.error(
-                layer, "bias_group",
+                layer,
+                "bias_group",
                 f"names quadrant {bad[0]}, which no layer of this network uses; choose one of "
                 f"the used quadrants {used}.",
             )
@@ -1923,7 +2087,8 @@ def kernel_memory(ctx: Context) -> Iterator[EdgesynthError]:
     shown = ", ".join(_layer_name(ctx.layer(i)) for i in users[worst])
     others = len(first_over) - 1
     yield ctx.error(
-        layer, "processors",
+        layer,
+        "processors",
         f"the kernels do not fit: processor {worst} holds {capacity:,} kernel words (one 3x3 "
         f"kernel of 8-bit weights each), but layers {shown} need at least "
         f"{needed[worst]:,} of them"
@@ -1954,7 +2119,8 @@ def bias_memory(ctx: Context) -> Iterator[EdgesynthError]:
         total += size
         if size > capacity:
             yield ctx.error(
-                layer, "out_channels",
+                layer,
+                "out_channels",
                 f"the layer's {layer.out_channels:,} bias values ({size:,} bytes) do not fit in "
                 f"one quadrant's bias memory ({capacity:,} bytes); use at most {capacity:,} "
                 "output channels with bias, or train this layer without bias.",
@@ -1964,7 +2130,8 @@ def bias_memory(ctx: Context) -> Iterator[EdgesynthError]:
     quadrants = len(quadrants_used(ctx))
     if total > capacity * quadrants:
         yield ctx.error(
-            ctx.layer(ctx.final), None,
+            ctx.layer(ctx.final),
+            None,
             f"the network's bias values need {total:,} bytes, but the {quadrants} quadrant(s) "
             f"it uses hold {capacity * quadrants:,} ({capacity:,} each); use more quadrants, "
             "fewer biased output channels, or train some layers without bias.",
@@ -1996,10 +2163,15 @@ def device_features(ctx: Context) -> Iterator[EdgesynthError]:
         users = [layer for layer in ctx.layers if getattr(layer.spec, key)]
         if users:
             yield ctx.error(
-                users[0], key,
+                users[0],
+                key,
                 f"`{key}` is not supported on the {dev.name}; remove it"
-                + (f" (also set in layers {', '.join(str(u.index) for u in users[1:])})"
-                   if len(users) > 1 else "") + ".",
+                + (
+                    f" (also set in layers {', '.join(str(u.index) for u in users[1:])})"
+                    if len(users) > 1
+                    else ""
+                )
+                + ".",
             )
         elif flag:
             yield ctx.global_error(None, f"`{option}` is not supported on the {dev.name}.")
@@ -2045,7 +2217,8 @@ def fifo_input(ctx: Context) -> Iterator[EdgesynthError]:
     if not opts.uses_fifo:
         if first.streaming and not opts.allow_streaming:
             yield ctx.error(
-                first, "streaming",
+                first,
+                "streaming",
                 "a streaming first layer reads its input from the FIFOs; add `--fifo` (or "
                 "`--fast-fifo`).",
             )
@@ -2055,14 +2228,16 @@ def fifo_input(ctx: Context) -> Iterator[EdgesynthError]:
     limit = ctx.device.fifo_channels_chw if chw else ctx.device.fifo_channels_hwc
     if channels > limit or channels > ctx.device.fifo_channels_hwc:
         yield ctx.error(
-            first, "in_channels",
+            first,
+            "in_channels",
             f"the input has {channels} channels; the FIFOs take at most "
             f"{ctx.device.fifo_channels_chw} (CHW) or {ctx.device.fifo_channels_hwc} (HWC).",
         )
     allowed = ctx.device.fifo_processors_chw if chw else ctx.device.fifo_processors_hwc
     if first.processors is not None and first.processors & ~allowed:
         yield ctx.error(
-            first, "processors",
+            first,
+            "processors",
             f"{_map(first.processors)}: FIFO input reaches only processors "
             + ("0, 16, 32 and 48 (CHW)" if chw else "0-3, 16-19, 32-35 and 48-51 (HWC)")
             + f", i.e. a subset of {_map(allowed)}.",
@@ -2076,18 +2251,21 @@ def _fast_fifo_input(ctx: Context, first: Layer) -> Iterator[EdgesynthError]:
     limit = ctx.device.fast_fifo_channels_chw if chw else ctx.device.fast_fifo_channels_hwc
     if first.in_channels > limit:
         yield ctx.error(
-            first, "in_channels",
+            first,
+            "in_channels",
             f"the fast FIFO takes {_plural(limit, 'input channel')} "
             f"({'CHW' if chw else 'HWC'}); this input has {first.in_channels}.",
         )
     if first.output_width != 8:
         yield ctx.error(
-            first, "output_width",
+            first,
+            "output_width",
             f"{first.output_width}: with the fast FIFO the first layer must write 8-bit output.",
         )
     if first.operation == "none":
         yield ctx.error(
-            first, "operation",
+            first,
+            "operation",
             "with the fast FIFO the first layer must convolve (not a passthrough).",
         )
     if not ctx.options.riscv:
