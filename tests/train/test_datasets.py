@@ -46,6 +46,9 @@ def test_missing_mnist_files_offline_is_one_clear_error(tmp_path: Path, monkeypa
     assert str(tmp_path) in message and "train-images-idx3-ubyte" in message
     assert "could not be downloaded (offline?)" in message
     assert list(tmp_path.iterdir()) == []  # nothing half-downloaded
+    with pytest.raises(EdgesynthError, match="could not be downloaded"):
+        load_dataset("mnist", tmp_path / "new")
+    assert not (tmp_path / "new").exists()  # not even an empty folder
 
 
 def test_download_fetches_missing_files(tmp_path: Path, monkeypatch) -> None:

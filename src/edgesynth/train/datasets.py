@@ -105,17 +105,19 @@ def _read_idx(path: Path, magic: int) -> np.ndarray:
 
 
 def download(url: str, target: Path, timeout: float = 30.0) -> None:
-    """Fetch `url` to `target` via a temporary file (no half-written file on failure)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".download-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            while chunk := resp.read(1 << 16):
-                out.write(chunk)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Fetch `url` to `target` via a temporary file (no half-written file on failure); nothing
+    is created unless the server answers."""
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".download-", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := resp.read(1 << 16):
+                    out.write(chunk)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def _mnist_file(folder: Path, key: str, allow_download: bool) -> Path:
