@@ -84,10 +84,24 @@ def _reference_demo(folder: Path) -> np.ndarray:
     return x.reshape(10, 1, 1).numpy().astype(np.int64)
 
 
-def test_demo_matches_an_independent_reference(tmp_path: Path, capsys) -> None:
-    status = main(["demo", "--out", str(tmp_path / "demo")])
+def test_synthetic_demo_matches_an_independent_reference(tmp_path: Path, capsys) -> None:
+    status = main(["demo", "--synthetic", "--out", str(tmp_path / "demo")])
     assert status == 0
     output = np.load(tmp_path / "demo" / "kat" / "output.npy")
     assert output.dtype == np.int64 and output.shape == (10, 1, 1)
     np.testing.assert_array_equal(output, _reference_demo(tmp_path / "demo"))
     assert "Demo finished" in capsys.readouterr().out
+
+
+def test_trained_demo_end_to_end(tmp_path: Path, capsys) -> None:
+    """Train + QAT + quantize, synthesize, and the 8-bit model agrees with the known answer."""
+    pytest.importorskip("torch")
+    status = main(["demo", "--out", str(tmp_path / "demo")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    run = tmp_path / "demo" / "run"
+    kat = np.load(run / "kat" / "output.npy")
+    assert kat.shape == (10, 1, 1) and kat.dtype == np.int64
+    np.testing.assert_array_equal(kat, np.load(run / "evaluate.npy"))
+    assert "equals the 8-bit training model's output value for value" in out
+    assert "identical outputs 100.00%" in out

@@ -69,12 +69,19 @@ def simulate(
 def demo(
     out: Annotated[Path, typer.Option(help="folder for the demo's files")] = Path("out/demo"),
     device: Annotated[str, typer.Option(help="MAX78000 or MAX78002")] = "MAX78000",
+    synthetic: Annotated[
+        bool, typer.Option(help="synthesize examples/demo with generated weights instead")
+    ] = False,
 ) -> None:
-    """Synthesize the built-in example network end to end and check its known answer."""
-    from edgesynth.demo import run_demo
+    """Train, quantize, synthesize and prove the built-in example end to end."""
+    from edgesynth.demo import run_synthetic_demo, run_trained_demo
 
-    written = run_demo(out, device)
-    typer.echo(f"Demo finished: inputs in {out}/tests, known-answer output in {written}")
+    if synthetic:
+        written = run_synthetic_demo(out, device)
+    else:
+        _mount_optional_apps()
+        written = run_trained_demo(out, device)
+    typer.echo(f"Demo finished: known-answer output in {written}")
 
 
 TRAINING_COMMANDS = ("train", "quantize", "fuse-bn", "evaluate")

@@ -1,12 +1,22 @@
-"""`edgesynth demo`: synthesize the example network shipped in examples/demo, end to end.
+"""`edgesynth demo`: the whole flow on the built-in default, end to end.
 
-Weights are generated with a fixed seed (the network is an `arch: test` description), the
-sample is a real MNIST test digit, and the known-answer output is computed bit-exactly.
+1. train the MNIST-style `ai85net5` on scikit-learn's bundled digits, with quantization-aware
+   training, and quantize it (`edgesynth train`);
+2. synthesize the quantized checkpoint with the YAML description training wrote, through the
+   vendor-compatible front end (`edgesynth izer`): device rules + known-answer output;
+3. run the same sample through the training-side model in 8-bit mode (`edgesynth evaluate`)
+   and prove the two agree value for value.
+
+`--synthetic` instead synthesizes `examples/demo/network.yaml` with generated weights (no
+PyTorch needed).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +27,69 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo"
 WEIGHT_SHAPES = [(16, 1, 3, 3), (32, 16, 3, 3), (32, 32, 3, 3), (10, 32)]
 
 
-def write_demo_inputs(folder: Path, seed: int = 0) -> None:
+@contextlib.contextmanager
+def _working_directory(folder: Path) -> Iterator[None]:
+    """The vendor resolves `tests/...` against the working directory."""
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def _run(argv: list[str]) -> None:
+    from edgesynth.cli import main
+
+    status = main(argv)
+    if status != 0:
+        raise EdgesynthError(f"demo step `edgesynth {argv[0]}` failed (exit status {status}).")
+
+
+def run_trained_demo(out: Path, device: str = "MAX78000") -> Path:
+    out = out.resolve()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    print("== 1/3 train + QAT + quantize on the built-in digits ==", flush=True)
+    _run([
+        "train", "--dataset", "digits", "--device", device, "--deterministic", "--seed", "1",
+        "--out-dir", str(out), "--name", "run", "--simulate", "297", "--save-sample", "0",
+        "--no-progress",
+    ])  # fmt: skip
+    run = out / "run"
+    yaml = next(run.glob("*.yaml"))
+    checkpoint = next(run.glob("*-q.pth.tar"))
+    sample = next(run.glob("sample_*.npy"))
+
+    print("== 2/3 synthesize: device rules + known-answer output ==", flush=True)
+    with _working_directory(run):
+        _run([
+            "izer", "--device", device, "--config-file", yaml.name,
+            "--checkpoint-file", checkpoint.name, "--sample-input", sample.name,
+            "--test-dir", ".", "--prefix", "kat", "--sample-numpy-filename", "output",
+            "--verbose", "--softmax",
+        ])  # fmt: skip
+    kat = run / "kat" / "output.npy"
+
+    print("== 3/3 the same sample through the 8-bit training model ==", flush=True)
+    _run([
+        "evaluate", "--device", device, "--checkpoint", str(checkpoint),
+        "--sample-input", str(sample), "--8-bit", "--output", str(run / "evaluate.npy"),
+    ])  # fmt: skip
+    synthesized, trained = np.load(kat), np.load(run / "evaluate.npy")
+    if not np.array_equal(synthesized, trained):
+        raise EdgesynthError(
+            f"the synthesizer's known answer ({kat}) differs from the 8-bit model's output."
+        )
+    print(
+        f"Known answer {kat} equals the 8-bit training model's output value for value "
+        f"(class {int(synthesized.reshape(-1).argmax())})."
+    )
+    return kat
+
+
+def write_synthetic_inputs(folder: Path, seed: int = 0) -> None:
     """The files the vendor flow expects for `arch: test`, under `folder`."""
     if not EXAMPLE.is_dir():
         raise EdgesynthError(f"the example network is missing: {EXAMPLE}")
@@ -31,20 +103,12 @@ def write_demo_inputs(folder: Path, seed: int = 0) -> None:
             np.save(handle, rng.integers(-128, 128, size=shape, dtype=np.int64))
 
 
-def run_demo(out: Path, device: str = "MAX78000") -> Path:
-    from edgesynth.targets.max7800x.izer import run_izer
-
-    write_demo_inputs(out)
-    argv = ["--device", device, "--config-file", str(out / "tests" / "demo.yaml"), "--verbose"]
-    argv += ["--test-dir", str(out), "--prefix", "kat", "--sample-numpy-filename", "output"]
-    import os
-
-    here = Path.cwd()
-    os.chdir(out)  # the vendor resolves tests/... against the working directory
-    try:
-        argv[3] = "tests/demo.yaml"
-        argv[argv.index("--test-dir") + 1] = "."
-        run_izer(argv)
-    finally:
-        os.chdir(here)
+def run_synthetic_demo(out: Path, device: str = "MAX78000") -> Path:
+    out = out.resolve()
+    write_synthetic_inputs(out)
+    with _working_directory(out):
+        _run([
+            "izer", "--device", device, "--config-file", "tests/demo.yaml", "--verbose",
+            "--test-dir", ".", "--prefix", "kat", "--sample-numpy-filename", "output",
+        ])  # fmt: skip
     return out / "kat" / "output.npy"
