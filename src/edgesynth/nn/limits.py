@@ -1,8 +1,6 @@
 """Construction-time checks: a layer the device cannot run is refused with a clear message.
 
-Every number comes from the device description (`targets/max7800x/device.py`). The few facts
-that description does not carry yet are read through `fact()`, which names the field the
-device description is expected to provide and falls back to the documented value meanwhile.
+Every number comes from the device description (`targets/max7800x/device.py`).
 """
 
 from __future__ import annotations
@@ -14,22 +12,10 @@ from typing import Any
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.device import Device
 
-# Fields the device description does not have yet -> the documented MAX7800x value.
-# Remove an entry as soon as device.py grows the field.
-_PENDING_FACTS: dict[str, object] = {
-    "conv2d_kernel_sizes": (1, 3),
-    "transpose_kernel_size": 3,
-    "transpose_stride": 2,
-    "max_linear_features": 1024,
-    "conv1d_stride": 1,
-}
-
 
 def fact(device: Device, name: str) -> Any:
-    """A device fact by field name, from the device description when it has it."""
-    if hasattr(device, name):
-        return getattr(device, name)
-    return _PENDING_FACTS[name]
+    """A device fact by field name, from the device description."""
+    return getattr(device, name)
 
 
 _checking = True

@@ -50,6 +50,11 @@ class Device:
     supported_transpose_pads: tuple[int, ...] = (0, 1, 2)
     supported_transpose_output_pads: tuple[int, ...] = (1,)
     max_kernel_2d: int = 3
+    conv2d_kernel_sizes: tuple[int, ...] = (1, 3)  # square kernels only
+    transpose_kernel_size: int = 3
+    transpose_stride: int = 2
+    conv1d_stride: int = 1
+    max_linear_features: int = 1024
     max_kernel_1d: int = 9
     max_pool: int = 16
     max_pool_stride: int = 16
