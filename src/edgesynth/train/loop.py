@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +149,8 @@ def augment(x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
 
 
 def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
+    # Bars only on a terminal: in logs and CI they would be carriage-return noise.
+    if not enabled or not sys.stderr.isatty():
         return iterable
     from tqdm import tqdm
 
