@@ -1,0 +1,45 @@
+"""The global `data_buffer`: how a layer names it and what a layer that uses it must set."""
+
+from __future__ import annotations
+
+from edgesynth.ir.network import Layer
+from edgesynth.ir.spec import NetworkSpec
+from edgesynth.targets.max7800x.layer_config import layer_error
+
+DATA_BUFFER = -2  # an `in_sequences` entry that names the global `data_buffer`
+
+
+def check_buffers(spec: NetworkSpec, layers: list[Layer]) -> None:
+    for layer in layers:
+        ls = layer.spec
+        uses_buffer = DATA_BUFFER in (layer.in_sequences or [])
+        if (uses_buffer or layer.buffer_shift or layer.buffer_insert) and not spec.data_buffer:
+            raise layer_error(spec, ls, "in_sequences", "no global `data_buffer` is configured.")
+        if layer.buffer_shift and layer.operation != "none":
+            raise layer_error(
+                spec, ls, "buffer_shift", "`buffer_shift` can only be used in a passthrough layer."
+            )
+        if layer.buffer_shift and not ls.in_sequences:
+            raise layer_error(
+                spec,
+                ls,
+                "buffer_shift",
+                "`buffer_shift` needs the buffer's name in `in_sequences`.",
+            )
+        if layer.buffer_insert and ls.out_offset is None:
+            raise layer_error(spec, ls, "buffer_insert", "`buffer_insert` needs `out_offset`.")
+        if uses_buffer:
+            missing = [
+                k
+                for k in ("in_offset", "out_offset", "in_dim", "in_channels")
+                if getattr(ls, k) is None
+            ]
+            if missing:
+                raise layer_error(
+                    spec,
+                    ls,
+                    "in_sequences",
+                    "a layer that reads the data buffer needs "
+                    + ", ".join(f"`{k}`" for k in missing)
+                    + ".",
+                )
