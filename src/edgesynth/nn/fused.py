@@ -2,309 +2,101 @@
 
 Each is its base layer with pooling, activation and (for the BN variants) batchnorm fixed;
 `MaxPool2d`/`AvgPool2d`/`MaxPool1d`/`AvgPool1d` pool without a convolution.
+
+The fused classes are made from one table by `_fused`, which derives each class's name and
+docstring from its settings (`Fused` + pooling + base + `BN` + activation, as the vendor names
+them); the check at the end keeps every table name equal to its class's name, which pickling
+relies on.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from edgesynth.nn.layers import Conv1d, Conv2d, ConvTranspose2d, Linear
 
+_Base = TypeVar("_Base", Conv1d, Conv2d, ConvTranspose2d, Linear)
 
-class FusedConv2dReLU(Conv2d):
-    """Conv2d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "relu"}
-
-
-class FusedConv2dAbs(Conv2d):
-    """Conv2d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "abs"}
+_POOL_NAMES = {"max": ("MaxPool", "Max pool"), "avg": ("AvgPool", "Avg pool")}
+_ACTIVATION_NAMES = {"relu": "ReLU", "abs": "Abs"}
 
 
-class FusedConv2dBN(Conv2d):
-    """Conv2d -> batchnorm."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"batchnorm": "affine"}
-
-
-class FusedConv2dBNReLU(Conv2d):
-    """Conv2d -> batchnorm -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "relu", "batchnorm": "affine"}
-
-
-class FusedConv2dBNAbs(Conv2d):
-    """Conv2d -> batchnorm -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "abs", "batchnorm": "affine"}
-
-
-class FusedMaxPoolConv2d(Conv2d):
-    """Max pool -> Conv2d."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max"}
-
-
-class FusedMaxPoolConv2dReLU(Conv2d):
-    """Max pool -> Conv2d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max", "activation": "relu"}
-
-
-class FusedMaxPoolConv2dAbs(Conv2d):
-    """Max pool -> Conv2d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max", "activation": "abs"}
-
-
-class FusedMaxPoolConv2dBN(Conv2d):
-    """Max pool -> Conv2d -> batchnorm."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max", "batchnorm": "affine"}
-
-
-class FusedMaxPoolConv2dBNReLU(Conv2d):
-    """Max pool -> Conv2d -> batchnorm -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {
-        "pooling": "max",
-        "activation": "relu",
-        "batchnorm": "affine",
+def _fused(
+    base: type[_Base], *, pool: str | None = None, bn: bool = False, act: str | None = None
+) -> type[_Base]:
+    """`base` with `pool` ("max"/"avg"), affine batchnorm (`bn`) and `act` ("relu"/"abs") fixed."""
+    name, steps = ["Fused"], []
+    defaults: dict[str, Any] = {}
+    if pool is not None:
+        name.append(_POOL_NAMES[pool][0])
+        steps.append(_POOL_NAMES[pool][1])
+        defaults["pooling"] = pool
+    name.append(base.__name__)
+    steps.append(base.__name__)
+    if act is not None:
+        defaults["activation"] = act
+    if bn:
+        name.append("BN")
+        steps.append("batchnorm")
+        defaults["batchnorm"] = "affine"
+    if act is not None:
+        name.append(_ACTIVATION_NAMES[act])
+        steps.append(_ACTIVATION_NAMES[act])
+    namespace = {
+        "__doc__": " -> ".join(steps) + ".",
+        "__module__": __name__,
+        "_defaults": defaults,
     }
-
-
-class FusedMaxPoolConv2dBNAbs(Conv2d):
-    """Max pool -> Conv2d -> batchnorm -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {
-        "pooling": "max",
-        "activation": "abs",
-        "batchnorm": "affine",
-    }
-
-
-class FusedAvgPoolConv2d(Conv2d):
-    """Avg pool -> Conv2d."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg"}
-
-
-class FusedAvgPoolConv2dReLU(Conv2d):
-    """Avg pool -> Conv2d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg", "activation": "relu"}
-
-
-class FusedAvgPoolConv2dAbs(Conv2d):
-    """Avg pool -> Conv2d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg", "activation": "abs"}
-
-
-class FusedAvgPoolConv2dBN(Conv2d):
-    """Avg pool -> Conv2d -> batchnorm."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg", "batchnorm": "affine"}
-
-
-class FusedAvgPoolConv2dBNReLU(Conv2d):
-    """Avg pool -> Conv2d -> batchnorm -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {
-        "pooling": "avg",
-        "activation": "relu",
-        "batchnorm": "affine",
-    }
-
-
-class FusedAvgPoolConv2dBNAbs(Conv2d):
-    """Avg pool -> Conv2d -> batchnorm -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {
-        "pooling": "avg",
-        "activation": "abs",
-        "batchnorm": "affine",
-    }
-
-
-class FusedConvTranspose2dReLU(ConvTranspose2d):
-    """ConvTranspose2d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "relu"}
-
-
-class FusedConvTranspose2dAbs(ConvTranspose2d):
-    """ConvTranspose2d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "abs"}
-
-
-class FusedMaxPoolConvTranspose2d(ConvTranspose2d):
-    """Max pool -> ConvTranspose2d."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max"}
-
-
-class FusedMaxPoolConvTranspose2dReLU(ConvTranspose2d):
-    """Max pool -> ConvTranspose2d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max", "activation": "relu"}
-
-
-class FusedMaxPoolConvTranspose2dAbs(ConvTranspose2d):
-    """Max pool -> ConvTranspose2d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max", "activation": "abs"}
-
-
-class FusedAvgPoolConvTranspose2d(ConvTranspose2d):
-    """Avg pool -> ConvTranspose2d."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg"}
-
-
-class FusedAvgPoolConvTranspose2dReLU(ConvTranspose2d):
-    """Avg pool -> ConvTranspose2d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg", "activation": "relu"}
-
-
-class FusedAvgPoolConvTranspose2dAbs(ConvTranspose2d):
-    """Avg pool -> ConvTranspose2d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg", "activation": "abs"}
-
-
-class FusedConv1dReLU(Conv1d):
-    """Conv1d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "relu"}
-
-
-class FusedConv1dAbs(Conv1d):
-    """Conv1d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "abs"}
-
-
-class FusedConv1dBN(Conv1d):
-    """Conv1d -> batchnorm."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"batchnorm": "affine"}
-
-
-class FusedConv1dBNReLU(Conv1d):
-    """Conv1d -> batchnorm -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "relu", "batchnorm": "affine"}
-
-
-class FusedConv1dBNAbs(Conv1d):
-    """Conv1d -> batchnorm -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "abs", "batchnorm": "affine"}
-
-
-class FusedMaxPoolConv1d(Conv1d):
-    """Max pool -> Conv1d."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max"}
-
-
-class FusedMaxPoolConv1dReLU(Conv1d):
-    """Max pool -> Conv1d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max", "activation": "relu"}
-
-
-class FusedMaxPoolConv1dAbs(Conv1d):
-    """Max pool -> Conv1d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max", "activation": "abs"}
-
-
-class FusedMaxPoolConv1dBN(Conv1d):
-    """Max pool -> Conv1d -> batchnorm."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "max", "batchnorm": "affine"}
-
-
-class FusedMaxPoolConv1dBNReLU(Conv1d):
-    """Max pool -> Conv1d -> batchnorm -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {
-        "pooling": "max",
-        "activation": "relu",
-        "batchnorm": "affine",
-    }
-
-
-class FusedMaxPoolConv1dBNAbs(Conv1d):
-    """Max pool -> Conv1d -> batchnorm -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {
-        "pooling": "max",
-        "activation": "abs",
-        "batchnorm": "affine",
-    }
-
-
-class FusedAvgPoolConv1d(Conv1d):
-    """Avg pool -> Conv1d."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg"}
-
-
-class FusedAvgPoolConv1dReLU(Conv1d):
-    """Avg pool -> Conv1d -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg", "activation": "relu"}
-
-
-class FusedAvgPoolConv1dAbs(Conv1d):
-    """Avg pool -> Conv1d -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg", "activation": "abs"}
-
-
-class FusedAvgPoolConv1dBN(Conv1d):
-    """Avg pool -> Conv1d -> batchnorm."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg", "batchnorm": "affine"}
-
-
-class FusedAvgPoolConv1dBNReLU(Conv1d):
-    """Avg pool -> Conv1d -> batchnorm -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {
-        "pooling": "avg",
-        "activation": "relu",
-        "batchnorm": "affine",
-    }
-
-
-class FusedAvgPoolConv1dBNAbs(Conv1d):
-    """Avg pool -> Conv1d -> batchnorm -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {
-        "pooling": "avg",
-        "activation": "abs",
-        "batchnorm": "affine",
-    }
-
-
-class FusedLinearReLU(Linear):
-    """Linear -> ReLU."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "relu"}
-
-
-class FusedLinearAbs(Linear):
-    """Linear -> Abs."""
-
-    _defaults: ClassVar[dict[str, Any]] = {"activation": "abs"}
+    return type("".join(name), (base,), namespace)
+
+
+FusedConv2dReLU = _fused(Conv2d, act="relu")
+FusedConv2dAbs = _fused(Conv2d, act="abs")
+FusedConv2dBN = _fused(Conv2d, bn=True)
+FusedConv2dBNReLU = _fused(Conv2d, bn=True, act="relu")
+FusedConv2dBNAbs = _fused(Conv2d, bn=True, act="abs")
+FusedMaxPoolConv2d = _fused(Conv2d, pool="max")
+FusedMaxPoolConv2dReLU = _fused(Conv2d, pool="max", act="relu")
+FusedMaxPoolConv2dAbs = _fused(Conv2d, pool="max", act="abs")
+FusedMaxPoolConv2dBN = _fused(Conv2d, pool="max", bn=True)
+FusedMaxPoolConv2dBNReLU = _fused(Conv2d, pool="max", bn=True, act="relu")
+FusedMaxPoolConv2dBNAbs = _fused(Conv2d, pool="max", bn=True, act="abs")
+FusedAvgPoolConv2d = _fused(Conv2d, pool="avg")
+FusedAvgPoolConv2dReLU = _fused(Conv2d, pool="avg", act="relu")
+FusedAvgPoolConv2dAbs = _fused(Conv2d, pool="avg", act="abs")
+FusedAvgPoolConv2dBN = _fused(Conv2d, pool="avg", bn=True)
+FusedAvgPoolConv2dBNReLU = _fused(Conv2d, pool="avg", bn=True, act="relu")
+FusedAvgPoolConv2dBNAbs = _fused(Conv2d, pool="avg", bn=True, act="abs")
+
+FusedConvTranspose2dReLU = _fused(ConvTranspose2d, act="relu")
+FusedConvTranspose2dAbs = _fused(ConvTranspose2d, act="abs")
+FusedMaxPoolConvTranspose2d = _fused(ConvTranspose2d, pool="max")
+FusedMaxPoolConvTranspose2dReLU = _fused(ConvTranspose2d, pool="max", act="relu")
+FusedMaxPoolConvTranspose2dAbs = _fused(ConvTranspose2d, pool="max", act="abs")
+FusedAvgPoolConvTranspose2d = _fused(ConvTranspose2d, pool="avg")
+FusedAvgPoolConvTranspose2dReLU = _fused(ConvTranspose2d, pool="avg", act="relu")
+FusedAvgPoolConvTranspose2dAbs = _fused(ConvTranspose2d, pool="avg", act="abs")
+
+FusedConv1dReLU = _fused(Conv1d, act="relu")
+FusedConv1dAbs = _fused(Conv1d, act="abs")
+FusedConv1dBN = _fused(Conv1d, bn=True)
+FusedConv1dBNReLU = _fused(Conv1d, bn=True, act="relu")
+FusedConv1dBNAbs = _fused(Conv1d, bn=True, act="abs")
+FusedMaxPoolConv1d = _fused(Conv1d, pool="max")
+FusedMaxPoolConv1dReLU = _fused(Conv1d, pool="max", act="relu")
+FusedMaxPoolConv1dAbs = _fused(Conv1d, pool="max", act="abs")
+FusedMaxPoolConv1dBN = _fused(Conv1d, pool="max", bn=True)
+FusedMaxPoolConv1dBNReLU = _fused(Conv1d, pool="max", bn=True, act="relu")
+FusedMaxPoolConv1dBNAbs = _fused(Conv1d, pool="max", bn=True, act="abs")
+FusedAvgPoolConv1d = _fused(Conv1d, pool="avg")
+FusedAvgPoolConv1dReLU = _fused(Conv1d, pool="avg", act="relu")
+FusedAvgPoolConv1dAbs = _fused(Conv1d, pool="avg", act="abs")
+FusedAvgPoolConv1dBN = _fused(Conv1d, pool="avg", bn=True)
+FusedAvgPoolConv1dBNReLU = _fused(Conv1d, pool="avg", bn=True, act="relu")
+FusedAvgPoolConv1dBNAbs = _fused(Conv1d, pool="avg", bn=True, act="abs")
+
+FusedLinearReLU = _fused(Linear, act="relu")
+FusedLinearAbs = _fused(Linear, act="abs")
 
 
 class MaxPool2d(Conv2d):
@@ -409,3 +201,8 @@ FUSED_NAMES = (
     "MaxPool1d",
     "AvgPool1d",
 )
+
+for _name in FUSED_NAMES:  # a class is pickled by its name, so each must be bound under it
+    if globals()[_name].__name__ != _name:
+        raise RuntimeError(f"{_name} is bound to a class named {globals()[_name].__name__}")
+del _name
