@@ -99,56 +99,39 @@ FusedLinearReLU = _fused(Linear, act="relu")
 FusedLinearAbs = _fused(Linear, act="abs")
 
 
-class MaxPool2d(Conv2d):
+class _PoolingOnly:
+    """Pooling without convolution (no padding): a layer with no weights."""
+
+    def __init__(
+        self, kernel_size: Any, stride: Any = None, dilation: Any = 1, **kwargs: Any
+    ) -> None:
+        super().__init__(  # type: ignore[call-arg]
+            0, 0, None, pool_size=kernel_size, pool_stride=stride, pool_dilation=dilation, **kwargs
+        )
+
+
+class MaxPool2d(_PoolingOnly, Conv2d):
     """Max pooling without convolution (no padding)."""
 
     _defaults: ClassVar[dict[str, Any]] = {"pooling": "max"}
 
-    def __init__(
-        self, kernel_size: Any, stride: Any = None, dilation: Any = 1, **kwargs: Any
-    ) -> None:
-        super().__init__(
-            0, 0, None, pool_size=kernel_size, pool_stride=stride, pool_dilation=dilation, **kwargs
-        )
 
-
-class AvgPool2d(Conv2d):
+class AvgPool2d(_PoolingOnly, Conv2d):
     """Avg pooling without convolution (no padding)."""
 
     _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg"}
 
-    def __init__(
-        self, kernel_size: Any, stride: Any = None, dilation: Any = 1, **kwargs: Any
-    ) -> None:
-        super().__init__(
-            0, 0, None, pool_size=kernel_size, pool_stride=stride, pool_dilation=dilation, **kwargs
-        )
 
-
-class MaxPool1d(Conv1d):
+class MaxPool1d(_PoolingOnly, Conv1d):
     """Max pooling without convolution (no padding)."""
 
     _defaults: ClassVar[dict[str, Any]] = {"pooling": "max"}
 
-    def __init__(
-        self, kernel_size: Any, stride: Any = None, dilation: Any = 1, **kwargs: Any
-    ) -> None:
-        super().__init__(
-            0, 0, None, pool_size=kernel_size, pool_stride=stride, pool_dilation=dilation, **kwargs
-        )
 
-
-class AvgPool1d(Conv1d):
+class AvgPool1d(_PoolingOnly, Conv1d):
     """Avg pooling without convolution (no padding)."""
 
     _defaults: ClassVar[dict[str, Any]] = {"pooling": "avg"}
-
-    def __init__(
-        self, kernel_size: Any, stride: Any = None, dilation: Any = 1, **kwargs: Any
-    ) -> None:
-        super().__init__(
-            0, 0, None, pool_size=kernel_size, pool_stride=stride, pool_dilation=dilation, **kwargs
-        )
 
 
 FUSED_NAMES = (

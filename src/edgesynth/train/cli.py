@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from edgesynth.train import defaults
+
 app = typer.Typer(
     help="Hardware-faithful training, quantization and evaluation.",
     no_args_is_help=True,
@@ -31,7 +33,7 @@ def evaluate(
     checkpoint: Annotated[Path, typer.Option(help="checkpoint (.pth.tar)")],
     sample_input: Annotated[Path, typer.Option(help="sample .npy (C x H x W or C x L, int8)")],
     output: Annotated[Path | None, typer.Option(help="write the network output (.npy)")] = None,
-    device: Device = "MAX78000",
+    device: Device = defaults.DEVICE,
     eight_bit: Annotated[
         bool, typer.Option("--8-bit", "-8", help="compute the chip's integers (8-bit mode)")
     ] = False,
@@ -93,12 +95,16 @@ def train(
         "digits"
     ),
     data: Annotated[Path | None, typer.Option(help="dataset folder (MNIST: the IDX files)")] = None,
-    device: Device = "MAX78000",
-    epochs: Annotated[int, typer.Option(help="epochs to train")] = 15,
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="mini-batch size")] = 64,
-    lr: Annotated[float, typer.Option("--lr", help="initial learning rate (cosine decay)")] = 3e-3,
-    optimizer: Annotated[str, typer.Option(help="adam or sgd")] = "adam",
-    weight_decay: Annotated[float, typer.Option(help="weight decay")] = 0.0,
+    device: Device = defaults.DEVICE,
+    epochs: Annotated[int, typer.Option(help="epochs to train")] = defaults.EPOCHS,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", "-b", help="mini-batch size")
+    ] = defaults.BATCH_SIZE,
+    lr: Annotated[
+        float, typer.Option("--lr", help="initial learning rate (cosine decay)")
+    ] = defaults.LEARNING_RATE,
+    optimizer: Annotated[str, typer.Option(help="adam or sgd")] = defaults.OPTIMIZER,
+    weight_decay: Annotated[float, typer.Option(help="weight decay")] = defaults.WEIGHT_DECAY,
     qat_policy: Annotated[
         str | None,
         typer.Option(help="QAT policy YAML, or None to disable (default: QAT for the last 40%)"),
@@ -183,7 +189,7 @@ def train(
 def quantize(
     input: Annotated[Path, typer.Argument(help="trained checkpoint (.pth.tar)")],
     output: Annotated[Path, typer.Argument(help="quantized checkpoint to write")],
-    device: Device = "MAX78000",
+    device: Device = defaults.DEVICE,
     clip_method: Annotated[
         str | None,
         typer.Option(

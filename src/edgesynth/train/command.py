@@ -19,7 +19,7 @@ from edgesynth.nn.qat import QatPolicy, check_policy_fits, load_policy
 from edgesynth.quant.files import quantize_file
 from edgesynth.quant.ptq import QuantizeOptions
 from edgesynth.targets.max7800x.device import get_device
-from edgesynth.train import deploy
+from edgesynth.train import defaults, deploy
 from edgesynth.train.datasets import Split, get_dataset_info, load_dataset
 from edgesynth.train.loop import TrainConfig, build_model, evaluate, run
 from edgesynth.train.metrics import format_confusion
@@ -35,12 +35,12 @@ class TrainArgs:
     model: str | None = None
     dataset: str = "digits"
     data: Path | None = None
-    device: str = "MAX78000"
-    epochs: int = 15
-    batch_size: int = 64
-    lr: float = 3e-3
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
+    device: str = defaults.DEVICE
+    epochs: int = defaults.EPOCHS
+    batch_size: int = defaults.BATCH_SIZE
+    lr: float = defaults.LEARNING_RATE
+    optimizer: str = defaults.OPTIMIZER
+    weight_decay: float = defaults.WEIGHT_DECAY
     qat_policy: str | None = None  # path, "None", or None for the default policy
     out_dir: Path = Path("logs")
     name: str | None = None

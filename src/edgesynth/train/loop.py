@@ -20,6 +20,7 @@ import edgesynth.nn as enn
 from edgesynth.errors import EdgesynthError
 from edgesynth.nn.qat import QatPolicy, check_policy_fits, enable_qat, is_qat
 from edgesynth.quant.checkpoint import load_state, model_state, read_checkpoint, write_checkpoint
+from edgesynth.train import defaults
 from edgesynth.train.datasets import Dataset, Split
 from edgesynth.train.metrics import MetricAccumulator, Metrics
 from edgesynth.train.models import create_model, get_model_info
@@ -31,12 +32,12 @@ Log = Callable[[str], None]
 class TrainConfig:
     model: str
     dataset: Dataset
-    device: str = "MAX78000"
-    epochs: int = 15
-    batch_size: int = 64
-    lr: float = 3e-3
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
+    device: str = defaults.DEVICE
+    epochs: int = defaults.EPOCHS
+    batch_size: int = defaults.BATCH_SIZE
+    lr: float = defaults.LEARNING_RATE
+    optimizer: str = defaults.OPTIMIZER
+    weight_decay: float = defaults.WEIGHT_DECAY
     qat_policy: QatPolicy | None = None
     seed: int | None = None
     deterministic: bool = False
