@@ -1,0 +1,259 @@
+"""What one layer does, read from its registers alone.
+
+`interpret(machine, layer)` turns the registers of every quadrant into a `LayerProgram`: the
+input geometry and where it is read, pooling, the operation, the kernel-memory addresses, bias,
+output scaling and activation, and the write-pointer arithmetic. Nothing here knows the YAML,
+the checkpoint or edgesynth's plan; the field meanings are documented in `regmap.py` and
+docs/vdevice.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.vdevice.state import Machine
+
+MASK_SIZE_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
+CTRL_BINARY = 1 << 30  # MAX78002: 1-bit weights are +1/-1
+CTRL_POOLRND = 1 << 13
+
+
+@dataclass
+class WritePointer:
+    """One quadrant's output addressing: linear word address = base + offsets (see execute)."""
+
+    base: int
+    toff: int
+    moff: int
+    choff: int
+    inc: int  # extra increment per output pixel (LCTRL1.wptr_inc)
+
+
+@dataclass
+class GroupPart:
+    """What one quadrant contributes to a layer."""
+
+    group: int
+    processors: list[int]  # global processor numbers reading input (EN.pro_en)
+    masked: list[int]  # processors applying kernels (EN.mask_en)
+    sums_from: list[int]  # quadrants whose partial sums this one adds (LCTRL0.cnnsi_en)
+    bias_enabled: bool
+    bias_start: int
+    write: WritePointer
+
+
+@dataclass
+class LayerProgram:
+    layer: int
+    device: str
+    parts: dict[int, GroupPart]
+    rows: int  # input rows read (before pooling, without padding)
+    cols: int
+    pad: tuple[int, int]
+    big_data: bool  # CHW input: 4 pixels of one channel per word
+    read_ptr: int  # words
+    passes: int  # input words per pixel per operand (multi-pass, flatten)
+    operands: int  # element-wise operands
+    eltwise: str | None  # "sub", "add", "or", "xor"
+    prepool: bool
+    conv_after_eltwise: bool
+    pool: tuple[int, int]
+    pool_stride: tuple[int, int]
+    pool_dilation: tuple[int, int]
+    pooling: str | None  # "max", "avg" or None
+    pool_rounding: bool
+    stride: tuple[int, int]  # convolution stride (MAX78002 with no pool stride)
+    kernel: tuple[int, int]  # (rows, cols) of the kernel window, (1,1) for 1x1
+    one_d: bool
+    oned_width: int
+    oned_sad: int
+    mask_start: int
+    mask_end: int
+    weight_bits: int
+    binary: bool
+    shift: int  # output shift: positive left, negative right
+    relu: bool
+    absolute: bool
+    out32: bool
+    timeslots: int  # tscnt_max + 1
+    ts_mode: bool
+    onexone: bool
+    flatten: bool
+    deconv: bool
+    depthwise: bool
+    calcx4: bool
+    xpch_max: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passthrough(self) -> bool:
+        return all(not p.masked for p in self.parts.values())
+
+    @property
+    def steps(self) -> int:
+        """Mask-counter steps: output slots x passes."""
+        return (self.mask_end - self.mask_start) // self.weight_bits + 1
+
+    @property
+    def slots(self) -> int:
+        return max(1, self.steps // self.passes)
+
+    @property
+    def slots_per_pass(self) -> int:
+        return self.xpch_max // self.weight_bits + 1
+
+    @property
+    def kernel_taps(self) -> int:
+        return self.kernel[0] * self.kernel[1]
+
+
+def _bits(value: int, lsb: int, width: int) -> int:
+    return (value >> lsb) & ((1 << width) - 1)
+
+
+def active_groups(machine: Machine, layer: int) -> list[int]:
+    return [g for g in range(4) if machine.field(g, layer, "EN", "pro_en")]
+
+
+def interpret(machine: Machine, layer: int) -> LayerProgram:
+    """Decode layer `layer` of every quadrant."""
+    groups = active_groups(machine, layer)
+    if not groups:
+        raise EdgesynthError(f"layer {layer} enables no processor (EN is 0 in every quadrant)")
+    g0 = groups[0]
+    is87 = machine.dmap.name == "MAX78002"
+
+    def f(reg: str, name: str, group: int = g0) -> int:
+        return machine.field(group, layer, reg, name)
+
+    lctrl0 = machine.reg(g0, layer, "LCTRL0")
+    post = machine.reg(g0, layer, "POST")
+    oned = machine.reg(g0, layer, "ONED")
+    ctrl = machine.global_reg(g0, "CTRL")
+
+    # Input geometry
+    if is87:
+        rows, cols, pad, _ = _counts_87(machine, layer, g0)
+    else:
+        pad = (f("RCNT", "rcnt_pad"), f("CCNT", "ccnt_pad"))
+        rows = f("RCNT", "rcnt_max") + 1 - 2 * pad[0]
+        cols = f("CCNT", "ccnt_max") + 1 - 2 * pad[1]
+    passes = f("LCTRL1", "inpchexp") + 1
+    flatten = bool(_bits(post, 27, 1))
+    if flatten:
+        passes = (_bits(post, 18, 4) << 4 | f("LCTRL1", "inpchexp")) + 1
+    ewise = bool(_bits(oned, 13, 1))
+    operands = _bits(oned, 18, 4) + 1 if ewise else 1
+    eltwise = ("sub", "add", "or", "xor")[_bits(oned, 14, 2)] if ewise else None
+
+    # Pooling
+    pool_en = bool(_bits(lctrl0, 7, 1))
+    if is87:
+        dil = (f("PRCNT", "prcnt_inc") + 1, f("PCCNT", "pccnt_inc") + 1)
+        pool = (f("PRCNT", "prcnt_max") // dil[0] + 1, f("PCCNT", "pccnt_max") // dil[1] + 1)
+    else:
+        dil = (1, 1)
+        pool = (f("PRCNT", "prcnt_max") + 1, f("PCCNT", "pccnt_max") + 1)
+    step = f("STRIDE", "stride") + 1
+    pooling = ("max" if _bits(lctrl0, 8, 1) else "avg") if pool_en else None
+    if not pool_en:
+        pool = (1, 1)
+
+    # Operation
+    one_d = bool(_bits(oned, 12, 1))
+    oned_width = _bits(oned, 8, 4)
+    if is87:
+        kernel = (_bits(lctrl0, 22, 4) + 1, _bits(lctrl0, 18, 4) + 1)
+    else:
+        kernel = (1, 1) if oned_width == 1 and not one_d else (3, 3)
+    if one_d:
+        kernel = (oned_width, 1)
+    if is87:
+        mask_start = f("MCNT2", "mcnt_sad")
+        mask_end = f("MCNT1", "mcnt_max")
+    else:
+        mask_start = f("MCNT", "mcnt_sad")
+        mask_end = f("MCNT", "mcnt_max")
+    bits = MASK_SIZE_BITS[_bits(post, 22, 2)]
+    shift = _bits(post, 13, 4) * (-1 if _bits(post, 17, 1) else 1)
+
+    parts: dict[int, GroupPart] = {}
+    for g in groups:
+        en = machine.reg(g, layer, "EN")
+        pro, mask = en & 0xFFFF, en >> 16
+        lc0 = machine.reg(g, layer, "LCTRL0")
+        pst = machine.reg(g, layer, "POST")
+        sources = _bits(lc0, 12, 4)
+        parts[g] = GroupPart(
+            group=g,
+            processors=[16 * g + i for i in range(16) if pro >> i & 1],
+            masked=[16 * g + i for i in range(16) if mask >> i & 1],
+            sums_from=[t for t in range(4) if sources >> t & 1 and t != g],
+            bias_enabled=bool(_bits(pst, 12, 1)),
+            bias_start=_bits(pst, 0, 12),
+            write=WritePointer(
+                base=machine.reg(g, layer, "WPTR_BASE"),
+                toff=machine.reg(g, layer, "WPTR_TOFF"),
+                moff=machine.reg(g, layer, "WPTR_MOFF"),
+                choff=machine.reg(g, layer, "WPTR_CHOFF"),
+                inc=machine.field(g, layer, "LCTRL1", "wptr_inc"),
+            ),
+        )
+
+    program = LayerProgram(
+        layer=layer,
+        device=machine.dmap.name,
+        parts=parts,
+        rows=rows,
+        cols=cols,
+        pad=pad,
+        big_data=bool(_bits(lctrl0, 6, 1)),
+        read_ptr=machine.reg(g0, layer, "RPTR_BASE"),
+        passes=passes,
+        operands=operands,
+        eltwise=eltwise,
+        prepool=bool(_bits(oned, 16, 1)),
+        conv_after_eltwise=bool(_bits(oned, 17, 1)),
+        pool=pool,
+        pool_stride=(step, step),
+        pool_dilation=dil,
+        pooling=pooling,
+        pool_rounding=bool(ctrl & CTRL_POOLRND),
+        stride=(1, 1),
+        kernel=kernel,
+        one_d=one_d,
+        oned_width=oned_width,
+        oned_sad=_bits(oned, 4, 4),
+        mask_start=mask_start,
+        mask_end=mask_end,
+        weight_bits=bits,
+        binary=bits == 1 and bool(ctrl & CTRL_BINARY) and is87,
+        shift=shift,
+        relu=bool(_bits(lctrl0, 9, 1)),
+        absolute=bool(_bits(post, 26, 1)),
+        out32=bool(_bits(lctrl0, 16, 1)),
+        timeslots=_bits(oned, 0, 4) + 1,
+        ts_mode=bool(_bits(post, 24, 1)),
+        onexone=bool(_bits(post, 25, 1)),
+        flatten=flatten,
+        deconv=bool(_bits(post, 28, 1)),
+        depthwise=is87 and bool(_bits(post, 30, 1)),
+        calcx4=is87 and bool(_bits(post, 29, 1)),
+        xpch_max=f("LCTRL1", "xpch_max"),
+    )
+    return program
+
+
+def _counts_87(machine: Machine, layer: int, g: int) -> tuple[int, int, tuple[int, int], int]:
+    """MAX78002 row/column counters: the start of the last pooling window plus the distance
+    to the next start; padding is a separate enable and count."""
+    rcnt = machine.reg(g, layer, "RCNT")
+    ccnt = machine.reg(g, layer, "CCNT")
+    pad = (
+        (_bits(rcnt, 13, 2) + 1) if _bits(rcnt, 15, 1) else 0,
+        (_bits(ccnt, 13, 2) + 1) if _bits(ccnt, 15, 1) else 0,
+    )
+    cols = _bits(ccnt, 0, 11) + _bits(ccnt, 16, 16)
+    rows = _bits(rcnt, 0, 11) + 1
+    return rows, cols, pad, _bits(rcnt, 16, 16)

@@ -1,0 +1,143 @@
+"""The accelerator's memories: data SRAM, kernel (mask) RAM, bias RAM, and the input FIFOs.
+
+Every model takes its writes as arrays (one region at a time) and stores them with NumPy
+indexing; no loop runs per word.
+
+Kernel memory words are 72 bits. We store each as 9 bytes in the order the CPU streams them
+(`pos` 0 is the first byte of a kernel: the most significant byte of the first 32-bit word
+written in the packed "mexpress" form; the low byte of the first word of a column in the plain
+form), which is also the order of a 3x3 kernel's weights (row-major).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edgesynth.targets.max7800x.vdevice.regmap import DeviceMap
+
+NEVER = -1  # writer tag: never written
+HOST = -2  # writer tag: written by the CPU (input data)
+
+
+@dataclass
+class DataMemory:
+    """16 instances (one per 4 processors) of 32-bit words, with the last writer of each word.
+
+    `writer` holds the layer number that last wrote a word, HOST for the CPU, NEVER otherwise;
+    `readers` records, per word, the last layer that read it (for hazard checks).
+    """
+
+    words: int
+    data: np.ndarray = field(init=False)
+    writer: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data = np.zeros((16, self.words), dtype=np.uint32)
+        self.writer = np.full((16, self.words), NEVER, dtype=np.int32)
+
+    def host_write(self, quad: np.ndarray, word: np.ndarray, value: np.ndarray) -> None:
+        """CPU writes in order: for repeated addresses the last one wins (NumPy assignment)."""
+        self.data[quad, word] = value
+        self.writer[quad, word] = HOST
+
+    def read_bytes(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
+        """Signed bytes at (instance, word, byte lane) index arrays."""
+        raw = (self.data[quad, word] >> (8 * lane.astype(np.uint32))) & 0xFF
+        return raw.astype(np.int8).astype(np.int64)
+
+    def write_bytes(
+        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, value: np.ndarray, layer: int
+    ) -> None:
+        """Write signed bytes into their lanes (read-modify-write of each word)."""
+        flat = quad.astype(np.int64) * self.words + word
+        shift = (8 * lane).astype(np.uint32)
+        mask = (np.uint32(0xFF) << shift).astype(np.uint32)
+        byte = ((value.astype(np.int64) & 0xFF).astype(np.uint32) << shift).astype(np.uint32)
+        data = self.data.reshape(-1)
+        # Several lanes of one word may be written at once: clear, then OR all lanes in.
+        np.bitwise_and.at(data, flat, ~mask)
+        np.bitwise_or.at(data, flat, byte)
+        self.writer.reshape(-1)[flat] = layer
+
+    def write_words(
+        self, quad: np.ndarray, word: np.ndarray, value: np.ndarray, layer: int
+    ) -> None:
+        self.data[quad, word] = (value.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+        self.writer[quad, word] = layer
+
+
+@dataclass
+class KernelMemory:
+    """64 processors x words x 9 bytes of mask (kernel) memory."""
+
+    words: int
+    data: np.ndarray = field(init=False)
+    written: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data = np.zeros((64, self.words, 9), dtype=np.uint8)
+        self.written = np.zeros((64, self.words), dtype=bool)
+
+    def store_stream(self, processor: int, start_word: int, stream: np.ndarray) -> None:
+        """Packed form: bytes fill 72-bit words from `start_word` on, 9 bytes per word."""
+        stream = np.asarray(stream, dtype=np.uint8)
+        n = stream.size
+        index = np.arange(n)
+        word = start_word + index // 9
+        ok = word < self.words
+        self.data[processor, word[ok], index[ok] % 9] = stream[ok]
+        self.written[processor, np.unique(word[ok])] = True
+
+    def weights(self, processor: int) -> np.ndarray:
+        """The processor's kernel memory as one flat byte stream (9 bytes per word)."""
+        return self.data[processor].reshape(-1)
+
+
+def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split packed kernel writes into "set address" writes and data writes.
+
+    The packed loader loads the hardware's address counter with a byte store at
+    `processor base + 4 x column + 1` (recorded as a word write at `+ 4 x column`) and then
+    streams 32-bit words, either from that same address on (the vendor's current loader) or
+    from the processor's base address (its older loader). So a write is a set-address write
+    when the next write goes to the same processor and either repeats its address (a data
+    stream never writes one address twice in a row) or restarts at offset 0 without this write
+    continuing a run of consecutive words. Returns (is_set, run) where `run` numbers the runs of
+    data writes (-1 for set writes); each run is contiguous in the trace.
+    """
+    n = processor.size
+    if n == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = processor[1:] == processor[:-1]
+    continues = np.zeros(n, dtype=bool)
+    continues[1:] = same_next[:-1] & (offset[1:] == offset[:-1] + 4)
+    next_offset = np.r_[offset[1:], -1]
+    is_set = same_next & ((next_offset == offset) | ((next_offset == 0) & ~continues))
+    data = ~is_set
+    starts = data & ~(continues & np.r_[False, data[:-1]])
+    run = np.where(data, np.cumsum(starts) - 1, -1)
+    return is_set, run
+
+
+@dataclass
+class Fifos:
+    """The four standard FIFOs (one per quadrant) and the RISC-V fast FIFO: ordered words."""
+
+    standard: list[np.ndarray] = field(default_factory=lambda: [np.zeros(0, np.uint32)] * 4)
+    fast: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+
+    @property
+    def used(self) -> bool:
+        return self.fast.size > 0 or any(s.size for s in self.standard)
+
+
+def new_memories(dmap: DeviceMap) -> tuple[DataMemory, KernelMemory, np.ndarray]:
+    """Empty data, kernel and bias memories for a device."""
+    return (
+        DataMemory(words=dmap.sram_quad_stride // 4),
+        KernelMemory(words=dmap.mram_proc_stride // 16),
+        np.zeros((4, dmap.bias_words), dtype=np.uint8),
+    )

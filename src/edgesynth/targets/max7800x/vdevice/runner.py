@@ -1,0 +1,176 @@
+"""Replay a trace, run every layer the registers enable, and check the known answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.vdevice import regmap
+from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, run_layer
+from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram, active_groups, interpret
+from edgesynth.targets.max7800x.vdevice.regmap import MAPS
+from edgesynth.targets.max7800x.vdevice.state import Machine, replay
+from edgesynth.targets.max7800x.vdevice.trace import Trace, read_trace
+
+
+@dataclass
+class KnownAnswer:
+    """The words a project checks after inference (sampleoutput.h / kat.npz)."""
+
+    addr: np.ndarray  # AHB address of each word
+    mask: np.ndarray
+    expected: np.ndarray
+
+
+@dataclass
+class KatReport:
+    words: int
+    mismatches: int
+    first_bad_layer: int | None
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+
+@dataclass
+class RunResult:
+    machine: Machine
+    programs: list[LayerProgram]
+    layers: list[LayerResult]
+    kat: KatReport | None = None
+    output: np.ndarray | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_kat(path: str | Path) -> KnownAnswer:
+    try:
+        with np.load(path) as kat:
+            addr, mask, length, data = (kat[k] for k in ("addr", "mask", "length", "data"))
+    except (OSError, KeyError, ValueError) as err:
+        raise EdgesynthError(
+            f"cannot read the known answer (expected arrays addr, mask, length, data): {err}",
+            file=str(path),
+        ) from None
+    length = length.astype(np.int64)
+    starts = np.repeat(addr.astype(np.int64), length)
+    within = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)
+    return KnownAnswer(
+        addr=starts + 4 * within,
+        mask=np.repeat(mask.astype(np.uint32), length),
+        expected=data.astype(np.uint32),
+    )
+
+
+def layer_sequence(machine: Machine) -> list[int]:
+    """The layers the accelerator processes, from the global and layer registers."""
+    dmap = machine.dmap
+    # The quadrant the start sequence enables last is the master; unwritten registers are 0.
+    masters = [g for _, g, v in machine.ctrl_history if v & 1] or [0]
+    lcnt_reg = dmap.global_regs[0x8]
+    value = machine.global_regs.get((masters[-1], 0x8), 0)
+    last = lcnt_reg.field("lcnt").get(value)
+    start = lcnt_reg.field("layer_start").get(value) if dmap.name == "MAX78002" else 0
+    order = []
+    layer = start
+    seen = set()
+    while layer not in seen and layer < dmap.max_layers:
+        seen.add(layer)
+        if active_groups(machine, layer):
+            order.append(layer)
+        if dmap.name == "MAX78002":
+            g = (active_groups(machine, layer) or [masters[0]])[0]
+            link = machine.reg(g, layer, "NXTLYR")
+            if link >> 8 & 1:
+                break
+            if link >> 7 & 1:
+                layer = link & 0x7F
+                continue
+        if layer >= last:
+            break
+        layer += 1
+    return order
+
+
+def run(trace: Trace, device: str) -> RunResult:
+    dmap = MAPS[device]
+    machine = replay(trace, dmap)
+    programs, results = [], []
+    for layer in layer_sequence(machine):
+        prog = interpret(machine, layer)
+        programs.append(prog)
+        results.append(run_layer(machine, prog))
+    return RunResult(machine, programs, results)
+
+
+def _memory_coordinates(machine: Machine, addr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cls = regmap.classify(machine.dmap, addr)
+    if np.any(cls.region != regmap.SRAM):
+        bad = addr[cls.region != regmap.SRAM][0]
+        raise EdgesynthError(f"known-answer address 0x{int(bad):08x} is not in data memory")
+    return cls.index, cls.offset
+
+
+def check_kat(result: RunResult, kat: KnownAnswer) -> KatReport:
+    machine = result.machine
+    quad, word = _memory_coordinates(machine, kat.addr)
+    actual = machine.data.data[quad, word]
+    bad = np.flatnonzero((actual & kat.mask) != (kat.expected & kat.mask))
+    writers = machine.data.writer[quad[bad], word[bad]]
+    first_layer = None
+    details = []
+    if bad.size:
+        order = [r.layer for r in result.layers]
+        known = [w for w in writers if w in order]
+        first_layer = min(known, key=order.index) if known else int(writers[0])
+        for i in bad[:10]:
+            details.append(
+                f"0x{int(kat.addr[i]):08x}: expected 0x{int(kat.expected[i]):08x} got "
+                f"0x{int(actual[i]):08x} (mask 0x{int(kat.mask[i]):08x}, written by "
+                f"{_writer_name(int(machine.data.writer[quad[i], word[i]]))})"
+            )
+    return KatReport(int(kat.addr.size), int(bad.size), first_layer, details)
+
+
+def _writer_name(writer: int) -> str:
+    return {-1: "nobody", -2: "the CPU"}.get(writer, f"layer {writer}")
+
+
+def read_output(
+    machine: Machine, placement: Placement, out32: bool, kat: KnownAnswer | None = None
+) -> np.ndarray:
+    """The tensor a layer wrote, read back from data memory (channels, rows, cols).
+
+    With a known answer, only the channels whose words and byte lanes it checks are kept (the
+    hardware also writes the unused lanes of a partially used instance).
+    """
+    quad, word = placement.quad, placement.word
+    if out32:
+        values = machine.data.data[quad, word].astype(np.int32).astype(np.int64)
+    else:
+        lane = np.broadcast_to(placement.lane[:, None], quad.shape)
+        values = machine.data.read_bytes(quad, word, lane)
+    keep = np.ones(placement.channels, dtype=bool)
+    if kat is not None:
+        kq, kw = _memory_coordinates(machine, kat.addr)
+        checked = {}
+        for q, w, m in zip(kq.tolist(), kw.tolist(), kat.mask.tolist(), strict=True):
+            checked[(q, w)] = m
+        for c in range(placement.channels):
+            lane_mask = 0xFFFFFFFF if out32 else 0xFF << (8 * int(placement.lane[c]))
+            keep[c] = all(
+                checked.get((q, w), 0) & lane_mask == lane_mask
+                for q, w in zip(quad[c].tolist(), word[c].tolist(), strict=True)
+            )
+        if not keep.any():
+            keep[:] = True
+    rows, cols = placement.shape
+    return values[keep].reshape(int(keep.sum()), rows, cols)
+
+
+def run_trace_file(path: str | Path, device: str) -> RunResult:
+    return run(read_trace(path), device)

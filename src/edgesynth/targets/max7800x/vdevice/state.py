@@ -1,0 +1,215 @@
+"""Replay a trace into the accelerator's registers and memories (the state before it runs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.vdevice import regmap
+from edgesynth.targets.max7800x.vdevice.memory import (
+    DataMemory,
+    Fifos,
+    KernelMemory,
+    mexpress_blocks,
+    new_memories,
+)
+from edgesynth.targets.max7800x.vdevice.regmap import DeviceMap
+from edgesynth.targets.max7800x.vdevice.trace import PHASES, Trace
+
+CTRL_MEXPRESS = 1 << 20
+
+
+@dataclass
+class Machine:
+    """Registers and memories of one accelerator, as the firmware left them."""
+
+    dmap: DeviceMap
+    global_regs: dict[tuple[int, int], int]  # (quadrant, byte offset) -> value
+    layer_regs: np.ndarray  # (4, layers, register slots) uint32
+    layer_written: np.ndarray  # same shape, bool
+    stream_regs: np.ndarray  # MAX78002: (4, stream layers, 3)
+    data: DataMemory
+    kernels: KernelMemory
+    bias: np.ndarray  # (4, bias words) uint8
+    bias_written: np.ndarray
+    fifos: Fifos
+    ctrl_history: list[tuple[int, int, int]] = field(default_factory=list)  # (phase, quad, value)
+    fifo_ctl: int = 0
+    fast_fifo_regs: dict[int, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def reg(self, group: int, layer: int, name: str) -> int:
+        """A layer register's value (stream registers too) by name."""
+        for r in self.dmap.layer_regs:
+            if r.name == name:
+                return int(self.layer_regs[group, layer, r.index])
+        for r in self.dmap.stream_regs:
+            if r.name == name:
+                if layer >= self.stream_regs.shape[1]:
+                    return 0
+                return int(self.stream_regs[group, layer, r.index])
+        raise KeyError(name)
+
+    def field(self, group: int, layer: int, reg: str, name: str) -> int:
+        register = self._register(reg)
+        return register.field(name).get(self.reg(group, layer, reg))
+
+    def _register(self, name: str) -> regmap.Register:
+        for r in (*self.dmap.layer_regs, *self.dmap.stream_regs):
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def global_reg(self, group: int, name: str) -> int:
+        for offset, r in self.dmap.global_regs.items():
+            if r.name == name:
+                return self.global_regs.get((group, offset), 0)
+        raise KeyError(name)
+
+    def layer_touched(self, group: int, layer: int) -> bool:
+        return bool(self.layer_written[group, layer].any())
+
+
+def _last_writes(keys: np.ndarray) -> np.ndarray:
+    """Indices of the last write to each distinct key (in first-seen order of the result)."""
+    reversed_keys = keys[::-1]
+    _, first = np.unique(reversed_keys, return_index=True)
+    return np.sort(keys.size - 1 - first)
+
+
+def replay(trace: Trace, dmap: DeviceMap) -> Machine:
+    """Apply every write of `trace` to a freshly reset accelerator."""
+    cls = regmap.classify(dmap, trace.addr)
+    unknown = cls.region == regmap.UNKNOWN
+    if unknown.any():
+        bad = np.unique(trace.addr[unknown])[:8]
+        raise EdgesynthError(
+            f"{int(unknown.sum())} writes to addresses that are no register or memory of the "
+            f"{dmap.name}: " + ", ".join(f"0x{int(a):08x}" for a in bad),
+            file=trace.source,
+        )
+    data, kernels, bias = new_memories(dmap)
+    n_slots = max(r.index for r in dmap.layer_regs) + 1
+    layer_regs = np.zeros((4, dmap.max_layers, n_slots), dtype=np.uint32)
+    layer_written = np.zeros_like(layer_regs, dtype=bool)
+    stream_regs = np.zeros((4, max(dmap.stream_layers, 1), 3), dtype=np.uint32)
+    machine = Machine(
+        dmap=dmap,
+        global_regs={},
+        layer_regs=layer_regs,
+        layer_written=layer_written,
+        stream_regs=stream_regs,
+        data=data,
+        kernels=kernels,
+        bias=bias,
+        bias_written=np.zeros_like(bias, dtype=bool),
+        fifos=Fifos(),
+    )
+    value = trace.value
+
+    # Global registers: keep the history of CTRL (start sequence), last value of the rest.
+    sel = np.flatnonzero(cls.region == regmap.GLOBAL)
+    for i in sel:
+        key = (int(cls.group[i]), int(cls.offset[i]))
+        machine.global_regs[key] = int(value[i])
+        if key[1] == 0:
+            machine.ctrl_history.append((int(trace.phase[i]), key[0], int(value[i])))
+        if key[1] == 0xC:
+            _test_register(machine, key[0], int(value[i]))
+
+    # Layer and stream registers: the last write wins.
+    sel = np.flatnonzero(cls.region == regmap.LAYER)
+    last = sel[_last_writes(cls.group[sel] * 1_000_000 + cls.index[sel] * 100 + cls.offset[sel])]
+    layer_regs[cls.group[last], cls.index[last], cls.offset[last]] = value[last]
+    layer_written[cls.group[last], cls.index[last], cls.offset[last]] = True
+    sel = np.flatnonzero(cls.region == regmap.STREAM)
+    last = sel[_last_writes(cls.group[sel] * 1_000 + cls.index[sel] * 10 + cls.offset[sel])]
+    stream_regs[cls.group[last], cls.index[last], cls.offset[last]] = value[last]
+
+    # Bias memory: one byte per 32-bit word.
+    sel = np.flatnonzero(cls.region == regmap.BIAS)
+    bias[cls.group[sel], cls.offset[sel]] = (value[sel] & 0xFF).astype(np.uint8)
+    machine.bias_written[cls.group[sel], cls.offset[sel]] = True
+
+    _load_kernels(machine, trace, cls)
+
+    # Data memory written by the CPU (input data, and anything else the firmware stores).
+    sel = np.flatnonzero(cls.region == regmap.SRAM)
+    data.host_write(cls.index[sel], cls.offset[sel], value[sel])
+
+    # FIFOs: the ordered stream of words per FIFO.
+    sel = cls.region == regmap.FIFO_DATA
+    machine.fifos.standard = [value[sel & (cls.index == k)].copy() for k in range(4)]
+    fast = cls.region == regmap.FAST_FIFO
+    machine.fifos.fast = value[fast & (cls.offset == 4)].copy()
+    for i in np.flatnonzero(fast & (cls.offset != 4)):
+        machine.fast_fifo_regs[int(cls.offset[i])] = int(value[i])
+    ctl = np.flatnonzero((cls.region == regmap.FIFO_CTL) & (cls.offset == 0))
+    if ctl.size:
+        machine.fifo_ctl = int(value[ctl[-1]])
+    return machine
+
+
+def _test_register(machine: Machine, group: int, value: int) -> None:
+    """A MAX78002 'clear registers' request (zeroize with memory selects) clears the group's
+    layer registers, and its bias memory when the bias select is set."""
+    if machine.dmap.name != "MAX78002":
+        return
+    if value & (1 << 7) and value & (1 << 11) and value & (1 << 12):
+        machine.layer_regs[group] = 0
+        machine.layer_written[group] = False
+        machine.stream_regs[group] = 0
+        if value & (1 << 10):
+            machine.bias[group] = 0
+
+
+def _load_kernels(machine: Machine, trace: Trace, cls: regmap.Classified) -> None:
+    sel = np.flatnonzero(cls.region == regmap.MRAM)
+    if sel.size == 0:
+        return
+    # The packed loader is selected by CTRL.mexpress at the time of the writes.
+    weights_phase = PHASES.index("cnn_load_weights")
+    packed = any(
+        v & CTRL_MEXPRESS for phase, _, v in machine.ctrl_history if phase <= weights_phase
+    )
+    proc = cls.index[sel]
+    offset = cls.offset[sel]
+    value = trace.value[sel]
+    if not packed:
+        _load_kernels_plain(machine, proc, offset, value)
+        return
+    is_set, run = mexpress_blocks(proc, offset)
+    start_word: dict[int, int] = {}  # processor -> column of the last set-address write
+    # Runs are few (one per processor and block) and contiguous; each is stored vectorized.
+    boundary = np.r_[True, run[1:] != run[:-1]]
+    heads = np.flatnonzero(is_set | boundary)
+    ends = np.r_[heads[1:], run.size]
+    for i, end in zip(heads, ends, strict=True):
+        p = int(proc[i])
+        if is_set[i]:
+            start_word[p] = int(offset[i]) // 4
+            continue
+        words = value[i:end]
+        stream = words.astype(">u4").view(np.uint8)
+        column = start_word.get(p, 0)
+        machine.kernels.store_stream(p, column, stream)
+        start_word[p] = column + stream.size // 9
+
+
+def _load_kernels_plain(
+    machine: Machine, proc: np.ndarray, offset: np.ndarray, value: np.ndarray
+) -> None:
+    """Plain form: 16 bytes of address space per 72-bit word: byte 0, bytes 1-4, bytes 5-8."""
+    last = _last_writes(proc * 10_000_000 + offset)
+    proc, offset, value = proc[last], offset[last], value[last]
+    word, sub = offset // 16, (offset % 16) // 4
+    kd = machine.kernels.data
+    first = sub == 0
+    kd[proc[first], word[first], 0] = value[first] & 0xFF
+    for sub_word, pos0 in ((1, 1), (2, 5)):
+        s = sub == sub_word
+        for k in range(4):
+            kd[proc[s], word[s], pos0 + k] = (value[s] >> (24 - 8 * k)) & 0xFF
+    machine.kernels.written[proc, word] = True
