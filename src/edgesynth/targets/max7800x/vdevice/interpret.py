@@ -178,8 +178,22 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     bits = MASK_SIZE_BITS[_bits(post, 22, 2)]
     shift = _bits(post, 13, 4) * (-1 if _bits(post, 17, 1) else 1)
 
+    # A quadrant that adds active quadrants' partial sums (LCTRL0.cnnsi_en) takes part even
+    # without processors of its own (it writes the result); so do the quadrants it adds (the
+    # bias may live there).
+    sources = {t: machine.field(t, layer, "LCTRL0", "cnnsi_en") for t in range(4)}
+    taking_part = set(groups)
+    while True:
+        grown = set(taking_part)
+        for t, adds in sources.items():
+            added = {u for u in range(4) if adds >> u & 1 and u != t}
+            if t in taking_part or added & set(groups):
+                grown |= added | ({t} if added & set(groups) else set())
+        if grown == taking_part:
+            break
+        taking_part = grown
     parts: dict[int, GroupPart] = {}
-    for g in groups:
+    for g in sorted(taking_part):
         en = machine.reg(g, layer, "EN")
         pro, mask = en & 0xFFFF, en >> 16
         lc0 = machine.reg(g, layer, "LCTRL0")

@@ -160,10 +160,12 @@ def read_output(
         checked = {}
         for q, w, m in zip(kq.tolist(), kw.tolist(), kat.mask.tolist(), strict=True):
             checked[(q, w)] = m
+        # A channel is dropped when the check covers one of its words but masks its lane out
+        # (the check may cover only part of a large output).
         for c in range(placement.channels):
             lane_mask = 0xFFFFFFFF if out32 else 0xFF << (8 * int(placement.lane[c]))
             keep[c] = all(
-                checked.get((q, w), 0) & lane_mask == lane_mask
+                checked.get((q, w), lane_mask) & lane_mask == lane_mask
                 for q, w in zip(quad[c].tolist(), word[c].tolist(), strict=True)
             )
         if not keep.any():
