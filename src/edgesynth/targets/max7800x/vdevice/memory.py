@@ -115,7 +115,11 @@ def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarr
     continues = np.zeros(n, dtype=bool)
     continues[1:] = same_next[:-1] & (offset[1:] == offset[:-1] + 4)
     next_offset = np.r_[offset[1:], -1]
-    is_set = same_next & ((next_offset == offset) | ((next_offset == 0) & ~continues))
+    same_next2 = np.r_[same_next[1:], False] & same_next
+    next2_offset = np.r_[offset[2:], -1, -1]
+    # data@X, set@X, data@X: only the last write before the stream resumes is the set.
+    repeats = (next_offset == offset) & ~(same_next2 & (next2_offset == offset))
+    is_set = same_next & (repeats | ((next_offset == 0) & ~continues))
     data = ~is_set
     starts = data & ~(continues & np.r_[False, data[:-1]])
     run = np.where(data, np.cumsum(starts) - 1, -1)
