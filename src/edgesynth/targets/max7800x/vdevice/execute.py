@@ -24,6 +24,8 @@ class Placement:
     word: np.ndarray  # (channels, pixels)
     lane: np.ndarray  # (channels,) byte lane (8-bit output) or -1 (32-bit output)
     shape: tuple[int, int]  # output rows, columns
+    order: np.ndarray | None = None  # (channels,) sort key: output pass, then processor/slot
+    padding: np.ndarray | None = None  # (channels,) True for slots that only pad a pass
 
     @property
     def channels(self) -> int:
@@ -215,9 +217,24 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
                 acc = acc + (b * 128)[:, None, None]
         out = _finish(prog, acc)
         placement = _conv_placement(machine, prog, master, out.shape)
+        placement.padding = _padding_slots(weights, max(1, prog.slots_per_pass))
         _store(machine, prog, out, placement)
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
     return _merge(prog, results)
+
+
+def _padding_slots(weights: np.ndarray, per_pass: int) -> np.ndarray:
+    """Trailing slots of the last of several output passes whose kernels are all zero in every
+    processor and input pass: the firmware's padding of a partly used last output pass (the
+    hardware computes and writes them too)."""
+    slots = weights.shape[1]
+    padding = np.zeros(slots, dtype=bool)
+    if slots <= per_pass:
+        return padding
+    used = np.flatnonzero(weights.any(axis=(0, 2, 3)))
+    first_candidate = max((used[-1] + 1) if used.size else 0, (slots - 1) // per_pass * per_pass)
+    padding[first_candidate:] = True
+    return padding
 
 
 def _conv_placement(
@@ -256,14 +273,27 @@ def _store(machine: Machine, prog: LayerProgram, out: np.ndarray, where: Placeme
 
 
 def _merge(prog: LayerProgram, results: list[LayerResult]) -> LayerResult:
-    if len(results) == 1:
+    """One result for the layer, channels in network order (output pass, then processor)."""
+    if len(results) == 1 and results[0].placement.order is None:
         return results[0]
-    output = np.concatenate([r.output for r in results])
+    keys = [
+        r.placement.order if r.placement.order is not None else np.arange(r.placement.channels)
+        for r in results
+    ]
+    order = np.argsort(np.concatenate(keys), kind="stable")
+    output = np.concatenate([r.output for r in results])[order]
+    padding = [
+        r.placement.padding
+        if r.placement.padding is not None
+        else np.zeros(r.placement.channels, dtype=bool)
+        for r in results
+    ]
     placement = Placement(
-        np.concatenate([r.placement.quad for r in results]),
-        np.concatenate([r.placement.word for r in results]),
-        np.concatenate([r.placement.lane for r in results]),
+        np.concatenate([r.placement.quad for r in results])[order],
+        np.concatenate([r.placement.word for r in results])[order],
+        np.concatenate([r.placement.lane for r in results])[order],
         results[0].placement.shape,
+        padding=np.concatenate(padding)[order],
     )
     reads = [rd for r in results for rd in r.reads]
     return LayerResult(prog.layer, output, placement, reads=reads)
@@ -285,10 +315,13 @@ def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
         k, i = np.divmod(np.arange(out.shape[0]), n_proc)
         slot, lane = np.divmod(i, 4)
         pixel = np.arange(rows * cols)
-        offset = slot * wp.toff + k * wp.choff
-        linear = wp.base + offset[:, None] + (pixel * (1 + wp.inc))[None, :]
+        # Each input pass is its own step of the write pointer: pass k of pixel x goes to
+        # x * passes + k (the same interleaving multi-pass input uses).
+        position = pixel[None, :] * prog.passes + k[:, None]
+        linear = wp.base + (slot * wp.toff)[:, None] + position * (1 + wp.inc)
         quad, word = _linear_to_memory(machine, linear)
-        placement = Placement(quad, word, lane, (rows, cols))
+        order = k * 64 + np.asarray(part.processors)[i]
+        placement = Placement(quad, word, lane, (rows, cols), order)
         _store(machine, prog, out, placement)
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
     return _merge(prog, results)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.compat import readback
 from edgesynth.targets.max7800x.vdevice import regmap
 from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, run_layer
 from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram, active_groups, interpret
@@ -145,8 +146,10 @@ def read_output(
 ) -> np.ndarray:
     """The tensor a layer wrote, read back from data memory (channels, rows, cols).
 
-    With a known answer, only the channels whose words and byte lanes it checks are kept (the
-    hardware also writes the unused lanes of a partially used instance).
+    Slots that only pad a partly used output pass are left out. With a known answer, so are
+    the channels whose byte lane it masks out on a word it checks (the hardware also writes
+    the unused lanes of a partly used instance), and the vendor's reading of a dilated Conv1d
+    run on the 2-D engine applies (`compat.readback`).
     """
     quad, word = placement.quad, placement.word
     if out32:
@@ -155,23 +158,33 @@ def read_output(
         lane = np.broadcast_to(placement.lane[:, None], quad.shape)
         values = machine.data.read_bytes(quad, word, lane)
     keep = np.ones(placement.channels, dtype=bool)
-    if kat is not None:
-        kq, kw = _memory_coordinates(machine, kat.addr)
-        checked = {}
-        for q, w, m in zip(kq.tolist(), kw.tolist(), kat.mask.tolist(), strict=True):
-            checked[(q, w)] = m
-        # A channel is dropped when the check covers one of its words but masks its lane out
-        # (the check may cover only part of a large output).
-        for c in range(placement.channels):
-            lane_mask = 0xFFFFFFFF if out32 else 0xFF << (8 * int(placement.lane[c]))
-            keep[c] = all(
-                checked.get((q, w), lane_mask) & lane_mask == lane_mask
-                for q, w in zip(quad[c].tolist(), word[c].tolist(), strict=True)
-            )
-        if not keep.any():
-            keep[:] = True
+    if placement.padding is not None:
+        keep &= ~placement.padding
     rows, cols = placement.shape
-    return values[keep].reshape(int(keep.sum()), rows, cols)
+    if kat is None:
+        return values[keep].reshape(int(keep.sum()), rows, cols)
+    kq, kw = _memory_coordinates(machine, kat.addr)
+    mask = np.zeros(machine.data.data.shape, dtype=np.uint32)
+    covered_word = np.zeros(machine.data.data.shape, dtype=bool)
+    mask[kq, kw] = kat.mask
+    covered_word[kq, kw] = True
+    lane_mask = (
+        np.full(placement.channels, 0xFFFFFFFF, dtype=np.uint32)
+        if out32
+        else (np.uint32(0xFF) << (8 * placement.lane.astype(np.uint32))).astype(np.uint32)
+    )
+    checked = covered_word[quad, word]  # (channels, pixels)
+    lane_checked = (mask[quad, word] & lane_mask[:, None]) == lane_mask[:, None]
+    # A channel is dropped when the check covers one of its words but masks its lane out (the
+    # check may cover only part of a large output).
+    keep &= ~(checked & ~lane_checked).any(axis=1)
+    if not keep.any():
+        keep = np.ones(placement.channels, dtype=bool)
+    values = values[keep]
+    window = readback.dilated_conv1d_window(checked[keep] & lane_checked[keep])
+    if window is not None:
+        return values[:, window].reshape(values.shape[0], -1, 1)
+    return values.reshape(values.shape[0], rows, cols)
 
 
 def run_trace_file(path: str | Path, device: str) -> RunResult:
