@@ -159,6 +159,14 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
 # ---------------------------------------------------------------------------------------------
 
 
+def zero_stuff(x: np.ndarray) -> np.ndarray:
+    """Transposed convolution input: every value followed by a 0, every row by a row of 0s."""
+    channels, rows, cols = x.shape
+    stuffed = np.zeros((channels, 2 * rows, 2 * cols), dtype=x.dtype)
+    stuffed[:, ::2, ::2] = x
+    return stuffed
+
+
 def chains(prog: LayerProgram) -> list[list[int]]:
     """Groups of quadrants that form one sum: a quadrant that adds other quadrants' partial
     sums (LCTRL0.cnnsi_en) writes the result; the quadrants it adds do not write."""
@@ -207,6 +215,8 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         w = weights.transpose(1, 0, 2, 3).reshape(prog.slots, n_in, kh, kw)
         if prog.one_d:
             w = weights.transpose(1, 0, 2, 3).reshape(prog.slots, n_in, kh, 1)
+        if prog.deconv:
+            x = zero_stuff(x)
         acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad)
         master = prog.parts[members[0]]
         for g in members:

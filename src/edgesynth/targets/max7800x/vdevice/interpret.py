@@ -139,6 +139,11 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         pad = (f("RCNT", "rcnt_pad"), f("CCNT", "ccnt_pad"))
         rows = f("RCNT", "rcnt_max") + 1 - 2 * pad[0]
         cols = f("CCNT", "ccnt_max") + 1 - 2 * pad[1]
+    deconv = bool(_bits(post, 28, 1))
+    if deconv:
+        # The counters span the zero-stuffed image: a 0 after every input byte and a row of 0s
+        # after every input row (POST.deconv_en).
+        rows, cols = rows // 2, cols // 2
     passes = f("LCTRL1", "inpchexp") + 1
     flatten = bool(_bits(post, 27, 1))
     if flatten:
@@ -251,7 +256,7 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         ts_mode=bool(_bits(post, 24, 1)),
         onexone=bool(_bits(post, 25, 1)),
         flatten=flatten,
-        deconv=bool(_bits(post, 28, 1)),
+        deconv=deconv,
         depthwise=is87 and bool(_bits(post, 30, 1)),
         calcx4=is87 and bool(_bits(post, 29, 1)),
         xpch_max=f("LCTRL1", "xpch_max"),
