@@ -1,4 +1,5 @@
-"""Run one layer: read its input from data memory, compute with `sim.ops`, write the output.
+"""Run one layer: read its input, compute with `sim.ops`, write the output where the registers
+say the hardware writes it.
 
 The arithmetic is `edgesynth.sim.ops` (convolution, pooling, element-wise, requantization);
 this module only moves data the way the registers say the hardware moves it.
@@ -18,18 +19,48 @@ from edgesynth.targets.max7800x.vdevice.state import Machine
 
 @dataclass
 class Placement:
-    """Where each output channel of a layer went: per channel and pixel a word and a lane."""
+    """Where each output channel of a layer went.
 
-    quad: np.ndarray  # (channels, pixels) 4-processor instance
-    word: np.ndarray  # (channels, pixels)
-    lane: np.ndarray  # (channels,) byte lane (8-bit output) or -1 (32-bit output)
+    Channel c, pixel x is at write-pointer value `base[c] + offset[x]` (the word bits below
+    the device's write-pointer shift, the 4-processor instance above), byte lane `lane[c]`
+    (-1: a whole 32-bit word).
+    """
+
+    base: np.ndarray  # (channels,)
+    offset: np.ndarray  # (pixels,)
+    lane: np.ndarray  # (channels,)
     shape: tuple[int, int]  # output rows, columns
+    shift: int  # write-pointer bits of the word address
     order: np.ndarray | None = None  # (channels,) sort key: output pass, then processor/slot
     padding: np.ndarray | None = None  # (channels,) True for slots that only pad a pass
 
     @property
     def channels(self) -> int:
-        return int(self.quad.shape[0])
+        return int(self.base.shape[0])
+
+    @property
+    def linear(self) -> np.ndarray:
+        return self.base[:, None] + self.offset[None, :]
+
+    @property
+    def quad(self) -> np.ndarray:
+        """(channels, pixels) 4-processor instance (the pointer's carries included)."""
+        return self.linear >> self.shift
+
+    @property
+    def word(self) -> np.ndarray:
+        return self.linear & ((1 << self.shift) - 1)
+
+    @property
+    def stream_quad(self) -> np.ndarray:
+        """Instance of each channel's first pixel (streamed data does not carry)."""
+        return np.broadcast_to(
+            (self.base >> self.shift)[:, None], (self.channels, self.offset.size)
+        )
+
+    @property
+    def stream_word(self) -> np.ndarray:
+        return (self.base & ((1 << self.shift) - 1))[:, None] + self.offset[None, :]
 
 
 @dataclass
@@ -41,15 +72,47 @@ class LayerResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _linear_to_memory(machine: Machine, linear: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Write-pointer value -> (4-processor instance, word)."""
-    shift = machine.dmap.write_ptr_shift
-    return linear >> shift, linear & ((1 << shift) - 1)
+@dataclass
+class Wrap:
+    """The circular buffer a streaming consumer reads (RPTR_BASE, FBUF): its producer's writes
+    land in it modulo its size."""
+
+    start: int  # word
+    size: int  # words
+    quads: frozenset[int]
 
 
 # ---------------------------------------------------------------------------------------------
 # Input
 # ---------------------------------------------------------------------------------------------
+
+
+def _fifo_bytes(machine: Machine, prog: LayerProgram, proc: np.ndarray, pixels: int) -> np.ndarray:
+    """(processors, pixels) input bytes of a first layer fed by the FIFOs.
+
+    Standard FIFOs: FIFO n feeds processors 16n..16n+3 (HWC: one pixel per word, byte k to
+    processor 16n+k; CHW: four pixels of processor 16n's channel per word). Fast FIFO: one
+    stream for up to four processors, 0-3 (CTRL.fifogrp) or 0, 16, 32, 48.
+    """
+    fifos = machine.fifos
+    out = np.zeros((proc.size, pixels), dtype=np.int64)
+    n = np.arange(pixels)
+    for i, p in enumerate(proc.tolist()):
+        if prog.fifo == "fast":
+            stream = fifos.fast
+            lane = p % 4 if prog.fifo_group else p // 16
+        else:
+            stream = fifos.standard[p // 16]
+            lane = p % 16
+        if prog.big_data:
+            word, lane_n = n // 4, n % 4
+        else:
+            word, lane_n = n, np.full(pixels, lane)
+        ok = word < stream.size
+        raw = np.zeros(pixels, dtype=np.uint32)
+        raw[ok] = (stream[word[ok]] >> (8 * lane_n[ok]).astype(np.uint32)) & 0xFF
+        out[i] = raw.astype(np.uint8).astype(np.int8)
+    return out
 
 
 def read_input(
@@ -60,29 +123,38 @@ def read_input(
     proc = np.asarray(processors)
     quad = proc // 4
     pixels = rows * cols
+    if prog.fifo:
+        values = _fifo_bytes(machine, prog, proc, pixels * passes * ops_n)
+        values = values.reshape(proc.size, rows, cols, passes, ops_n).transpose(0, 3, 4, 1, 2)
+        return values, []
     if prog.big_data:
         # One channel per 4-processor instance, four consecutive pixels per word.
         n = np.arange(pixels * passes * ops_n)
         per_plane = (pixels + 3) // 4
         plane, pix = np.divmod(n, pixels)
         word = prog.read_ptr + plane * per_plane + pix // 4
-        lane = pix % 4
-        q = np.broadcast_to(quad[:, None], (proc.size, n.size))
-        w = np.broadcast_to(word[None, :], q.shape)
-        values = machine.data.read_bytes(q, w, np.broadcast_to(lane[None, :], q.shape))
-        values = values.reshape(proc.size, passes * ops_n, rows, cols)
-        values = values.reshape(proc.size, passes, ops_n, rows, cols)
-        reads = [(quad, np.unique(word))]
+        lane = np.broadcast_to((pix % 4)[None, :], (proc.size, n.size))
+        layout = (proc.size, passes, ops_n, rows, cols)
+        order = None
     else:
-        index = np.arange(pixels * passes * ops_n)
-        word = prog.read_ptr + index
-        q = np.broadcast_to(quad[:, None], (proc.size, index.size))
-        w = np.broadcast_to(word[None, :], q.shape)
-        lane = np.broadcast_to((proc % 4)[:, None], q.shape)
+        # word = (pixel x passes + pass) x operands + operand
+        word = prog.read_ptr + np.arange(pixels * passes * ops_n)
+        lane = np.broadcast_to((proc % 4)[:, None], (proc.size, word.size))
+        layout = (proc.size, rows, cols, passes, ops_n)
+        order = (0, 3, 4, 1, 2)
+    q = np.broadcast_to(quad[:, None], lane.shape)
+    w = np.broadcast_to(word[None, :], lane.shape)
+    if prog.streamed:
+        raw = machine.stream.read_words(q, w)
+        values = ((raw >> (8 * lane).astype(np.uint32)) & 0xFF).astype(np.uint8).astype(np.int8)
+        values = values.astype(np.int64)
+        reads = []
+    else:
         values = machine.data.read_bytes(q, w, lane)
-        # word = pixel x passes x operands + pass x operands + operand
-        values = values.reshape(proc.size, rows, cols, passes, ops_n).transpose(0, 3, 4, 1, 2)
-        reads = [(quad, word)]
+        reads = [(quad, np.unique(word))]
+    values = values.reshape(layout)
+    if order is not None:
+        values = values.transpose(order)
     return values, reads
 
 
@@ -136,15 +208,13 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
     index = 8 - index
     shift = (address & 7).astype(np.uint8)[:, None]
     kmem = machine.kernels.data
-    limit = kmem.shape[1]
-    if word.max(initial=0) >= limit:
+    if word.max(initial=0) >= kmem.shape[1]:
         raise EdgesynthError(
             f"layer {prog.layer}: kernel addresses run past the end of kernel memory "
             f"(MCNT 0x{prog.mask_start:x}..0x{prog.mask_end:x})"
         )
     raw = kmem[np.asarray(processors)[:, None, None], word[None], index[None]]
-    raw = (raw >> shift[None]) & ((1 << bits) - 1)
-    raw = raw.astype(np.int64)
+    raw = ((raw >> shift[None]) & ((1 << bits) - 1)).astype(np.int64)
     if prog.binary:
         values = np.where(raw == 1, -1, 1)
     elif bits < 8:
@@ -180,18 +250,18 @@ def chains(prog: LayerProgram) -> list[list[int]]:
     return result
 
 
-def run_layer(machine: Machine, prog: LayerProgram) -> LayerResult:
+def run_layer(machine: Machine, prog: LayerProgram, wrap: Wrap | None = None) -> LayerResult:
     if prog.passthrough:
-        return _run_passthrough(machine, prog)
-    return _run_convolution(machine, prog)
+        result = _run_passthrough(machine, prog)
+    else:
+        result = _run_convolution(machine, prog)
+    store(machine, prog, result, wrap)
+    return result
 
 
 def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     """Scale, round, clip and activate the accumulators (8-bit), or keep them (32-bit)."""
-    if prog.out32:
-        out = acc
-    else:
-        out = ops.requantize(acc, prog.shift)
+    out = acc if prog.out32 else ops.requantize(acc, prog.shift)
     if prog.absolute:
         return ops.activate(out, "abs")
     if prog.relu:
@@ -206,31 +276,26 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         readers = sorted({p for g in members for p in prog.parts[g].processors})
         data, reads = read_input(machine, prog, readers)
         pooled = pool_and_combine(prog, data)
-        keep = [readers.index(p) for p in processors]
-        x = pooled[keep]  # (processors, passes, rows, cols)
+        x = pooled[[readers.index(p) for p in processors]]  # (processors, passes, rows, cols)
         weights = gather_weights(machine, prog, processors)  # (proc, slots, passes, taps)
         n_in = len(processors) * prog.passes
         x = x.reshape(n_in, *x.shape[2:])
         kh, kw = prog.kernel
         w = weights.transpose(1, 0, 2, 3).reshape(prog.slots, n_in, kh, kw)
-        if prog.one_d:
-            w = weights.transpose(1, 0, 2, 3).reshape(prog.slots, n_in, kh, 1)
         if prog.deconv:
             x = zero_stuff(x)
         acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad)
-        master = prog.parts[members[0]]
         for g in members:
             part = prog.parts[g]
             if part.bias_enabled:
-                index = part.bias_start + np.arange(prog.slots)
-                b = machine.bias[g, index % machine.bias.shape[1]].astype(np.int8).astype(np.int64)
+                index = (part.bias_start + np.arange(prog.slots)) % machine.bias.shape[1]
+                b = machine.bias[g, index].astype(np.int8).astype(np.int64)
                 acc = acc + (b * 128)[:, None, None]
         out = _finish(prog, acc)
-        placement = _conv_placement(machine, prog, master, out.shape)
+        placement = _conv_placement(machine, prog, prog.parts[members[0]], out.shape)
         placement.padding = _padding_slots(weights, max(1, prog.slots_per_pass))
-        _store(machine, prog, out, placement)
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
-    return _merge(prog, results)
+    return _merge(results)
 
 
 def _padding_slots(weights: np.ndarray, per_pass: int) -> np.ndarray:
@@ -250,39 +315,51 @@ def _padding_slots(weights: np.ndarray, per_pass: int) -> np.ndarray:
 def _conv_placement(
     machine: Machine, prog: LayerProgram, master: GroupPart, shape: tuple[int, ...]
 ) -> Placement:
+    """Output slot n of pass e = n // slots-per-pass: 8-bit data goes to byte lane j % 4 of
+    instance (j // 4) x MOFF away, 32-bit data to word j % 4 there (j = n mod slots-per-pass);
+    each pass moves CHOFF words; each output pixel moves the pointer by 1 (4 for 32-bit data)
+    plus LCTRL1.wptr_inc."""
     slots, rows, cols = shape
     wp = master.write
-    n = np.arange(slots)
-    per_pass = max(1, prog.slots_per_pass)
-    out_pass, j = np.divmod(n, per_pass)
-    pixel = np.arange(rows * cols)
+    out_pass, j = np.divmod(np.arange(slots), max(1, prog.slots_per_pass))
     if prog.out32:
         lane = np.full(slots, -1)
-        offset = (j // 4) * wp.moff + (j % 4) + out_pass * wp.choff
+        base = wp.base + (j // 4) * wp.moff + (j % 4) + out_pass * wp.choff
         step = 4 + wp.inc
     else:
         lane = j % 4
-        offset = (j // 4) * wp.moff + out_pass * wp.choff
+        base = wp.base + (j // 4) * wp.moff + out_pass * wp.choff
         step = 1 + wp.inc
-    linear = wp.base + offset[:, None] + (pixel * step)[None, :]
-    quad, word = _linear_to_memory(machine, linear)
-    return Placement(quad, word, lane, (rows, cols))
+    offset = np.arange(rows * cols) * step
+    return Placement(base, offset, lane, (rows, cols), machine.dmap.write_ptr_shift)
 
 
-def _store(machine: Machine, prog: LayerProgram, out: np.ndarray, where: Placement) -> None:
-    values = out.reshape(out.shape[0], -1)
-    if where.word.max(initial=0) >= machine.data.words:
+def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap | None) -> None:
+    """Write a layer's output: into data memory (inside the next layer's circular buffer when
+    that layer streams) and, unwrapped, into the stream view that streaming layers read."""
+    where = result.placement
+    values = result.output.reshape(result.output.shape[0], -1)
+    lane = np.broadcast_to(where.lane[:, None], values.shape)
+    quad, word = where.quad, where.word
+    if wrap is not None:
+        sq, sw = where.stream_quad, where.stream_word
+        inside = np.isin(sq, list(wrap.quads)) & (sw >= wrap.start)
+        quad = np.where(inside, sq, quad)
+        word = np.where(inside, wrap.start + (sw - wrap.start) % wrap.size, word)
+    if quad.max(initial=0) >= 16 or word.max(initial=0) >= machine.data.words:
         raise EdgesynthError(f"layer {prog.layer}: the write pointer leaves data memory")
+    sq, sw = where.stream_quad.ravel(), where.stream_word.ravel()
     if prog.out32:
-        machine.data.write_words(where.quad.ravel(), where.word.ravel(), values.ravel(), prog.layer)
+        machine.data.write_words(quad.ravel(), word.ravel(), values.ravel(), prog.layer)
+        machine.stream.write_words(sq, sw, values.ravel())
     else:
-        lane = np.broadcast_to(where.lane[:, None], values.shape)
         machine.data.write_bytes(
-            where.quad.ravel(), where.word.ravel(), lane.ravel(), values.ravel(), prog.layer
+            quad.ravel(), word.ravel(), lane.ravel(), values.ravel(), prog.layer
         )
+        machine.stream.write_bytes(sq, sw, lane.ravel(), values.ravel())
 
 
-def _merge(prog: LayerProgram, results: list[LayerResult]) -> LayerResult:
+def _merge(results: list[LayerResult]) -> LayerResult:
     """One result for the layer, channels in network order (output pass, then processor)."""
     if len(results) == 1 and results[0].placement.order is None:
         return results[0]
@@ -291,29 +368,35 @@ def _merge(prog: LayerProgram, results: list[LayerResult]) -> LayerResult:
         for r in results
     ]
     order = np.argsort(np.concatenate(keys), kind="stable")
-    output = np.concatenate([r.output for r in results])[order]
     padding = [
         r.placement.padding
         if r.placement.padding is not None
         else np.zeros(r.placement.channels, dtype=bool)
         for r in results
     ]
+    first = results[0].placement
     placement = Placement(
-        np.concatenate([r.placement.quad for r in results])[order],
-        np.concatenate([r.placement.word for r in results])[order],
+        np.concatenate([r.placement.base for r in results])[order],
+        first.offset,
         np.concatenate([r.placement.lane for r in results])[order],
-        results[0].placement.shape,
+        first.shape,
+        first.shift,
         padding=np.concatenate(padding)[order],
     )
+    output = np.concatenate([r.output for r in results])[order]
     reads = [rd for r in results for rd in r.reads]
-    return LayerResult(prog.layer, output, placement, reads=reads)
+    return LayerResult(results[0].layer, output, placement, reads=reads)
 
 
 def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
     """Time-slot mode without kernels: each quadrant writes its processors' pooled (and
-    element-wise combined) values, four per word, one word per time slot."""
+    element-wise combined) values, four per word, one word per time slot (WPTR_TOFF apart).
+    Each input pass is its own step of the write pointer: pass k of pixel x goes to
+    x * passes + k (the interleaving multi-pass input uses)."""
     results = []
     for part in prog.parts.values():
+        if not part.processors:
+            continue
         data, reads = read_input(machine, prog, part.processors)
         pooled = pool_and_combine(prog, data)  # (proc, passes, rows, cols)
         n_proc = len(part.processors)
@@ -324,14 +407,10 @@ def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
         wp = part.write
         k, i = np.divmod(np.arange(out.shape[0]), n_proc)
         slot, lane = np.divmod(i, 4)
-        pixel = np.arange(rows * cols)
-        # Each input pass is its own step of the write pointer: pass k of pixel x goes to
-        # x * passes + k (the same interleaving multi-pass input uses).
-        position = pixel[None, :] * prog.passes + k[:, None]
-        linear = wp.base + (slot * wp.toff)[:, None] + position * (1 + wp.inc)
-        quad, word = _linear_to_memory(machine, linear)
+        step = 1 + wp.inc
+        base = wp.base + slot * wp.toff + k * step
+        offset = np.arange(rows * cols) * prog.passes * step
         order = k * 64 + np.asarray(part.processors)[i]
-        placement = Placement(quad, word, lane, (rows, cols), order)
-        _store(machine, prog, out, placement)
+        placement = Placement(base, offset, lane, (rows, cols), machine.dmap.write_ptr_shift, order)
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
-    return _merge(prog, results)
+    return _merge(results)

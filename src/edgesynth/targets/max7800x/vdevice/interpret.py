@@ -84,6 +84,12 @@ class LayerProgram:
     depthwise: bool
     calcx4: bool
     xpch_max: int
+    stream_enabled: bool  # CTRL.stream_en
+    fbuf: int  # streaming circular buffer size in words (0: none)
+    stream_start: int  # STRM0.strm_isval
+    fifo: str | None = None  # first layer fed by the "standard" or "fast" FIFO
+    fifo_group: bool = False  # CTRL.fifogrp
+    streamed: bool = False  # reads a streaming circular buffer
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -260,6 +266,10 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         depthwise=is87 and bool(_bits(post, 30, 1)),
         calcx4=is87 and bool(_bits(post, 29, 1)),
         xpch_max=f("LCTRL1", "xpch_max"),
+        stream_enabled=bool(ctrl >> 14 & 1),
+        fbuf=machine.field(g0, layer, "FBUF", "fbuf_max"),
+        stream_start=machine.field(g0, layer, "STRM0", "strm_isval"),
+        fifo_group=bool(ctrl >> 23 & 1),
     )
     return program
 

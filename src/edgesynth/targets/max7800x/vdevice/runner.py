@@ -10,7 +10,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.compat import readback
 from edgesynth.targets.max7800x.vdevice import regmap
-from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, run_layer
+from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, Wrap, run_layer
 from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram, active_groups, interpret
 from edgesynth.targets.max7800x.vdevice.regmap import MAPS
 from edgesynth.targets.max7800x.vdevice.state import Machine, replay
@@ -97,14 +97,43 @@ def layer_sequence(machine: Machine) -> list[int]:
     return order
 
 
+CTRL_FIFO = 1 << 15
+CTRL_FAST_FIFO = 1 << 22
+
+
+def programs_for(machine: Machine) -> list[LayerProgram]:
+    """Every layer the accelerator runs, interpreted, with where its input comes from: the
+    first layer from the FIFOs when CTRL enables them, a streaming layer (CTRL.stream_en and a
+    circular buffer size in FBUF) from its circular buffer."""
+    programs = [interpret(machine, layer) for layer in layer_sequence(machine)]
+    if not programs:
+        return programs
+    first = programs[0]
+    ctrl = machine.global_reg(min(first.parts), "CTRL")
+    if ctrl & CTRL_FAST_FIFO:
+        first.fifo = "fast"
+    elif ctrl & CTRL_FIFO:
+        first.fifo = "standard"
+    for prog in programs[1:]:
+        prog.streamed = prog.stream_enabled and prog.fbuf > 0
+    return programs
+
+
+def wrap_for(consumer: LayerProgram | None) -> Wrap | None:
+    if consumer is None or not consumer.streamed:
+        return None
+    quads = frozenset(p // 4 for part in consumer.parts.values() for p in part.processors)
+    return Wrap(consumer.read_ptr, consumer.fbuf, quads)
+
+
 def run(trace: Trace, device: str) -> RunResult:
     dmap = MAPS[device]
     machine = replay(trace, dmap)
-    programs, results = [], []
-    for layer in layer_sequence(machine):
-        prog = interpret(machine, layer)
-        programs.append(prog)
-        results.append(run_layer(machine, prog))
+    programs = programs_for(machine)
+    results = []
+    for i, prog in enumerate(programs):
+        consumer = programs[i + 1] if i + 1 < len(programs) else None
+        results.append(run_layer(machine, prog, wrap_for(consumer)))
     return RunResult(machine, programs, results)
 
 

@@ -12,6 +12,7 @@ from edgesynth.targets.max7800x.vdevice.memory import (
     DataMemory,
     Fifos,
     KernelMemory,
+    StreamMemory,
     mexpress_blocks,
     new_memories,
 )
@@ -35,6 +36,7 @@ class Machine:
     bias: np.ndarray  # (4, bias words) uint8
     bias_written: np.ndarray
     fifos: Fifos
+    stream: StreamMemory = field(default_factory=StreamMemory)
     ctrl_history: list[tuple[int, int, int]] = field(default_factory=list)  # (phase, quad, value)
     fifo_ctl: int = 0
     fast_fifo_regs: dict[int, int] = field(default_factory=dict)
