@@ -240,6 +240,8 @@ def zero_stuff(x: np.ndarray) -> np.ndarray:
 def chains(prog: LayerProgram) -> list[list[int]]:
     """Groups of quadrants that form one sum: a quadrant that adds other quadrants' partial
     sums (LCTRL0.cnnsi_en) writes the result; the quadrants it adds do not write."""
+    if prog.qupac:
+        return [[g] for g, part in prog.parts.items() if part.processors]
     fed = {t for part in prog.parts.values() for t in part.sums_from}
     result = []
     for g, part in prog.parts.items():
@@ -292,8 +294,15 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
                 b = machine.bias[g, index].astype(np.int8).astype(np.int64)
                 acc = acc + (b * 128)[:, None, None]
         out = _finish(prog, acc)
-        placement = _conv_placement(machine, prog, prog.parts[members[0]], out.shape)
+        slot = np.arange(prog.slots)
+        if prog.qupac:
+            # x16 parallel mode: every quadrant computes its own outputs from the same input;
+            # its slot s is output 4 s + quadrant.
+            slot = 4 * slot + members[0]
+        placement = _conv_placement(machine, prog, prog.parts[members[0]], slot, out.shape)
         placement.padding = _padding_slots(weights, max(1, prog.slots_per_pass))
+        if prog.qupac:
+            placement.order = slot
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
     return _merge(results)
 
@@ -313,7 +322,11 @@ def _padding_slots(weights: np.ndarray, per_pass: int) -> np.ndarray:
 
 
 def _conv_placement(
-    machine: Machine, prog: LayerProgram, master: GroupPart, shape: tuple[int, ...]
+    machine: Machine,
+    prog: LayerProgram,
+    master: GroupPart,
+    slot: np.ndarray,
+    shape: tuple[int, ...],
 ) -> Placement:
     """Output slot n of pass e = n // slots-per-pass: 8-bit data goes to byte lane j % 4 of
     instance (j // 4) x MOFF away, 32-bit data to word j % 4 there (j = n mod slots-per-pass);
@@ -321,7 +334,7 @@ def _conv_placement(
     plus LCTRL1.wptr_inc."""
     slots, rows, cols = shape
     wp = master.write
-    out_pass, j = np.divmod(np.arange(slots), max(1, prog.slots_per_pass))
+    out_pass, j = np.divmod(slot, max(1, prog.slots_per_pass))
     if prog.out32:
         lane = np.full(slots, -1)
         base = wp.base + (j // 4) * wp.moff + (j % 4) + out_pass * wp.choff

@@ -90,6 +90,7 @@ class LayerProgram:
     fifo: str | None = None  # first layer fed by the "standard" or "fast" FIFO
     fifo_group: bool = False  # CTRL.fifogrp
     streamed: bool = False  # reads a streaming circular buffer
+    qupac: bool = False  # first layer in x16 parallel mode (CTRL.qupac)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -99,6 +99,7 @@ def layer_sequence(machine: Machine) -> list[int]:
 
 CTRL_FIFO = 1 << 15
 CTRL_FAST_FIFO = 1 << 22
+CTRL_QUPAC = 1 << 31
 
 
 def programs_for(machine: Machine) -> list[LayerProgram]:
@@ -110,6 +111,7 @@ def programs_for(machine: Machine) -> list[LayerProgram]:
         return programs
     first = programs[0]
     ctrl = machine.global_reg(min(first.parts), "CTRL")
+    first.qupac = bool(ctrl & CTRL_QUPAC)
     if ctrl & CTRL_FAST_FIFO:
         first.fifo = "fast"
     elif ctrl & CTRL_FIFO:
