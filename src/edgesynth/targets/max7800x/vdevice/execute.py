@@ -137,8 +137,9 @@ def read_input(
         layout = (proc.size, passes, ops_n, rows, cols)
         order = None
     else:
-        # word = (pixel x passes + pass) x operands + operand
-        word = prog.read_ptr + np.arange(pixels * passes * ops_n)
+        # word = pixel x words-per-pixel + pass x operands + operand
+        within = np.arange(passes * ops_n)
+        word = prog.read_ptr + (np.arange(pixels)[:, None] * prog.pixel_words + within).ravel()
         lane = np.broadcast_to((proc % 4)[:, None], (proc.size, word.size))
         layout = (proc.size, rows, cols, passes, ops_n)
         order = (0, 3, 4, 1, 2)

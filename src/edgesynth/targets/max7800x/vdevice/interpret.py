@@ -54,6 +54,7 @@ class LayerProgram:
     big_data: bool  # CHW input: 4 pixels of one channel per word
     read_ptr: int  # words
     passes: int  # input words per pixel per operand (multi-pass, flatten)
+    pixel_words: int  # words from one input pixel to the next (passes x operands, read gap)
     operands: int  # element-wise operands
     eltwise: str | None  # "sub", "add", "or", "xor"
     prepool: bool
@@ -140,8 +141,9 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     ctrl = machine.global_reg(g0, "CTRL")
 
     # Input geometry
+    step = f("STRIDE", "stride") + 1
     if is87:
-        rows, cols, pad, _ = _counts_87(machine, layer, g0)
+        rows, cols, pad, pixel_words = _counts_87(machine, layer, g0, step)
     else:
         pad = (f("RCNT", "rcnt_pad"), f("CCNT", "ccnt_pad"))
         rows = f("RCNT", "rcnt_max") + 1 - 2 * pad[0]
@@ -157,6 +159,8 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         passes = (_bits(post, 18, 4) << 4 | f("LCTRL1", "inpchexp")) + 1
     ewise = bool(_bits(oned, 13, 1))
     operands = _bits(oned, 18, 4) + 1 if ewise else 1
+    if not is87:
+        pixel_words = passes * operands
     eltwise = ("sub", "add", "or", "xor")[_bits(oned, 14, 2)] if ewise else None
 
     # Pooling
@@ -167,7 +171,6 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     else:
         dil = (1, 1)
         pool = (f("PRCNT", "prcnt_max") + 1, f("PCCNT", "pccnt_max") + 1)
-    step = f("STRIDE", "stride") + 1
     pooling = ("max" if _bits(lctrl0, 8, 1) else "avg") if pool_en else None
     if not pool_en:
         pool = (1, 1)
@@ -237,6 +240,7 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         big_data=bool(_bits(lctrl0, 6, 1)),
         read_ptr=machine.reg(g0, layer, "RPTR_BASE"),
         passes=passes,
+        pixel_words=max(pixel_words, passes * operands),
         operands=operands,
         eltwise=eltwise,
         prepool=bool(_bits(oned, 16, 1)),
@@ -275,9 +279,16 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     return program
 
 
-def _counts_87(machine: Machine, layer: int, g: int) -> tuple[int, int, tuple[int, int], int]:
-    """MAX78002 row/column counters: the start of the last pooling window plus the distance
-    to the next start; padding is a separate enable and count."""
+def _counts_87(
+    machine: Machine, layer: int, g: int, pool_stride: int
+) -> tuple[int, int, tuple[int, int], int]:
+    """MAX78002 row/column counters: the start of the last pooling window (`max`), the
+    distance to the end of the frame (`diff`); padding is a separate enable and count.
+
+    Columns: CCNT.max + CCNT.diff. Rows: RCNT.diff counts words to the next start, (diff +
+    (stride - 1) x columns) x words per pixel, with words per pixel = STRIDE.mp_stride /
+    stride. Returns rows, columns, padding and the words per pixel.
+    """
     rcnt = machine.reg(g, layer, "RCNT")
     ccnt = machine.reg(g, layer, "CCNT")
     pad = (
@@ -285,5 +296,8 @@ def _counts_87(machine: Machine, layer: int, g: int) -> tuple[int, int, tuple[in
         (_bits(ccnt, 13, 2) + 1) if _bits(ccnt, 15, 1) else 0,
     )
     cols = _bits(ccnt, 0, 11) + _bits(ccnt, 16, 16)
-    rows = _bits(rcnt, 0, 11) + 1
-    return rows, cols, pad, _bits(rcnt, 16, 16)
+    mp_stride = machine.field(g, layer, "STRIDE", "mp_stride")
+    per_pixel = max(1, mp_stride // pool_stride)
+    row_diff = _bits(rcnt, 16, 16) // per_pixel - (pool_stride - 1) * cols
+    rows = _bits(rcnt, 0, 11) + max(row_diff, 1)
+    return rows, cols, pad, per_pixel
