@@ -140,10 +140,23 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     oned = machine.reg(g0, layer, "ONED")
     ctrl = machine.global_reg(g0, "CTRL")
 
-    # Input geometry
+    # Pooling
     step = f("STRIDE", "stride") + 1
+    pool_en = bool(_bits(lctrl0, 7, 1))
     if is87:
-        rows, cols, pad, pixel_words = _counts_87(machine, layer, g0, step)
+        dil = (f("PRCNT", "prcnt_inc") + 1, f("PCCNT", "pccnt_inc") + 1)
+        pool = (f("PRCNT", "prcnt_max") // dil[0] + 1, f("PCCNT", "pccnt_max") // dil[1] + 1)
+    else:
+        dil = (1, 1)
+        pool = (f("PRCNT", "prcnt_max") + 1, f("PCCNT", "pccnt_max") + 1)
+    pooling = ("max" if _bits(lctrl0, 8, 1) else "avg") if pool_en else None
+    if not pool_en:
+        pool = (1, 1)
+
+    # Input geometry
+    if is87:
+        last_start, cols, pad, pixel_words = _counts_87(machine, layer, g0, step)
+        rows = last_start + (pool[0] - 1) * dil[0] + 1
     else:
         pad = (f("RCNT", "rcnt_pad"), f("CCNT", "ccnt_pad"))
         rows = f("RCNT", "rcnt_max") + 1 - 2 * pad[0]
@@ -162,18 +175,6 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     if not is87:
         pixel_words = passes * operands
     eltwise = ("sub", "add", "or", "xor")[_bits(oned, 14, 2)] if ewise else None
-
-    # Pooling
-    pool_en = bool(_bits(lctrl0, 7, 1))
-    if is87:
-        dil = (f("PRCNT", "prcnt_inc") + 1, f("PCCNT", "pccnt_inc") + 1)
-        pool = (f("PRCNT", "prcnt_max") // dil[0] + 1, f("PCCNT", "pccnt_max") // dil[1] + 1)
-    else:
-        dil = (1, 1)
-        pool = (f("PRCNT", "prcnt_max") + 1, f("PCCNT", "pccnt_max") + 1)
-    pooling = ("max" if _bits(lctrl0, 8, 1) else "avg") if pool_en else None
-    if not pool_en:
-        pool = (1, 1)
 
     # Operation
     one_d = bool(_bits(oned, 12, 1))
@@ -285,9 +286,10 @@ def _counts_87(
     """MAX78002 row/column counters: the start of the last pooling window (`max`), the
     distance to the end of the frame (`diff`); padding is a separate enable and count.
 
-    Columns: CCNT.max + CCNT.diff. Rows: RCNT.diff counts words to the next start, (diff +
-    (stride - 1) x columns) x words per pixel, with words per pixel = STRIDE.mp_stride /
-    stride. Returns rows, columns, padding and the words per pixel.
+    Columns: CCNT.max + CCNT.diff. Rows: only the start of the last window is known (RCNT.diff
+    counts the words from the last window to the next start in the frame). Words per pixel:
+    STRIDE.mp_stride / stride. Returns the last window's start row, columns, padding and the
+    words per pixel.
     """
     rcnt = machine.reg(g, layer, "RCNT")
     ccnt = machine.reg(g, layer, "CCNT")
@@ -298,6 +300,5 @@ def _counts_87(
     cols = _bits(ccnt, 0, 11) + _bits(ccnt, 16, 16)
     mp_stride = machine.field(g, layer, "STRIDE", "mp_stride")
     per_pixel = max(1, mp_stride // pool_stride)
-    row_diff = _bits(rcnt, 16, 16) // per_pixel - (pool_stride - 1) * cols
-    rows = _bits(rcnt, 0, 11) + max(row_diff, 1)
-    return rows, cols, pad, per_pixel
+    # Rows past the last pooling window are never read: the caller adds the window's span.
+    return _bits(rcnt, 0, 11), cols, pad, per_pixel
