@@ -256,6 +256,8 @@ def chains(prog: LayerProgram) -> list[list[int]]:
 def run_layer(machine: Machine, prog: LayerProgram, wrap: Wrap | None = None) -> LayerResult:
     if prog.passthrough:
         result = _run_passthrough(machine, prog)
+    elif prog.depthwise:
+        result = _run_depthwise(machine, prog)
     else:
         result = _run_convolution(machine, prog)
     store(machine, prog, result, wrap)
@@ -426,5 +428,70 @@ def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
         offset = np.arange(rows * cols) * prog.passes * step
         order = k * 64 + np.asarray(part.processors)[i]
         placement = Placement(base, offset, lane, (rows, cols), machine.dmap.write_ptr_shift, order)
+        results.append(LayerResult(prog.layer, out, placement, reads=reads))
+    return _merge(results)
+
+
+def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
+    """Depthwise convolution (POST.dw_en, MAX78002): every processor convolves its own channel
+    with its own kernel (one mask step per input pass) and the results leave in time slots.
+
+    Broadcast mode (LCTRL0.dw_broadcast: output processors = input processors): each output
+    stays in its processor's own byte lane and instance, and the bias of local processor i is
+    entry 4 x bptr_sad + 4 x (i mod 4) + i div 4 (+ 16 per input pass: the bias pointer steps
+    once per time slot and quad). Else the i-th enabled processor of a quadrant writes time
+    slot i: byte lane i mod 4 of the instance (i div 4) x WPTR_TOFF past the write pointer; its
+    bias is entry bptr_sad + i (+ the processor count per pass). Pass k moves WPTR_CHOFF.
+    """
+    results = []
+    for g, part in prog.parts.items():
+        if not part.masked:
+            continue
+        processors = part.masked
+        readers = part.processors
+        data, reads = read_input(machine, prog, readers)
+        pooled = pool_and_combine(prog, data)
+        x = pooled[[readers.index(p) for p in processors]]  # (proc, passes, rows, cols)
+        weights = gather_weights(machine, prog, processors)  # (proc, slots, passes, taps)
+        n, passes = len(processors), prog.passes
+        kh, kw = prog.kernel
+        w = weights[:, 0].reshape(n * passes, 1, kh, kw)
+        xin = x.reshape(n * passes, *x.shape[2:])
+        if prog.deconv:
+            xin = zero_stuff(xin)
+        acc = ops.conv2d(xin, w, stride=prog.stride, pad=prog.pad, groups=n * passes)
+        local = np.asarray(processors) % 16
+        k = np.arange(passes)
+        if prog.broadcast:
+            # four quads per time slot, four time slots per pass
+            bias_index = 4 * part.bias_start + 4 * (local % 4) + local // 4
+            per_pass = 16
+        else:
+            bias_index = part.bias_start + np.arange(n)
+            per_pass = n
+        # (proc, passes) -> channel order pass-major after the transpose below
+        acc = acc.reshape(n, passes, *acc.shape[1:])
+        if part.bias_enabled:
+            entries = (bias_index[:, None] + k[None, :] * per_pass) % machine.bias.shape[1]
+            b = machine.bias[g, entries].astype(np.int8).astype(np.int64)
+            acc = acc + (b * 128)[:, :, None, None]
+        out = _finish(prog, acc.transpose(1, 0, 2, 3).reshape(n * passes, *acc.shape[2:]))
+        rows, cols = out.shape[1:]
+        wp = part.write
+        k, i = np.divmod(np.arange(n * passes), n)
+        shift = machine.dmap.write_ptr_shift
+        word_base = wp.base & ((1 << shift) - 1)
+        if prog.broadcast:
+            quad = np.asarray(processors)[i] // 4
+            base = (quad << shift) + word_base
+            lane = np.asarray(processors)[i] % 4
+        else:
+            base = wp.base + (i // 4) * wp.toff
+            lane = i % 4
+        step = 1 + wp.inc
+        base = base + k * wp.choff
+        offset = np.arange(rows * cols) * step
+        order = k * 64 + np.asarray(processors)[i]
+        placement = Placement(base, offset, lane, (rows, cols), shift, order)
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
     return _merge(results)

@@ -83,6 +83,7 @@ class LayerProgram:
     flatten: bool
     deconv: bool
     depthwise: bool
+    broadcast: bool  # depthwise with output processors = input processors
     calcx4: bool
     xpch_max: int
     stream_enabled: bool  # CTRL.stream_en
@@ -270,6 +271,7 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         flatten=flatten,
         deconv=deconv,
         depthwise=is87 and bool(_bits(post, 30, 1)),
+        broadcast=is87 and bool(_bits(lctrl0, 29, 1)),
         calcx4=is87 and bool(_bits(post, 29, 1)),
         xpch_max=f("LCTRL1", "xpch_max"),
         stream_enabled=bool(ctrl >> 14 & 1),
