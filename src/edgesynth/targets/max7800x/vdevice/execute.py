@@ -438,10 +438,10 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
 
     Broadcast mode (LCTRL0.dw_broadcast: output processors = input processors): each output
     stays in its processor's own byte lane and instance, and the bias of local processor i is
-    entry 4 x bptr_sad + 4 x (i mod 4) + i div 4 (+ 16 per input pass: the bias pointer steps
-    once per time slot and quad). Else the i-th enabled processor of a quadrant writes time
+    entry 4 x bptr_sad + 4 x (i mod 4) + i div 4 (+ 4 x time slots per input pass: the bias
+    pointer steps once per time slot and quad). Else the i-th enabled processor of a quadrant writes time
     slot i: byte lane i mod 4 of the instance (i div 4) x WPTR_TOFF past the write pointer; its
-    bias is entry bptr_sad + i (+ the processor count per pass). Pass k moves WPTR_CHOFF.
+    bias is entry bptr_sad + i (+ the time slots, ONED.tscnt_max + 1, per input pass). Pass k moves WPTR_CHOFF.
     """
     results = []
     for g, part in prog.parts.items():
@@ -465,10 +465,10 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
         if prog.broadcast:
             # four quads per time slot, four time slots per pass
             bias_index = 4 * part.bias_start + 4 * (local % 4) + local // 4
-            per_pass = 16
+            per_pass = 4 * prog.timeslots
         else:
             bias_index = part.bias_start + np.arange(n)
-            per_pass = n
+            per_pass = prog.timeslots
         # (proc, passes) -> channel order pass-major after the transpose below
         acc = acc.reshape(n, passes, *acc.shape[1:])
         if part.bias_enabled:
@@ -493,5 +493,12 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
         offset = np.arange(rows * cols) * step
         order = k * 64 + np.asarray(processors)[i]
         placement = Placement(base, offset, lane, (rows, cols), shift, order)
+        placement.padding = np.zeros(n * passes, dtype=bool)
+        if passes > 1:
+            # Processors whose kernel for the last pass is zero, from the last used one on,
+            # only pad that pass.
+            used = np.flatnonzero(weights[:, 0, passes - 1].any(axis=1))
+            first_unused = (used[-1] + 1) if used.size else 0
+            placement.padding[(passes - 1) * n + first_unused :] = True
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
     return _merge(results)
