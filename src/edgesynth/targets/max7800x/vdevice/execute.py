@@ -192,6 +192,23 @@ def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
+CALCX4_BANK_LARGE = 1024  # words per kernel-memory instance of the first 4096 words
+CALCX4_BANK_SMALL = 256  # ... of the extra words of the first processor of each quadrant
+CALCX4_SMALL_START = 4096
+
+
+def calcx4_address(prog: LayerProgram) -> np.ndarray:
+    """POST.calcx4: the four kernel-memory instances of a processor are read at once, one per
+    output of a group of four: the kernel of output 4 i + j, pass k is in instance j,
+    i x passes + k words after the start (the mask counter steps through i and k). Returns
+    the mask address of every (output, pass) step, outputs in natural order."""
+    start = prog.mask_start >> 3
+    bank = CALCX4_BANK_LARGE if start < CALCX4_SMALL_START else CALCX4_BANK_SMALL
+    n, k = np.divmod(np.arange(prog.slots * prog.passes), prog.passes)
+    word = start + (n % 4) * bank + (n // 4) * prog.passes + k
+    return word << 3
+
+
 def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) -> np.ndarray:
     """(processors, slots, passes, taps) signed weights from kernel memory.
 
@@ -204,6 +221,8 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
     bits, taps = prog.weight_bits, prog.kernel_taps
     steps = prog.slots * prog.passes
     address = prog.mask_start + np.arange(steps) * bits
+    if prog.calcx4:
+        address = calcx4_address(prog)
     packed = (address >> 3)[:, None] * taps + prog.oned_sad + (taps - 1 - np.arange(taps))[None]
     word, index = np.divmod(packed, 9)
     index = 8 - index
@@ -293,7 +312,9 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         for g in members:
             part = prog.parts[g]
             if part.bias_enabled:
-                index = (part.bias_start + np.arange(prog.slots)) % machine.bias.shape[1]
+                # with calcx4 the bias pointer counts groups of four outputs
+                start = part.bias_start * (4 if prog.calcx4 else 1)
+                index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
                 b = machine.bias[g, index].astype(np.int8).astype(np.int64)
                 acc = acc + (b * 128)[:, None, None]
         out = _finish(prog, acc)

@@ -85,6 +85,7 @@ class LayerProgram:
     depthwise: bool
     broadcast: bool  # depthwise with output processors = input processors
     calcx4: bool
+    ochan: int  # MAX78002 OCHAN.ochan_max
     xpch_max: int
     stream_enabled: bool  # CTRL.stream_en
     fbuf: int  # streaming circular buffer size in words (0: none)
@@ -106,6 +107,8 @@ class LayerProgram:
 
     @property
     def slots(self) -> int:
+        if self.calcx4:  # OCHAN counts groups of four outputs per pass
+            return max(1, 4 * (self.ochan + 1) // self.passes)
         return max(1, self.steps // self.passes)
 
     @property
@@ -273,6 +276,7 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         depthwise=is87 and bool(_bits(post, 30, 1)),
         broadcast=is87 and bool(_bits(lctrl0, 29, 1)),
         calcx4=is87 and bool(_bits(post, 29, 1)),
+        ochan=f("OCHAN", "ochan_max") if is87 else 0,
         xpch_max=f("LCTRL1", "xpch_max"),
         stream_enabled=bool(ctrl >> 14 & 1),
         fbuf=machine.field(g0, layer, "FBUF", "fbuf_max"),
