@@ -147,12 +147,18 @@ def read_input(
     w = np.broadcast_to(word[None, :], lane.shape)
     if prog.streamed:
         raw = machine.stream.read_words(q, w)
+        if machine.log is not None:  # the circular buffer's words are consumed as it streams
+            buffer = prog.read_ptr + np.arange(prog.fbuf)
+            for uq in np.unique(quad):
+                machine.log.consume(np.full(buffer.size, uq), buffer)
         values = ((raw >> (8 * lane).astype(np.uint32)) & 0xFF).astype(np.uint8).astype(np.int8)
         values = values.astype(np.int64)
         reads = []
     else:
         values = machine.data.read_bytes(q, w, lane)
         reads = [(quad, np.unique(word))]
+        if machine.log is not None:
+            machine.log.data_read(prog.layer, q, w, lane)
     values = values.reshape(layout)
     if order is not None:
         values = values.transpose(order)
@@ -209,8 +215,8 @@ def calcx4_address(prog: LayerProgram) -> np.ndarray:
     return word << 3
 
 
-def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) -> np.ndarray:
-    """(processors, slots, passes, taps) signed weights from kernel memory.
+def kernel_positions(prog: LayerProgram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(word, byte index, bit shift) of every weight: arrays (slots x passes, taps).
 
     The mask counter runs from MCNT start to end in steps of the weight width, one step per
     (output slot, input pass), passes fastest. Address A: 72-bit word A >> 3, bit A & 7 for a
@@ -225,8 +231,14 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
         address = calcx4_address(prog)
     packed = (address >> 3)[:, None] * taps + prog.oned_sad + (taps - 1 - np.arange(taps))[None]
     word, index = np.divmod(packed, 9)
-    index = 8 - index
-    shift = (address & 7).astype(np.uint8)[:, None]
+    shift = np.broadcast_to((address & 7)[:, None], word.shape)
+    return word, 8 - index, shift
+
+
+def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) -> np.ndarray:
+    """(processors, slots, passes, taps) signed weights from kernel memory."""
+    bits, taps = prog.weight_bits, prog.kernel_taps
+    word, index, shift = kernel_positions(prog)
     kmem = machine.kernels.data
     if word.max(initial=0) >= kmem.shape[1]:
         raise EdgesynthError(
@@ -234,7 +246,7 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
             f"(MCNT 0x{prog.mask_start:x}..0x{prog.mask_end:x})"
         )
     raw = kmem[np.asarray(processors)[:, None, None], word[None], index[None]]
-    raw = ((raw >> shift[None]) & ((1 << bits) - 1)).astype(np.int64)
+    raw = ((raw >> shift[None].astype(np.uint8)) & ((1 << bits) - 1)).astype(np.int64)
     if prog.binary:
         values = np.where(raw == 1, -1, 1)
     elif bits < 8:
@@ -242,6 +254,29 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
     else:
         values = np.where(raw >= 128, raw - 256, raw)
     return values.reshape(len(processors), prog.slots, prog.passes, taps)
+
+
+def _log_kernels(
+    machine: Machine,
+    prog: LayerProgram,
+    processors: list[int],
+    placement: Placement,
+    one_to_one: bool = False,
+) -> None:
+    """Record which kernel words each output reads and where that output went."""
+    if machine.log is None:
+        return
+    word, _, _ = kernel_positions(prog)
+    per_slot = word.reshape(prog.slots, -1) if not one_to_one else None
+    if one_to_one:  # depthwise: unit (pass k, processor i) reads the pass-k kernel
+        n = len(processors)
+        per_pass = word.reshape(prog.passes, -1)
+        per_slot = np.repeat(per_pass, n, axis=0)
+    lane = np.broadcast_to(placement.lane[:, None], placement.quad.shape)
+    out = machine.log.key(placement.quad, placement.word, np.maximum(lane, 0))
+    machine.log.kernels_read(
+        prog.layer, np.asarray(processors), per_slot, out, one_to_one=one_to_one
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,6 +350,8 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
                 # with calcx4 the bias pointer counts groups of four outputs
                 start = part.bias_start * (4 if prog.calcx4 else 1)
                 index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
+                if machine.log is not None:
+                    machine.log.bias_read(prog.layer, g, index)
                 b = machine.bias[g, index].astype(np.int8).astype(np.int64)
                 acc = acc + (b * 128)[:, None, None]
         out = _finish(prog, acc)
@@ -325,6 +362,7 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
             slot = 4 * slot + members[0]
         placement = _conv_placement(machine, prog, prog.parts[members[0]], slot, out.shape)
         placement.padding = _padding_slots(weights, max(1, prog.slots_per_pass))
+        _log_kernels(machine, prog, processors, placement)
         if prog.qupac:
             placement.order = slot
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
@@ -385,6 +423,8 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
         word = np.where(inside, wrap.start + (sw - wrap.start) % wrap.size, word)
     if quad.max(initial=0) >= 16 or word.max(initial=0) >= machine.data.words:
         raise EdgesynthError(f"layer {prog.layer}: the write pointer leaves data memory")
+    if machine.log is not None:
+        machine.log.data_written(prog.layer, quad, word, lane)
     sq, sw = where.stream_quad.ravel(), where.stream_word.ravel()
     if prog.out32:
         machine.data.write_words(quad.ravel(), word.ravel(), values.ravel(), prog.layer)
@@ -460,9 +500,10 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
     Broadcast mode (LCTRL0.dw_broadcast: output processors = input processors): each output
     stays in its processor's own byte lane and instance, and the bias of local processor i is
     entry 4 x bptr_sad + 4 x (i mod 4) + i div 4 (+ 4 x time slots per input pass: the bias
-    pointer steps once per time slot and quad). Else the i-th enabled processor of a quadrant writes time
-    slot i: byte lane i mod 4 of the instance (i div 4) x WPTR_TOFF past the write pointer; its
-    bias is entry bptr_sad + i (+ the time slots, ONED.tscnt_max + 1, per input pass). Pass k moves WPTR_CHOFF.
+    pointer steps once per time slot and quad). Else the i-th enabled processor of a quadrant
+    writes time slot i: byte lane i mod 4 of the instance (i div 4) x WPTR_TOFF past the write
+    pointer; its bias is entry bptr_sad + i (+ the time slots, ONED.tscnt_max + 1, per input
+    pass). Pass k moves WPTR_CHOFF.
     """
     results = []
     for g, part in prog.parts.items():
@@ -494,6 +535,8 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
         acc = acc.reshape(n, passes, *acc.shape[1:])
         if part.bias_enabled:
             entries = (bias_index[:, None] + k[None, :] * per_pass) % machine.bias.shape[1]
+            if machine.log is not None:
+                machine.log.bias_read(prog.layer, g, entries)
             b = machine.bias[g, entries].astype(np.int8).astype(np.int64)
             acc = acc + (b * 128)[:, :, None, None]
         out = _finish(prog, acc.transpose(1, 0, 2, 3).reshape(n * passes, *acc.shape[2:]))
@@ -521,5 +564,6 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
             used = np.flatnonzero(weights[:, 0, passes - 1].any(axis=1))
             first_unused = (used[-1] + 1) if used.size else 0
             placement.padding[(passes - 1) * n + first_unused :] = True
+        _log_kernels(machine, prog, processors, placement, one_to_one=True)
         results.append(LayerResult(prog.layer, out, placement, reads=reads))
     return _merge(results)

@@ -11,6 +11,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.compat import readback
 from edgesynth.targets.max7800x.vdevice import regmap
 from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, Wrap, run_layer
+from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram, active_groups, interpret
 from edgesynth.targets.max7800x.vdevice.regmap import MAPS
 from edgesynth.targets.max7800x.vdevice.state import Machine, replay
@@ -216,6 +217,21 @@ def read_output(
     if window is not None:
         return values[:, window].reshape(values.shape[0], -1, 1)
     return values.reshape(values.shape[0], rows, cols)
+
+
+def hazards_of(result: RunResult, kat: KnownAnswer | None = None) -> list[Hazard]:
+    """The run's memory hazards; the last layer's outputs count as used where the known
+    answer checks them (all of them without one)."""
+    log = result.machine.log
+    if log is None or not result.layers:
+        return []
+    checked = None
+    if kat is not None:
+        quad, word = _memory_coordinates(result.machine, kat.addr)
+        lanes = (kat.mask[:, None] >> (8 * np.arange(4))[None, :]) & 0xFF
+        q, lane = np.nonzero(lanes)
+        checked = log.key(quad[q], word[q], lane)
+    return log.analyze(result.layers[-1].layer, checked)
 
 
 def run_trace_file(path: str | Path, device: str) -> RunResult:

@@ -8,6 +8,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.vdevice import regmap
+from edgesynth.targets.max7800x.vdevice.hazards import AccessLog
 from edgesynth.targets.max7800x.vdevice.memory import (
     DataMemory,
     Fifos,
@@ -37,6 +38,7 @@ class Machine:
     bias_written: np.ndarray
     fifos: Fifos
     stream: StreamMemory = field(default_factory=StreamMemory)
+    log: AccessLog | None = None
     ctrl_history: list[tuple[int, int, int]] = field(default_factory=list)  # (phase, quad, value)
     fifo_ctl: int = 0
     fast_fifo_regs: dict[int, int] = field(default_factory=dict)
@@ -140,6 +142,9 @@ def replay(trace: Trace, dmap: DeviceMap) -> Machine:
     # Data memory written by the CPU (input data, and anything else the firmware stores).
     sel = np.flatnonzero(cls.region == regmap.SRAM)
     data.host_write(cls.index[sel], cls.offset[sel], value[sel])
+    machine.log = AccessLog(words=data.words)
+    machine.log.host_written(cls.index[sel], cls.offset[sel])
+    machine.log.kernel_written = machine.kernels.written
 
     # FIFOs: the ordered stream of words per FIFO.
     sel = cls.region == regmap.FIFO_DATA
