@@ -13,6 +13,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.sim import ops
+from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import GroupPart, LayerProgram
 from edgesynth.targets.max7800x.vdevice.state import Machine
 
@@ -112,6 +113,18 @@ def _fifo_bytes(machine: Machine, prog: LayerProgram, proc: np.ndarray, pixels: 
         raw = np.zeros(pixels, dtype=np.uint32)
         raw[ok] = (stream[word[ok]] >> (8 * lane_n[ok]).astype(np.uint32)) & 0xFF
         out[i] = raw.astype(np.uint8).astype(np.int8)
+        if machine.log is not None and (not ok.all() or not raw.any()):
+            what = "runs out of FIFO words" if not ok.all() else "gets only zero bytes"
+            machine.log.found.append(
+                Hazard(
+                    "unwritten input",
+                    prog.layer,
+                    None,
+                    f"layer {prog.layer}: processor {p} reads its input from the "
+                    f"{'fast ' if prog.fifo == 'fast' else ''}FIFO and {what} (byte lane "
+                    f"{int(lane_n[0])}): the firmware does not feed this channel",
+                )
+            )
     return out
 
 
