@@ -159,11 +159,12 @@ def read_input(
     q = np.broadcast_to(quad[:, None], lane.shape)
     w = np.broadcast_to(word[None, :], lane.shape)
     if prog.streamed:
-        raw = machine.stream.read_words(q, w)
+        raw, who = machine.stream.read_words(q, w)
         if machine.log is not None:  # the circular buffer's words are consumed as it streams
             buffer = prog.read_ptr + np.arange(prog.fbuf)
             for uq in np.unique(quad):
                 machine.log.consume(np.full(buffer.size, uq), buffer)
+            machine.log.stream_read(q, w, lane, who)
         values = ((raw >> (8 * lane).astype(np.uint32)) & 0xFF).astype(np.uint8).astype(np.int8)
         values = values.astype(np.int64)
         reads = []
@@ -285,10 +286,11 @@ def _log_kernels(
         n = len(processors)
         per_pass = word.reshape(prog.passes, -1)
         per_slot = np.repeat(per_pass, n, axis=0)
-    lane = np.broadcast_to(placement.lane[:, None], placement.quad.shape)
-    out = machine.log.key(placement.quad, placement.word, np.maximum(lane, 0))
+    lane = np.maximum(np.broadcast_to(placement.lane[:, None], placement.quad.shape), 0)
+    out = machine.log.key(placement.quad, placement.word, lane)
+    streamed = machine.log.stream_key(placement.stream_quad, placement.stream_word, lane)
     machine.log.kernels_read(
-        prog.layer, np.asarray(processors), per_slot, out, one_to_one=one_to_one
+        prog.layer, np.asarray(processors), per_slot, out, streamed, one_to_one=one_to_one
     )
 
 
@@ -441,12 +443,12 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
     sq, sw = where.stream_quad.ravel(), where.stream_word.ravel()
     if prog.out32:
         machine.data.write_words(quad.ravel(), word.ravel(), values.ravel(), prog.layer)
-        machine.stream.write_words(sq, sw, values.ravel())
+        machine.stream.write_words(sq, sw, values.ravel(), prog.layer)
     else:
         machine.data.write_bytes(
             quad.ravel(), word.ravel(), lane.ravel(), values.ravel(), prog.layer
         )
-        machine.stream.write_bytes(sq, sw, lane.ravel(), values.ravel())
+        machine.stream.write_bytes(sq, sw, lane.ravel(), values.ravel(), prog.layer)
 
 
 def _merge(results: list[LayerResult]) -> LayerResult:

@@ -24,6 +24,8 @@ import numpy as np
 
 from edgesynth.targets.max7800x.vdevice.memory import HOST, NEVER
 
+STREAM_WORDS = 1 << 24  # key stride of an instance in the unwrapped stream view
+
 
 @dataclass(frozen=True)
 class Hazard:
@@ -58,6 +60,7 @@ class KernelUse:
     processors: np.ndarray
     words: np.ndarray  # (units, words per unit)
     outputs: np.ndarray  # (units, bytes) byte keys
+    streamed: np.ndarray  # (units, bytes) byte keys in the unwrapped stream view
     one_to_one: bool
 
 
@@ -72,6 +75,7 @@ class AccessLog:
     consumed: np.ndarray = field(init=False)
     clobbered: np.ndarray = field(init=False)
     used: dict[int, list[np.ndarray]] = field(default_factory=dict)  # layer -> byte keys read
+    used_stream: dict[int, list[np.ndarray]] = field(default_factory=dict)
     found: list[Hazard] = field(default_factory=list)
     kernel_uses: list[KernelUse] = field(default_factory=list)
     kernel_written: np.ndarray | None = None
@@ -132,6 +136,20 @@ class AccessLog:
         self.consumed[q, w, b] = True
         self.clobbered[q, w, b] = NEVER
 
+    def stream_key(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
+        return (np.asarray(quad, dtype=np.int64) * STREAM_WORDS + word) * 4 + lane
+
+    def stream_read(
+        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, writer: np.ndarray
+    ) -> None:
+        """A streaming layer read these bytes of the unwrapped stream view."""
+        keys = self.stream_key(quad, word, lane).ravel()
+        writer = np.ravel(writer)
+        for producer in np.unique(writer[writer >= 0]):
+            self.used_stream.setdefault(int(producer), []).append(
+                np.unique(keys[writer == producer])
+            )
+
     def consume(self, quad: np.ndarray, word: np.ndarray) -> None:
         """A streaming layer's circular buffer is consumed as it streams."""
         ok = word < self.words
@@ -162,10 +180,11 @@ class AccessLog:
         processors: np.ndarray,
         words: np.ndarray,
         outputs: np.ndarray,
+        streamed: np.ndarray,
         *,
         one_to_one: bool = False,
     ) -> None:
-        self.kernel_uses.append(KernelUse(layer, processors, words, outputs, one_to_one))
+        self.kernel_uses.append(KernelUse(layer, processors, words, outputs, streamed, one_to_one))
 
     def bias_read(self, layer: int, group: int, index: np.ndarray) -> None:
         self.bias_reads.append((layer, group, np.ravel(index)))
@@ -187,7 +206,11 @@ class AccessLog:
                 return np.ones(use.words.shape[0], dtype=bool)
             return np.isin(use.outputs, checked).any(axis=1)
         consumed = self.consumed_bytes(use.layer)
-        return np.isin(use.outputs, consumed).any(axis=1)
+        live = np.isin(use.outputs, consumed).any(axis=1)
+        parts = self.used_stream.get(use.layer)
+        if parts:
+            live |= np.isin(use.streamed, np.concatenate(parts)).any(axis=1)
+        return live
 
     def _kernels(self, last_layer: int | None, checked: np.ndarray | None) -> list[Hazard]:
         found: list[Hazard] = []

@@ -71,27 +71,31 @@ class DataMemory:
 @dataclass
 class StreamMemory:
     """What streaming layers wrote, without the circular-buffer wrap: per instance a growable
-    array of words indexed by the unwrapped word address. A streaming layer reads its input
-    here; the hardware's stream counters make it read each word before the producer wraps
-    over it, so the unwrapped view is what it sees."""
+    array of words indexed by the unwrapped word address (and the layer that wrote each). A
+    streaming layer reads its input here; the hardware's stream counters make it read each
+    word before the producer wraps over it, so the unwrapped view is what it sees."""
 
     store: dict[int, np.ndarray] = field(default_factory=dict)
+    writers: dict[int, np.ndarray] = field(default_factory=dict)
 
-    def _ensure(self, quad: int, size: int) -> np.ndarray:
+    def _ensure(self, quad: int, size: int) -> tuple[np.ndarray, np.ndarray]:
         data = self.store.get(quad)
         if data is None or data.size < size:
-            grown = np.zeros(max(size, 2 * (0 if data is None else data.size)), dtype=np.uint32)
+            new_size = max(size, 2 * (0 if data is None else data.size))
+            grown = np.zeros(new_size, dtype=np.uint32)
+            writer = np.full(new_size, NEVER, dtype=np.int32)
             if data is not None:
                 grown[: data.size] = data
-            self.store[quad] = data = grown
-        return data
+                writer[: data.size] = self.writers[quad]
+            self.store[quad], self.writers[quad] = grown, writer
+        return self.store[quad], self.writers[quad]
 
     def write_bytes(
-        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, value: np.ndarray
+        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, value: np.ndarray, layer: int
     ) -> None:
         for q in np.unique(quad):
             sel = quad == q
-            data = self._ensure(int(q), int(word[sel].max()) + 1)
+            data, writer = self._ensure(int(q), int(word[sel].max()) + 1)
             shift = (8 * lane[sel]).astype(np.uint32)
             byte = ((value[sel].astype(np.int64) & 0xFF).astype(np.uint32) << shift).astype(
                 np.uint32
@@ -99,22 +103,29 @@ class StreamMemory:
             mask = (np.uint32(0xFF) << shift).astype(np.uint32)
             np.bitwise_and.at(data, word[sel], ~mask)
             np.bitwise_or.at(data, word[sel], byte)
+            writer[word[sel]] = layer
 
-    def write_words(self, quad: np.ndarray, word: np.ndarray, value: np.ndarray) -> None:
+    def write_words(
+        self, quad: np.ndarray, word: np.ndarray, value: np.ndarray, layer: int
+    ) -> None:
         for q in np.unique(quad):
             sel = quad == q
-            data = self._ensure(int(q), int(word[sel].max()) + 1)
+            data, writer = self._ensure(int(q), int(word[sel].max()) + 1)
             data[word[sel]] = (value[sel].astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+            writer[word[sel]] = layer
 
-    def read_words(self, quad: np.ndarray, word: np.ndarray) -> np.ndarray:
+    def read_words(self, quad: np.ndarray, word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, writer of each word)."""
         out = np.zeros(quad.shape, dtype=np.uint32)
+        who = np.full(quad.shape, NEVER, dtype=np.int32)
         for q in np.unique(quad):
             data = self.store.get(int(q))
             if data is None:
                 continue
             sel = (quad == q) & (word < data.size)
             out[sel] = data[word[sel]]
-        return out
+            who[sel] = self.writers[int(q)][word[sel]]
+        return out, who
 
 
 @dataclass
