@@ -281,17 +281,17 @@ def _log_kernels(
     if machine.log is None:
         return
     word, _, _ = kernel_positions(prog)
-    per_slot = word.reshape(prog.slots, -1) if not one_to_one else None
+    units = np.asarray(processors)
     if one_to_one:  # depthwise: unit (pass k, processor i) reads the pass-k kernel
         n = len(processors)
-        per_pass = word.reshape(prog.passes, -1)
-        per_slot = np.repeat(per_pass, n, axis=0)
+        per_slot = np.repeat(word.reshape(prog.passes, -1), n, axis=0)
+        units = np.tile(units, prog.passes)
+    else:
+        per_slot = word.reshape(prog.slots, -1)
     lane = np.maximum(np.broadcast_to(placement.lane[:, None], placement.quad.shape), 0)
     out = machine.log.key(placement.quad, placement.word, lane)
     streamed = machine.log.stream_key(placement.stream_quad, placement.stream_word, lane)
-    machine.log.kernels_read(
-        prog.layer, np.asarray(processors), per_slot, out, streamed, one_to_one=one_to_one
-    )
+    machine.log.kernels_read(prog.layer, units, per_slot, out, streamed, one_to_one=one_to_one)
 
 
 # ---------------------------------------------------------------------------------------------

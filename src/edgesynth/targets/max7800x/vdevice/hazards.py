@@ -10,7 +10,8 @@ turns the record into findings:
 - overlapping kernel blocks: two layers read some of the same kernel-memory words for outputs
   that are used (a layer whose kernels all coincide with another layer's is sharing weights,
   which the vendor's tool does for identical kernels, and is only noted);
-- shared bias entries: two layers read the same bias entries;
+- overlapping bias blocks: two layers read some of the same bias entries (all of one layer's
+  entries: shared bias, only noted);
 - unwritten kernels: a used output reads kernel-memory words the firmware never loaded.
 An output slot is used when a later layer reads a byte of it before it is overwritten, or
 when it belongs to the last layer.
@@ -271,15 +272,18 @@ class AccessLog:
             for other, other_group, other_index in seen:
                 if other == layer or other_group != group:
                     continue
+                index = np.unique(index)
                 common = np.intersect1d(index, other_index)
                 if common.size:
+                    whole = common.size in (index.size, other_index.size)
                     found.append(
                         Hazard(
-                            "shared bias entries",
+                            "shared bias" if whole else "overlapping bias blocks",
                             layer,
                             other,
                             f"layers {other} and {layer} read the same {common.size} bias entries "
-                            f"of quadrant {group} ({_ranges(common)})",
+                            f"of quadrant {group} ({_ranges(common)})"
+                            + (" (one layer's bias is all the other's)" if whole else ""),
                         )
                     )
             seen.append((layer, group, np.unique(index)))
@@ -290,4 +294,4 @@ class AccessLog:
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
-NOTE_KINDS = frozenset({"shared weights"})
+NOTE_KINDS = frozenset({"shared weights", "shared bias"})
