@@ -70,7 +70,18 @@ class LayerResult:
     output: np.ndarray  # (channels, rows, cols) int64, the values written
     placement: Placement
     reads: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (quad, word)
+    kernels: list[KernelUnits] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class KernelUnits:
+    """Unit u reads kernel words `words[u]` in processor `processors[u]` and produces output
+    channel `channel[u]` of its layer's result."""
+
+    processors: np.ndarray
+    words: np.ndarray  # (units, words per unit)
+    channel: np.ndarray  # (units,)
 
 
 @dataclass
@@ -159,12 +170,12 @@ def read_input(
     q = np.broadcast_to(quad[:, None], lane.shape)
     w = np.broadcast_to(word[None, :], lane.shape)
     if prog.streamed:
-        raw, who = machine.stream.read_words(q, w)
+        raw, who = machine.stream.read_words(q, w, lane)
         if machine.log is not None:  # the circular buffer's words are consumed as it streams
             buffer = prog.read_ptr + np.arange(prog.fbuf)
             for uq in np.unique(quad):
                 machine.log.consume(np.full(buffer.size, uq), buffer)
-            machine.log.stream_read(q, w, lane, who)
+            machine.log.stream_read(prog.layer, who)
         values = ((raw >> (8 * lane).astype(np.uint32)) & 0xFF).astype(np.uint8).astype(np.int8)
         values = values.astype(np.int64)
         reads = []
@@ -270,28 +281,21 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
     return values.reshape(len(processors), prog.slots, prog.passes, taps)
 
 
-def _log_kernels(
-    machine: Machine,
-    prog: LayerProgram,
-    processors: list[int],
-    placement: Placement,
-    one_to_one: bool = False,
-) -> None:
-    """Record which kernel words each output reads and where that output went."""
-    if machine.log is None:
-        return
+def _kernel_units(
+    prog: LayerProgram, processors: list[int], depthwise: bool = False
+) -> KernelUnits:
+    """Which kernel words each output channel of a chain reads, processor by processor."""
     word, _, _ = kernel_positions(prog)
-    units = np.asarray(processors)
-    if one_to_one:  # depthwise: unit (pass k, processor i) reads the pass-k kernel
+    proc = np.asarray(processors)
+    if depthwise:  # channel k x n + i: processor i's kernel for pass k
         n = len(processors)
-        per_slot = np.repeat(word.reshape(prog.passes, -1), n, axis=0)
-        units = np.tile(units, prog.passes)
-    else:
-        per_slot = word.reshape(prog.slots, -1)
-    lane = np.maximum(np.broadcast_to(placement.lane[:, None], placement.quad.shape), 0)
-    out = machine.log.key(placement.quad, placement.word, lane)
-    streamed = machine.log.stream_key(placement.stream_quad, placement.stream_word, lane)
-    machine.log.kernels_read(prog.layer, units, per_slot, out, streamed, one_to_one=one_to_one)
+        words = np.repeat(word.reshape(prog.passes, -1), n, axis=0)
+        return KernelUnits(np.tile(proc, prog.passes), words, np.arange(n * prog.passes))
+    per_slot = word.reshape(prog.slots, -1)
+    units_proc = np.repeat(proc, prog.slots)
+    units_words = np.tile(per_slot, (proc.size, 1))
+    channel = np.tile(np.arange(prog.slots), proc.size)
+    return KernelUnits(units_proc, units_words, channel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,10 +381,10 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
             slot = 4 * slot + members[0]
         placement = _conv_placement(machine, prog, prog.parts[members[0]], slot, out.shape)
         placement.padding = _padding_slots(weights, max(1, prog.slots_per_pass))
-        _log_kernels(machine, prog, processors, placement)
         if prog.qupac:
             placement.order = slot
-        results.append(LayerResult(prog.layer, out, placement, reads=reads))
+        units = _kernel_units(prog, processors)
+        results.append(LayerResult(prog.layer, out, placement, reads=reads, kernels=[units]))
     return _merge(results)
 
 
@@ -438,17 +442,28 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
         word = np.where(inside, wrap.start + (sw - wrap.start) % wrap.size, word)
     if quad.max(initial=0) >= 16 or word.max(initial=0) >= machine.data.words:
         raise EdgesynthError(f"layer {prog.layer}: the write pointer leaves data memory")
+    ids = None
     if machine.log is not None:
-        machine.log.data_written(prog.layer, quad, word, lane)
+        first = machine.log.new_channels(prog.layer, values.shape[0])
+        ids = np.broadcast_to((first + np.arange(values.shape[0]))[:, None], values.shape)
+        machine.log.data_written(prog.layer, quad, word, lane, ids)
+        for k in result.kernels:
+            machine.log.kernels_read(prog.layer, k.processors, k.words, first + k.channel)
     sq, sw = where.stream_quad.ravel(), where.stream_word.ravel()
     if prog.out32:
         machine.data.write_words(quad.ravel(), word.ravel(), values.ravel(), prog.layer)
-        machine.stream.write_words(sq, sw, values.ravel(), prog.layer)
+        machine.stream.write_words(sq, sw, values.ravel(), prog.layer, _ids(machine, ids))
     else:
         machine.data.write_bytes(
             quad.ravel(), word.ravel(), lane.ravel(), values.ravel(), prog.layer
         )
-        machine.stream.write_bytes(sq, sw, lane.ravel(), values.ravel(), prog.layer)
+        machine.stream.write_bytes(
+            sq, sw, lane.ravel(), values.ravel(), prog.layer, _ids(machine, ids)
+        )
+
+
+def _ids(machine: Machine, ids: np.ndarray | None) -> np.ndarray | None:
+    return None if machine.log is None or ids is None else np.ravel(ids)
 
 
 def _merge(results: list[LayerResult]) -> LayerResult:
@@ -477,7 +492,14 @@ def _merge(results: list[LayerResult]) -> LayerResult:
     )
     output = np.concatenate([r.output for r in results])[order]
     reads = [rd for r in results for rd in r.reads]
-    return LayerResult(results[0].layer, output, placement, reads=reads)
+    new_index = np.empty_like(order)
+    new_index[order] = np.arange(order.size)
+    kernels, offset = [], 0
+    for r in results:
+        for k in r.kernels:
+            kernels.append(KernelUnits(k.processors, k.words, new_index[offset + k.channel]))
+        offset += r.placement.channels
+    return LayerResult(results[0].layer, output, placement, reads=reads, kernels=kernels)
 
 
 def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
@@ -579,6 +601,6 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
             used = np.flatnonzero(weights[:, 0, passes - 1].any(axis=1))
             first_unused = (used[-1] + 1) if used.size else 0
             placement.padding[(passes - 1) * n + first_unused :] = True
-        _log_kernels(machine, prog, processors, placement, one_to_one=True)
-        results.append(LayerResult(prog.layer, out, placement, reads=reads))
+        units = _kernel_units(prog, processors, depthwise=True)
+        results.append(LayerResult(prog.layer, out, placement, reads=reads, kernels=[units]))
     return _merge(results)

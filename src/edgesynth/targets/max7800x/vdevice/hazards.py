@@ -1,20 +1,20 @@
 """Memory hazards: what the layers read, who wrote it, and what went wrong.
 
 The executor records every access here as it runs (vectorized, one call per layer and
-memory), byte by byte for data memory (a word holds four processors' channels). `analyze`
-turns the record into findings:
+memory), byte by byte for data memory (a word holds four processors' channels). Every output
+channel a layer writes gets an id; a channel is *used* when a later layer reads one of its
+bytes before it is overwritten (or when the known answer checks it). `analyze` turns the record
+into findings:
 - clobbered input: a layer reads bytes whose previous contents (another layer's output or the
   CPU's input) were overwritten by a third layer before anyone read them, while most of what
   it reads comes from elsewhere (its producer);
-- unwritten input: a layer reads data-memory bytes that no one wrote;
-- overlapping kernel blocks: two layers read some of the same kernel-memory words for outputs
-  that are used (a layer whose kernels all coincide with another layer's is sharing weights,
-  which the vendor's tool does for identical kernels, and is only noted);
-- overlapping bias blocks: two layers read some of the same bias entries (all of one layer's
-  entries: shared bias, only noted);
-- unwritten kernels: a used output reads kernel-memory words the firmware never loaded.
-An output slot is used when a later layer reads a byte of it before it is overwritten, or
-when it belongs to the last layer.
+- unwritten input: a layer reads data-memory bytes that no one wrote (or FIFO lanes the
+  firmware never fills);
+- overlapping kernel blocks: two layers read some of the same kernel-memory words for used
+  channels (all of one layer's kernels being the other's is the vendor's weight sharing, only
+  noted as shared weights);
+- overlapping bias blocks: two layers read some of the same bias entries (shared bias: noted);
+- unwritten kernels: a used channel reads kernel-memory words the firmware never loaded.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from edgesynth.targets.max7800x.vdevice.memory import HOST, NEVER
 
-STREAM_WORDS = 1 << 24  # key stride of an instance in the unwrapped stream view
+NOTE_KINDS = frozenset({"shared weights", "shared bias"})
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ class Hazard:
     layer: int  # the layer that reads the wrong data
     culprit: int | None  # the layer whose write (or block) caused it, when known
     message: str
+
+    @property
+    def is_note(self) -> bool:
+        return self.kind in NOTE_KINDS
 
 
 def _who(writer: int) -> str:
@@ -53,103 +57,100 @@ def _ranges(index: np.ndarray, limit: int = 4) -> str:
 
 
 @dataclass
-class KernelUse:
-    """Output unit u reads kernel words `words[u]` in every processor (or only in processor
-    `processors[u]` when `one_to_one`) and writes data-memory bytes `outputs[u]`."""
-
+class KernelRead:
     layer: int
-    processors: np.ndarray
+    processors: np.ndarray  # (units,)
     words: np.ndarray  # (units, words per unit)
-    outputs: np.ndarray  # (units, bytes) byte keys
-    streamed: np.ndarray  # (units, bytes) byte keys in the unwrapped stream view
-    one_to_one: bool
+    channels: np.ndarray  # (units,) channel ids
 
 
 @dataclass
 class AccessLog:
-    """Byte-level record of data memory (writer, read since written, whose unread bytes were
-    overwritten), the bytes each layer's output had read, and every kernel word and bias
-    entry read."""
+    """Per data-memory byte: the writing layer and channel id, whether it was read since it
+    was written, and whose unread contents it replaced; which channel ids were used; every
+    kernel word and bias entry read."""
 
     words: int
     writer: np.ndarray = field(init=False)
+    channel: np.ndarray = field(init=False)
     consumed: np.ndarray = field(init=False)
     clobbered: np.ndarray = field(init=False)
-    used: dict[int, list[np.ndarray]] = field(default_factory=dict)  # layer -> byte keys read
-    used_stream: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    used: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    channel_layer: list[int] = field(default_factory=list)
     found: list[Hazard] = field(default_factory=list)
-    kernel_uses: list[KernelUse] = field(default_factory=list)
+    kernel_reads: list[KernelRead] = field(default_factory=list)
     kernel_written: np.ndarray | None = None
     bias_reads: list[tuple[int, int, np.ndarray]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         shape = (16, self.words, 4)
         self.writer = np.full(shape, NEVER, dtype=np.int32)
+        self.channel = np.full(shape, NEVER, dtype=np.int64)
         self.consumed = np.ones(shape, dtype=bool)
         self.clobbered = np.full(shape, NEVER, dtype=np.int32)
 
-    def key(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
-        return (np.asarray(quad, dtype=np.int64) * self.words + word) * 4 + lane
+    def new_channels(self, layer: int, count: int) -> int:
+        """Reserve ids for a layer's output channels; returns the first."""
+        first = self.used.size
+        self.used = np.concatenate([self.used, np.zeros(count, dtype=bool)])
+        self.channel_layer.extend([layer] * count)
+        return first
+
+    def _mark_used(self, ids: np.ndarray) -> None:
+        ids = ids[ids >= 0]
+        self.used[ids] = True
 
     # -- data memory -----------------------------------------------------------------------
 
     def host_written(self, quad: np.ndarray, word: np.ndarray) -> None:
         self.writer[quad, word] = HOST
+        self.channel[quad, word] = NEVER
         self.consumed[quad, word] = False
         self.clobbered[quad, word] = NEVER
 
     def data_read(self, layer: int, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> None:
-        keys = np.unique(self.key(quad, word, lane))
-        q, rest = np.divmod(keys, self.words * 4)
-        w, b = np.divmod(rest, 4)
+        q, w, b = np.ravel(quad), np.ravel(word), np.ravel(lane)
         writer = self.writer[q, w, b]
+        self._mark_used(self.channel[q, w, b])
         never = writer == NEVER
         if never.any():
+            count = np.unique((q[never] * self.words + w[never]) * 4 + b[never]).size
             self.found.append(
                 Hazard(
                     "unwritten input",
                     layer,
                     None,
-                    f"layer {layer} reads {int(never.sum())} data-memory bytes no one wrote "
-                    f"(instance {int(q[never][0])}, words {_ranges(w[never])})",
+                    f"layer {layer} reads {count} data-memory bytes no one wrote (instance "
+                    f"{int(q[never][0])}, words {_ranges(w[never])})",
                 )
             )
         victim = self.clobbered[q, w, b]
-        producers, counts = np.unique(writer, return_counts=True)
-        main = producers[np.argmax(counts)] if producers.size else NEVER
-        for v in np.unique(victim[victim != NEVER]):
+        hit = victim != NEVER
+        if hit.any():
+            counts = np.bincount(writer - HOST)
+            main = int(np.argmax(counts)) + HOST
             # Reading the main producer's data is what the layer wants, even where it
             # replaced unread bytes (e.g. the unused byte lane of the CPU's input words).
-            for c in np.unique(writer[(victim == v) & (writer != main)]):
-                part = (victim == v) & (writer == c)
-                self.found.append(
-                    Hazard(
-                        "clobbered input",
-                        layer,
-                        int(c),
-                        f"layer {layer} reads {int(part.sum())} bytes where layer {int(c)} "
-                        f"overwrote {_who(int(v))} before it was read (instance "
-                        f"{int(q[part][0])}, words {_ranges(w[part])})",
+            for v in np.unique(victim[hit]):
+                for c in np.unique(writer[hit & (victim == v) & (writer != main)]):
+                    part = hit & (victim == v) & (writer == c)
+                    count = np.unique((q[part] * self.words + w[part]) * 4 + b[part]).size
+                    self.found.append(
+                        Hazard(
+                            "clobbered input",
+                            layer,
+                            int(c),
+                            f"layer {layer} reads {count} bytes where layer {int(c)} overwrote "
+                            f"{_who(int(v))} before it was read (instance {int(q[part][0])}, "
+                            f"words {_ranges(w[part])})",
+                        )
                     )
-                )
-        for producer in np.unique(writer[writer >= 0]):
-            self.used.setdefault(int(producer), []).append(keys[writer == producer])
         self.consumed[q, w, b] = True
         self.clobbered[q, w, b] = NEVER
 
-    def stream_key(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
-        return (np.asarray(quad, dtype=np.int64) * STREAM_WORDS + word) * 4 + lane
-
-    def stream_read(
-        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, writer: np.ndarray
-    ) -> None:
-        """A streaming layer read these bytes of the unwrapped stream view."""
-        keys = self.stream_key(quad, word, lane).ravel()
-        writer = np.ravel(writer)
-        for producer in np.unique(writer[writer >= 0]):
-            self.used_stream.setdefault(int(producer), []).append(
-                np.unique(keys[writer == producer])
-            )
+    def stream_read(self, layer: int, channel_ids: np.ndarray) -> None:
+        """A streaming layer read bytes of the unwrapped stream view written by these ids."""
+        self._mark_used(np.ravel(channel_ids))
 
     def consume(self, quad: np.ndarray, word: np.ndarray) -> None:
         """A streaming layer's circular buffer is consumed as it streams."""
@@ -158,34 +159,34 @@ class AccessLog:
         self.clobbered[quad[ok], word[ok]] = NEVER
 
     def data_written(
-        self, layer: int, quad: np.ndarray, word: np.ndarray, lane: np.ndarray
+        self,
+        layer: int,
+        quad: np.ndarray,
+        word: np.ndarray,
+        lane: np.ndarray,
+        ids: np.ndarray,
     ) -> None:
         """`lane` -1 writes all four bytes (32-bit data)."""
-        quad, word, lane = np.ravel(quad), np.ravel(word), np.ravel(lane)
+        quad, word, lane, ids = np.ravel(quad), np.ravel(word), np.ravel(lane), np.ravel(ids)
         whole = lane < 0
         if whole.any():
             quad = np.r_[quad[~whole], np.repeat(quad[whole], 4)]
             word = np.r_[word[~whole], np.repeat(word[whole], 4)]
+            ids = np.r_[ids[~whole], np.repeat(ids[whole], 4)]
             lane = np.r_[lane[~whole], np.tile(np.arange(4), int(whole.sum()))]
         old = self.writer[quad, word, lane]
         unread = ~self.consumed[quad, word, lane] & (old != NEVER) & (old != layer)
         self.clobbered[quad, word, lane] = np.where(unread, old, NEVER)
         self.consumed[quad, word, lane] = False
         self.writer[quad, word, lane] = layer
+        self.channel[quad, word, lane] = ids
 
     # -- kernels and bias ------------------------------------------------------------------
 
     def kernels_read(
-        self,
-        layer: int,
-        processors: np.ndarray,
-        words: np.ndarray,
-        outputs: np.ndarray,
-        streamed: np.ndarray,
-        *,
-        one_to_one: bool = False,
+        self, layer: int, processors: np.ndarray, words: np.ndarray, channels: np.ndarray
     ) -> None:
-        self.kernel_uses.append(KernelUse(layer, processors, words, outputs, streamed, one_to_one))
+        self.kernel_reads.append(KernelRead(layer, processors, words, channels))
 
     def bias_read(self, layer: int, group: int, index: np.ndarray) -> None:
         self.bias_reads.append((layer, group, np.ravel(index)))
@@ -193,39 +194,29 @@ class AccessLog:
     # -- findings --------------------------------------------------------------------------
 
     def analyze(
-        self, last_layer: int | None = None, checked: np.ndarray | None = None
+        self, last_layer: int | None = None, checked: tuple[np.ndarray, ...] | None = None
     ) -> list[Hazard]:
-        """All findings. Outputs of `last_layer` count as used: those in `checked` (byte keys
-        the known answer checks) or, without a known answer, all."""
-        return self.found + self._kernels(last_layer, checked) + self._shared_bias()
-
-    def _live(
-        self, use: KernelUse, last_layer: int | None, checked: np.ndarray | None
-    ) -> np.ndarray:
-        if use.layer == last_layer:
+        """All findings. Channels of `last_layer` count as used where the known answer checks
+        them (`checked`: its (instance, word, lane) bytes), or all of them without one."""
+        used = self.used.copy()
+        if last_layer is not None:
+            mine = np.asarray(self.channel_layer) == last_layer
             if checked is None:
-                return np.ones(use.words.shape[0], dtype=bool)
-            return np.isin(use.outputs, checked).any(axis=1)
-        consumed = self.consumed_bytes(use.layer)
-        live = np.isin(use.outputs, consumed).any(axis=1)
-        parts = self.used_stream.get(use.layer)
-        if parts:
-            live |= np.isin(use.streamed, np.concatenate(parts)).any(axis=1)
-        return live
+                used |= mine
+            else:
+                ids = self.channel[checked]
+                ids = ids[ids >= 0]
+                used[ids[mine[ids]]] = True
+        return self.found + self._kernels(used) + self._shared_bias()
 
-    def _kernels(self, last_layer: int | None, checked: np.ndarray | None) -> list[Hazard]:
+    def _kernels(self, used: np.ndarray) -> list[Hazard]:
         found: list[Hazard] = []
         keys_by_layer: list[tuple[int, np.ndarray]] = []
-        for use in self.kernel_uses:
-            live = self._live(use, last_layer, checked)
-            words = use.words[live]
-            if use.one_to_one:
-                proc = use.processors[live][:, None]
-            else:
-                proc = use.processors[:, None, None]
-                words = words[None]
-            keys = np.unique((proc.astype(np.int64) * 100_000 + words).ravel())
-            keys_by_layer.append((use.layer, keys))
+        for read in self.kernel_reads:
+            live = used[read.channels]
+            keys = read.processors[live, None].astype(np.int64) * 100_000 + read.words[live]
+            keys = np.unique(keys)
+            keys_by_layer.append((read.layer, keys))
             if self.kernel_written is not None and keys.size:
                 p, w = np.divmod(keys, 100_000)
                 missing = ~self.kernel_written[p, w]
@@ -234,9 +225,9 @@ class AccessLog:
                     found.append(
                         Hazard(
                             "unwritten kernels",
-                            use.layer,
+                            read.layer,
                             None,
-                            f"layer {use.layer} reads {int(missing.sum())} kernel-memory words "
+                            f"layer {read.layer} reads {int(missing.sum())} kernel-memory words "
                             f"the firmware never loaded for outputs that are used (processor "
                             f"{int(first)}, words {_ranges(w[missing & (p == first)])})",
                         )
@@ -250,7 +241,7 @@ class AccessLog:
                     continue
                 p, w = np.divmod(common, 100_000)
                 where = f"processor {int(p[0])}, words {_ranges(w[p == p[0]])}"
-                if common.size == keys.size or common.size == other_keys.size:
+                if common.size in (keys.size, other_keys.size):
                     kind, what = "shared weights", "(one layer's kernels are all the other's)"
                 else:
                     kind, what = "overlapping kernel blocks", "(their kernel blocks overlap)"
@@ -269,10 +260,10 @@ class AccessLog:
         found: list[Hazard] = []
         seen: list[tuple[int, int, np.ndarray]] = []
         for layer, group, index in self.bias_reads:
+            index = np.unique(index)
             for other, other_group, other_index in seen:
                 if other == layer or other_group != group:
                     continue
-                index = np.unique(index)
                 common = np.intersect1d(index, other_index)
                 if common.size:
                     whole = common.size in (index.size, other_index.size)
@@ -286,12 +277,5 @@ class AccessLog:
                             + (" (one layer's bias is all the other's)" if whole else ""),
                         )
                     )
-            seen.append((layer, group, np.unique(index)))
+            seen.append((layer, group, index))
         return found
-
-    def consumed_bytes(self, layer: int) -> np.ndarray:
-        parts = self.used.get(layer, [])
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-
-
-NOTE_KINDS = frozenset({"shared weights", "shared bias"})

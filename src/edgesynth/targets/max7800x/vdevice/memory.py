@@ -71,31 +71,38 @@ class DataMemory:
 @dataclass
 class StreamMemory:
     """What streaming layers wrote, without the circular-buffer wrap: per instance a growable
-    array of words indexed by the unwrapped word address (and the layer that wrote each). A
-    streaming layer reads its input here; the hardware's stream counters make it read each
-    word before the producer wraps over it, so the unwrapped view is what it sees."""
+    array of words indexed by the unwrapped word address (and, per byte, the id of the output
+    channel that wrote it, for the hazard record). A streaming layer reads its input here; the
+    hardware's stream counters make it read each word before the producer wraps over it, so
+    the unwrapped view is what it sees."""
 
     store: dict[int, np.ndarray] = field(default_factory=dict)
-    writers: dict[int, np.ndarray] = field(default_factory=dict)
+    channels: dict[int, np.ndarray] = field(default_factory=dict)
 
     def _ensure(self, quad: int, size: int) -> tuple[np.ndarray, np.ndarray]:
         data = self.store.get(quad)
         if data is None or data.size < size:
             new_size = max(size, 2 * (0 if data is None else data.size))
             grown = np.zeros(new_size, dtype=np.uint32)
-            writer = np.full(new_size, NEVER, dtype=np.int32)
+            owner = np.full((new_size, 4), NEVER, dtype=np.int64)
             if data is not None:
                 grown[: data.size] = data
-                writer[: data.size] = self.writers[quad]
-            self.store[quad], self.writers[quad] = grown, writer
-        return self.store[quad], self.writers[quad]
+                owner[: data.size] = self.channels[quad]
+            self.store[quad], self.channels[quad] = grown, owner
+        return self.store[quad], self.channels[quad]
 
     def write_bytes(
-        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, value: np.ndarray, layer: int
+        self,
+        quad: np.ndarray,
+        word: np.ndarray,
+        lane: np.ndarray,
+        value: np.ndarray,
+        layer: int,
+        ids: np.ndarray | None = None,
     ) -> None:
         for q in np.unique(quad):
             sel = quad == q
-            data, writer = self._ensure(int(q), int(word[sel].max()) + 1)
+            data, owner = self._ensure(int(q), int(word[sel].max()) + 1)
             shift = (8 * lane[sel]).astype(np.uint32)
             byte = ((value[sel].astype(np.int64) & 0xFF).astype(np.uint32) << shift).astype(
                 np.uint32
@@ -103,28 +110,37 @@ class StreamMemory:
             mask = (np.uint32(0xFF) << shift).astype(np.uint32)
             np.bitwise_and.at(data, word[sel], ~mask)
             np.bitwise_or.at(data, word[sel], byte)
-            writer[word[sel]] = layer
+            if ids is not None:
+                owner[word[sel], lane[sel]] = ids[sel]
 
     def write_words(
-        self, quad: np.ndarray, word: np.ndarray, value: np.ndarray, layer: int
+        self,
+        quad: np.ndarray,
+        word: np.ndarray,
+        value: np.ndarray,
+        layer: int,
+        ids: np.ndarray | None = None,
     ) -> None:
         for q in np.unique(quad):
             sel = quad == q
-            data, writer = self._ensure(int(q), int(word[sel].max()) + 1)
+            data, owner = self._ensure(int(q), int(word[sel].max()) + 1)
             data[word[sel]] = (value[sel].astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
-            writer[word[sel]] = layer
+            if ids is not None:
+                owner[word[sel]] = ids[sel][:, None]
 
-    def read_words(self, quad: np.ndarray, word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(values, writer of each word)."""
+    def read_words(
+        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(values, id of the channel that wrote each byte read)."""
         out = np.zeros(quad.shape, dtype=np.uint32)
-        who = np.full(quad.shape, NEVER, dtype=np.int32)
+        who = np.full(quad.shape, NEVER, dtype=np.int64)
         for q in np.unique(quad):
             data = self.store.get(int(q))
             if data is None:
                 continue
             sel = (quad == q) & (word < data.size)
             out[sel] = data[word[sel]]
-            who[sel] = self.writers[int(q)][word[sel]]
+            who[sel] = self.channels[int(q)][word[sel], lane[sel]]
         return out, who
 
 

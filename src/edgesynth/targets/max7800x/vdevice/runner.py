@@ -229,8 +229,8 @@ def hazards_of(result: RunResult, kat: KnownAnswer | None = None) -> list[Hazard
     if kat is not None:
         quad, word = _memory_coordinates(result.machine, kat.addr)
         lanes = (kat.mask[:, None] >> (8 * np.arange(4))[None, :]) & 0xFF
-        q, lane = np.nonzero(lanes)
-        checked = log.key(quad[q], word[q], lane)
+        row, lane = np.nonzero(lanes)
+        checked = (quad[row], word[row], lane)
     return log.analyze(result.layers[-1].layer, checked)
 
 
