@@ -13,18 +13,10 @@ from edgesynth.targets.max7800x.vdevice import regmap
 from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, Wrap, run_layer
 from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram, active_groups, interpret
+from edgesynth.targets.max7800x.vdevice.knownanswer import KnownAnswer
 from edgesynth.targets.max7800x.vdevice.regmap import MAPS
 from edgesynth.targets.max7800x.vdevice.state import Machine, replay
 from edgesynth.targets.max7800x.vdevice.trace import Trace, read_trace
-
-
-@dataclass
-class KnownAnswer:
-    """The words a project checks after inference (sampleoutput.h / kat.npz)."""
-
-    addr: np.ndarray  # AHB address of each word
-    mask: np.ndarray
-    expected: np.ndarray
 
 
 @dataclass
@@ -47,25 +39,6 @@ class RunResult:
     kat: KatReport | None = None
     output: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
-
-
-def load_kat(path: str | Path) -> KnownAnswer:
-    try:
-        with np.load(path) as kat:
-            addr, mask, length, data = (kat[k] for k in ("addr", "mask", "length", "data"))
-    except (OSError, KeyError, ValueError) as err:
-        raise EdgesynthError(
-            f"cannot read the known answer (expected arrays addr, mask, length, data): {err}",
-            file=str(path),
-        ) from None
-    length = length.astype(np.int64)
-    starts = np.repeat(addr.astype(np.int64), length)
-    within = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)
-    return KnownAnswer(
-        addr=starts + 4 * within,
-        mask=np.repeat(mask.astype(np.uint32), length),
-        expected=data.astype(np.uint32),
-    )
 
 
 def layer_sequence(machine: Machine) -> list[int]:
