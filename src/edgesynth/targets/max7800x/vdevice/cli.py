@@ -1,0 +1,243 @@
+"""`edgesynth device decode | run`: the virtual MAX78000/MAX78002 on the command line.
+
+`register(subparsers)` adds the `device` command to an argparse parser; `decode_trace` and
+`run_device` are the plain functions behind it (the tests call them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.outputs import save_npy_atomic, staged_directory
+from edgesynth.targets.max7800x.device import get_device
+from edgesynth.targets.max7800x.vdevice import cycles
+from edgesynth.targets.max7800x.vdevice.decode import describe
+from edgesynth.targets.max7800x.vdevice.knownanswer import KnownAnswer, load_kat
+from edgesynth.targets.max7800x.vdevice.regmap import MAPS
+from edgesynth.targets.max7800x.vdevice.report import layer_line
+from edgesynth.targets.max7800x.vdevice.runner import (
+    RunResult,
+    check_kat,
+    hazards_of,
+    read_output,
+    run,
+)
+from edgesynth.targets.max7800x.vdevice.state import replay
+from edgesynth.targets.max7800x.vdevice.trace import Trace, read_trace
+
+RECORDER_ENV = "EDGESYNTH_DEVTRACE"
+DEFAULT_RECORDER = Path(__file__).resolve().parents[6] / "shared" / "tools" / "devtrace" / "run.sh"
+
+
+def detect_device(trace: Trace) -> str:
+    """MAX78000 or MAX78002, from where the firmware's first CNN control write goes."""
+    for name, dmap in MAPS.items():
+        if np.any(trace.addr == dmap.group_base):
+            return name
+    raise EdgesynthError(
+        "cannot tell the device from the trace (no write to a quadrant's control register); "
+        "give --device MAX78000 or MAX78002",
+        file=trace.source,
+    )
+
+
+def _device(trace: Trace, device: str | None) -> str:
+    if device is None:
+        return detect_device(trace)
+    return get_device(device).name
+
+
+def decode_trace(trace_path: str | Path, device: str | None = None, memories: bool = True) -> str:
+    """The accelerator state the trace leaves behind, by register and field name."""
+    trace = read_trace(trace_path)
+    machine = replay(trace, MAPS[_device(trace, device)])
+    return "\n".join(describe(machine, memories=memories))
+
+
+@dataclass
+class DeviceRun:
+    """What `device run` found: the run itself, its report lines and whether it passed."""
+
+    result: RunResult
+    lines: list[str] = field(default_factory=list)
+    ok: bool = True
+    output: np.ndarray | None = None
+
+
+def record_trace(project: Path, recorder: Path | None = None) -> Trace:
+    """Compile a generated project on this PC with the devtrace recorder and record its writes."""
+    script = recorder or Path(os.environ.get(RECORDER_ENV, DEFAULT_RECORDER))
+    if not script.is_file():
+        raise EdgesynthError(
+            f"the devtrace recorder is missing: {script} (set {RECORDER_ENV} or --recorder)"
+        )
+    if not (project / "cnn.c").is_file():
+        raise EdgesynthError("not a generated project: no cnn.c", file=str(project))
+    if shutil.which(os.environ.get("CC", "gcc")) is None:
+        raise EdgesynthError("compiling the project needs a C compiler (gcc; apt-get install gcc)")
+    with tempfile.TemporaryDirectory(prefix="edgesynth-devtrace-") as tmp:
+        out = Path(tmp) / "project.trace"
+        done = subprocess.run(
+            ["bash", str(script), str(project), str(out)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0 or not out.is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+            raise EdgesynthError(
+                "recording the project's writes failed: " + " | ".join(tail), file=str(project)
+            )
+        return read_trace(out)
+
+
+def run_device(
+    *,
+    trace: str | Path | None = None,
+    project: str | Path | None = None,
+    device: str | None = None,
+    kat: str | Path | None = None,
+    output: str | Path | None = None,
+    layers: str | Path | None = None,
+    recorder: str | Path | None = None,
+) -> DeviceRun:
+    """Replay a trace (or a project's recorded writes), run every layer, check, write files."""
+    if (trace is None) == (project is None):
+        raise EdgesynthError("give either a project folder or --trace TRACE")
+    known: KnownAnswer | None = None
+    if project is not None:
+        project = Path(project)
+        recorded = record_trace(project, Path(recorder) if recorder else None)
+        header = project / "sampleoutput.h"
+        if kat is None and header.is_file():
+            kat = header
+    else:
+        recorded = read_trace(trace)
+    if kat is not None:
+        known = load_kat(kat)
+    name = _device(recorded, device)
+    result = run(recorded, name)
+    report = DeviceRun(result)
+    lines = report.lines
+    lines.append(f"{name}: {len(recorded)} writes, {len(result.layers)} layers run")
+    estimates = cycles.estimate_all(result.programs, result.layers)
+    for prog, layer, cyc in zip(result.programs, result.layers, estimates, strict=True):
+        lines.append(layer_line(prog, layer, cyc))
+    if estimates:
+        lines.append(f"estimated total: ~{sum(estimates)} cycles")
+    if known is not None:
+        check = check_kat(result, known)
+        result.kat = check
+        if check.ok:
+            lines.append(f"known answer: all {check.words} words match")
+        else:
+            report.ok = False
+            lines.append(
+                f"known answer: {check.mismatches} of {check.words} words differ; the first layer "
+                f"that wrote a differing word is layer {check.first_bad_layer}"
+            )
+            lines.extend(f"  {d}" for d in check.details)
+    hazards = hazards_of(result, known)
+    for hazard in hazards:
+        label = "note" if hazard.is_note else "hazard"
+        lines.append(f"{label}: {hazard.kind}: {hazard.message}")
+    if result.layers:
+        last = result.layers[-1]
+        report.output = read_output(
+            result.machine, last.placement, result.programs[-1].out32, known
+        )
+        shape = "x".join(str(s) for s in report.output.shape)
+        lines.append(f"output of layer {last.layer}: {shape}")
+        if output is not None:
+            written = save_npy_atomic(Path(output), report.output)
+            lines.append(f"wrote {written}")
+    if layers is not None and result.layers:
+        with staged_directory(Path(layers)) as folder:
+            for prog, layer in zip(result.programs, result.layers, strict=True):
+                values = read_output(result.machine, layer.placement, prog.out32)
+                np.save(folder / f"layer{layer.layer:02d}.npy", values)
+        lines.append(f"wrote every layer's output to {layers}/")
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# argparse
+# ---------------------------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `device decode` and `device run` to an argparse sub-command set."""
+    parser = subparsers.add_parser(
+        "device",
+        help="the virtual MAX78000/MAX78002: decode or run a firmware's accelerator writes",
+        description="Replay the writes firmware makes to the CNN accelerator on a functional "
+        "model written from the hardware documentation.",
+    )
+    commands = parser.add_subparsers(dest="device_command", metavar="COMMAND", required=True)
+
+    dec = commands.add_parser("decode", help="print the accelerator state a trace leaves, by name")
+    dec.add_argument("trace", type=Path, help="a devtrace recording (trace.bin)")
+    dec.add_argument("--device", help="MAX78000 or MAX78002 (default: from the trace)")
+    dec.add_argument("--no-memories", action="store_true", help="registers only, no memory summary")
+    dec.set_defaults(func=_decode_main)
+
+    run_p = commands.add_parser(
+        "run", help="run a trace (or a generated project) and check its known answer"
+    )
+    run_p.add_argument(
+        "project", nargs="?", type=Path, help="a generated project folder (compiled with devtrace)"
+    )
+    run_p.add_argument("--trace", type=Path, help="a devtrace recording instead of a project")
+    run_p.add_argument("--device", help="MAX78000 or MAX78002 (default: from the trace)")
+    run_p.add_argument("--kat", type=Path, help="known answer: kat.npz or sampleoutput.h")
+    run_p.add_argument("--output", type=Path, help="save the last layer's output (C x H x W)")
+    run_p.add_argument("--layers", type=Path, help="folder for every layer's output")
+    run_p.add_argument("--recorder", type=Path, help="devtrace run.sh to compile projects with")
+    run_p.set_defaults(func=_run_main)
+    return parser
+
+
+def _decode_main(args: argparse.Namespace) -> int:
+    print(decode_trace(args.trace, args.device, memories=not args.no_memories))
+    return 0
+
+
+def _run_main(args: argparse.Namespace) -> int:
+    report = run_device(
+        trace=args.trace,
+        project=args.project,
+        device=args.device,
+        kat=args.kat,
+        output=args.output,
+        layers=args.layers,
+        recorder=args.recorder,
+    )
+    print("\n".join(report.lines))
+    return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point (`python -m edgesynth.targets.max7800x.vdevice.cli device ...`)
+    until the lead wires `register` into `edgesynth`."""
+    parser = argparse.ArgumentParser(prog="edgesynth")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except EdgesynthError as err:
+        print(f"edgesynth: error: {err.render()}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
