@@ -134,7 +134,7 @@ def run_device(
     for prog, layer, cyc in zip(result.programs, result.layers, estimates, strict=True):
         lines.append(layer_line(prog, layer, cyc))
     if estimates:
-        lines.append(f"estimated total: ~{sum(estimates)} cycles")
+        lines.append(f"estimated total: ~{cycles.total_cycles(estimates)} cycles with start-up")
     if known is not None:
         check = check_kat(result, known)
         result.kat = check

@@ -18,7 +18,7 @@ STARTUP = 1
 
 
 def layer_cycles(prog: LayerProgram, result: LayerResult) -> int:
-    channels, out_rows, out_cols = result.output.shape
+    channels, _, out_cols = result.output.shape
     pool_r, pool_c = prog.pool
     pad_r, pad_c = prog.pad
     kern_r, kern_c = prog.kernel
