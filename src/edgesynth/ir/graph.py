@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -339,6 +339,9 @@ class Graph:
     outputs: list[str] = field(default_factory=list)
     source: str = ""  # the file it came from
     warnings: list[str] = field(default_factory=list)
+    # What the source said about placement for one target, by node-name prefix (e.g. a vendor
+    # YAML's processors and offsets). The graph's semantics never depend on it.
+    hints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # -- building -----------------------------------------------------------------------------
     def add_tensor(self, name: str, shape: Sequence[int], qtype: QType | None = None) -> Tensor:
