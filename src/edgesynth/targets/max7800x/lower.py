@@ -268,7 +268,10 @@ class _Fuser:
                         and len(self.graph.tensors[source].shape) == 3
                         and self.graph.tensors[source].shape[1:] != (1, 1)
                     )
-                self.inputs(layer, source, reader)
+                if layer.flatten and isinstance(self.producer(source), g.Pool):
+                    self.sources(layer, [source])  # the chip cannot pool and flatten at once:
+                else:  # the pooling becomes a passthrough layer of its own (below)
+                    self.inputs(layer, source, reader)
                 self.outputs(layer, node.output)
                 layers.append((position[node.name], layer))
         # What no operation absorbed: passthrough layers (pooling and element-wise only).
