@@ -71,7 +71,17 @@ class LayerResult:
     placement: Placement
     reads: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (quad, word)
     kernels: list[KernelUnits] = field(default_factory=list)
+    biases: list[BiasUnits] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BiasUnits:
+    """Output channel `channel[u]` adds bias entry `index[u]` of quadrant `group`."""
+
+    group: int
+    index: np.ndarray
+    channel: np.ndarray
 
 
 @dataclass
@@ -363,14 +373,14 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         if prog.deconv:
             x = zero_stuff(x)
         acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad)
+        biases = []
         for g in members:
             part = prog.parts[g]
             if part.bias_enabled:
                 # with calcx4 the bias pointer counts groups of four outputs
                 start = part.bias_start * (4 if prog.calcx4 else 1)
                 index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
-                if machine.log is not None:
-                    machine.log.bias_read(prog.layer, g, index)
+                biases.append(BiasUnits(g, index, np.arange(prog.slots)))
                 b = machine.bias[g, index].astype(np.int8).astype(np.int64)
                 acc = acc + (b * 128)[:, None, None]
         out = _finish(prog, acc)
@@ -384,7 +394,9 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         if prog.qupac:
             placement.order = slot
         units = _kernel_units(prog, processors)
-        results.append(LayerResult(prog.layer, out, placement, reads=reads, kernels=[units]))
+        results.append(
+            LayerResult(prog.layer, out, placement, reads=reads, kernels=[units], biases=biases)
+        )
     return _merge(results)
 
 
@@ -444,11 +456,13 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
         raise EdgesynthError(f"layer {prog.layer}: the write pointer leaves data memory")
     ids = None
     if machine.log is not None:
-        first = machine.log.new_channels(prog.layer, values.shape[0])
+        first = machine.log.new_channels(prog.layer, values.shape[0], where.padding)
         ids = np.broadcast_to((first + np.arange(values.shape[0]))[:, None], values.shape)
         machine.log.data_written(prog.layer, quad, word, lane, ids)
         for k in result.kernels:
             machine.log.kernels_read(prog.layer, k.processors, k.words, first + k.channel)
+        for b in result.biases:
+            machine.log.bias_read(prog.layer, b.group, b.index, first + b.channel)
     sq, sw = where.stream_quad.ravel(), where.stream_word.ravel()
     if prog.out32:
         machine.data.write_words(quad.ravel(), word.ravel(), values.ravel(), prog.layer)
@@ -494,12 +508,16 @@ def _merge(results: list[LayerResult]) -> LayerResult:
     reads = [rd for r in results for rd in r.reads]
     new_index = np.empty_like(order)
     new_index[order] = np.arange(order.size)
-    kernels, offset = [], 0
+    kernels, biases, offset = [], [], 0
     for r in results:
         for k in r.kernels:
             kernels.append(KernelUnits(k.processors, k.words, new_index[offset + k.channel]))
+        for b in r.biases:
+            biases.append(BiasUnits(b.group, b.index, new_index[offset + b.channel]))
         offset += r.placement.channels
-    return LayerResult(results[0].layer, output, placement, reads=reads, kernels=kernels)
+    return LayerResult(
+        results[0].layer, output, placement, reads=reads, kernels=kernels, biases=biases
+    )
 
 
 def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
@@ -572,8 +590,6 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
         acc = acc.reshape(n, passes, *acc.shape[1:])
         if part.bias_enabled:
             entries = (bias_index[:, None] + k[None, :] * per_pass) % machine.bias.shape[1]
-            if machine.log is not None:
-                machine.log.bias_read(prog.layer, g, entries)
             b = machine.bias[g, entries].astype(np.int8).astype(np.int64)
             acc = acc + (b * 128)[:, :, None, None]
         out = _finish(prog, acc.transpose(1, 0, 2, 3).reshape(n * passes, *acc.shape[2:]))
@@ -602,5 +618,10 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
             first_unused = (used[-1] + 1) if used.size else 0
             placement.padding[(passes - 1) * n + first_unused :] = True
         units = _kernel_units(prog, processors, depthwise=True)
-        results.append(LayerResult(prog.layer, out, placement, reads=reads, kernels=[units]))
+        biases = []
+        if part.bias_enabled:  # channel k x n + i adds entries[i, k]
+            biases.append(BiasUnits(g, entries.T.ravel(), np.arange(n * passes)))
+        results.append(
+            LayerResult(prog.layer, out, placement, reads=reads, kernels=[units], biases=biases)
+        )
     return _merge(results)

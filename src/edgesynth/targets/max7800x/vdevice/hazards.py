@@ -5,9 +5,8 @@ memory), byte by byte for data memory (a word holds four processors' channels). 
 channel a layer writes gets an id; a channel is *used* when a later layer reads one of its
 bytes before it is overwritten (or when the known answer checks it). `analyze` turns the record
 into findings:
-- clobbered input: a layer reads bytes whose previous contents (another layer's output or the
-  CPU's input) were overwritten by a third layer before anyone read them, while most of what
-  it reads comes from elsewhere (its producer);
+- clobbered input: a layer reads bytes that a third layer wrote over the output of a layer (or
+  the CPU's input) this layer also reads elsewhere: it wanted the data that was overwritten;
 - unwritten input: a layer reads data-memory bytes that no one wrote (or FIFO lanes the
   firmware never fills);
 - overlapping kernel blocks: two layers read some of the same kernel-memory words for used
@@ -67,8 +66,8 @@ class KernelRead:
 @dataclass
 class AccessLog:
     """Per data-memory byte: the writing layer and channel id, whether it was read since it
-    was written, and whose unread contents it replaced; which channel ids were used; every
-    kernel word and bias entry read."""
+    was written, and whose contents it replaced (`clobbered`: the previous other writer); which
+    channel ids were used; every kernel word and bias entry read."""
 
     words: int
     writer: np.ndarray = field(init=False)
@@ -76,11 +75,12 @@ class AccessLog:
     consumed: np.ndarray = field(init=False)
     clobbered: np.ndarray = field(init=False)
     used: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    padding: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     channel_layer: list[int] = field(default_factory=list)
     found: list[Hazard] = field(default_factory=list)
     kernel_reads: list[KernelRead] = field(default_factory=list)
     kernel_written: np.ndarray | None = None
-    bias_reads: list[tuple[int, int, np.ndarray]] = field(default_factory=list)
+    bias_reads: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         shape = (16, self.words, 4)
@@ -89,10 +89,13 @@ class AccessLog:
         self.consumed = np.ones(shape, dtype=bool)
         self.clobbered = np.full(shape, NEVER, dtype=np.int32)
 
-    def new_channels(self, layer: int, count: int) -> int:
-        """Reserve ids for a layer's output channels; returns the first."""
+    def new_channels(self, layer: int, count: int, padding: np.ndarray | None = None) -> int:
+        """Reserve ids for a layer's output channels; returns the first. Channels that only
+        pad a pass are never counted as used."""
         first = self.used.size
         self.used = np.concatenate([self.used, np.zeros(count, dtype=bool)])
+        pad = np.zeros(count, dtype=bool) if padding is None else np.asarray(padding, bool)
+        self.padding = np.concatenate([self.padding, pad])
         self.channel_layer.extend([layer] * count)
         return first
 
@@ -124,29 +127,28 @@ class AccessLog:
                     f"{int(q[never][0])}, words {_ranges(w[never])})",
                 )
             )
-        victim = self.clobbered[q, w, b]
-        hit = victim != NEVER
+        # A byte whose previous writer is also a producer of this read was overwritten by
+        # someone else: the layer wanted the previous data (it reads it elsewhere).
+        previous = self.clobbered[q, w, b]
+        producers = np.flatnonzero(np.bincount(writer - HOST)) + HOST
+        producers = producers[producers != NEVER]
+        hit = np.isin(previous, producers) & (previous != writer) & (previous != NEVER)
         if hit.any():
-            counts = np.bincount(writer - HOST)
-            main = int(np.argmax(counts)) + HOST
-            # Reading the main producer's data is what the layer wants, even where it
-            # replaced unread bytes (e.g. the unused byte lane of the CPU's input words).
-            for v in np.unique(victim[hit]):
-                for c in np.unique(writer[hit & (victim == v) & (writer != main)]):
-                    part = hit & (victim == v) & (writer == c)
+            for v in np.unique(previous[hit]):
+                for c in np.unique(writer[hit & (previous == v)]):
+                    part = hit & (previous == v) & (writer == c)
                     count = np.unique((q[part] * self.words + w[part]) * 4 + b[part]).size
                     self.found.append(
                         Hazard(
                             "clobbered input",
                             layer,
                             int(c),
-                            f"layer {layer} reads {count} bytes where layer {int(c)} overwrote "
-                            f"{_who(int(v))} before it was read (instance {int(q[part][0])}, "
-                            f"words {_ranges(w[part])})",
+                            f"layer {layer} reads {count} bytes of {_who(int(v))} that layer "
+                            f"{int(c)} overwrote first (instance {int(q[part][0])}, words "
+                            f"{_ranges(w[part])})",
                         )
                     )
         self.consumed[q, w, b] = True
-        self.clobbered[q, w, b] = NEVER
 
     def stream_read(self, layer: int, channel_ids: np.ndarray) -> None:
         """A streaming layer read bytes of the unwrapped stream view written by these ids."""
@@ -156,7 +158,6 @@ class AccessLog:
         """A streaming layer's circular buffer is consumed as it streams."""
         ok = word < self.words
         self.consumed[quad[ok], word[ok]] = True
-        self.clobbered[quad[ok], word[ok]] = NEVER
 
     def data_written(
         self,
@@ -175,8 +176,8 @@ class AccessLog:
             ids = np.r_[ids[~whole], np.repeat(ids[whole], 4)]
             lane = np.r_[lane[~whole], np.tile(np.arange(4), int(whole.sum()))]
         old = self.writer[quad, word, lane]
-        unread = ~self.consumed[quad, word, lane] & (old != NEVER) & (old != layer)
-        self.clobbered[quad, word, lane] = np.where(unread, old, NEVER)
+        replaced = (old != NEVER) & (old != layer)
+        self.clobbered[quad, word, lane] = np.where(replaced, old, self.clobbered[quad, word, lane])
         self.consumed[quad, word, lane] = False
         self.writer[quad, word, lane] = layer
         self.channel[quad, word, lane] = ids
@@ -188,8 +189,8 @@ class AccessLog:
     ) -> None:
         self.kernel_reads.append(KernelRead(layer, processors, words, channels))
 
-    def bias_read(self, layer: int, group: int, index: np.ndarray) -> None:
-        self.bias_reads.append((layer, group, np.ravel(index)))
+    def bias_read(self, layer: int, group: int, index: np.ndarray, channels: np.ndarray) -> None:
+        self.bias_reads.append((layer, group, np.ravel(index), np.ravel(channels)))
 
     # -- findings --------------------------------------------------------------------------
 
@@ -207,7 +208,8 @@ class AccessLog:
                 ids = self.channel[checked]
                 ids = ids[ids >= 0]
                 used[ids[mine[ids]]] = True
-        return self.found + self._kernels(used) + self._shared_bias()
+        used &= ~self.padding
+        return self.found + self._kernels(used) + self._shared_bias(used)
 
     def _kernels(self, used: np.ndarray) -> list[Hazard]:
         found: list[Hazard] = []
@@ -256,11 +258,11 @@ class AccessLog:
                 )
         return found
 
-    def _shared_bias(self) -> list[Hazard]:
+    def _shared_bias(self, used: np.ndarray) -> list[Hazard]:
         found: list[Hazard] = []
         seen: list[tuple[int, int, np.ndarray]] = []
-        for layer, group, index in self.bias_reads:
-            index = np.unique(index)
+        for layer, group, index, channels in self.bias_reads:
+            index = np.unique(index[used[channels]])
             for other, other_group, other_index in seen:
                 if other == layer or other_group != group:
                     continue
