@@ -67,8 +67,6 @@ KNOWN_HAZARDS = {
     "test-conv1d-dilation7-pad0": {"unwritten input"},
     "test-conv1d-dilation7-pad0-128ch": {"unwritten input"},
     "test-conv1d-dilation11-pad0-96ch": {"unwritten input"},
-    "test-depthwise-pool": {"overlapping bias blocks"},
-    "test-depthwise-quantpool-stream-bias": {"overlapping bias blocks"},
 }
 
 
@@ -103,7 +101,8 @@ def test_trace_reproduces_known_answer(case: Path):
         assert hazards <= KNOWN_HAZARDS.get(name, set()), hazards
     assert report.ok, "\n".join(report.details)
     expected = np.load(case / "expected_output.npy")
-    output = read_output(result.machine, result.layers[-1].placement, result.programs[-1].out32, kat)
+    last = result.layers[-1]
+    output = read_output(result.machine, last.placement, result.programs[-1].out32, kat)
     assert output.shape == expected.shape
     assert np.array_equal(output, expected)
 

@@ -10,8 +10,23 @@ import edgesynth
 
 SRC = Path(edgesynth.__file__).resolve().parent
 VDEVICE = SRC / "targets" / "max7800x" / "vdevice"
-ENCODER = ("build", "layer_config", "weights", "sequence", "shapes", "buffers", "pipeline",
-           "rules", "izer", "izer_args", "codegen", "emit", "lower", "target", "plan")
+ENCODER = (
+    "build",
+    "layer_config",
+    "weights",
+    "sequence",
+    "shapes",
+    "buffers",
+    "pipeline",
+    "rules",
+    "izer",
+    "izer_args",
+    "codegen",
+    "emit",
+    "lower",
+    "target",
+    "plan",
+)
 ENCODER_PREFIXES = tuple(f"edgesynth.targets.max7800x.{name}" for name in ENCODER)
 
 
@@ -28,8 +43,9 @@ def _imports(path: Path) -> set[str]:
 
 
 def _forbidden(name: str) -> bool:
-    return any(name == p or name.startswith(p + ".") or name.startswith(p + "_")
-               for p in ENCODER_PREFIXES)
+    return any(
+        name == p or name.startswith(p + ".") or name.startswith(p + "_") for p in ENCODER_PREFIXES
+    )
 
 
 def test_vdevice_does_not_import_the_encoder():
@@ -50,9 +66,11 @@ def test_encoder_does_not_import_vdevice():
 
 def test_the_rule_catches_an_encoder_import(tmp_path):
     sample = tmp_path / "x.py"
-    sample.write_text("from edgesynth.targets.max7800x.layer_config import x\n"
-                      "import edgesynth.targets.max7800x.rules.memory\n"
-                      "from edgesynth.targets.max7800x import device\n")
+    sample.write_text(
+        "from edgesynth.targets.max7800x.layer_config import x\n"
+        "import edgesynth.targets.max7800x.rules.memory\n"
+        "from edgesynth.targets.max7800x import device\n"
+    )
     found = sorted(n for n in _imports(sample) if _forbidden(n))
     assert found == [
         "edgesynth.targets.max7800x.layer_config",

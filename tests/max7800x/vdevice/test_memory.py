@@ -106,9 +106,14 @@ def test_data_memory_lanes():
 def test_stream_memory_grows_and_keeps_writers():
     stream = StreamMemory()
     stream.write_bytes(
-        np.array([2, 2]), np.array([5, 100_000]), np.array([0, 1]), np.array([9, -1]), 3,
+        np.array([2, 2]),
+        np.array([5, 100_000]),
+        np.array([0, 1]),
+        np.array([9, -1]),
+        3,
         np.array([11, 12]),
     )
-    values, who = stream.read_words(np.array([2, 2, 1]), np.array([5, 100_000, 5]), np.array([0, 1, 0]))
+    quad, word, lane = np.array([2, 2, 1]), np.array([5, 100_000, 5]), np.array([0, 1, 0])
+    values, who = stream.read_words(quad, word, lane)
     assert values.tolist() == [9, 0xFF00, 0]
     assert who.tolist() == [11, 12, -1]

@@ -28,8 +28,10 @@ from edgesynth.targets.max7800x.vdevice.report import layer_line
 from edgesynth.targets.max7800x.vdevice.runner import (
     RunResult,
     check_kat,
+    first_divergent_layer,
     hazards_of,
     read_output,
+    register_diff,
     run,
 )
 from edgesynth.targets.max7800x.vdevice.state import replay
@@ -110,6 +112,7 @@ def run_device(
     output: str | Path | None = None,
     layers: str | Path | None = None,
     recorder: str | Path | None = None,
+    reference: str | Path | None = None,
 ) -> DeviceRun:
     """Replay a trace (or a project's recorded writes), run every layer, check, write files."""
     if (trace is None) == (project is None):
@@ -147,6 +150,8 @@ def run_device(
                 f"that wrote a differing word is layer {check.first_bad_layer}"
             )
             lines.extend(f"  {d}" for d in check.details)
+    if reference is not None:
+        _compare(lines, read_trace(reference), result, name)
     hazards = hazards_of(result, known)
     for hazard in hazards:
         label = "note" if hazard.is_note else "hazard"
@@ -168,6 +173,18 @@ def run_device(
                 np.save(folder / f"layer{layer.layer:02d}.npy", values)
         lines.append(f"wrote every layer's output to {layers}/")
     return report
+
+
+def _compare(lines: list[str], reference_trace: Trace, result: RunResult, name: str) -> None:
+    """Differences from a known-good trace of the same network: registers and first layer."""
+    reference = run(reference_trace, name)
+    changes = register_diff(reference.machine, result.machine)
+    layer = first_divergent_layer(reference, result)
+    lines.append(
+        f"reference: {len(changes)} register fields differ"
+        + (f"; layer {layer} is the first whose output differs" if layer is not None else "")
+    )
+    lines.extend(f"  {c}" for c in changes[:20])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,6 +220,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     run_p.add_argument("--output", type=Path, help="save the last layer's output (C x H x W)")
     run_p.add_argument("--layers", type=Path, help="folder for every layer's output")
     run_p.add_argument("--recorder", type=Path, help="devtrace run.sh to compile projects with")
+    run_p.add_argument(
+        "--reference", type=Path, help="a known-good trace: report the registers that differ"
+    )
     run_p.set_defaults(func=_run_main)
     return parser
 
@@ -221,6 +241,7 @@ def _run_main(args: argparse.Namespace) -> int:
         output=args.output,
         layers=args.layers,
         recorder=args.recorder,
+        reference=args.reference,
     )
     print("\n".join(report.lines))
     return 0 if report.ok else 1

@@ -209,3 +209,49 @@ def hazards_of(result: RunResult, kat: KnownAnswer | None = None) -> list[Hazard
 
 def run_trace_file(path: str | Path, device: str) -> RunResult:
     return run(read_trace(path), device)
+
+
+@dataclass(frozen=True)
+class RegisterChange:
+    layer: int
+    group: int
+    register: str
+    field: str
+    before: int
+    after: int
+
+    def __str__(self) -> str:
+        return (
+            f"layer {self.layer} quadrant {self.group} {self.register}.{self.field}: "
+            f"{self.before} -> {self.after}"
+        )
+
+
+def register_diff(before: Machine, after: Machine) -> list[RegisterChange]:
+    """Every layer-register field that differs between two accelerator states."""
+    changes = []
+    groups, layers, slots = np.nonzero(before.layer_regs != after.layer_regs)
+    by_index = {r.index: r for r in before.dmap.layer_regs}
+    for g, layer, slot in zip(groups.tolist(), layers.tolist(), slots.tolist(), strict=True):
+        reg = by_index.get(slot)
+        if reg is None:
+            continue
+        old, new = int(before.layer_regs[g, layer, slot]), int(after.layer_regs[g, layer, slot])
+        for f in reg.fields:
+            if f.get(old) != f.get(new):
+                changes.append(RegisterChange(layer, g, reg.name, f.name, f.get(old), f.get(new)))
+    return changes
+
+
+def first_divergent_layer(reference: RunResult, result: RunResult) -> int | None:
+    """The first layer (in run order) whose output differs from the reference run's."""
+    for ref, got in zip(reference.layers, result.layers, strict=False):
+        if ref.layer != got.layer or ref.output.shape != got.output.shape:
+            return got.layer
+        if not np.array_equal(ref.output, got.output):
+            return got.layer
+    common = min(len(reference.layers), len(result.layers))
+    longer = result.layers if len(result.layers) > common else reference.layers
+    if len(longer) > common:
+        return longer[common].layer
+    return None
