@@ -52,9 +52,6 @@ VENDOR_FIRMWARE_DEFECTS = {
 MODEL_GAPS = {
     "MAX78000/test-mpadd-256": "read-back of the vendor's emulated multi-pass element-wise layer "
     "(64 channels x 20 rows in hardware, 256 x 5 for the network)",
-    "MAX78002/test-bypass": "kernel bypass (LCTRL0.bypass)",
-    "MAX78002/test-bypass-identity": "kernel bypass (LCTRL0.bypass)",
-    "MAX78002/test-bypass-identity-small-bias": "kernel bypass (LCTRL0.bypass)",
     "MAX78002/test-ffsx4-nopad-multipass5q2": "calcx4 after an x16 parallel first layer",
     "MAX78002/test-ffsx4readahead-nopad-multipass5": "calcx4 after an x16 parallel first layer",
     "MAX78002/test-ffsx4readahead-nopad-multipass5-bias": "calcx4 after an x16 parallel first "

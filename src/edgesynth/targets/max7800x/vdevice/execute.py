@@ -271,8 +271,11 @@ def kernel_positions(prog: LayerProgram) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) -> np.ndarray:
-    """(processors, slots, passes, taps) signed weights from kernel memory."""
+    """(processors, slots, passes, taps) signed weights from kernel memory (all 1 with kernel
+    bypass, LCTRL0.bypass)."""
     bits, taps = prog.weight_bits, prog.kernel_taps
+    if prog.bypass:
+        return np.ones((len(processors), prog.slots, prog.passes, taps), dtype=np.int64)
     word, index, shift = kernel_positions(prog)
     kmem = machine.kernels.data
     if word.max(initial=0) >= kmem.shape[1]:
@@ -360,8 +363,10 @@ def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
 def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
     results = []
     for members in chains(prog):
-        processors = sorted({p for g in members for p in prog.parts[g].masked})
         readers = sorted({p for g in members for p in prog.parts[g].processors})
+        processors = sorted({p for g in members for p in prog.parts[g].masked})
+        if prog.bypass:  # kernel bypass: every enabled processor, every weight 1
+            processors = readers
         data, reads = read_input(machine, prog, readers)
         pooled = pool_and_combine(prog, data)
         x = pooled[[readers.index(p) for p in processors]]  # (processors, passes, rows, cols)
@@ -393,9 +398,16 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         placement.padding = _padding_slots(weights, max(1, prog.slots_per_pass))
         if prog.qupac:
             placement.order = slot
-        units = _kernel_units(prog, processors)
+        units = _kernel_units(prog, processors) if not prog.bypass else None
         results.append(
-            LayerResult(prog.layer, out, placement, reads=reads, kernels=[units], biases=biases)
+            LayerResult(
+                prog.layer,
+                out,
+                placement,
+                reads=reads,
+                kernels=[units] if units is not None else [],
+                biases=biases,
+            )
         )
     return _merge(results)
 

@@ -84,6 +84,7 @@ class LayerProgram:
     deconv: bool
     depthwise: bool
     broadcast: bool  # depthwise with output processors = input processors
+    bypass: bool  # MAX78002 kernel bypass: every weight is 1, no kernel memory
     calcx4: bool
     ochan: int  # MAX78002 OCHAN.ochan_max
     xpch_max: int
@@ -98,7 +99,7 @@ class LayerProgram:
 
     @property
     def passthrough(self) -> bool:
-        return all(not p.masked for p in self.parts.values())
+        return not self.bypass and all(not p.masked for p in self.parts.values())
 
     @property
     def steps(self) -> int:
@@ -107,6 +108,8 @@ class LayerProgram:
 
     @property
     def slots(self) -> int:
+        if self.bypass:  # no kernels: OCHAN counts the output channels
+            return self.ochan + 1
         if self.calcx4:  # OCHAN counts groups of four outputs per pass
             return max(1, 4 * (self.ochan + 1) // self.passes)
         return max(1, self.steps // self.passes)
@@ -275,6 +278,7 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         deconv=deconv,
         depthwise=is87 and bool(_bits(post, 30, 1)),
         broadcast=is87 and bool(_bits(lctrl0, 29, 1)),
+        bypass=is87 and bool(_bits(lctrl0, 30, 1)),
         calcx4=is87 and bool(_bits(post, 29, 1)),
         ochan=f("OCHAN", "ochan_max") if is87 else 0,
         xpch_max=f("LCTRL1", "xpch_max"),
