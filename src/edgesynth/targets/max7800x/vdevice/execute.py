@@ -240,14 +240,15 @@ CALCX4_SMALL_START = 4096
 
 def calcx4_address(prog: LayerProgram) -> np.ndarray:
     """POST.calcx4: the four kernel-memory instances of a processor are read at once, one per
-    output of a group of four: the kernel of output 4 i + j, pass k is in instance j,
-    i x passes + k words after the start (the mask counter steps through i and k). Returns
-    the mask address of every (output, pass) step, outputs in natural order."""
+    output of a group of four: the mask counter steps through c = i x passes + k (address
+    A = MCNT start + c x weight bits) and output 4 i + j, pass k reads instance j at A, that is
+    j x instance size words further. Returns the mask address of every (output, pass) step,
+    outputs in natural order."""
     start = prog.mask_start >> 3
     bank = CALCX4_BANK_LARGE if start < CALCX4_SMALL_START else CALCX4_BANK_SMALL
     n, k = np.divmod(np.arange(prog.slots * prog.passes), prog.passes)
-    word = start + (n % 4) * bank + (n // 4) * prog.passes + k
-    return word << 3
+    address = prog.mask_start + ((n // 4) * prog.passes + k) * prog.weight_bits
+    return address + ((n % 4) * bank << 3)
 
 
 def kernel_positions(prog: LayerProgram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
