@@ -29,3 +29,20 @@ def dilated_conv1d_window(covered: np.ndarray) -> slice | None:
     if pixels.size != stop - start or pixels.size == covered.shape[1]:
         return None
     return slice(start, stop)
+
+
+def emulated_multipass_eltwise(
+    values: np.ndarray, passes: int, shape: tuple[int, int]
+) -> np.ndarray:
+    """The output of an element-wise layer the vendor runs as a single-pass passthrough.
+
+    On MAX78000 the vendor emulates a multi-pass element-wise operation whose pass and operand
+    counts it cannot combine by telling the hardware the frame has `passes` times as many rows:
+    the hardware processes and writes word x * passes + k, which is pass k of pixel x of the
+    producers' frame. The network's output is channel k x processors + p of that frame.
+    `values`: (processors, hardware pixels); `shape`: the producers' rows and columns.
+    Proved by MAX78000/test-mpadd-256 (64 processors x 20 x 7 in hardware, 256 x 5 x 7).
+    """
+    processors = values.shape[0]
+    per_pass = values.reshape(processors, shape[0] * shape[1], passes)
+    return per_pass.transpose(2, 0, 1).reshape(passes * processors, *shape)

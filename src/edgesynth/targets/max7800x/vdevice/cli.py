@@ -30,6 +30,7 @@ from edgesynth.targets.max7800x.vdevice.runner import (
     check_kat,
     first_divergent_layer,
     hazards_of,
+    network_output,
     read_output,
     register_diff,
     run,
@@ -158,9 +159,7 @@ def run_device(
         lines.append(f"{label}: {hazard.kind}: {hazard.message}")
     if result.layers:
         last = result.layers[-1]
-        report.output = read_output(
-            result.machine, last.placement, result.programs[-1].out32, known
-        )
+        report.output = network_output(result, known)
         shape = "x".join(str(s) for s in report.output.shape)
         lines.append(f"output of layer {last.layer}: {shape}")
         if output is not None:

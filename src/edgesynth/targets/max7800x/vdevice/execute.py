@@ -69,10 +69,16 @@ class LayerResult:
     layer: int
     output: np.ndarray  # (channels, rows, cols) int64, the values written
     placement: Placement
-    reads: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (quad, word)
+    # (instances, words, layers that had written them) of every data-memory read
+    reads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     kernels: list[KernelUnits] = field(default_factory=list)
     biases: list[BiasUnits] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def sources(self) -> set[int]:
+        """The layers whose output this layer read (from data memory)."""
+        return {int(w) for _, _, writers in self.reads for w in writers if w >= 0}
 
 
 @dataclass
@@ -191,7 +197,7 @@ def read_input(
         reads = []
     else:
         values = machine.data.read_bytes(q, w, lane)
-        reads = [(quad, np.unique(word))]
+        reads = [(quad, np.unique(word), np.unique(machine.data.writer[q, w]))]
         if machine.log is not None:
             machine.log.data_read(prog.layer, q, w, lane)
     values = values.reshape(layout)

@@ -192,6 +192,31 @@ def read_output(
     return values.reshape(values.shape[0], rows, cols)
 
 
+def network_output(result: RunResult, kat: KnownAnswer | None = None) -> np.ndarray:
+    """The network's output: the last layer's tensor read back from data memory, in the
+    vendor's reading where its conventions apply (see `compat.readback`)."""
+    last, prog = result.layers[-1], result.programs[-1]
+    values = read_output(result.machine, last.placement, prog.out32, kat)
+    producers = [
+        (p, r)
+        for p, r in zip(result.programs, result.layers, strict=True)
+        if r.layer in last.sources
+    ]
+    if prog.passthrough and prog.eltwise and prog.passes == 1 and producers:
+        passes = {
+            p.slots // max(1, p.slots_per_pass) if p.slots > p.slots_per_pass else 1
+            for p, _ in producers
+        }
+        shapes = {r.output.shape[1:] for _, r in producers}
+        if len(passes) == len(shapes) == 1:
+            (n,), (shape,) = passes, shapes
+            pixels = values.shape[1] * values.shape[2]
+            if n > 1 and pixels == n * shape[0] * shape[1]:
+                flat = values.reshape(values.shape[0], -1)
+                return readback.emulated_multipass_eltwise(flat, n, shape)
+    return values
+
+
 def hazards_of(result: RunResult, kat: KnownAnswer | None = None) -> list[Hazard]:
     """The run's memory hazards; the last layer's outputs count as used where the known
     answer checks them (all of them without one)."""
