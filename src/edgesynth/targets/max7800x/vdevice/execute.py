@@ -15,6 +15,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.sim import ops
 from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import GroupPart, LayerProgram
+from edgesynth.targets.max7800x.vdevice.memory import HOST
 from edgesynth.targets.max7800x.vdevice.state import Machine
 
 
@@ -197,7 +198,8 @@ def read_input(
         reads = []
     else:
         values = machine.data.read_bytes(q, w, lane)
-        reads = [(quad, np.unique(word), np.unique(machine.data.writer[q, w]))]
+        writers = np.flatnonzero(np.bincount(machine.data.writer[q, w].ravel() - HOST)) + HOST
+        reads = [(quad, word, writers)]
         if machine.log is not None:
             machine.log.data_read(prog.layer, q, w, lane)
     values = values.reshape(layout)
@@ -468,7 +470,9 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
     quad, word = where.quad, where.word
     if wrap is not None:
         sq, sw = where.stream_quad, where.stream_word
-        inside = np.isin(sq, list(wrap.quads)) & (sw >= wrap.start)
+        in_buffer = np.zeros(max(16, int(sq.max(initial=0)) + 1), dtype=bool)
+        in_buffer[list(wrap.quads)] = True
+        inside = in_buffer[sq] & (sw >= wrap.start)
         quad = np.where(inside, sq, quad)
         word = np.where(inside, wrap.start + (sw - wrap.start) % wrap.size, word)
     if quad.max(initial=0) >= 16 or word.max(initial=0) >= machine.data.words:

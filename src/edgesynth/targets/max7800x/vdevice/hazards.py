@@ -175,12 +175,15 @@ class AccessLog:
             word = np.r_[word[~whole], np.repeat(word[whole], 4)]
             ids = np.r_[ids[~whole], np.repeat(ids[whole], 4)]
             lane = np.r_[lane[~whole], np.tile(np.arange(4), int(whole.sum()))]
-        old = self.writer[quad, word, lane]
+        flat = (quad * self.words + word) * 4 + lane
+        writer, channel = self.writer.reshape(-1), self.channel.reshape(-1)
+        clobbered, consumed = self.clobbered.reshape(-1), self.consumed.reshape(-1)
+        old = writer[flat]
         replaced = (old != NEVER) & (old != layer)
-        self.clobbered[quad, word, lane] = np.where(replaced, old, self.clobbered[quad, word, lane])
-        self.consumed[quad, word, lane] = False
-        self.writer[quad, word, lane] = layer
-        self.channel[quad, word, lane] = ids
+        clobbered[flat[replaced]] = old[replaced]
+        consumed[flat] = False
+        writer[flat] = layer
+        channel[flat] = ids
 
     # -- kernels and bias ------------------------------------------------------------------
 

@@ -50,22 +50,30 @@ class DataMemory:
     def write_bytes(
         self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, value: np.ndarray, layer: int
     ) -> None:
-        """Write signed bytes into their lanes (read-modify-write of each word)."""
-        flat = quad.astype(np.int64) * self.words + word
-        shift = (8 * lane).astype(np.uint32)
-        mask = (np.uint32(0xFF) << shift).astype(np.uint32)
-        byte = ((value.astype(np.int64) & 0xFF).astype(np.uint32) << shift).astype(np.uint32)
-        data = self.data.reshape(-1)
-        # Several lanes of one word may be written at once: clear, then OR all lanes in.
-        np.bitwise_and.at(data, flat, ~mask)
-        np.bitwise_or.at(data, flat, byte)
-        self.writer.reshape(-1)[flat] = layer
+        """Write signed bytes into their lanes (byte lane k is bits 8k..8k+7 of a word)."""
+        self.bytes[quad, word, lane] = (np.asarray(value, dtype=np.int64) & 0xFF).astype(np.uint8)
+        self.writer[quad, word] = layer
+
+    @property
+    def bytes(self) -> np.ndarray:
+        """(instances, words, 4) little-endian byte view of the words."""
+        return self.data.view(np.uint8).reshape(16, self.words, 4)
 
     def write_words(
         self, quad: np.ndarray, word: np.ndarray, value: np.ndarray, layer: int
     ) -> None:
         self.data[quad, word] = (value.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
         self.writer[quad, word] = layer
+
+
+def _by_instance(quad: np.ndarray):
+    """(instance, index array) for every instance present, from one stable sort."""
+    order = np.argsort(quad, kind="stable")
+    sorted_quads = quad[order]
+    starts = np.flatnonzero(np.r_[True, sorted_quads[1:] != sorted_quads[:-1]])
+    ends = np.r_[starts[1:], order.size]
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        yield int(sorted_quads[a]), order[a:b]
 
 
 @dataclass
@@ -100,16 +108,10 @@ class StreamMemory:
         layer: int,
         ids: np.ndarray | None = None,
     ) -> None:
-        for q in np.unique(quad):
-            sel = quad == q
-            data, owner = self._ensure(int(q), int(word[sel].max()) + 1)
-            shift = (8 * lane[sel]).astype(np.uint32)
-            byte = ((value[sel].astype(np.int64) & 0xFF).astype(np.uint32) << shift).astype(
-                np.uint32
-            )
-            mask = (np.uint32(0xFF) << shift).astype(np.uint32)
-            np.bitwise_and.at(data, word[sel], ~mask)
-            np.bitwise_or.at(data, word[sel], byte)
+        for q, sel in _by_instance(quad):
+            data, owner = self._ensure(q, int(word[sel].max()) + 1)
+            view = data.view(np.uint8).reshape(-1, 4)
+            view[word[sel], lane[sel]] = (value[sel].astype(np.int64) & 0xFF).astype(np.uint8)
             if ids is not None:
                 owner[word[sel], lane[sel]] = ids[sel]
 
@@ -121,9 +123,8 @@ class StreamMemory:
         layer: int,
         ids: np.ndarray | None = None,
     ) -> None:
-        for q in np.unique(quad):
-            sel = quad == q
-            data, owner = self._ensure(int(q), int(word[sel].max()) + 1)
+        for q, sel in _by_instance(quad):
+            data, owner = self._ensure(q, int(word[sel].max()) + 1)
             data[word[sel]] = (value[sel].astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
             if ids is not None:
                 owner[word[sel]] = ids[sel][:, None]
@@ -132,16 +133,19 @@ class StreamMemory:
         self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """(values, id of the channel that wrote each byte read)."""
-        out = np.zeros(quad.shape, dtype=np.uint32)
-        who = np.full(quad.shape, NEVER, dtype=np.int64)
-        for q in np.unique(quad):
-            data = self.store.get(int(q))
+        quad, word, lane = np.broadcast_arrays(quad, word, lane)
+        shape = quad.shape
+        quad, word, lane = quad.ravel(), word.ravel(), lane.ravel()
+        out = np.zeros(quad.size, dtype=np.uint32)
+        who = np.full(quad.size, NEVER, dtype=np.int64)
+        for q, sel in _by_instance(quad):
+            data = self.store.get(q)
             if data is None:
                 continue
-            sel = (quad == q) & (word < data.size)
+            sel = sel[word[sel] < data.size]
             out[sel] = data[word[sel]]
-            who[sel] = self.channels[int(q)][word[sel], lane[sel]]
-        return out, who
+            who[sel] = self.channels[q][word[sel], lane[sel]]
+        return out.reshape(shape), who.reshape(shape)
 
 
 @dataclass
@@ -164,7 +168,7 @@ class KernelMemory:
         word = start_word + index // 9
         ok = word < self.words
         self.data[processor, word[ok], index[ok] % 9] = stream[ok]
-        self.written[processor, np.unique(word[ok])] = True
+        self.written[processor, word[ok]] = True
 
     def weights(self, processor: int) -> np.ndarray:
         """The processor's kernel memory as one flat byte stream (9 bytes per word)."""
