@@ -408,17 +408,48 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         if prog.qupac:
             placement.order = slot
         units = _kernel_units(prog, processors) if not prog.bypass else None
-        results.append(
-            LayerResult(
-                prog.layer,
-                out,
-                placement,
-                reads=reads,
-                kernels=[units] if units is not None else [],
-                biases=biases,
-            )
+        result = LayerResult(
+            prog.layer,
+            out,
+            placement,
+            reads=reads,
+            kernels=[units] if units is not None else [],
+            biases=biases,
         )
+        if prog.qupac and prog.parts[members[0]].write.choff == 0:
+            # Outputs past one pass have nowhere else to go: the quadrant's extra slot (the
+            # layer has fewer outputs than 4 x its kernel steps) is not written.
+            result = _select(result, slot < max(1, prog.slots_per_pass))
+        results.append(result)
     return _merge(results)
+
+
+def _select(result: LayerResult, keep: np.ndarray) -> LayerResult:
+    """The result without the channels `keep` leaves out."""
+    new_index = np.cumsum(keep) - 1
+    p = result.placement
+    placement = Placement(
+        p.base[keep],
+        p.offset,
+        p.lane[keep],
+        p.shape,
+        p.shift,
+        order=None if p.order is None else p.order[keep],
+        padding=None if p.padding is None else p.padding[keep],
+    )
+    kernels = [
+        KernelUnits(
+            k.processors[keep[k.channel]],
+            k.words[keep[k.channel]],
+            new_index[k.channel[keep[k.channel]]],
+        )
+        for k in result.kernels
+    ]
+    biases = [
+        BiasUnits(b.group, b.index[keep[b.channel]], new_index[b.channel[keep[b.channel]]])
+        for b in result.biases
+    ]
+    return LayerResult(result.layer, result.output[keep], placement, result.reads, kernels, biases)
 
 
 def _padding_slots(weights: np.ndarray, per_pass: int) -> np.ndarray:
