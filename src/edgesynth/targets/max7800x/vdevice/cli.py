@@ -60,11 +60,16 @@ def _device(trace: Trace, device: str | None) -> str:
     return get_device(device).name
 
 
-def decode_trace(trace_path: str | Path, device: str | None = None, memories: bool = True) -> str:
+def decode_trace(
+    trace_path: str | Path,
+    device: str | None = None,
+    memories: bool = True,
+    contents: bool = False,
+) -> str:
     """The accelerator state the trace leaves behind, by register and field name."""
     trace = read_trace(trace_path)
     machine = replay(trace, MAPS[_device(trace, device)])
-    return "\n".join(describe(machine, memories=memories))
+    return "\n".join(describe(machine, memories=memories, contents=contents))
 
 
 @dataclass
@@ -205,6 +210,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     dec.add_argument("trace", type=Path, help="a devtrace recording (trace.bin)")
     dec.add_argument("--device", help="MAX78000 or MAX78002 (default: from the trace)")
     dec.add_argument("--no-memories", action="store_true", help="registers only, no memory summary")
+    dec.add_argument(
+        "--contents", action="store_true", help="every kernel word and bias entry's value"
+    )
     dec.set_defaults(func=_decode_main)
 
     run_p = commands.add_parser(
@@ -227,7 +235,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _decode_main(args: argparse.Namespace) -> int:
-    print(decode_trace(args.trace, args.device, memories=not args.no_memories))
+    print(decode_trace(args.trace, args.device, not args.no_memories, args.contents))
     return 0
 
 

@@ -23,8 +23,9 @@ def layers_configured(machine: Machine) -> list[int]:
     ]
 
 
-def describe(machine: Machine, *, memories: bool = True) -> list[str]:
-    """The state as text lines: global registers, then per layer and quadrant every register."""
+def describe(machine: Machine, *, memories: bool = True, contents: bool = False) -> list[str]:
+    """The state as text lines: global registers, then per layer and quadrant every register,
+    what each layer does, and (optionally) the memories, with `contents` word by word."""
     dmap = machine.dmap
     lines = [f"device {dmap.name}"]
     lines.append("global registers:")
@@ -49,8 +50,27 @@ def describe(machine: Machine, *, memories: bool = True) -> list[str]:
             if regs:
                 lines.append(f"  quadrant {group}:")
                 lines.extend(regs)
+    lines.extend(describe_layers(machine))
     if memories:
-        lines.extend(describe_memories(machine))
+        lines.extend(describe_memories(machine, contents=contents))
+    return lines
+
+
+def describe_layers(machine: Machine) -> list[str]:
+    """One line per layer the accelerator would run, as the registers say."""
+    from edgesynth.targets.max7800x.vdevice.interpret import interpret
+    from edgesynth.targets.max7800x.vdevice.report import operation
+    from edgesynth.targets.max7800x.vdevice.runner import layer_sequence
+
+    lines = ["layers run, as the registers say:"]
+    for layer in layer_sequence(machine):
+        prog = interpret(machine, layer)
+        processors = sum(len(p.processors) for p in prog.parts.values())
+        passes = f" x {prog.passes} passes" if prog.passes > 1 else ""
+        lines.append(
+            f"  layer {layer}: {processors} processors{passes}, {prog.rows}x{prog.cols} input "
+            f"at word {prog.read_ptr}: {operation(prog)}"
+        )
     return lines
 
 
@@ -64,17 +84,24 @@ def _ranges(index: np.ndarray) -> str:
     return ", ".join(f"{s}" if s == e else f"{s}-{e}" for s, e in zip(starts, ends, strict=True))
 
 
-def describe_memories(machine: Machine) -> list[str]:
+def describe_memories(machine: Machine, *, contents: bool = False) -> list[str]:
     lines = ["kernel memory (72-bit words written, by processor):"]
     for p in range(64):
         words = np.flatnonzero(machine.kernels.written[p])
         if words.size:
             lines.append(f"  processor {p:2d}: words {_ranges(words)}")
+            if contents:
+                for w in words.tolist():
+                    data = machine.kernels.data[p, w]
+                    lines.append(f"    {w:5d}: " + " ".join(f"{b:02x}" for b in data.tolist()))
     lines.append("bias memory (8-bit entries written, by quadrant):")
     for g in range(4):
         entries = np.flatnonzero(machine.bias_written[g])
         if entries.size:
             lines.append(f"  quadrant {g}: entries {_ranges(entries)}")
+            if contents:
+                values = machine.bias[g, entries].astype(np.int8)
+                lines.append("    " + " ".join(str(v) for v in values.tolist()))
     lines.append("data memory written by the CPU (words, by 4-processor instance):")
     for q in range(16):
         words = np.flatnonzero(machine.data.writer[q] != -1)
