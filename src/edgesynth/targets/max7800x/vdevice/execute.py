@@ -493,14 +493,15 @@ def _conv_placement(
 
 
 def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap | None) -> None:
-    """Write a layer's output: into data memory (inside the next layer's circular buffer when
-    that layer streams) and, unwrapped, into the stream view that streaming layers read."""
+    """Write a layer's output into data memory; when the next layer streams, the writes land
+    in its circular buffer, and also go, unwrapped, to the stream view it reads."""
     where = result.placement
-    values = result.output.reshape(result.output.shape[0], -1)
-    lane = np.broadcast_to(where.lane[:, None], values.shape)
-    quad, word = where.quad, where.word
+    values = result.output.reshape(result.output.shape[0], -1).ravel()
+    lane = np.broadcast_to(where.lane[:, None], (where.channels, where.offset.size)).ravel()
+    linear = where.linear.ravel()
+    quad, word = linear >> where.shift, linear & ((1 << where.shift) - 1)
     if wrap is not None:
-        sq, sw = where.stream_quad, where.stream_word
+        sq, sw = where.stream_quad.ravel(), where.stream_word.ravel()
         in_buffer = np.zeros(max(16, int(sq.max(initial=0)) + 1), dtype=bool)
         in_buffer[list(wrap.quads)] = True
         inside = in_buffer[sq] & (sw >= wrap.start)
@@ -510,28 +511,22 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
         raise EdgesynthError(f"layer {prog.layer}: the write pointer leaves data memory")
     ids = None
     if machine.log is not None:
-        first = machine.log.new_channels(prog.layer, values.shape[0], where.padding)
-        ids = np.broadcast_to((first + np.arange(values.shape[0]))[:, None], values.shape)
+        first = machine.log.new_channels(prog.layer, where.channels, where.padding)
+        ids = np.repeat(first + np.arange(where.channels), where.offset.size)
         machine.log.data_written(prog.layer, quad, word, lane, ids)
         for k in result.kernels:
             machine.log.kernels_read(prog.layer, k.processors, k.words, first + k.channel)
         for b in result.biases:
             machine.log.bias_read(prog.layer, b.group, b.index, first + b.channel)
-    sq, sw = where.stream_quad.ravel(), where.stream_word.ravel()
     if prog.out32:
-        machine.data.write_words(quad.ravel(), word.ravel(), values.ravel(), prog.layer)
-        machine.stream.write_words(sq, sw, values.ravel(), prog.layer, _ids(machine, ids))
+        machine.data.write_words(quad, word, values, prog.layer)
     else:
-        machine.data.write_bytes(
-            quad.ravel(), word.ravel(), lane.ravel(), values.ravel(), prog.layer
-        )
-        machine.stream.write_bytes(
-            sq, sw, lane.ravel(), values.ravel(), prog.layer, _ids(machine, ids)
-        )
-
-
-def _ids(machine: Machine, ids: np.ndarray | None) -> np.ndarray | None:
-    return None if machine.log is None or ids is None else np.ravel(ids)
+        machine.data.write_bytes(quad, word, lane, values, prog.layer)
+    if wrap is not None:
+        if prog.out32:
+            machine.stream.write_words(sq, sw, values, prog.layer, ids)
+        else:
+            machine.stream.write_bytes(sq, sw, lane, values, prog.layer, ids)
 
 
 def _merge(results: list[LayerResult]) -> LayerResult:
