@@ -57,7 +57,18 @@ def detect_device(trace: Trace) -> str:
 def _device(trace: Trace, device: str | None) -> str:
     if device is None:
         return detect_device(trace)
-    return get_device(device).name
+    name = get_device(device).name
+    try:
+        seen = detect_device(trace)
+    except EdgesynthError:
+        return name
+    if seen != name:
+        raise EdgesynthError(
+            f"`--device {device}`: this trace drives a {seen} (its first control write goes to "
+            f"0x{MAPS[seen].group_base:08x}); use --device {seen}",
+            file=trace.source,
+        )
+    return name
 
 
 def decode_trace(

@@ -186,6 +186,11 @@ def read_input(
         order = (0, 3, 4, 1, 2)
     q = np.broadcast_to(quad[:, None], lane.shape)
     w = np.broadcast_to(word[None, :], lane.shape)
+    if not prog.streamed and word.size and int(word.max()) >= machine.data.words:
+        raise EdgesynthError(
+            f"layer {prog.layer}: the input ({rows}x{cols}, {passes} passes from word "
+            f"{prog.read_ptr}) runs past the end of data memory ({machine.data.words} words)"
+        )
     if prog.streamed:
         raw, who = machine.stream.read_words(q, w, lane)
         if machine.log is not None:  # the circular buffer's words are consumed as it streams
