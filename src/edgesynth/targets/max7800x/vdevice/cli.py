@@ -43,9 +43,12 @@ DEFAULT_RECORDER = Path(__file__).resolve().parents[6] / "shared" / "tools" / "d
 
 
 def detect_device(trace: Trace) -> str:
-    """MAX78000 or MAX78002, from where the firmware's first CNN control write goes."""
+    """MAX78000 or MAX78002, from where the firmware's quadrant control writes go (MAX78000
+    first: its control registers are nothing on a MAX78002, while MAX78002's first one is
+    MAX78000 data memory)."""
     for name, dmap in MAPS.items():
-        if np.any(trace.addr == dmap.group_base):
+        controls = [dmap.group_address(g) for g in range(4)]
+        if np.isin(trace.addr, controls).any():
             return name
     raise EdgesynthError(
         "cannot tell the device from the trace (no write to a quadrant's control register); "
