@@ -15,8 +15,6 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.vdevice.state import Machine
 
 MASK_SIZE_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
-CTRL_BINARY = 1 << 30  # MAX78002: 1-bit weights are +1/-1
-CTRL_POOLRND = 1 << 13
 
 
 @dataclass
@@ -123,10 +121,6 @@ class LayerProgram:
         return self.kernel[0] * self.kernel[1]
 
 
-def _bits(value: int, lsb: int, width: int) -> int:
-    return (value >> lsb) & ((1 << width) - 1)
-
-
 def active_groups(machine: Machine, layer: int) -> list[int]:
     return [g for g in range(4) if machine.field(g, layer, "EN", "pro_en")]
 
@@ -142,21 +136,21 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     def f(reg: str, name: str, group: int = g0) -> int:
         return machine.field(group, layer, reg, name)
 
-    lctrl0 = machine.reg(g0, layer, "LCTRL0")
-    post = machine.reg(g0, layer, "POST")
-    oned = machine.reg(g0, layer, "ONED")
-    ctrl = machine.global_reg(g0, "CTRL")
+    lctrl0 = machine.fields(g0, layer, "LCTRL0")
+    post = machine.fields(g0, layer, "POST")
+    oned = machine.fields(g0, layer, "ONED")
+    ctrl = machine.global_fields(g0, "CTRL")
 
     # Pooling
     step = f("STRIDE", "stride") + 1
-    pool_en = bool(_bits(lctrl0, 7, 1))
+    pool_en = bool(lctrl0["pool_en"])
     if is87:
         dil = (f("PRCNT", "prcnt_inc") + 1, f("PCCNT", "pccnt_inc") + 1)
         pool = (f("PRCNT", "prcnt_max") // dil[0] + 1, f("PCCNT", "pccnt_max") // dil[1] + 1)
     else:
         dil = (1, 1)
         pool = (f("PRCNT", "prcnt_max") + 1, f("PCCNT", "pccnt_max") + 1)
-    pooling = ("max" if _bits(lctrl0, 8, 1) else "avg") if pool_en else None
+    pooling = ("max" if lctrl0["maxpl_en"] else "avg") if pool_en else None
     if not pool_en:
         pool = (1, 1)
 
@@ -168,26 +162,26 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         pad = (f("RCNT", "rcnt_pad"), f("CCNT", "ccnt_pad"))
         rows = f("RCNT", "rcnt_max") + 1 - 2 * pad[0]
         cols = f("CCNT", "ccnt_max") + 1 - 2 * pad[1]
-    deconv = bool(_bits(post, 28, 1))
+    deconv = bool(post["deconv_en"])
     if deconv:
         # The counters span the zero-stuffed image: a 0 after every input byte and a row of 0s
         # after every input row (POST.deconv_en).
         rows, cols = rows // 2, cols // 2
     passes = f("LCTRL1", "inpchexp") + 1
-    flatten = bool(_bits(post, 27, 1))
+    flatten = bool(post["flatten_en"])
     if flatten:
-        passes = (_bits(post, 18, 4) << 4 | f("LCTRL1", "inpchexp")) + 1
-    ewise = bool(_bits(oned, 13, 1))
-    operands = _bits(oned, 18, 4) + 1 if ewise else 1
+        passes = (post["xpmp_cnt"] << 4 | f("LCTRL1", "inpchexp")) + 1
+    ewise = bool(oned["ewise_en"])
+    operands = oned["ewise_cnt"] + 1 if ewise else 1
     if not is87:
         pixel_words = passes * operands
-    eltwise = ("sub", "add", "or", "xor")[_bits(oned, 14, 2)] if ewise else None
+    eltwise = ("sub", "add", "or", "xor")[oned["ewise_func"]] if ewise else None
 
     # Operation
-    one_d = bool(_bits(oned, 12, 1))
-    oned_width = _bits(oned, 8, 4)
+    one_d = bool(oned["oned_en"])
+    oned_width = oned["oned_width"]
     if is87:
-        kernel = (_bits(lctrl0, 22, 4) + 1, _bits(lctrl0, 18, 4) + 1)
+        kernel = (lctrl0["rprime_max"] + 1, lctrl0["cprime_max"] + 1)
     else:
         kernel = (1, 1) if oned_width == 1 and not one_d else (3, 3)
     if one_d:
@@ -198,8 +192,8 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     else:
         mask_start = f("MCNT", "mcnt_sad")
         mask_end = f("MCNT", "mcnt_max")
-    bits = MASK_SIZE_BITS[_bits(post, 22, 2)]
-    shift = _bits(post, 13, 4) * (-1 if _bits(post, 17, 1) else 1)
+    bits = MASK_SIZE_BITS[post["mask_size"]]
+    shift = post["scale_reg"] * (-1 if post["scale_shft"] else 1)
 
     # A quadrant that adds active quadrants' partial sums (LCTRL0.cnnsi_en) takes part even
     # without processors of its own (it writes the result); so do the quadrants it adds (the
@@ -217,18 +211,17 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         taking_part = grown
     parts: dict[int, GroupPart] = {}
     for g in sorted(taking_part):
-        en = machine.reg(g, layer, "EN")
-        pro, mask = en & 0xFFFF, en >> 16
-        lc0 = machine.reg(g, layer, "LCTRL0")
-        pst = machine.reg(g, layer, "POST")
-        sources = _bits(lc0, 12, 4)
+        en = machine.fields(g, layer, "EN")
+        pro, mask = en["pro_en"], en["mask_en"]
+        pst = machine.fields(g, layer, "POST")
+        sources = machine.field(g, layer, "LCTRL0", "cnnsi_en")
         parts[g] = GroupPart(
             group=g,
             processors=[16 * g + i for i in range(16) if pro >> i & 1],
             masked=[16 * g + i for i in range(16) if mask >> i & 1],
             sums_from=[t for t in range(4) if sources >> t & 1 and t != g],
-            bias_enabled=bool(_bits(pst, 12, 1)),
-            bias_start=_bits(pst, 0, 12),
+            bias_enabled=bool(pst["bptr_en"]),
+            bias_start=pst["bptr_sad"],
             write=WritePointer(
                 base=machine.reg(g, layer, "WPTR_BASE"),
                 toff=machine.reg(g, layer, "WPTR_TOFF"),
@@ -245,47 +238,47 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         rows=rows,
         cols=cols,
         pad=pad,
-        big_data=bool(_bits(lctrl0, 6, 1)),
+        big_data=bool(lctrl0["parallel"]),
         read_ptr=machine.reg(g0, layer, "RPTR_BASE"),
         passes=passes,
         pixel_words=max(pixel_words, passes * operands),
         operands=operands,
         eltwise=eltwise,
-        prepool=bool(_bits(oned, 16, 1)),
-        conv_after_eltwise=bool(_bits(oned, 17, 1)),
+        prepool=bool(oned["prepool"]),
+        conv_after_eltwise=bool(oned["two_d_conv"]),
         pool=pool,
         pool_stride=(step, step),
         pool_dilation=dil,
         pooling=pooling,
-        pool_rounding=bool(ctrl & CTRL_POOLRND),
+        pool_rounding=bool(ctrl["poolrnd"]),
         stride=(1, 1),
         kernel=kernel,
         one_d=one_d,
         oned_width=oned_width,
-        oned_sad=_bits(oned, 4, 4),
+        oned_sad=oned["oned_sad"],
         mask_start=mask_start,
         mask_end=mask_end,
         weight_bits=bits,
-        binary=bits == 1 and bool(ctrl & CTRL_BINARY) and is87,
+        binary=bits == 1 and bool(ctrl["timeshft"]) and is87,
         shift=shift,
-        relu=bool(_bits(lctrl0, 9, 1)),
-        absolute=bool(_bits(post, 26, 1)),
-        out32=bool(_bits(lctrl0, 16, 1)),
-        timeslots=_bits(oned, 0, 4) + 1,
-        ts_mode=bool(_bits(post, 24, 1)),
-        onexone=bool(_bits(post, 25, 1)),
+        relu=bool(lctrl0["act_en"]),
+        absolute=bool(post["out_abs"]),
+        out32=bool(lctrl0["bigdwrt"]),
+        timeslots=oned["tscnt_max"] + 1,
+        ts_mode=bool(post["ts_en"]),
+        onexone=bool(post["onexone_en"]),
         flatten=flatten,
         deconv=deconv,
-        depthwise=is87 and bool(_bits(post, 30, 1)),
-        broadcast=is87 and bool(_bits(lctrl0, 29, 1)),
-        bypass=is87 and bool(_bits(lctrl0, 30, 1)),
-        calcx4=is87 and bool(_bits(post, 29, 1)),
+        depthwise=bool(post.get("dw_en")),
+        broadcast=bool(lctrl0.get("dw_broadcast")),
+        bypass=bool(lctrl0.get("bypass")),
+        calcx4=bool(post.get("calcx4")),
         ochan=f("OCHAN", "ochan_max") if is87 else 0,
         xpch_max=f("LCTRL1", "xpch_max"),
-        stream_enabled=bool(ctrl >> 14 & 1),
+        stream_enabled=bool(ctrl["stream_en"]),
         fbuf=machine.field(g0, layer, "FBUF", "fbuf_max"),
         stream_start=machine.field(g0, layer, "STRM0", "strm_isval"),
-        fifo_group=bool(ctrl >> 23 & 1),
+        fifo_group=bool(ctrl["fifogrp"]),
     )
     return program
 
@@ -301,14 +294,14 @@ def _counts_87(
     STRIDE.mp_stride / stride. Returns the last window's start row, columns, padding and the
     words per pixel.
     """
-    rcnt = machine.reg(g, layer, "RCNT")
-    ccnt = machine.reg(g, layer, "CCNT")
+    rcnt = machine.fields(g, layer, "RCNT")
+    ccnt = machine.fields(g, layer, "CCNT")
     pad = (
-        (_bits(rcnt, 13, 2) + 1) if _bits(rcnt, 15, 1) else 0,
-        (_bits(ccnt, 13, 2) + 1) if _bits(ccnt, 15, 1) else 0,
+        (rcnt["rcnt_pad"] + 1) if rcnt["rcnt_pad_en"] else 0,
+        (ccnt["ccnt_pad"] + 1) if ccnt["ccnt_pad_en"] else 0,
     )
-    cols = _bits(ccnt, 0, 11) + _bits(ccnt, 16, 16)
+    cols = ccnt["ccnt_max"] + ccnt["ccnt_diff"]
     mp_stride = machine.field(g, layer, "STRIDE", "mp_stride")
     per_pixel = max(1, mp_stride // pool_stride)
     # Rows past the last pooling window are never read: the caller adds the window's span.
-    return _bits(rcnt, 0, 11), cols, pad, per_pixel
+    return rcnt["rcnt_max"], cols, pad, per_pixel

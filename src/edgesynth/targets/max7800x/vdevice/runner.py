@@ -71,11 +71,6 @@ def layer_sequence(machine: Machine) -> list[int]:
     return order
 
 
-CTRL_FIFO = 1 << 15
-CTRL_FAST_FIFO = 1 << 22
-CTRL_QUPAC = 1 << 31
-
-
 def programs_for(machine: Machine) -> list[LayerProgram]:
     """Every layer the accelerator runs, interpreted, with where its input comes from: the
     first layer from the FIFOs when CTRL enables them, a streaming layer (CTRL.stream_en and a
@@ -84,11 +79,11 @@ def programs_for(machine: Machine) -> list[LayerProgram]:
     if not programs:
         return programs
     first = programs[0]
-    ctrl = machine.global_reg(min(first.parts), "CTRL")
-    first.qupac = bool(ctrl & CTRL_QUPAC)
-    if ctrl & CTRL_FAST_FIFO:
+    ctrl = machine.global_fields(min(first.parts), "CTRL")
+    first.qupac = bool(ctrl["qupac"])
+    if ctrl["ffifo_en"]:
         first.fifo = "fast"
-    elif ctrl & CTRL_FIFO:
+    elif ctrl["fifo_en"]:
         first.fifo = "standard"
     for prog in programs[1:]:
         prog.streamed = prog.stream_enabled and prog.fbuf > 0

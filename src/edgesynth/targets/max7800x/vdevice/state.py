@@ -20,7 +20,7 @@ from edgesynth.targets.max7800x.vdevice.memory import (
 from edgesynth.targets.max7800x.vdevice.regmap import DeviceMap
 from edgesynth.targets.max7800x.vdevice.trace import PHASES, Trace
 
-CTRL_MEXPRESS = 1 << 20
+CTRL_MEXPRESS = 1 << regmap.MAX78000_MAP.global_regs[0].field("mexpress").lsb
 
 
 @dataclass
@@ -54,6 +54,16 @@ class Machine:
                 if layer >= self.stream_regs.shape[1]:
                     return 0
                 return int(self.stream_regs[group, layer, r.index])
+        raise KeyError(name)
+
+    def fields(self, group: int, layer: int, reg: str) -> dict[str, int]:
+        """Every field of a layer register, by name (the register map's fields)."""
+        return self._register(reg).decode(self.reg(group, layer, reg))
+
+    def global_fields(self, group: int, name: str) -> dict[str, int]:
+        for offset, r in self.dmap.global_regs.items():
+            if r.name == name:
+                return r.decode(self.global_regs.get((group, offset), 0))
         raise KeyError(name)
 
     def field(self, group: int, layer: int, reg: str, name: str) -> int:
