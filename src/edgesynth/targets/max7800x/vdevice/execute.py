@@ -169,14 +169,14 @@ def read_input(
         values = values.reshape(proc.size, rows, cols, passes, ops_n).transpose(0, 3, 4, 1, 2)
         return values, []
     if prog.big_data:
-        # One channel per 4-processor instance, four consecutive pixels per word.
-        n = np.arange(pixels * passes * ops_n)
-        per_plane = (pixels + 3) // 4
-        plane, pix = np.divmod(n, pixels)
-        word = prog.read_ptr + plane * per_plane + pix // 4
-        lane = np.broadcast_to((pix % 4)[None, :], (proc.size, n.size))
-        layout = (proc.size, passes, ops_n, rows, cols)
-        order = None
+        # One channel per 4-processor instance, four consecutive pixels per word; with several
+        # passes (or operands) the words of one group of four pixels follow each other, as
+        # HWC pixels' words do (not exercised by the corpus).
+        pix, within = np.divmod(np.arange(pixels * passes * ops_n), passes * ops_n)
+        word = prog.read_ptr + (pix // 4) * passes * ops_n + within
+        lane = np.broadcast_to((pix % 4)[None, :], (proc.size, pix.size))
+        layout = (proc.size, rows, cols, passes, ops_n)
+        order = (0, 3, 4, 1, 2)
     else:
         # word = pixel x words-per-pixel + pass x operands + operand
         within = np.arange(passes * ops_n)
