@@ -260,10 +260,7 @@ def _register_quantize(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", type=positive_float, help="factor for SCALE (default 0.85)")
     p.add_argument("--stddev", type=positive_float, help="deviations for STDDEV (default 2)")
     p.add_argument(
-        "--weight-bits",
-        type=int,
-        choices=(1, 2, 4, 8),
-        help="weight bits for layers that do not say (default 8)",
+        "--weight-bits", type=int, help="weight bits for layers that do not say (default 8)"
     )
     p.add_argument("--config-file", "-c", type=Path, help="network YAML whose `quantization` wins")
     p.set_defaults(handler=quantize)
