@@ -125,7 +125,7 @@ def test_another_models_checkpoint_is_one_clear_error() -> None:
 def test_unreadable_files(tmp_path: Path) -> None:
     bad = tmp_path / "bad.pth.tar"
     bad.write_bytes(b"not a checkpoint")
-    with pytest.raises(EdgesynthError, match="a text file .* not a PyTorch checkpoint"):
+    with pytest.raises(EdgesynthError, match=r"a text file .* not a PyTorch checkpoint"):
         read_checkpoint(bad)
     bad.write_bytes(b"\x00\x01\x02binary")
     with pytest.raises(EdgesynthError, match="not a readable PyTorch checkpoint"):
