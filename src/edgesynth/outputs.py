@@ -57,9 +57,12 @@ PathLike = str | os.PathLike[str]
 
 
 def npy_path(path: PathLike) -> Path:
-    """np.save's naming: a `.npy` suffix is added when missing."""
+    """np.save's naming: a `.npy` suffix is added when missing; an existing folder is left
+    as it is (so the rules refuse it instead of writing `FOLDER.npy` beside it)."""
     path = Path(path)
-    return path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
+    if path.suffix == ".npy" or not path.name or path.is_dir():
+        return path
+    return path.with_name(path.name + ".npy")
 
 
 def _error(message: str, option: str | None) -> EdgesynthError:
@@ -208,6 +211,15 @@ def check_output_file(
                 raise _error(f"cannot write {target}: {parent} is a file, not a folder.", option)
             break
     return target
+
+
+def check_output_npy(
+    path: PathLike, *, inputs: Iterable[PathLike | None] = (), option: str | None = None
+) -> Path:
+    """`check_output_file` for a `.npy` output named the np.save way: the name as given must
+    not be an input either (`--output net.yaml` is a mistake, not a request for net.yaml.npy)."""
+    check_output_file(path, inputs=inputs, option=option)
+    return check_output_file(npy_path(path), inputs=inputs, option=option)
 
 
 # ------------------------------------------------------------------------------------------

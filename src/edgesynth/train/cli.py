@@ -30,14 +30,14 @@ def _flag(parser: argparse.ArgumentParser, name: str, default: bool | None, help
 def evaluate(args: argparse.Namespace) -> int:
     """Run one sample through the training-side model, as the synthesizer's known-answer test."""
     from edgesynth.ir.npyfile import load_sample
-    from edgesynth.outputs import check_output_file, npy_path, save_npy_atomic
+    from edgesynth.outputs import check_output_npy, save_npy_atomic
     from edgesynth.quant.checkpoint import read_checkpoint
     from edgesynth.train.evaluate import model_for_checkpoint, model_for_network, run_sample
     from edgesynth.train.models import get_model_info
 
     inputs = [args.checkpoint, args.sample_input, args.network]
     if args.output is not None:
-        check_output_file(npy_path(args.output), inputs=inputs, option="--output")
+        check_output_npy(args.output, inputs=inputs, option="--output")
     sample = load_sample(args.sample_input)
     if args.network is not None:
         net = model_for_network(args.network, args.checkpoint, args.sample_input, args.device)
@@ -206,10 +206,12 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
 
 def quantize(args: argparse.Namespace) -> int:
     """Quantize a checkpoint for the chip (QAT as trained, or post-training clipping)."""
+    from edgesynth.outputs import check_output_file
     from edgesynth.quant.files import quantize_file, yaml_layer_bits
     from edgesynth.quant.ptq import DEFAULT_SCALE, DEFAULT_STDDEV, QuantizeOptions
     from edgesynth.targets.max7800x.device import get_device
 
+    check_output_file(args.output, inputs=[args.input, args.config_file], option="OUTPUT")
     dev = get_device(args.device)
     method = args.clip_method.upper() if args.clip_method else None
     opts = QuantizeOptions(
@@ -234,8 +236,10 @@ def quantize(args: argparse.Namespace) -> int:
 
 def fuse_bn(args: argparse.Namespace) -> int:
     """Fold batchnorm into the preceding convolutions of a (non-QAT) checkpoint."""
+    from edgesynth.outputs import check_output_file
     from edgesynth.quant.files import fuse_file
 
+    check_output_file(args.output, inputs=[args.input], option="OUTPUT")
     count = fuse_file(args.input, args.output, args.out_arch)
     print(f"Folded {count} batchnorm layers: {args.output}")
     return 0

@@ -79,12 +79,12 @@ def run_cmd(args: argparse.Namespace) -> int:
     """Run the compiled program on the functional model; write the dequantized outputs."""
     import numpy as np
 
-    from edgesynth.outputs import check_output_file, npy_path, save_npy_atomic
+    from edgesynth.outputs import check_output_npy, save_npy_atomic
     from edgesynth.targets.gati.artifacts import load_float_npy, load_outputs
     from edgesynth.targets.gati.host import run_program
 
     inputs = [args.input, args.program]
-    check_output_file(npy_path(args.output), inputs=inputs, option="--output")
+    check_output_npy(args.output, inputs=inputs, option="--output")
     stream, host = load_outputs(args.program)
     x = load_float_npy(args.input, "input")
     y, _ = run_program(stream, host, x)

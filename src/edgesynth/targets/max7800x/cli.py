@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from edgesynth.cliargs import device_name
+
 
 def _izer(argv: list[str]) -> int:
     from edgesynth.targets.max7800x.izer import run_izer
@@ -55,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="CHECKPOINT",
         help="quantized checkpoint (.pth.tar; omit for `arch: test`)",
     )
-    sim.add_argument("--device", default="MAX78000", help="MAX78000 or MAX78002")
+    sim.add_argument("--device", type=device_name, default="MAX78000", help="MAX78000 or MAX78002")
     sim.add_argument(
         "--sample-input",
         type=Path,

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer
-from edgesynth.outputs import check_output_file, npy_path, output_folder, save_npy_atomic
+from edgesynth.outputs import check_output_npy, output_folder, save_npy_atomic
 from edgesynth.sim.simulate import SimOptions
 from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.device import get_device
@@ -124,7 +124,7 @@ def run_simulate(
         else None
     )
     if output is not None:
-        check_output_file(npy_path(output), inputs=inputs, option="--output")
+        check_output_npy(output, inputs=inputs, option="--output")
     opts = BuildOptions(
         device=dev,
         checkpoint=str(checkpoint.resolve()) if checkpoint else None,
