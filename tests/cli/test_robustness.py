@@ -230,11 +230,12 @@ def project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every file under `root` (project and home) with a digest of its content."""
+    """Every file (with a digest of its content) and folder under `root` (project, home)."""
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
         if p.is_file()
+        else "folder"
+        for p in sorted(root.rglob("*"))
     }
 
 
@@ -247,6 +248,9 @@ def check(result: CliResult, status: int, before: dict[str, str], root: Path) ->
     after = snapshot(root)
     changed = {k for k in before if after.get(k) != before[k]}
     assert not changed, f"files changed or lost: {sorted(changed)}"
+    if status:
+        created = sorted(set(after) - set(before))
+        assert not created, f"a refused run created {created}"
     assert not [p for p in root.rglob(f"*{STAGING_PREFIX}*")], "staging files left behind"
 
 
