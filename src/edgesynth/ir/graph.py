@@ -89,6 +89,7 @@ class Node:
     inputs: list[str]
     outputs: list[str]
     source: str = ""  # where it came from, for messages (file:line, ONNX node, module)
+    folded: list[str] = field(default_factory=list)  # operators a pass folded into this one
 
     @property
     def output(self) -> str:
@@ -96,7 +97,7 @@ class Node:
 
     def params(self) -> dict[str, object]:
         """The operator's parameters (everything but names and wiring), for printing."""
-        skip = {"name", "inputs", "outputs", "source"}
+        skip = {"name", "inputs", "outputs", "source", "folded"}
         out: dict[str, object] = {}
         for f in fields(self):
             if f.name in skip:
@@ -187,10 +188,22 @@ class GlobalPool(Node):
 
 @dataclass(kw_only=True)
 class Eltwise(Node):
-    """Left-to-right element-wise operation of equally shaped inputs, exact (no clipping)."""
+    """Left-to-right element-wise operation, exact (no clipping). The inputs have equal shapes,
+    or broadcast against each other by NumPy's rules (a `Constant` of shape (C, 1, 1) against a
+    (C, H, W) tensor: one value per channel)."""
 
     op: ClassVar[str] = "eltwise"
     kind: str  # add | sub | mul | xor | or
+
+
+@dataclass(kw_only=True)
+class Constant(Node):
+    """A tensor fixed when the graph is built (no inputs): the bias, scale or offset an
+    element-wise operator applies. `value` has the tensor's per-sample shape and is the same
+    for every sample of a batch (it is evaluated with a batch axis of 1, which broadcasts)."""
+
+    op: ClassVar[str] = "constant"
+    value: np.ndarray
 
 
 @dataclass(kw_only=True)
@@ -310,6 +323,7 @@ OPERATORS: dict[str, type[Node]] = {
         Pool,
         GlobalPool,
         Eltwise,
+        Constant,
         Requantize,
         Clip,
         Activation,
@@ -339,6 +353,7 @@ class Graph:
     outputs: list[str] = field(default_factory=list)
     source: str = ""  # the file it came from
     warnings: list[str] = field(default_factory=list)
+    meta: dict[str, object] = field(default_factory=dict)  # facts about the source (ONNX opset)
 
     # -- building -----------------------------------------------------------------------------
     def add_tensor(self, name: str, shape: Sequence[int], qtype: QType | None = None) -> Tensor:

@@ -119,6 +119,14 @@ def _global_pool(node: g.GlobalPool, x: np.ndarray) -> np.ndarray:
 
 
 def _eltwise(node: g.Eltwise, *xs: np.ndarray) -> np.ndarray:
+    if any(not np.issubdtype(x.dtype, np.integer) for x in xs):  # a float graph
+        if node.kind not in ("add", "sub", "mul"):
+            raise EdgesynthError(f"operator {node.name}: `{node.kind}` needs integer inputs")
+        apply = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[node.kind]
+        out = xs[0].astype(np.float64)
+        for other in xs[1:]:
+            out = apply(out, other)
+        return out
     if node.kind == "mul":
         out = xs[0]
         for other in xs[1:]:
@@ -193,6 +201,7 @@ _EVAL: dict[type[g.Node], Callable[..., np.ndarray]] = {
     g.Pool: _pool,
     g.GlobalPool: _global_pool,
     g.Eltwise: _eltwise,
+    g.Constant: lambda n, *_: np.asarray(n.value)[None],
     g.Requantize: _requantize,
     g.Clip: lambda n, x: np.clip(x, n.lo, n.hi),
     g.Activation: _activation,
