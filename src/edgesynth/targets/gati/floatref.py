@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from edgesynth.targets.gati.onnx_import import FloatGraph, FloatLayer, PoolSpec
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
 
 def _windows(
@@ -36,7 +36,7 @@ def _windows(
     return win[:, :, : need_h - k[0] + 1 : s[0], : need_w - k[1] + 1 : s[1]]
 
 
-def conv2d(x: np.ndarray, layer: FloatLayer) -> np.ndarray:
+def conv2d(x: np.ndarray, layer: FusedLayer) -> np.ndarray:
     assert layer.weight is not None and layer.bias is not None
     _, oh, ow = layer.conv_shape
     kh, kw = layer.weight.shape[2:]
@@ -72,7 +72,7 @@ def activate(x: np.ndarray, kind: str | None) -> np.ndarray:
     return x
 
 
-def layer_forward(x: np.ndarray, layer: FloatLayer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def layer_forward(x: np.ndarray, layer: FusedLayer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(pre-activation, activation before pooling, output) of one layer for a float batch."""
     if layer.kind == "conv":
         pre = conv2d(x, layer)
@@ -87,7 +87,7 @@ def layer_forward(x: np.ndarray, layer: FloatLayer) -> tuple[np.ndarray, np.ndar
 
 
 def iter_layers(
-    graph: FloatGraph, x: np.ndarray
+    graph: LayerChain, x: np.ndarray
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     h = np.asarray(x, dtype=np.float64)
     for layer in graph.layers:
@@ -95,7 +95,7 @@ def iter_layers(
         yield pre, act, h
 
 
-def float_forward(graph: FloatGraph, x: np.ndarray) -> np.ndarray:
+def float_forward(graph: LayerChain, x: np.ndarray) -> np.ndarray:
     """The graph's float output for a batch (host post-processing included)."""
     outs = [y for _, _, y in iter_layers(graph, x)]
     out = outs[-1].reshape(outs[-1].shape[0], *graph.output_shape)
@@ -115,7 +115,7 @@ def host_post(kind: str | None, y: np.ndarray) -> np.ndarray:
 
 
 def calibration_ranges(
-    graph: FloatGraph, x: np.ndarray, chunk: int = 128
+    graph: LayerChain, x: np.ndarray, chunk: int = 128
 ) -> tuple[float, list[float], list[float]]:
     """(max |input|, per-layer max |pre-activation|, per-layer max |activation|).
 
