@@ -177,6 +177,26 @@ class Pool(Node):
     max_floor: int | None = None
 
 
+def pool_output_size(
+    size: int,
+    kernel: int,
+    stride: int,
+    pad_before: int,
+    pad_after: int,
+    ceil: bool,
+    dilation: int = 1,
+) -> int:
+    """A `Pool`'s output length along one axis (ONNX/PyTorch rule: in ceil mode the last window
+    must start inside the data or its leading padding); 0 when the window does not fit."""
+    room = size + pad_before + pad_after - (dilation * (kernel - 1) + 1)
+    if room < 0:
+        return 0
+    out = (-(-room // stride) if ceil else room // stride) + 1
+    if ceil and (out - 1) * stride >= size + pad_before:
+        out -= 1
+    return out
+
+
 @dataclass(kw_only=True)
 class GlobalPool(Node):
     """Max or average over every spatial position: (C, ...) -> (C,) ... kept as (C, 1, 1)."""

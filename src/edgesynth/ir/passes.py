@@ -23,13 +23,15 @@ def _copy(graph: g.Graph) -> g.Graph:
     out = replace(
         graph,
         tensors={k: replace(t) for k, t in graph.tensors.items()},
-        nodes=[replace(n, inputs=list(n.inputs), outputs=list(n.outputs), folded=list(n.folded))
-               for n in graph.nodes],
+        nodes=[
+            replace(n, inputs=list(n.inputs), outputs=list(n.outputs), folded=list(n.folded))
+            for n in graph.nodes
+        ],
         inputs=list(graph.inputs),
         outputs=list(graph.outputs),
         warnings=list(graph.warnings),
         meta=dict(graph.meta),
-    )  # fmt: skip
+    )
     return out
 
 

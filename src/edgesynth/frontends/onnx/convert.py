@@ -61,18 +61,6 @@ def _dims(value_info: Any) -> list[int | None]:
     return [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
 
 
-def pool_out(n: int, k: int, s: int, p0: int, p1: int, ceil: bool, d: int = 1) -> int:
-    """Pooling output size, ONNX/PyTorch rule (a ceil-mode window must start in the input or
-    its leading padding)."""
-    span = n + p0 + p1 - (d * (k - 1) + 1)
-    if span < 0:
-        return 0
-    out = (-(-span // s) if ceil else span // s) + 1
-    if ceil and (out - 1) * s >= n + p0:
-        out -= 1
-    return out
-
-
 class Converter:
     """One pass over the ONNX nodes in order (ONNX requires a topological order)."""
 
@@ -317,9 +305,17 @@ class Converter:
             for i in range(rank)
         )
         self.make(
-            g.Conv, n, [n.input[0]], (w.shape[0], *out),
-            weight=w, bias=b, stride=strides, pads=pads, dilation=dil, groups=group,
-        )  # fmt: skip
+            g.Conv,
+            n,
+            [n.input[0]],
+            (w.shape[0], *out),
+            weight=w,
+            bias=b,
+            stride=strides,
+            pads=pads,
+            dilation=dil,
+            groups=group,
+        )
 
     def conv_transpose(self, n: Any, a: dict[str, Any]) -> None:
         shape = self.shape(n.input[0])
@@ -346,15 +342,28 @@ class Converter:
         if len(n.input) > 2 and n.input[2]:
             b = self.const(n.input[2], "bias").astype(np.float64).reshape(-1)
         out = tuple(
-            (shape[1 + i] - 1) * strides[i] - p[i] - p[rank + i] + dil[i] * (k[i] - 1) + 1
+            (shape[1 + i] - 1) * strides[i]
+            - p[i]
+            - p[rank + i]
+            + dil[i] * (k[i] - 1)
+            + 1
             + out_pad[i]
             for i in range(rank)
-        )  # fmt: skip
+        )
         self.make(
-            g.Conv, n, [n.input[0]], (conv_w.shape[0], *out),
-            weight=conv_w, bias=b, stride=strides, pads=conv_pads, dilation=dil, groups=group,
-            transposed=True, output_padding=out_pad,
-        )  # fmt: skip
+            g.Conv,
+            n,
+            [n.input[0]],
+            (conv_w.shape[0], *out),
+            weight=conv_w,
+            bias=b,
+            stride=strides,
+            pads=conv_pads,
+            dilation=dil,
+            groups=group,
+            transposed=True,
+            output_padding=out_pad,
+        )
 
     def features(self, name: str) -> int:
         shape = self.shape(name)
@@ -446,9 +455,16 @@ class Converter:
             raise self.fail(f"{gamma.size} channels, the input has {shape[0]}")
         eps = float(a.get("epsilon", 1e-5))
         self.make(
-            g.BatchNorm, n, [n.input[0]], shape, gamma=gamma, beta=beta, mean=mean, var=var,
+            g.BatchNorm,
+            n,
+            [n.input[0]],
+            shape,
+            gamma=gamma,
+            beta=beta,
+            mean=mean,
+            var=var,
             eps=eps,
-        )  # fmt: skip
+        )
 
     # -- pooling --------------------------------------------------------------------------
     def pool(self, n: Any, a: dict[str, Any]) -> None:
@@ -466,15 +482,26 @@ class Converter:
         pads = self.pads(a, shape[1:], k, strides, dil)
         ceil = bool(a.get("ceil_mode", 0))
         out = tuple(
-            pool_out(shape[1 + i], k[i], strides[i], pads[i], pads[rank + i], ceil, dil[i])
+            g.pool_output_size(
+                shape[1 + i], k[i], strides[i], pads[i], pads[rank + i], ceil, dil[i]
+            )
             for i in range(rank)
         )
         kind = "max" if n.op_type == "MaxPool" else "avg"
         self.make(
-            g.Pool, n, [n.input[0]], (shape[0], *out), kind=kind, kernel=k, stride=strides,
-            dilation=dil, pads=pads, ceil=ceil, method="float",
+            g.Pool,
+            n,
+            [n.input[0]],
+            (shape[0], *out),
+            kind=kind,
+            kernel=k,
+            stride=strides,
+            dilation=dil,
+            pads=pads,
+            ceil=ceil,
+            method="float",
             count_include_pad=bool(a.get("count_include_pad", 0)),
-        )  # fmt: skip
+        )
 
     def global_pool(self, n: Any, a: dict[str, Any]) -> None:
         shape = self.shape(n.input[0])
@@ -505,10 +532,11 @@ class Converter:
             return
         mid = self.graph.unique_name(f"{n.output[0]}/pooled")
         self.add(
-            g.GlobalPool(name=self.label, inputs=[n.input[0]], outputs=[mid], kind=kind,
-                         method="float"),
+            g.GlobalPool(
+                name=self.label, inputs=[n.input[0]], outputs=[mid], kind=kind, method="float"
+            ),
             pooled,
-        )  # fmt: skip
+        )
         self.add(
             g.Flatten(
                 name=self.graph.unique_name(f"{self.label}/flatten"),
@@ -631,9 +659,14 @@ class Converter:
             out = n.output[0] if last else self.graph.unique_name(f"{n.output[0]}/{k}")
             name = self.label if k == 0 else self.graph.unique_name(f"{self.label}/{k}")
             node = g.Slice(
-                name=name, inputs=[src], outputs=[out], axis=axis - 1, start=lo, stop=hi,
+                name=name,
+                inputs=[src],
+                outputs=[out],
+                axis=axis - 1,
+                start=lo,
+                stop=hi,
                 step=int(step),
-            )  # fmt: skip
+            )
             self.add(node, tuple(cur))
             src = out
 

@@ -21,23 +21,30 @@ SAMPLE = "sample.dwp"
 EXPECTED = "sample_expected.dwp"
 
 
+def write_files(
+    prog: CompiledProgram, folder: Path, sample: np.ndarray | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Write blob, stream and report into the existing `folder` (with a `sample`, also its
+    inference stream and the known answer); returns the report and the file names."""
+    report = build_report(prog)
+    files = {BLOB: prog.blob, STREAM: prog.stream}
+    if sample is not None:
+        files[SAMPLE], files[EXPECTED] = known_answer(prog, sample)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    (folder / REPORT).write_text(json.dumps(report, indent=1) + "\n")
+    return report, sorted([*files, REPORT])
+
+
 def write_outputs(
     prog: CompiledProgram, out_dir: str | Path, sample: np.ndarray | None = None
 ) -> dict[str, Any]:
-    """Write blob, stream and report into `out_dir` (with a `sample`, also its inference
-    stream and the known answer); a failure leaves nothing half-done."""
+    """`write_files` into `out_dir`, staged: a failure leaves nothing half-done."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise EdgesynthError(f"{out} exists and is not a directory")
-    report = build_report(prog)
-    known = known_answer(prog, sample) if sample is not None else None
     with staged_directory(out) as tmp:
-        (tmp / BLOB).write_bytes(prog.blob)
-        (tmp / STREAM).write_bytes(prog.stream)
-        (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n")
-        if known is not None:
-            (tmp / SAMPLE).write_bytes(known[0])
-            (tmp / EXPECTED).write_bytes(known[1])
+        report, _ = write_files(prog, tmp, sample)
     return report
 
 

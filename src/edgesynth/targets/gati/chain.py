@@ -69,3 +69,7 @@ class LayerChain:
     host_post_node: str | None = None
     opset: int = 0  # the ONNX opset (0 for other sources)
     output_shape: tuple[int, ...] = ()  # the graph output without the batch dimension
+
+    def label(self, node: str) -> str:
+        """How messages name a node: as an ONNX node for ONNX models."""
+        return f"ONNX node `{node}`" if self.opset else f"operator `{node}`"

@@ -12,7 +12,7 @@ from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
 
 def _err(graph: LayerChain, node: str, reason: str) -> EdgesynthError:
-    return EdgesynthError(f"ONNX node `{node}`: {reason}", file=graph.path)
+    return EdgesynthError(f"{graph.label(node)}: {reason}", file=graph.path or None)
 
 
 def _fits(graph: LayerChain, node: str, fmt: isa.Format, name: str, value: int, what: str) -> None:
@@ -58,7 +58,9 @@ def _nonnegative_input(graph: LayerChain, index: int) -> bool:
     return index > 0 and _nonnegative_input(graph, index - 1)
 
 
-def check_layer(graph: LayerChain, index: int) -> None:
+def check_layer(graph: LayerChain, index: int, warnings: list[str] | None = None) -> None:
+    """Raise on the first rule layer `index` breaks. With `warnings`, a max pool over values
+    that can be negative is lowered anyway and reported there (integer graphs)."""
     layer = graph.layers[index]
     if layer.kind == "conv":
         _check_conv(graph, layer)
@@ -67,7 +69,7 @@ def check_layer(graph: LayerChain, index: int) -> None:
     else:
         _check_identity(graph, layer)
     if layer.pool is not None:
-        _check_pool(graph, index, layer, layer.pool)
+        _check_pool(graph, index, layer, layer.pool, warnings)
 
 
 def _check_map(graph: LayerChain, node: str, shape: tuple[int, ...], what: str) -> None:
@@ -128,7 +130,13 @@ def _check_identity(graph: LayerChain, layer: FusedLayer) -> None:
         _fits(graph, node, isa.FC, "WeightRows", layer.in_shape[0], "features")
 
 
-def _check_pool(graph: LayerChain, index: int, layer: FusedLayer, pool: PoolSpec) -> None:
+def _check_pool(
+    graph: LayerChain,
+    index: int,
+    layer: FusedLayer,
+    pool: PoolSpec,
+    warnings: list[str] | None = None,
+) -> None:
     node = pool.node
     kh, kw = pool.kernel
     _fits(graph, node, isa.TAIL, "PoolHeight", kh, "pool height")
@@ -143,12 +151,18 @@ def _check_pool(graph: LayerChain, index: int, layer: FusedLayer, pool: PoolSpec
     amount, _ = pad_sides(graph, node, pool.pads, "pooling")
     _fits(graph, node, isa.TAIL, "PoolPadding", amount, "pool padding")
     if pool.type == "max" and not _nonnegative_input(graph, index):
-        raise _err(
-            graph,
-            node,
-            "MaxPool over values that can be negative: Gati's max action starts from 0, so "
-            "it needs a Relu (or Sigmoid) before the pooling",
-        )
+        if warnings is not None:
+            warnings.append(
+                f"{graph.label(node)}: max pooling over values that can be negative: Gati's max "
+                "register starts from 0, so negative maxima become 0"
+            )
+        else:
+            raise _err(
+                graph,
+                node,
+                "MaxPool over values that can be negative: Gati's max action starts from 0, so "
+                "it needs a Relu (or Sigmoid) before the pooling",
+            )
     if pool.type == "avg":
         if any(pool.pads) and not pool.count_include_pad:
             raise _err(
@@ -176,8 +190,9 @@ def check_graph(graph: LayerChain) -> None:
         check_layer(graph, i)
 
 
-def check_all(graph: LayerChain) -> None:
-    """Raise `MultipleErrors` naming everything Gati cannot run (every layer checked)."""
+def check_all(graph: LayerChain, warnings: list[list[str]] | None = None) -> None:
+    """Raise `MultipleErrors` naming everything Gati cannot run (every layer checked). With
+    `warnings` (one list per layer), what `check_layer` tolerates is reported there."""
     errors: list[EdgesynthError] = []
     try:
         _fits(graph, graph.layers[0].name, isa.START, "TotalLayers", len(graph.layers), "layers")
@@ -185,7 +200,7 @@ def check_all(graph: LayerChain) -> None:
         errors.append(err)
     for i in range(len(graph.layers)):
         try:
-            check_layer(graph, i)
+            check_layer(graph, i, warnings[i] if warnings is not None else None)
         except EdgesynthError as err:
             errors.append(err)
     if errors:

@@ -342,9 +342,7 @@ def import_onnx(path: str | Path) -> LayerChain:
     from edgesynth.frontends.onnx import load_onnx
     from edgesynth.targets.gati.lower import fuse
 
-    chain, requantize = fuse(load_onnx(path))
-    assert not requantize  # a float graph
-    return chain
+    return fuse(load_onnx(path)).chain
 
 
 def compile_onnx(

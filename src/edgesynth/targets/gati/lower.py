@@ -17,6 +17,8 @@ branch: a tensor read twice, an element-wise operation of two tensors, a concate
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
@@ -386,10 +388,17 @@ class _Fuser:
         self.cur_name = node.output  # the last layer keeps its own output name
 
 
-def fuse(graph: g.Graph) -> tuple[LayerChain, dict[str, g.Requantize]]:
+@dataclass
+class Fused:
+    chain: LayerChain  # the Gati layers
+    graph: g.Graph  # the simplified graph the layers were fused from (names, types)
+    requantize: dict[str, g.Requantize]  # integer graphs: each layer's requantization
+
+
+def fuse(graph: g.Graph) -> Fused:
     """Simplify `graph` (fold BatchNorm and constant Adds, drop no-ops) and fuse it into Gati
-    layers. Returns the chain and, for an integer graph, each layer's `Requantize` by layer
-    name."""
-    fuser = _Fuser(simplify(graph))
+    layers."""
+    simple = simplify(graph)
+    fuser = _Fuser(simple)
     chain = fuser.run()
-    return chain, fuser.requantize
+    return Fused(chain, simple, fuser.requantize)

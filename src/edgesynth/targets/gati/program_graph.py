@@ -37,8 +37,16 @@ class _Builder:
     def __init__(self, graph: g.Graph, fl: FusedLayer, gl: GatiLayer, source: str) -> None:
         self.graph, self.fl, self.gl, self.source = graph, fl, gl, source
 
-    def add(self, node_cls: type[g.Node], step: str, src: str, shape: tuple[int, ...],
-            qtype: g.QType, last: bool = False, **params: object) -> str:  # fmt: skip
+    def add(
+        self,
+        node_cls: type[g.Node],
+        step: str,
+        src: str,
+        shape: tuple[int, ...],
+        qtype: g.QType,
+        last: bool = False,
+        **params: object,
+    ) -> str:
         name = self.graph.unique_name(f"{self.fl.name}:{step}")
         out = self.graph.unique_name(self.fl.output if last else name)
         node = node_cls(name=name, inputs=[src], outputs=[out], source=self.source, **params)
@@ -55,9 +63,16 @@ def _layer(graph: g.Graph, fl: FusedLayer, gl: GatiLayer, src: str) -> str:
     if fl.kind == "conv":
         assert gl.weights is not None
         cur = b.add(
-            g.Conv, "conv", cur, fl.conv_shape, acc, weight=gl.weights, bias=gl.bias,
-            stride=fl.strides, pads=side_pads(gl.pad, gl.pad_sides),
-        )  # fmt: skip
+            g.Conv,
+            "conv",
+            cur,
+            fl.conv_shape,
+            acc,
+            weight=gl.weights,
+            bias=gl.bias,
+            stride=fl.strides,
+            pads=side_pads(gl.pad, gl.pad_sides),
+        )
     elif fl.kind == "linear":
         assert gl.weights is not None
         if fl.flatten:
@@ -68,43 +83,75 @@ def _layer(graph: g.Graph, fl: FusedLayer, gl: GatiLayer, src: str) -> str:
     if gl.quant_en:
         scale = 2.0**-gl.act_param if fl.activation in ("sigmoid", "tanh") else gl.out_scale
         cur = b.add(
-            g.Requantize, "quant", cur, shape, g.QType(8, scale=scale),
-            last=last_step == "quant", mul=gl.quant_scale, div=1 << gl.quant_shift,
-            rounding="half_up", lo=-128, hi=127,
-        )  # fmt: skip
+            g.Requantize,
+            "quant",
+            cur,
+            shape,
+            g.QType(8, scale=scale),
+            last=last_step == "quant",
+            mul=gl.quant_scale,
+            div=1 << gl.quant_shift,
+            rounding="half_up",
+            lo=-128,
+            hi=127,
+        )
     else:
         cur = b.add(
-            g.Clip, "saturate", cur, shape, acc, last=last_step == "quant", lo=INT32[0],
+            g.Clip,
+            "saturate",
+            cur,
+            shape,
+            acc,
+            last=last_step == "quant",
+            lo=INT32[0],
             hi=INT32[1],
-        )  # fmt: skip
+        )
     qtype = graph.tensors[cur].qtype
     if fl.activation:
         if fl.activation != "relu":
             qtype = g.QType(8, scale=2.0**-hw.ACT_OUT_FRACTION_BITS)
         exponent = gl.act_param if fl.activation != "relu" else 0
         cur = b.add(
-            g.Activation, "act", cur, shape, qtype, last=last_step == "act",
-            kind=fl.activation, exponent=exponent,
-        )  # fmt: skip
+            g.Activation,
+            "act",
+            cur,
+            shape,
+            qtype,
+            last=last_step == "act",
+            kind=fl.activation,
+            exponent=exponent,
+        )
     if fl.pool is not None:
         assert qtype is not None
         p = fl.pool
         out = fl.out_shape
         if p.type == "global_avg":
-            cur = b.add(g.GlobalPool, "pool", cur, out, qtype, last=True, kind="avg",
-                        method="tree")  # fmt: skip
+            cur = b.add(g.GlobalPool, "pool", cur, out, qtype, last=True, kind="avg", method="tree")
         else:
             stride = p.strides[0]
             common = dict(
-                kernel=p.kernel, stride=(stride, stride),
-                pads=side_pads(gl.pool_pad, gl.pool_pad_sides), ceil=gl.pool_ceil,
-            )  # fmt: skip
+                kernel=p.kernel,
+                stride=(stride, stride),
+                pads=side_pads(gl.pool_pad, gl.pool_pad_sides),
+                ceil=gl.pool_ceil,
+            )
             if p.type == "max":
-                cur = b.add(g.Pool, "pool", cur, out, qtype, last=True, kind="max", max_floor=0,
-                            **common)  # fmt: skip
+                cur = b.add(
+                    g.Pool, "pool", cur, out, qtype, last=True, kind="max", max_floor=0, **common
+                )
             else:
-                cur = b.add(g.Pool, "pool", cur, out, qtype, last=True, kind="avg",
-                            method="tree", count_include_pad=True, **common)  # fmt: skip
+                cur = b.add(
+                    g.Pool,
+                    "pool",
+                    cur,
+                    out,
+                    qtype,
+                    last=True,
+                    kind="avg",
+                    method="tree",
+                    count_include_pad=True,
+                    **common,
+                )
     return cur
 
 

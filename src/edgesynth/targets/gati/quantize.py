@@ -21,7 +21,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import evaluate
 from edgesynth.targets.gati import hw, isa
-from edgesynth.targets.gati.chain import LayerChain
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain
 from edgesynth.targets.gati.check import pad_sides
 from edgesynth.targets.gati.floatref import calibration_ranges
 from edgesynth.targets.gati.model import GatiLayer, GatiModel
@@ -75,6 +75,24 @@ def _act_exponent(pre_max: float) -> int:
     return int(min(max(math.floor(math.log2(QMAX / pre_max)), 0), 15))
 
 
+def set_geometry(graph: LayerChain, fl: FusedLayer, gl: GatiLayer) -> None:
+    """The layer's padded sides, pooling fields and flattened map; a warning for average
+    windows the pairwise tree weighs unequally."""
+    gl.pad, gl.pad_sides = pad_sides(graph, fl.name, fl.pads, "convolution")
+    if fl.pool is not None:
+        gl.pool_pad, gl.pool_pad_sides = pad_sides(graph, fl.pool.node, fl.pool.pads, "pool")
+        gl.pool_ceil = fl.pool.ceil
+        gl.pool_global = fl.pool.type == "global_avg"
+        kh, kw = fl.pool.kernel
+        if fl.pool.type != "max" and (kh & (kh - 1) or kw & (kw - 1)):
+            gl.warnings.append(
+                f"{graph.label(fl.pool.node)}: average window {kh}x{kw} ({kh * kw} values) is not "
+                "a power of two per side; the pairwise-average tree weighs its elements unequally"
+            )
+    if fl.flatten:
+        gl.flat_map = fl.in_map
+
+
 def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
     """Calibrate `graph` (checked against Gati's limits: `check.check_graph`) on
     `calibration` and quantize it to int8."""
@@ -95,7 +113,7 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
     s_in = input_scale
     last = len(graph.layers) - 1
     for i, fl in enumerate(graph.layers):
-        where = f"{graph.path}: ONNX node `{fl.name}`"
+        where = f"{graph.path}: {graph.label(fl.name)}"
         gl = GatiLayer(
             onnx_nodes=list(fl.nodes),
             in_scale=s_in,
@@ -104,23 +122,7 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
             out_scale=s_in,
             quant_en=True,
         )
-        gl.pad, gl.pad_sides = pad_sides(graph, fl.name, fl.pads, "convolution")
-        if fl.pool is not None:
-            gl.pool_pad, gl.pool_pad_sides = pad_sides(graph, fl.pool.node, fl.pool.pads, "pool")
-            gl.pool_ceil = fl.pool.ceil
-            gl.pool_global = fl.pool.type == "global_avg"
-            n_win = fl.pool.kernel[0] * fl.pool.kernel[1]
-            if fl.pool.type != "max" and (
-                fl.pool.kernel[0] & (fl.pool.kernel[0] - 1)
-                or fl.pool.kernel[1] & (fl.pool.kernel[1] - 1)
-            ):
-                gl.warnings.append(
-                    f"ONNX node `{fl.pool.node}`: average window {fl.pool.kernel[0]}x"
-                    f"{fl.pool.kernel[1]} ({n_win} values) is not a power of two per side; the "
-                    "pairwise-average tree weighs its elements unequally"
-                )
-        if fl.flatten:
-            gl.flat_map = fl.in_map
+        set_geometry(graph, fl, gl)
 
         if fl.kind != "none":
             assert fl.weight is not None and fl.bias is not None
