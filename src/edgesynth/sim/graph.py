@@ -185,8 +185,9 @@ def _softmax(node: g.Softmax, x: np.ndarray) -> np.ndarray:
     z = x.astype(np.float64)
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
-    p = e / e.sum(axis=1, keepdims=True)
-    return np.log(p) if node.log else p
+    if node.log:  # z - log(sum(exp(z))): finite where the probability underflows
+        return z - np.log(e.sum(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def _slice(node: g.Slice, x: np.ndarray) -> np.ndarray:
