@@ -119,6 +119,14 @@ def _global_pool(node: g.GlobalPool, x: np.ndarray) -> np.ndarray:
 
 
 def _eltwise(node: g.Eltwise, *xs: np.ndarray) -> np.ndarray:
+    if any(not np.issubdtype(x.dtype, np.integer) for x in xs):  # a float graph
+        if node.kind not in ("add", "sub", "mul"):
+            raise EdgesynthError(f"operator {node.name}: `{node.kind}` needs integer inputs")
+        apply = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[node.kind]
+        out = xs[0].astype(np.float64)
+        for other in xs[1:]:
+            out = apply(out, other)
+        return out
     if node.kind == "mul":
         out = xs[0]
         for other in xs[1:]:
@@ -177,8 +185,9 @@ def _softmax(node: g.Softmax, x: np.ndarray) -> np.ndarray:
     z = x.astype(np.float64)
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
-    p = e / e.sum(axis=1, keepdims=True)
-    return np.log(p) if node.log else p
+    if node.log:  # z - log(sum(exp(z))): finite where the probability underflows
+        return z - np.log(e.sum(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def _slice(node: g.Slice, x: np.ndarray) -> np.ndarray:
@@ -193,6 +202,7 @@ _EVAL: dict[type[g.Node], Callable[..., np.ndarray]] = {
     g.Pool: _pool,
     g.GlobalPool: _global_pool,
     g.Eltwise: _eltwise,
+    g.Constant: lambda n, *_: np.asarray(n.value)[None],
     g.Requantize: _requantize,
     g.Clip: lambda n, x: np.clip(x, n.lo, n.hi),
     g.Activation: _activation,

@@ -21,6 +21,21 @@ SAMPLE = "sample.dwp"
 EXPECTED = "sample_expected.dwp"
 
 
+def write_files(
+    prog: CompiledProgram, folder: Path, sample: np.ndarray | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Write blob, stream and report into the existing `folder` (with a `sample`, also its
+    inference stream and the known answer); returns the report and the file names."""
+    report = build_report(prog)
+    files = {BLOB: prog.blob, STREAM: prog.stream}
+    if sample is not None:
+        files[SAMPLE], files[EXPECTED] = known_answer(prog, sample)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    (folder / REPORT).write_text(json.dumps(report, indent=1) + "\n")
+    return report, sorted([*files, REPORT])
+
+
 def write_outputs(
     prog: CompiledProgram,
     out_dir: str | Path | OutputFolder,
@@ -28,23 +43,15 @@ def write_outputs(
     *,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Write blob, stream and report into `out_dir` (with a `sample`, also its inference
-    stream and the known answer) through the output-folder rules of `edgesynth.outputs`:
+    """`write_files` into `out_dir` through the output-folder rules of `edgesynth.outputs`:
     a failure leaves nothing half-done, and nothing else in the folder is touched."""
     folder = (
         out_dir
         if isinstance(out_dir, OutputFolder)
         else output_folder(out_dir, overwrite=overwrite, option="--output")
     )
-    report = build_report(prog)
-    known = known_answer(prog, sample) if sample is not None else None
     with folder as out:
-        out.write_bytes(BLOB, prog.blob)
-        out.write_bytes(STREAM, prog.stream)
-        out.write_text(REPORT, json.dumps(report, indent=1) + "\n")
-        if known is not None:
-            out.write_bytes(SAMPLE, known[0])
-            out.write_bytes(EXPECTED, known[1])
+        report, _ = write_files(prog, out.staging, sample)
     return report
 
 
