@@ -61,6 +61,7 @@ CNN_COMMAND = Register(
         Field("eltwise_bn", 9, 1),
         Field("bypass_perf_opt", 10, 1),
         Field("free_download", 11, 1),  # seed: bit 11 "Free Reserved Download Region"
+        Field("data_8bit", 12, 1),  # results saturate to 8 bits (an 8-bit program)
         Field("command_id", 16, 16),
     ),
 )
