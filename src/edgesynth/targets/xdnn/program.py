@@ -55,11 +55,8 @@ def plan_program(low: Lowered, engine: dev.Engine) -> tuple[ImemPlan, list[str]]
 
     try:
         return plan_imem(engine, steps, shapes, reserve=True, **kw), []
-    except EdgesynthError as first:
-        try:
-            plan = plan_imem(engine, steps, shapes, reserve=False, **kw)
-        except EdgesynthError:
-            raise first from None
+    except EdgesynthError:
+        plan = plan_imem(engine, steps, shapes, reserve=False, **kw)  # its overflow is final
         return plan, [
             "the reserved download/upload regions do not fit beside the network's tensors; "
             "one shared IMEM region is used (no download of the next image during this one)"
