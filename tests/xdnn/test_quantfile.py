@@ -65,7 +65,7 @@ def test_exact_powers_of_two_take_the_top_of_the_scale_range() -> None:
 def test_edge_cases_of_the_fields() -> None:
     pol = edgesynth_policy(8)
     assert (pol.postshift, pol.scale_min) == (15, 128)
-    assert edgesynth_policy(16).postshift == 7
+    assert (edgesynth_policy(16).postshift, edgesynth_policy(16).scale_min) == (7, 64)
     t = solve(np.array([0.0, 300.0, 2.0**-90, 3.0]), pol)
     assert (t.pre[0], t.scale[0], t.post[0]) == (0, 0, 0)  # a zero channel
     assert not t.ok[1]  # 300 > 255: no triple represents it

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from edgesynth.errors import EdgesynthError, did_you_mean
 
 MiB = 1 << 20
@@ -89,14 +91,15 @@ DDR_ALIGN = 64  # edgesynth: every DDR block starts on a 64-byte boundary (one A
 BITS = (8, 16)  # quantization modes: values in 8 or 16 bits, always stored as 16-bit words
 
 
-def avgpool_multiplier(count: int) -> tuple[int, int]:
+def avgpool_multiplier(count: int, rescale: float = 1.0) -> tuple[int, int]:
     """(m, s) with m / 2**s ~ 1 / count: the average pool multiplies a window's sum by an
     8-bit scale and shifts it right by a 4-bit post-shift, like the convolution's scale and
     post-shift stages (edgesynth's choice; ml-suite's host library has the same
-    sum x scale >> post-shift form). The largest shift whose scale fits wins."""
+    sum x scale >> post-shift form). `rescale` = input step / output step folds a change of
+    scale into it. The largest shift whose scale fits wins."""
     best = (0, 0)
     for s in range(POSTSHIFT_MAX + 1):
-        m = (2 * (1 << s) + count) // (2 * count)  # round half up
+        m = int(np.floor((1 << s) * rescale / count + 0.5))
         if m <= SCALE_MAX:
             best = (m, s)
     return best

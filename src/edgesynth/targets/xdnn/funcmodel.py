@@ -123,7 +123,7 @@ class Machine:
             y = win.max(axis=-1)[:, :, :oh, :ow]
         else:
             win, _ = ops.pool_windows_batch(x, (kh, kw), (sh, sw), pads=pads)
-            m, s = dev.avgpool_multiplier(kh * kw)
+            m, s = f["scale"], f["postshift"]  # the window sum x scale >> post-shift
             y = saturate((win.sum(axis=-1)[:, :, :oh, :ow] * m) >> s, dev.DATA_BITS)
         self.write(imem, f["out_addr"], self._finish(f, y))
 

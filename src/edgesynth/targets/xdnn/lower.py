@@ -270,7 +270,7 @@ def _quantize(
     sets.find(x_name)
     for f in fused:
         sets.find(f.output)
-        if f.kind in ("maxpool", "avgpool", "add", "concat"):
+        if f.kind in ("maxpool", "add", "concat"):  # an average pool rescales
             sets.join(f.output, *f.inputs)
     stored = [x_name] + [f.output for f in fused]
     th: dict[str, float] = {}
@@ -280,8 +280,10 @@ def _quantize(
     warnings: list[str] = []
     for r, v in list(th.items()):
         if v == 0.0:
-            th[r] = 1.0
+            v = 1.0
             warnings.append(f"tensor group of `{r}` is zero on the whole calibration batch")
+        # 16-bit: one bit of headroom, so (acc >> pre) never saturates (see quantfile.py)
+        th[r] = 2 * v if bits == 16 else v
 
     def sf(t: str) -> float:
         return float(step(th[sets.find(t)], bits))
@@ -347,8 +349,10 @@ def _quantize(
                     )
                 )
                 continue
+            # The shifts truncate: on average half a step low. The bias takes that half step
+            # back (rounded to the integer nearest b / sf + 1/2).
             braw = f.bias / sf(out_t)
-            bq = np.clip(np.floor(braw + 0.5), dev.BIAS_MIN, dev.BIAS_MAX).astype(np.int64)
+            bq = np.clip(np.floor(braw + 1.0), dev.BIAS_MIN, dev.BIAS_MAX).astype(np.int64)
             if np.any(np.abs(braw) > dev.BIAS_MAX + 0.5):
                 warnings.append(f"`{node.name}`: a bias exceeds the 16-bit bias field; saturated")
             conv_out = ig.unique_name(f"{out_t}.acc")
@@ -495,7 +499,7 @@ def _quantize(
                 if lay is None:
                     continue
                 lay.fc_mode = out_shape[1:] == (1, 1) and lay.kernel == in_shape[1:]
-            m, s = dev.avgpool_multiplier(lay.kernel[0] * lay.kernel[1])
+            m, s = dev.avgpool_multiplier(lay.kernel[0] * lay.kernel[1], sf(src) / sf(out_t))
             lay.scale, lay.post = np.array([m]), np.array([s])
             layers.append(lay)
             c = in_shape[0]

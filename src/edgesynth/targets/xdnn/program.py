@@ -195,6 +195,11 @@ def build(low: Lowered, plan: ImemPlan, ddr: DdrMap, bits: int) -> tuple[list[Co
             }
         elif lay.op in ("XNMaxPool", "XNAvgPool"):
             sf = {**geo, **io, "fc_mode": int(lay.fc_mode)}
+            if lay.op == "XNAvgPool":
+                assert lay.scale is not None and lay.post is not None
+                sf.update(
+                    {"preshift": 0, "scale": int(lay.scale[0]), "postshift": int(lay.post[0])}
+                )
             fields = {
                 "name": lay.name,
                 "kernel_w": lay.kernel[1],

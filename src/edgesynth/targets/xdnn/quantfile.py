@@ -44,12 +44,12 @@ MLSUITE = SolverPolicy("ml-suite", 7, 64)
 
 
 def edgesynth_policy(bits: int) -> SolverPolicy:
-    """Post-shift as large as keeps `(acc >> pre)` within 16 bits for every output in range."""
-    out_max = (1 << (bits - 1)) - 1
-    post = 0
-    while post < dev.POSTSHIFT_MAX and out_max * (1 << (post + 1)) // 128 <= dev.DATA_MAX:
-        post += 1
-    return SolverPolicy("edgesynth", post, 128)
+    """8-bit: post-shift 15, scale in (128, 255]: (acc >> pre) stays within 16 bits for every
+    output in range and (p x scale) >> 15 <= 255 never wraps. 16-bit: ml-suite's post-shift 7
+    with the scale in (64, 128], so (p x scale) >> 7 never exceeds a saturated p (no wrap);
+    the 16-bit activations keep one bit of headroom (lower.py doubles their thresholds) so the
+    pre-shifted value does not saturate either."""
+    return SolverPolicy("edgesynth", 15, 128) if bits == 8 else SolverPolicy("edgesynth", 7, 64)
 
 
 def policy_from_json(d: dict[str, Any] | None) -> SolverPolicy:
