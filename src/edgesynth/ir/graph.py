@@ -246,6 +246,25 @@ class Requantize(Node):
 
 
 @dataclass(kw_only=True)
+class ShiftScaleBias(Node):
+    """A DSP pipeline's staged requantization (xDNN after its systolic array), exactly:
+    wrap to `acc_bits`, `>> pre` saturated to `bits`, `x scale`, `>> post` wrapped to `bits`,
+    `+ bias` saturated to `bits`, then clipped to [lo, hi]. Shifts are arithmetic (floor); see
+    `edgesynth.sim.staged`. `pre`, `scale`, `post`, `bias` are per channel (axis 0) or scalar.
+    """
+
+    op: ClassVar[str] = "shift_scale_bias"
+    pre: np.ndarray | int
+    scale: np.ndarray | int
+    post: np.ndarray | int
+    bias: np.ndarray | int = 0
+    bits: int = 16
+    acc_bits: int = 48
+    lo: int = -32768
+    hi: int = 32767
+
+
+@dataclass(kw_only=True)
 class Clip(Node):
     op: ClassVar[str] = "clip"
     lo: int | float
@@ -345,6 +364,7 @@ OPERATORS: dict[str, type[Node]] = {
         Eltwise,
         Constant,
         Requantize,
+        ShiftScaleBias,
         Clip,
         Activation,
         BatchNorm,

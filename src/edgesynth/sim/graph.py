@@ -16,6 +16,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.sim import ops
 from edgesynth.sim.rounding import divide, requantize
+from edgesynth.sim.staged import shift_scale_bias
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -148,6 +149,21 @@ def _requantize(node: g.Requantize, x: np.ndarray) -> np.ndarray:
     )
 
 
+def _shift_scale_bias(node: g.ShiftScaleBias, x: np.ndarray) -> np.ndarray:
+    return shift_scale_bias(
+        x,
+        pre=node.pre,
+        scale=node.scale,
+        post=node.post,
+        bias=node.bias,
+        bits=node.bits,
+        acc_bits=node.acc_bits,
+        lo=node.lo,
+        hi=node.hi,
+        channel_axis=1,
+    )
+
+
 def _activation(node: g.Activation, x: np.ndarray) -> np.ndarray:
     if node.kind == "relu":
         return np.maximum(x, 0)
@@ -204,6 +220,7 @@ _EVAL: dict[type[g.Node], Callable[..., np.ndarray]] = {
     g.Eltwise: _eltwise,
     g.Constant: lambda n, *_: np.asarray(n.value)[None],
     g.Requantize: _requantize,
+    g.ShiftScaleBias: _shift_scale_bias,
     g.Clip: lambda n, x: np.clip(x, n.lo, n.hi),
     g.Activation: _activation,
     g.BatchNorm: _batchnorm,
