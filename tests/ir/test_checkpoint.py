@@ -275,11 +275,12 @@ def test_unfolded_batchnorm(tmp_path: Path) -> None:
         load_checkpoint(other)
 
 
-def test_unquantized_weights_are_truncated_with_a_warning(tmp_path: Path) -> None:
+def test_unquantized_weights_are_refused(tmp_path: Path) -> None:
+    """A float checkpoint is refused for synthesis (the vendor truncates every weight, mostly
+    to zero), with a message that points to `edgesynth quantize`."""
     path = _write(tmp_path, {"c.op.weight": [[1.7, -1.7, 0.2]]})
-    ckpt = load_checkpoint(path)
-    assert ckpt.layers[0].weight.tolist() == [[1, -1, 0]]
-    assert any("not integers" in w for w in ckpt.warnings)
+    with pytest.raises(EdgesynthError, match=r"not integers \(e\.g\. 1\.7\).*edgesynth quantize"):
+        load_checkpoint(path)
 
 
 def test_missing_state_dict_and_arch(tmp_path: Path) -> None:

@@ -89,6 +89,7 @@ class Node:
     inputs: list[str]
     outputs: list[str]
     source: str = ""  # where it came from, for messages (file:line, ONNX node, module)
+    folded: list[str] = field(default_factory=list)  # operators a pass folded into this one
 
     @property
     def output(self) -> str:
@@ -96,7 +97,7 @@ class Node:
 
     def params(self) -> dict[str, object]:
         """The operator's parameters (everything but names and wiring), for printing."""
-        skip = {"name", "inputs", "outputs", "source"}
+        skip = {"name", "inputs", "outputs", "source", "folded"}
         out: dict[str, object] = {}
         for f in fields(self):
             if f.name in skip:
@@ -176,6 +177,26 @@ class Pool(Node):
     max_floor: int | None = None
 
 
+def pool_output_size(
+    size: int,
+    kernel: int,
+    stride: int,
+    pad_before: int,
+    pad_after: int,
+    ceil: bool,
+    dilation: int = 1,
+) -> int:
+    """A `Pool`'s output length along one axis (ONNX/PyTorch rule: in ceil mode the last window
+    must start inside the data or its leading padding); 0 when the window does not fit."""
+    room = size + pad_before + pad_after - (dilation * (kernel - 1) + 1)
+    if room < 0:
+        return 0
+    out = (-(-room // stride) if ceil else room // stride) + 1
+    if ceil and (out - 1) * stride >= size + pad_before:
+        out -= 1
+    return out
+
+
 @dataclass(kw_only=True)
 class GlobalPool(Node):
     """Max or average over every spatial position: (C, ...) -> (C,) ... kept as (C, 1, 1)."""
@@ -187,10 +208,22 @@ class GlobalPool(Node):
 
 @dataclass(kw_only=True)
 class Eltwise(Node):
-    """Left-to-right element-wise operation of equally shaped inputs, exact (no clipping)."""
+    """Left-to-right element-wise operation, exact (no clipping). The inputs have equal shapes,
+    or broadcast against each other by NumPy's rules (a `Constant` of shape (C, 1, 1) against a
+    (C, H, W) tensor: one value per channel)."""
 
     op: ClassVar[str] = "eltwise"
     kind: str  # add | sub | mul | xor | or
+
+
+@dataclass(kw_only=True)
+class Constant(Node):
+    """A tensor fixed when the graph is built (no inputs): the bias, scale or offset an
+    element-wise operator applies. `value` has the tensor's per-sample shape and is the same
+    for every sample of a batch (it is evaluated with a batch axis of 1, which broadcasts)."""
+
+    op: ClassVar[str] = "constant"
+    value: np.ndarray
 
 
 @dataclass(kw_only=True)
@@ -210,6 +243,25 @@ class Requantize(Node):
     rounding: str = "half_up"
     lo: int = -128
     hi: int = 127
+
+
+@dataclass(kw_only=True)
+class ShiftScaleBias(Node):
+    """A DSP pipeline's staged requantization (xDNN after its systolic array), exactly:
+    wrap to `acc_bits`, `>> pre` saturated to `bits`, `x scale`, `>> post` wrapped to `bits`,
+    `+ bias` saturated to `bits`, then clipped to [lo, hi]. Shifts are arithmetic (floor); see
+    `edgesynth.sim.staged`. `pre`, `scale`, `post`, `bias` are per channel (axis 0) or scalar.
+    """
+
+    op: ClassVar[str] = "shift_scale_bias"
+    pre: np.ndarray | int
+    scale: np.ndarray | int
+    post: np.ndarray | int
+    bias: np.ndarray | int = 0
+    bits: int = 16
+    acc_bits: int = 48
+    lo: int = -32768
+    hi: int = 32767
 
 
 @dataclass(kw_only=True)
@@ -310,7 +362,9 @@ OPERATORS: dict[str, type[Node]] = {
         Pool,
         GlobalPool,
         Eltwise,
+        Constant,
         Requantize,
+        ShiftScaleBias,
         Clip,
         Activation,
         BatchNorm,
@@ -342,6 +396,7 @@ class Graph:
     # What the source said about placement for one target, by node-name prefix (e.g. a vendor
     # YAML's processors and offsets). The graph's semantics never depend on it.
     hints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)  # facts about the source (ONNX opset)
 
     # -- building -----------------------------------------------------------------------------
     def add_tensor(self, name: str, shape: Sequence[int], qtype: QType | None = None) -> Tensor:

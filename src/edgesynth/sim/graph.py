@@ -16,6 +16,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.sim import ops
 from edgesynth.sim.rounding import divide, requantize
+from edgesynth.sim.staged import shift_scale_bias
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -119,6 +120,14 @@ def _global_pool(node: g.GlobalPool, x: np.ndarray) -> np.ndarray:
 
 
 def _eltwise(node: g.Eltwise, *xs: np.ndarray) -> np.ndarray:
+    if any(not np.issubdtype(x.dtype, np.integer) for x in xs):  # a float graph
+        if node.kind not in ("add", "sub", "mul"):
+            raise EdgesynthError(f"operator {node.name}: `{node.kind}` needs integer inputs")
+        apply = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[node.kind]
+        out = xs[0].astype(np.float64)
+        for other in xs[1:]:
+            out = apply(out, other)
+        return out
     if node.kind == "mul":
         out = xs[0]
         for other in xs[1:]:
@@ -134,6 +143,21 @@ def _requantize(node: g.Requantize, x: np.ndarray) -> np.ndarray:
         add=node.add,
         div=node.div,
         rounding=node.rounding,
+        lo=node.lo,
+        hi=node.hi,
+        channel_axis=1,
+    )
+
+
+def _shift_scale_bias(node: g.ShiftScaleBias, x: np.ndarray) -> np.ndarray:
+    return shift_scale_bias(
+        x,
+        pre=node.pre,
+        scale=node.scale,
+        post=node.post,
+        bias=node.bias,
+        bits=node.bits,
+        acc_bits=node.acc_bits,
         lo=node.lo,
         hi=node.hi,
         channel_axis=1,
@@ -177,8 +201,9 @@ def _softmax(node: g.Softmax, x: np.ndarray) -> np.ndarray:
     z = x.astype(np.float64)
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
-    p = e / e.sum(axis=1, keepdims=True)
-    return np.log(p) if node.log else p
+    if node.log:  # z - log(sum(exp(z))): finite where the probability underflows
+        return z - np.log(e.sum(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def _slice(node: g.Slice, x: np.ndarray) -> np.ndarray:
@@ -193,7 +218,9 @@ _EVAL: dict[type[g.Node], Callable[..., np.ndarray]] = {
     g.Pool: _pool,
     g.GlobalPool: _global_pool,
     g.Eltwise: _eltwise,
+    g.Constant: lambda n, *_: np.asarray(n.value)[None],
     g.Requantize: _requantize,
+    g.ShiftScaleBias: _shift_scale_bias,
     g.Clip: lambda n, x: np.clip(x, n.lo, n.hi),
     g.Activation: _activation,
     g.BatchNorm: _batchnorm,

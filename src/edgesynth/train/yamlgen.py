@@ -9,8 +9,6 @@ for more than 64 channels); outputs alternate between the two halves of data mem
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from torch import nn
@@ -108,10 +106,7 @@ def yaml_template(
 
 
 def write_yaml_template(path: Path, text: str) -> Path:
-    """Write `text` to `path` via a temporary file (never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
+    """Write `text` to `path` atomically (never half a file; umask permissions)."""
+    from edgesynth.outputs import write_file_atomic
+
+    return write_file_atomic(path, text, option="--yaml-template")

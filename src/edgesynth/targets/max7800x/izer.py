@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
-from edgesynth.outputs import save_npy_atomic
+from edgesynth.outputs import output_folder
 from edgesynth.sim.simulate import SimOptions
 from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.izer_args import (
@@ -52,11 +52,59 @@ def job_from_options(opts: IzerOptions, base_dir: Path | None = None) -> Synthes
     return SynthesisJob(opts.config_file, build, sim, rules=opts)
 
 
+def refuse_until_codegen(opts: IzerOptions) -> None:
+    """izer writes only the known-answer output today; a run that asks for nothing it can
+    write is refused instead of exiting 0 with nothing written.
+
+    Replaced by the C code generation (written on another branch), which makes izer write
+    the C project in TEST_DIR/PREFIX like the vendor tool.
+    """
+    if not opts.result_numpy:
+        raise EdgesynthError(
+            "edgesynth izer currently writes only the known-answer output "
+            "(TEST_DIR/PREFIX/NAME.npy, C code generation is not there yet); ask for it with "
+            "--sample-numpy-filename NAME."
+        )
+    if not opts.generate_kat:
+        raise EdgesynthError(
+            "--no-kat turns the known-answer output off, and that output is all edgesynth izer "
+            "writes today (C code generation is not there yet); drop --no-kat."
+        )
+
+
+def izer_inputs(opts: IzerOptions) -> list[Path | str | None]:
+    """The files a run reads (relative to the working directory, as the vendor resolves
+    them): the YAML, checkpoint, sample and synthetic weights, and the implicit `tests/`."""
+    return [
+        opts.config_file,
+        opts.checkpoint_file,
+        opts.sample_input,
+        opts.weight_input,
+        opts.bias_input,
+        Path("tests"),
+    ]
+
+
 def run_izer(argv: list[str]) -> SynthesisResult:
     opts = parse_izer_args(argv)
     problems = option_rule_errors(opts)
     if problems:
         raise problems[0] if len(problems) == 1 else MultipleErrors(problems)
+    refuse_until_codegen(opts)
+    name = Path(opts.result_numpy)
+    if name.is_absolute() or ".." in name.parts:
+        raise EdgesynthError(
+            f"`{opts.result_numpy}` must be a file name inside TEST_DIR/PREFIX.",
+            key="--sample-numpy-filename",
+        )
+    # The vendor refuses an existing TEST_DIR/PREFIX unless --overwrite: checked before work.
+    folder = output_folder(
+        Path(opts.test_dir or ".") / opts.prefix,
+        overwrite=opts.overwrite,
+        inputs=izer_inputs(opts),
+        option="--test-dir/--prefix",
+        empty_ok=False,
+    )
     result = synthesize(job_from_options(opts))
 
     if opts.verbose:
@@ -71,11 +119,7 @@ def run_izer(argv: list[str]) -> SynthesisResult:
             "note: accepted, no effect until C code generation exists: " + ", ".join(ignored),
             file=sys.stderr,
         )
-    # The vendor saves this file while writing the known-answer check, so --no-kat skips it.
-    if opts.result_numpy and opts.generate_kat:
-        if not opts.prefix:
-            raise EdgesynthError("--sample-numpy-filename needs --prefix (the output folder name).")
-        folder = Path(opts.test_dir or ".") / opts.prefix
-        written = save_npy_atomic(folder / opts.result_numpy, result.output)
-        print(f"Known-answer output ({'x'.join(map(str, result.output.shape))}) -> {written}")
+    with folder as out:
+        written = out.write_npy(opts.result_numpy, result.output)
+    print(f"Known-answer output ({'x'.join(map(str, result.output.shape))}) -> {written}")
     return result
