@@ -86,7 +86,7 @@ def test_argparse_registration_and_exit_status(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="edgesynth")
     cli.register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["device", "run", "--trace", str(MNIST / "trace.bin")])
-    assert args.func(args) == 0
+    assert args.handler(args) == 0
     assert "5 layers run" in capsys.readouterr().out
     assert cli.main(["device", "run", "--trace", str(tmp_path / "missing.bin")]) == 1
     assert "cannot read the trace" in capsys.readouterr().err
@@ -123,3 +123,18 @@ def test_project_folder_is_recorded_and_checked(tmp_path):
 def test_project_folder_needs_cnn_c(tmp_path):
     with pytest.raises(EdgesynthError, match=r"no cnn\.c"):
         cli.run_device(project=tmp_path)
+
+
+def test_wired_into_the_edgesynth_command_line(monkeypatch, capsys):
+    """What the lead's one-line wiring (COMMAND_MODULES) gives: `edgesynth device ...`."""
+    import edgesynth.cli as top
+
+    module = "edgesynth.targets.max7800x.vdevice.cli"
+    monkeypatch.setattr(top, "COMMAND_MODULES", [*top.COMMAND_MODULES, module])
+    code = top.run(
+        ["device", "run", "--trace", str(MNIST / "trace.bin"), "--kat", str(MNIST / "kat.npz")]
+    )
+    assert code == 0
+    assert "all 10 words match" in capsys.readouterr().out
+    assert top.run(["device", "decode", str(MNIST / "trace.bin"), "--no-memories"]) == 0
+    assert "layers run, as the registers say" in capsys.readouterr().out

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.outputs import save_npy_atomic, staged_directory
+from edgesynth.outputs import output_folder, save_npy_atomic
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.vdevice import cycles
 from edgesynth.targets.max7800x.vdevice.decode import describe
@@ -133,10 +133,17 @@ def run_device(
     layers: str | Path | None = None,
     recorder: str | Path | None = None,
     reference: str | Path | None = None,
+    overwrite: bool = False,
 ) -> DeviceRun:
     """Replay a trace (or a project's recorded writes), run every layer, check, write files."""
     if (trace is None) == (project is None):
         raise EdgesynthError("give either a project folder or --trace TRACE")
+    inputs = [trace, project, kat, reference]
+    layers_plan = (
+        output_folder(layers, overwrite=overwrite, inputs=inputs, option="--layers")
+        if layers is not None
+        else None
+    )
     known: KnownAnswer | None = None
     if project is not None:
         project = Path(project)
@@ -182,13 +189,13 @@ def run_device(
         shape = "x".join(str(s) for s in report.output.shape)
         lines.append(f"output of layer {last.layer}: {shape}")
         if output is not None:
-            written = save_npy_atomic(Path(output), report.output)
+            written = save_npy_atomic(output, report.output, inputs=inputs, option="--output")
             lines.append(f"wrote {written}")
-    if layers is not None and result.layers:
-        with staged_directory(Path(layers)) as folder:
+    if layers_plan is not None and result.layers:
+        with layers_plan as folder:
             for prog, layer in zip(result.programs, result.layers, strict=True):
                 values = read_output(result.machine, layer.placement, prog.out32)
-                np.save(folder / f"layer{layer.layer:02d}.npy", values)
+                folder.write_npy(f"layer{layer.layer:02d}.npy", values)
         lines.append(f"wrote every layer's output to {layers}/")
     return report
 
@@ -227,7 +234,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     dec.add_argument(
         "--contents", action="store_true", help="every kernel word and bias entry's value"
     )
-    dec.set_defaults(func=_decode_main)
+    dec.set_defaults(handler=_decode_main)
 
     run_p = commands.add_parser(
         "run", help="run a trace (or a generated project) and check its known answer"
@@ -244,7 +251,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     run_p.add_argument(
         "--reference", type=Path, help="a known-good trace: report the registers that differ"
     )
-    run_p.set_defaults(func=_run_main)
+    run_p.add_argument(
+        "--overwrite", action="store_true", help="write into an existing --layers folder"
+    )
+    run_p.set_defaults(handler=_run_main)
     return parser
 
 
@@ -263,6 +273,7 @@ def _run_main(args: argparse.Namespace) -> int:
         layers=args.layers,
         recorder=args.recorder,
         reference=args.reference,
+        overwrite=args.overwrite,
     )
     print("\n".join(report.lines))
     return 0 if report.ok else 1
@@ -275,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        return int(args.handler(args))
     except EdgesynthError as err:
         print(f"edgesynth: error: {err.render()}", file=sys.stderr)
         return 1
