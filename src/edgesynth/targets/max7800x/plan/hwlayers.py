@@ -15,6 +15,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer, Network
+from edgesynth.targets.max7800x.compat.sequence import stopped_layer_output_map
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.options import RuleOptions
@@ -198,7 +199,9 @@ def _vendor_kernel(layer: Layer, kernel: Pair) -> np.ndarray | None:
     return w.reshape(-1, kernel[0], kernel[1])
 
 
-def build_hw_layers(net: Network, chip: Chip, options: RuleOptions) -> list[HwLayer]:
+def build_hw_layers(
+    net: Network, chip: Chip, options: RuleOptions, stop_index: int | None = None
+) -> list[HwLayer]:
     """The executed layers (from the first to the highest index the sequence reaches)."""
     ctx = Context(net, chip.device, options)
     order = ctx.order
@@ -294,7 +297,9 @@ def build_hw_layers(net: Network, chip: Chip, options: RuleOptions) -> list[HwLa
             tram_max = max(0, hw_pooled[1] + 2 * hw_padding[1] - hw_kernel_size[1]) + 1
 
         processor_map = layer.processors or 0
-        output_map = ctx.output_map(layer) or 0
+        output_map = stopped_layer_output_map(net, layer, stop_index)
+        if output_map is None:
+            output_map = ctx.output_map(layer) or 0
         hw.append(
             HwLayer(
                 index=index,

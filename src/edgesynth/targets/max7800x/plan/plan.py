@@ -85,6 +85,34 @@ class Plan:
     def bias(self) -> BiasMemory:
         return self.settings.bias
 
+    def per_layer(self, value) -> list:
+        """`value(index)` for every layer 0..final as the vendor lists them."""
+        return [value(i) for i in range(self.settings.layer_count)]
+
+    @property
+    def kernel_offsets(self) -> list[int]:
+        layouts = self.settings.kernels.layouts
+        return self.per_layer(lambda i: layouts[i].offset if i in layouts else 0)
+
+    @property
+    def kernel_lengths(self) -> list[int]:
+        layouts = self.settings.kernels.layouts
+        return self.per_layer(lambda i: layouts[i].length if i in layouts else 0)
+
+    @property
+    def kernel_counts(self) -> list[int]:
+        layouts = self.settings.kernels.layouts
+        return self.per_layer(lambda i: layouts[i].count if i in layouts else 0)
+
+    @property
+    def bias_quadrants(self) -> list[int | str | None]:
+        return self.per_layer(lambda i: self.bias.group.get(i))
+
+    @property
+    def bias_offsets(self) -> list[list[int | None]]:
+        groups = self.settings.chip.groups
+        return self.per_layer(lambda i: self.bias.offsets.get(i, [None] * groups))
+
     @property
     def hw(self) -> list[HwLayer]:
         return self.settings.hw
@@ -102,7 +130,8 @@ def make_plan(result: SynthesisResult, opts: Any) -> Plan:
     net = result.network
     device = RuleOptions.from_args(opts)
     chip = Chip.of(net_device(net), opts.max_proc)
-    hw = build_hw_layers(net, chip, device)
+    stop = None if opts.stop_after is None else opts.stop_after - opts.skip_yaml_layers
+    hw = build_hw_layers(net, chip, device, stop)
     by_index = {h.index: h for h in hw}
     order = net.order
     first, final = order[0], order[-1]
