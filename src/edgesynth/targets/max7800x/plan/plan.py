@@ -19,6 +19,7 @@ from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, build_hw_layers
 from edgesynth.targets.max7800x.plan.inputs import InputPlan, plan_input
 from edgesynth.targets.max7800x.plan.kat import KatBlock, expected_words, kat_blocks
+from edgesynth.targets.max7800x.plan.latency import Latency, estimate
 from edgesynth.targets.max7800x.plan.kernel_loader import KernelBlock, kernel_blocks
 from edgesynth.targets.max7800x.plan.kernels import KernelMemory, KernelOptions, plan_kernels
 from edgesynth.targets.max7800x.plan.registers import configure_writes, init_writes, start_writes
@@ -80,6 +81,7 @@ class Plan:
     inputs: InputPlan
     kat: list[KatBlock]
     output_shape: tuple[int, ...]
+    latency: Latency | None = None
 
     @property
     def bias(self) -> BiasMemory:
@@ -204,6 +206,7 @@ def make_plan(result: SynthesisResult, opts: Any) -> Plan:
         inputs=inputs,
         kat=kat,
         output_shape=tuple(result.output.shape),
+        latency=estimate(s, net.sim_order or order),
     )
 
 
