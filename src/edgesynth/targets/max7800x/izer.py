@@ -11,7 +11,6 @@ from edgesynth.sim.simulate import SimOptions
 from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.izer_args import (
     IzerOptions,
-    codegen_only_options_used,
     option_rule_errors,
     parse_izer_args,
 )
@@ -59,23 +58,31 @@ def run_izer(argv: list[str]) -> SynthesisResult:
         raise problems[0] if len(problems) == 1 else MultipleErrors(problems)
     result = synthesize(job_from_options(opts))
 
+    from edgesynth.targets.max7800x.codegen import ignored_options, write_project
+
+    written = write_project(result, opts)
     if opts.verbose:
         from rich.console import Console
 
         from edgesynth.targets.max7800x.simulate_cmd import summary_table
 
         Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
-    ignored = codegen_only_options_used(opts)
+        if written is not None:
+            from edgesynth.targets.max7800x.plan.report import render_table
+
+            print(render_table(written.plan))
+    ignored = ignored_options(opts)
     if ignored:
         print(
-            "note: accepted, no effect until C code generation exists: " + ", ".join(ignored),
+            "note: accepted, no effect on the embedded project: " + ", ".join(ignored),
             file=sys.stderr,
         )
-    # The vendor saves this file while writing the known-answer check, so --no-kat skips it.
-    if opts.result_numpy and opts.generate_kat:
+    if written is not None:
+        print(f"Project ({len(written.files)} files) -> {written.folder}")
+    elif opts.result_numpy and opts.generate_kat:
         if not opts.prefix:
             raise EdgesynthError("--sample-numpy-filename needs --prefix (the output folder name).")
         folder = Path(opts.test_dir or ".") / opts.prefix
-        written = save_npy_atomic(folder / opts.result_numpy, result.output)
-        print(f"Known-answer output ({'x'.join(map(str, result.output.shape))}) -> {written}")
+        saved = save_npy_atomic(folder / opts.result_numpy, result.output)
+        print(f"Known-answer output ({'x'.join(map(str, result.output.shape))}) -> {saved}")
     return result

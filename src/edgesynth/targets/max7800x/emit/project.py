@@ -170,7 +170,12 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         "data_flash": data_flash,
         "energy": bool(opts.energy),
         "energy_gpio": bool(opts.energy) and device == "MAX78002",
+        "weights_header": opts.weight_filename,
+        "sample_header": opts.sample_filename,
+        "result_header": opts.result_filename,
     }
+    api = opts.api_filename if opts.api_filename.lower() != "none" else "cnn.c"
+    main_name = f"{opts.c_filename}.c"
     stride = regs.mask_stride
     bias_groups = [
         {"group": g, "address": regs.apb_base + regs.bias(g), "length": int(v.size)}
@@ -178,7 +183,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         if v.size
     ]
     files: dict[str, str] = {}
-    files["cnn.c"] = render(
+    files[api] = render(
         "cnn.c.j2",
         **common,
         description=layer_description(plan),
@@ -214,7 +219,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         isr_name="CNN_IRQHandler" if riscv else "CNN_ISR",
     )
     kernel_table = _kernel_table(plan)
-    files["weights.h"] = render(
+    files[opts.weight_filename] = render(
         "weights.h.j2",
         name=name,
         kernels=define("KERNELS", kernel_table),
@@ -227,7 +232,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         if plan.inputs.synthesize is not None:
             words = words[: plan.inputs.synthesize_words]
         sample_blocks.append(define(f"SAMPLE_INPUT_{block.label}", words))
-    files["sampledata.h"] = render("sampledata.h.j2", name=name, blocks=sample_blocks)
+    files[opts.sample_filename] = render("sampledata.h.j2", name=name, blocks=sample_blocks)
     kat = bool(opts.generate_kat) and opts.result_filename is not None
     if kat:
         from edgesynth.targets.max7800x.plan.kat import sample_output_array
@@ -274,8 +279,8 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         one_shot=s.terminating if opts.one_shot else 0,
     )
     if riscv:
-        files["main_riscv.c"] = main
-        files["main.c"] = render(
+        files[f"{opts.c_filename}_riscv.c"] = main
+        files[main_name] = render(
             "main_arm.c.j2",
             **common,
             wfi=bool(opts.wfi),
@@ -288,7 +293,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
             sleep_call="MXC_LP_EnterLowPowerMode()" if opts.deepsleep else "MXC_LP_EnterSleepMode()",
         )
     else:
-        files["main.c"] = main
+        files[main_name] = main
     files["softmax.c"] = render("softmax.c.j2", name=name)
     del output_dims
     return Project(files=files)

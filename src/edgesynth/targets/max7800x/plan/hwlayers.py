@@ -200,22 +200,20 @@ def _vendor_kernel(layer: Layer, kernel: Pair) -> np.ndarray | None:
 
 
 def build_hw_layers(
-    net: Network, chip: Chip, options: RuleOptions, stop_index: int | None = None
+    net: Network,
+    chip: Chip,
+    options: RuleOptions,
+    stop_index: int | None = None,
+    deduplicate: bool = True,
 ) -> list[HwLayer]:
-    """The executed layers (from the first to the highest index the sequence reaches)."""
+    """The executed layers, in index order (the order the registers are written)."""
     ctx = Context(net, chip.device, options)
     order = ctx.order
     first, last = min(order), max(order)
-    missing = [i for i in range(first, last + 1) if i not in order]
-    if missing:
-        raise EdgesynthError(
-            f"layers {missing} lie inside the executed range {first}..{last} but the layer "
-            "sequence skips them; code generation needs every layer in that range to run.",
-            file=net.spec.path,
-        )
     device = chip.device
     hw: list[HwLayer] = []
-    for index in range(first, last + 1):
+    del first, last
+    for index in sorted(order):  # layers the sequence jumps over are not configured
         layer = net.layers[index]
         prev = ctx.previous.get(index, -1)
         in_expand, in_thresh = passes_and_threshold(layer.in_channels, chip.max_proc)
@@ -340,16 +338,18 @@ def build_hw_layers(
             )
         )
     _mark_modes(hw, chip, ctx)
-    _share_duplicates(hw)
+    _share_duplicates(hw, deduplicate)
     return hw
 
 
-def _share_duplicates(hw: list[HwLayer]) -> None:
+def _share_duplicates(hw: list[HwLayer], enabled: bool) -> None:
     """Layers with identical kernels (same shape, weight bits and processors) share one copy
     in kernel memory; layers with identical bias values share bias memory."""
     for i, h in enumerate(hw):
         h.kernel_source = h.index
         h.bias_source = h.index
+        if not enabled:
+            continue
         for other in hw[:i]:
             if other.kernel_source != other.index or h.kernel is None or other.kernel is None:
                 continue

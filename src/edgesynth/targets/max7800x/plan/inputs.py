@@ -56,10 +56,18 @@ def plan_input(s: PlanSettings, sample: np.ndarray) -> InputPlan:
     h = s.by_index[s.first]
     chans, rows, cols = h.input_chan, h.input_dim[0], h.input_dim[1]
     data = np.asarray(sample, dtype=np.int64)
-    data = data.reshape(data.shape[0], rows, cols) if data.ndim != 3 or data.shape[1:] != (
-        rows,
-        cols,
-    ) else data
+    if data.ndim < 3:
+        data = data.reshape(data.shape[0], -1, 1)
+    if data.shape[1] * data.shape[2] == rows * cols:
+        data = data.reshape(data.shape[0], rows, cols)
+    else:  # the first layer reads another buffer (`in_sequences`): load the sample as it is
+        rows, cols = data.shape[1], data.shape[2]
+    wanted = chans * h.operands
+    if s.opts.reshape_inputs and data.shape[0] > wanted:
+        # --reshape-inputs: the layer sees the channels after `in_channel_skip`; load those
+        # (the vendor tool refuses to write a project here).
+        skip = h.layer.spec.in_channel_skip or 0
+        data = data[skip : skip + wanted]
     if s.opts.fifo:
         return _fifo_input(s, h, data, chans, rows, cols)
     return _memory_input(s, h, data, chans, rows, cols)
@@ -70,7 +78,8 @@ def _memory_input(s, h, data, chans, rows, cols) -> InputPlan:
     regs = chip.regs
     operands = h.operands
     pmap = s.processor_map_0
-    if operands != data.shape[0] // chans:
+    reads_input = h.layer.in_sequences in (None, []) or -1 in h.layer.in_sequences
+    if reads_input and operands != data.shape[0] // chans:
         raise EdgesynthError(
             f"the sample has {data.shape[0]} channels for {operands} operand(s), but the first "
             f"layer takes {chans} channels.",

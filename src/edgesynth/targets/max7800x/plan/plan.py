@@ -133,7 +133,7 @@ def make_plan(result: SynthesisResult, opts: Any) -> Plan:
     device = RuleOptions.from_args(opts)
     chip = Chip.of(net_device(net), opts.max_proc)
     stop = None if opts.stop_after is None else opts.stop_after - opts.skip_yaml_layers
-    hw = build_hw_layers(net, chip, device, stop)
+    hw = build_hw_layers(net, chip, device, stop, not opts.no_deduplicate_weights)
     by_index = {h.index: h for h in hw}
     order = net.order
     first, final = order[0], order[-1]
