@@ -92,3 +92,26 @@ def plan_trace(plan: Plan) -> list[np.ndarray]:
 
     phases.append(np.concatenate([_writes(plan.start), _writes(plan.go)]))
     return phases
+
+
+def phase_matches(ours: list[np.ndarray], theirs: list[np.ndarray]) -> dict[str, bool]:
+    """Per phase: are the two traces' records identical?"""
+    result = {}
+    for i, name in enumerate(PHASES):
+        a = ours[i] if i < len(ours) else np.zeros((0, 2), np.uint32)
+        b = theirs[i] if i < len(theirs) else np.zeros((0, 2), np.uint32)
+        result[name] = a.shape == b.shape and bool(np.array_equal(a, b))
+    return result
+
+
+def record_trace(project: Path, output: Path, run_script: Path) -> None:
+    """Compile `project` with the devtrace recorder (its run.sh) and record its writes."""
+    import subprocess
+
+    from edgesynth.errors import EdgesynthError
+
+    done = subprocess.run(
+        ["bash", str(run_script), str(project), str(output)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise EdgesynthError(f"devtrace failed on {project}:\n{done.stderr[-2000:]}")
