@@ -88,7 +88,10 @@ def test_check_output_unload_and_softmax(case: Path, tmp_path: Path, monkeypatch
              if byte_output else h.output_chan * h.output_dim[0] * h.output_dim[1] * 4
              for h in layers]
     project = tmp_path / "p"
-    memory = [(a, v) for h in layers for _, a, v in expected_words(h, s, outputs[h.index])]
+    memory = [
+        (a, v) for h in layers if h.index in outputs
+        for _, a, v in expected_words(h, s, outputs[h.index])
+    ]
     np.asarray(memory, dtype="<u4").tofile(tmp_path / "out.memory")
     binary = _build_harness(project, tmp_path, sum(sizes))
     term = s.by_index[s.terminating]

@@ -141,7 +141,8 @@ class RegisterMap:
     bist_zero_both: int | None
     bist_zero: int | None
     bist_zero_wait: int | None
-    extras: dict[str, int] = field(default_factory=dict)
+    # Memory self-tests (--zero-sram): name -> (start value, done bits, error bit).
+    bist: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     # -- addresses (offsets from the APB base) ------------------------------------------------
     def ctl(self, group: int, reg: int) -> int:
@@ -260,6 +261,12 @@ MAX78000_MAP = RegisterMap(
     bist_zero_both=None,
     bist_zero=None,
     bist_zero_wait=None,
+    bist={
+        "Data SRAM": (1 << 0, 1 << 27 | 1 << 18, 1 << 14),
+        "Mask SRAM": (1 << 2, 1 << 27 | 1 << 19, 1 << 15),
+        "Tornado SRAM": (1 << 4, 1 << 27 | 1 << 20, 1 << 16),
+        "Bias Rfile": (1 << 6, 1 << 27 | 1 << 21, 1 << 17),
+    },
 )
 
 MAX78002_MAP = RegisterMap(
@@ -306,6 +313,12 @@ MAX78002_MAP = RegisterMap(
     bist_zero_both=1 << 12 | 1 << 11 | 1 << 10 | 1 << 7,
     bist_zero=1 << 12 | 1 << 11 | 1 << 7,
     bist_zero_wait=1 << 25,
+    bist={
+        "Data SRAM": (1 << 12 | 1 << 0, 1 << 18, 1 << 14),
+        "Mask SRAM": (1 << 13 | 1 << 2, 1 << 19, 1 << 15),
+        "Tornado SRAM": (1 << 13 | 1 << 12 | 1 << 4, 1 << 20, 1 << 16),
+        "Bias Rfile": (1 << 12 | 1 << 11 | 1 << 10 | 1 << 6, 1 << 21, 1 << 17),
+    },
 )
 
 REGISTER_MAPS = {m.device: m for m in (MAX78000_MAP, MAX78002_MAP)}

@@ -17,7 +17,7 @@ from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.emit.carrays import define
 from edgesynth.targets.max7800x.emit.unload import unload_runs
 from edgesynth.targets.max7800x.plan.plan import Plan
-from edgesynth.targets.max7800x.plan.writes import Note, Wait, Write, Writes
+from edgesynth.targets.max7800x.plan.writes import Check, Note, Wait, Write, Writes
 
 RISCV_FLASH = '__attribute__ ((section(".rvflash_section")))\n'
 CLOCKS = {"MAX78000": {"ipo": 100, "pll": 0}, "MAX78002": {"ipo": 120, "pll": 200}}
@@ -53,6 +53,11 @@ def c_statements(writes: Writes) -> list[str]:
             lines.append(
                 f"  while ((*((volatile uint32_t *) 0x{item.address:08x}) & 0x{item.mask:x}) "
                 f"!= 0x{item.value:x}); // {item.comment}"
+            )
+        elif isinstance(item, Check):
+            lines.append(
+                f"  if ((*((volatile uint32_t *) 0x{item.address:08x}) & 0x{item.mask:x}) "
+                f"!= 0x{item.value:x}) return CNN_FAIL; // {item.comment}"
             )
         elif isinstance(item, Note):
             lines.append(f"  // {item.text}")

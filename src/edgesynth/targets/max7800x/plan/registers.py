@@ -52,6 +52,16 @@ def init_writes(s: PlanSettings) -> Writes:
         first = s.first_hw_layer
         val = s.opts.repeat_layers * (s.final + s.hidden_layers) | first << 8
         w.ctl(g, rm.REG_LCNT_MAX, val, "Layer count")
+    if s.opts.zero_sram:  # self-test (and clear) every memory of every quadrant
+        for name, (start, done, error) in regs.bist.items():
+            for g in range(s.chip.groups):
+                w.ctl(g, rm.REG_SRAM_TEST, start, f"{name} BIST")
+            for g in range(s.chip.groups):
+                w.wait(g, rm.REG_SRAM_TEST, done, done, "Wait for BIST")
+            for g in range(s.chip.groups):
+                w.check(g, rm.REG_SRAM_TEST, error, 0, "Return on BIST error")
+            for g in range(s.chip.groups):
+                w.ctl(g, rm.REG_SRAM_TEST, 0, "Reset BIST", force=True)
     return w
 
 

@@ -25,6 +25,16 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class Check:
+    """Fail (return CNN_FAIL) unless (*address & mask) == value (a memory self-test result)."""
+
+    address: int
+    mask: int
+    value: int
+    comment: str = ""
+
+
+@dataclass(frozen=True)
 class Note:
     """A comment line in the generated code (no write)."""
 
@@ -39,7 +49,7 @@ class Writes:
 
     regs: RegisterMap
     write_zero: bool = False
-    items: list[Write | Wait | Note] = field(default_factory=list)
+    items: list[Write | Wait | Check | Note] = field(default_factory=list)
 
     def note(self, text: str) -> None:
         self.items.append(Note(text))
@@ -66,4 +76,9 @@ class Writes:
     def wait(self, group: int, reg: int, mask: int, value: int, comment: str = "") -> None:
         self.items.append(
             Wait(self.regs.apb_base + self.regs.ctl(group, reg), mask, value, comment)
+        )
+
+    def check(self, group: int, reg: int, mask: int, value: int, comment: str = "") -> None:
+        self.items.append(
+            Check(self.regs.apb_base + self.regs.ctl(group, reg), mask, value, comment)
         )
