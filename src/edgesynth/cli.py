@@ -66,6 +66,62 @@ def simulate(
 
 
 @app.command()
+def synth(
+    network: Annotated[Path, typer.Argument(help="YAML network description")],
+    checkpoint: Annotated[
+        Path | None, typer.Argument(help="quantized checkpoint (omit for `arch: test`)")
+    ] = None,
+    out: Annotated[Path, typer.Option("-o", "--out", help="project folder to write")] = Path(
+        "out/project"
+    ),
+    device: Annotated[str, typer.Option(help="MAX78000 or MAX78002")] = "MAX78000",
+    sample_input: Annotated[
+        Path | None, typer.Option(help="sample .npy (default: tests/sample_<dataset>.npy)")
+    ] = None,
+    softmax: Annotated[bool, typer.Option(help="add the software softmax")] = False,
+    fifo: Annotated[bool, typer.Option(help="feed the input through the FIFOs")] = False,
+    fast_fifo: Annotated[bool, typer.Option(help="feed the input through the fast FIFO")] = False,
+    riscv: Annotated[bool, typer.Option(help="run the network from the RISC-V core")] = False,
+    timer: Annotated[int | None, typer.Option(help="time the inference with this timer")] = None,
+    known_answer: Annotated[bool, typer.Option(help="generate the known-answer check")] = True,
+    unload: Annotated[bool, typer.Option(help="generate cnn_unload()")] = True,
+    boost: Annotated[str | None, typer.Option(help="boost circuit port.pin, e.g. 2.5")] = None,
+    overwrite: Annotated[bool, typer.Option(help="replace an existing project")] = False,
+    verbose: Annotated[bool, typer.Option(help="print the plan")] = False,
+    izer_option: Annotated[
+        list[str] | None, typer.Option(help="any other vendor option, e.g. --izer-option=--mlator")
+    ] = None,
+) -> None:
+    """Write the MAX78000/MAX78002 C project for a network (native option names)."""
+    from edgesynth.targets.max7800x.synth_cmd import SynthOptions, run_synth
+
+    run_synth(
+        SynthOptions(
+            network=network, checkpoint=checkpoint, out=out, device=device,
+            sample_input=sample_input, softmax=softmax, fifo=fifo, fast_fifo=fast_fifo,
+            riscv=riscv, timer=timer, known_answer=known_answer, unload=unload, boost=boost,
+            overwrite=overwrite, verbose=verbose, izer_options=list(izer_option or []),
+        )
+    )
+
+
+@app.command()
+def build(
+    project: Annotated[Path, typer.Argument(help="a generated project folder")],
+    device: Annotated[
+        str | None, typer.Option(help="MAX78000 or MAX78002 (default: the project's)")
+    ] = None,
+    riscv: Annotated[
+        bool | None, typer.Option(help="build the RISC-V program too (default: if present)")
+    ] = None,
+) -> None:
+    """Compile a generated project for the chip (Debian cross compilers) and print its size."""
+    from edgesynth.targets.max7800x.synth_cmd import run_build
+
+    run_build(project, device=device, riscv=riscv)
+
+
+@app.command()
 def demo(
     out: Annotated[Path, typer.Option(help="folder for the demo's files")] = Path("out/demo"),
     device: Annotated[str, typer.Option(help="MAX78000 or MAX78002")] = "MAX78000",
