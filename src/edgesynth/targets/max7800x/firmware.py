@@ -177,19 +177,14 @@ def build_project(project: Path, device: str | None = None, riscv: bool | None =
     arm_sources = [project / "main.c", standins / "startup.c"]
     if not riscv:
         arm_sources += [project / "cnn.c", project / "softmax.c"]
-    objects = []
-    for src in arm_sources:
-        obj = build / (src.stem + ".o")
-        _run([arm_cc, *ARM_FLAGS, *COMMON, *WARNINGS, *includes, "-c", str(src), "-o", str(obj)],
-             f"compiling {src.name} for the Cortex-M4")
-        objects.append(obj)
     elf = build / f"{name}.elf"
     mem = MEMORY[device]
     sram = (mem.riscv_sram_origin - mem.sram_origin) if riscv else mem.sram_length
+    # One compiler run compiles and links every source (-Werror stops at the first warning).
     done = subprocess.run(
-        [arm_cc, *ARM_FLAGS, "--specs=nano.specs", "-nostartfiles", "-Wl,--gc-sections",
-         f"-Wl,-Map={build / (name + '.map')}", "-T", str(standins / "cortex-m4.ld"),
-         *map(str, objects), "-o", str(elf)],
+        [arm_cc, *ARM_FLAGS, *COMMON, *WARNINGS, *includes, "--specs=nano.specs",
+         "-nostartfiles", "-Wl,--gc-sections", f"-Wl,-Map={build / (name + '.map')}",
+         "-T", str(standins / "cortex-m4.ld"), *map(str, arm_sources), "-o", str(elf)],
         capture_output=True,
         text=True,
     )
@@ -205,7 +200,9 @@ def build_project(project: Path, device: str | None = None, riscv: bool | None =
                 "smaller network.",
                 file=str(project),
             )
-        raise EdgesynthError(f"linking {elf.name} failed:\n{done.stderr.strip()[-4000:]}")
+        raise EdgesynthError(
+            f"building {elf.name} for the Cortex-M4 failed:\n{done.stderr.strip()[-4000:]}"
+        )
     text, data, bss = _size(_tool(ARM_SIZE, "binutils-arm-none-eabi"), [elf])
     result = BuildResult(elf=elf, arm=SizeReport(text, data, bss, mem.flash_length, sram))
 
@@ -213,12 +210,21 @@ def build_project(project: Path, device: str | None = None, riscv: bool | None =
         rv_cc = _tool(RISCV_CC, "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf")
         rv_build = build / "riscv"
         rv_build.mkdir(parents=True, exist_ok=True)
-        for src in [project / "main_riscv.c", project / "cnn.c", project / "softmax.c",
-                    standins / "riscv.c"]:
-            obj = rv_build / (src.stem + ".o")
-            _run([rv_cc, *RISCV_FLAGS, "--specs=picolibc.specs", *COMMON, *WARNINGS, *includes,
-                  "-c", str(src), "-o", str(obj)], f"compiling {src.name} for the RISC-V core")
-            result.riscv_objects.append(obj)
+        sources = [project / "main_riscv.c", project / "cnn.c", project / "softmax.c",
+                   standins / "riscv.c"]
+        done = subprocess.run(
+            [rv_cc, *RISCV_FLAGS, "--specs=picolibc.specs", *COMMON, *WARNINGS,
+             *[f"-I{Path(i[2:]).resolve()}" for i in includes], "-c",
+             *[str(src.resolve()) for src in sources]],
+            capture_output=True,
+            text=True,
+            cwd=rv_build,
+        )
+        if done.returncode != 0:
+            raise EdgesynthError(
+                f"compiling for the RISC-V core failed:\n{done.stderr.strip()[-4000:]}"
+            )
+        result.riscv_objects = [rv_build / (src.stem + ".o") for src in sources]
         text, data, bss = _size(_tool(RISCV_SIZE, "binutils-riscv64-unknown-elf"),
                                 result.riscv_objects)
         result.riscv = SizeReport(
