@@ -47,8 +47,9 @@ def check_case(case: Path) -> dict:
         cwd = os.getcwd()
         os.chdir(case)
         try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(
-                io.StringIO()
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
             ):
                 result = run_izer(args)
             plan = make_plan(result, parse_izer_args(args))
@@ -73,8 +74,9 @@ def check_case(case: Path) -> dict:
             len(ours_kat) == kat["addr"].size
             and all(
                 (b.address, b.mask, b.words.size) == (int(a), int(m), int(n))
-                for b, a, m, n in zip(ours_kat, kat["addr"], kat["mask"], kat["length"],
-                                      strict=True)
+                for b, a, m, n in zip(
+                    ours_kat, kat["addr"], kat["mask"], kat["length"], strict=True
+                )
             )
             and np.array_equal(
                 np.concatenate([b.words for b in ours_kat]) if ours_kat else np.zeros(0),
@@ -122,11 +124,15 @@ def main() -> None:
     for phase in ("init", "weights", "bias", "configure", "input", "start"):
         lines.append(f"| trace phase `{phase}` | {counts[phase]} / {len(traced)} |")
     lines.append(f"| **whole trace.bin (cmp)** | **{counts['identical']} / {len(traced)}** |")
-    failures = [r for r in rows if "error" in r or not all(
-        r.get(k, True) for k in ("plan", "latency", "kat", "identical")
-    )]
+    failures = [
+        r
+        for r in rows
+        if "error" in r or not all(r.get(k, True) for k in ("plan", "latency", "kat", "identical"))
+    ]
     for r in failures:
-        lines.append(f"- {r['case']}: {r.get('error') or {k: v for k, v in r.items() if v is False}}")
+        lines.append(
+            f"- {r['case']}: {r.get('error') or {k: v for k, v in r.items() if v is False}}"
+        )
     text = "\n".join(lines)
     print(text)
     if args.markdown:

@@ -97,10 +97,22 @@ def synth(
 
     run_synth(
         SynthOptions(
-            network=network, checkpoint=checkpoint, out=out, device=device,
-            sample_input=sample_input, softmax=softmax, fifo=fifo, fast_fifo=fast_fifo,
-            riscv=riscv, timer=timer, known_answer=known_answer, unload=unload, boost=boost,
-            overwrite=overwrite, verbose=verbose, izer_options=list(izer_option or []),
+            network=network,
+            checkpoint=checkpoint,
+            out=out,
+            device=device,
+            sample_input=sample_input,
+            softmax=softmax,
+            fifo=fifo,
+            fast_fifo=fast_fifo,
+            riscv=riscv,
+            timer=timer,
+            known_answer=known_answer,
+            unload=unload,
+            boost=boost,
+            overwrite=overwrite,
+            verbose=verbose,
+            izer_options=list(izer_option or []),
         )
     )
 

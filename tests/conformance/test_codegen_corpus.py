@@ -91,8 +91,11 @@ def _compile_host(project: Path, work: Path) -> list[Path]:
     )
     flags = ["-O0", "-w", "-fno-builtin", f"-I{include}", f"-I{project}"]
     objects = []
-    for src, extra in ((work / "main_host.c", ["-Dmain=generated_main"]),
-                       (work / "cnn_host.c", []), (project / "softmax.c", [])):
+    for src, extra in (
+        (work / "main_host.c", ["-Dmain=generated_main"]),
+        (work / "cnn_host.c", []),
+        (project / "softmax.c", []),
+    ):
         obj = work / (src.stem + ".o")
         subprocess.run([CC, *flags, *extra, "-c", str(src), "-o", str(obj)], check=True)
         objects.append(obj)
@@ -103,15 +106,26 @@ def _compile_host(project: Path, work: Path) -> list[Path]:
 def recorder(tmp_path_factory) -> Path:
     """devtrace.c compiled once (as run.sh compiles it)."""
     obj = tmp_path_factory.mktemp("devtrace") / "devtrace.o"
-    subprocess.run([CC, "-O0", f"-I{DEVTRACE / 'include'}", "-c", str(DEVTRACE / "devtrace.c"),
-                    "-o", str(obj)], check=True)
+    subprocess.run(
+        [
+            CC,
+            "-O0",
+            f"-I{DEVTRACE / 'include'}",
+            "-c",
+            str(DEVTRACE / "devtrace.c"),
+            "-o",
+            str(obj),
+        ],
+        check=True,
+    )
     return obj
 
 
 def _record(objects: list[Path], recorder: Path, work: Path) -> Path:
     binary = work / "devtrace"
-    subprocess.run([CC, "-no-pie", "-o", str(binary), str(recorder), *map(str, objects), "-lm"],
-                   check=True)
+    subprocess.run(
+        [CC, "-no-pie", "-o", str(binary), str(recorder), *map(str, objects), "-lm"], check=True
+    )
     trace = work / "ours.trace"
     subprocess.run([str(binary), str(trace)], check=True, capture_output=True, timeout=600)
     return trace
@@ -121,20 +135,32 @@ def _harness(objects, project: Path, work: Path, unload_bytes: int, args: list[s
     include = DEVTRACE / "include"
     binary = work / "harness"
     subprocess.run(
-        [CC, "-O0", "-w", "-fno-builtin", f"-I{include}", f"-I{project}",
-         '-DSAMPLE_OUTPUT_HEADER="sampleoutput.h"', f"-DUNLOAD_BYTES={unload_bytes}",
-         str(HARNESS), *map(str, objects), "-no-pie", "-o", str(binary), "-lm"],
+        [
+            CC,
+            "-O0",
+            "-w",
+            "-fno-builtin",
+            f"-I{include}",
+            f"-I{project}",
+            '-DSAMPLE_OUTPUT_HEADER="sampleoutput.h"',
+            f"-DUNLOAD_BYTES={unload_bytes}",
+            str(HARNESS),
+            *map(str, objects),
+            "-no-pie",
+            "-o",
+            str(binary),
+            "-lm",
+        ],
         check=True,
     )
-    run = subprocess.run([str(binary), str(work / "out"), *args], capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run(
+        [str(binary), str(work / "out"), *args], capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stderr[-2000:]
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
-def test_generated_project(
-    case: Path, tmp_path: Path, monkeypatch, capsys, recorder: Path
-) -> None:
+def test_generated_project(case: Path, tmp_path: Path, monkeypatch, capsys, recorder: Path) -> None:
     name = _case_id(case)
     if name in KNOWN_DIFFERENCES:
         pytest.xfail(KNOWN_DIFFERENCES[name])
@@ -175,13 +201,19 @@ def test_generated_project(
     layers = [s.by_index[i] for i in output_layers(plan)]
     byte_output = any(h.output_width == 8 for h in layers)
     sizes = [
-        h.output_chan * h.output_dim[0] * h.output_dim[1] * (h.output_width // 8 if byte_output
-                                                              else 4)
+        h.output_chan
+        * h.output_dim[0]
+        * h.output_dim[1]
+        * (h.output_width // 8 if byte_output else 4)
         for h in layers
     ]
     outputs = {r.index: r.output for r in result.layers}
-    memory = [(a, v) for h in layers if h.index in outputs
-              for _, a, v in expected_words(h, s, outputs[h.index])]
+    memory = [
+        (a, v)
+        for h in layers
+        if h.index in outputs
+        for _, a, v in expected_words(h, s, outputs[h.index])
+    ]
     np.asarray(memory, dtype="<u4").reshape(-1, 2).tofile(tmp_path / "out.memory")
     term = s.by_index[s.terminating]
     softmax = [str(8 - term.bits if not term.bypass else 0)] if opts.softmax else []
@@ -208,9 +240,12 @@ def test_generated_project(
         assert (built.riscv is not None) == bool(opts.riscv)
 
 
-@pytest.mark.skipif(not CROSS, reason="the cross compilers are not installed "
-                    "(apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
-                    "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf)")
+@pytest.mark.skipif(
+    not CROSS,
+    reason="the cross compilers are not installed "
+    "(apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi "
+    "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf)",
+)
 def test_cross_compilers_present() -> None:
     """Makes a missing toolchain visible: the builds above are skipped without it."""
     assert CROSS

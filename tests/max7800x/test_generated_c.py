@@ -49,8 +49,18 @@ def softmax_driver(tmp_path_factory) -> Path:
     )
     binary = work / "driver"
     subprocess.run(
-        [CC, "-O2", "-Wall", "-Wextra", "-Werror", f"-I{work}", str(work / "softmax.c"),
-         str(work / "driver.c"), "-o", str(binary)],
+        [
+            CC,
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{work}",
+            str(work / "softmax.c"),
+            str(work / "driver.c"),
+            "-o",
+            str(binary),
+        ],
         check=True,
     )
     return binary
@@ -71,8 +81,13 @@ def test_softmax_matches_the_reference(softmax_driver: Path, vectors) -> None:
     lines = []
     for values, shift in vectors:
         lines.append(f"{len(values)} {shift} " + " ".join(map(str, values)))
-    run = subprocess.run([str(softmax_driver)], input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [str(softmax_driver)],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     got = [list(map(int, line.split())) for line in run.stdout.strip().splitlines()]
     for (values, shift), out in zip(vectors, got, strict=True):
         np.testing.assert_array_equal(out, softmax_q17p14_q15(np.array(values), shift))

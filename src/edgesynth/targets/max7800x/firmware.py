@@ -42,10 +42,12 @@ class MemoryMap:
 
 
 MEMORY = {
-    "MAX78000": MemoryMap(0x10000000, 0x80000, 0x20000000, 0x20000, 0x2001C000, 100_000_000,
-                          63, 67, 104),
-    "MAX78002": MemoryMap(0x10000000, 0x280000, 0x20000000, 0x60000, 0x2005C000, 120_000_000,
-                          63, 67, 128),
+    "MAX78000": MemoryMap(
+        0x10000000, 0x80000, 0x20000000, 0x20000, 0x2001C000, 100_000_000, 63, 67, 104
+    ),
+    "MAX78002": MemoryMap(
+        0x10000000, 0x280000, 0x20000000, 0x60000, 0x2005C000, 120_000_000, 63, 67, 128
+    ),
 }
 
 
@@ -141,8 +143,15 @@ def _standins(out: Path, device: str, riscv: bool) -> None:
         "sram_length": (mem.riscv_sram_origin - mem.sram_origin) if riscv else mem.sram_length,
     }
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("mxc.h", "gcfr_regs.h", "fcr_regs.h", "sema_regs.h", "startup.c", "riscv.c",
-                 "cortex-m4.ld"):
+    for name in (
+        "mxc.h",
+        "gcfr_regs.h",
+        "fcr_regs.h",
+        "sema_regs.h",
+        "startup.c",
+        "riscv.c",
+        "cortex-m4.ld",
+    ):
         (out / name).write_text(render(f"msdk/{name}.j2", **ctx))
 
 
@@ -158,7 +167,9 @@ def _size(tool: str, files: list[Path]) -> tuple[int, int, int]:
     return text, data, bss
 
 
-def build_project(project: Path, device: str | None = None, riscv: bool | None = None) -> BuildResult:
+def build_project(
+    project: Path, device: str | None = None, riscv: bool | None = None
+) -> BuildResult:
     project = Path(project)
     if not (project / "cnn.c").exists() and not any(project.glob("*.c")):
         raise EdgesynthError(f"{project} holds no generated C project.", file=str(project))
@@ -182,9 +193,22 @@ def build_project(project: Path, device: str | None = None, riscv: bool | None =
     sram = (mem.riscv_sram_origin - mem.sram_origin) if riscv else mem.sram_length
     # One compiler run compiles and links every source (-Werror stops at the first warning).
     done = subprocess.run(
-        [arm_cc, *ARM_FLAGS, *COMMON, *WARNINGS, *includes, "--specs=nano.specs",
-         "-nostartfiles", "-Wl,--gc-sections", f"-Wl,-Map={build / (name + '.map')}",
-         "-T", str(standins / "cortex-m4.ld"), *map(str, arm_sources), "-o", str(elf)],
+        [
+            arm_cc,
+            *ARM_FLAGS,
+            *COMMON,
+            *WARNINGS,
+            *includes,
+            "--specs=nano.specs",
+            "-nostartfiles",
+            "-Wl,--gc-sections",
+            f"-Wl,-Map={build / (name + '.map')}",
+            "-T",
+            str(standins / "cortex-m4.ld"),
+            *map(str, arm_sources),
+            "-o",
+            str(elf),
+        ],
         capture_output=True,
         text=True,
     )
@@ -210,12 +234,23 @@ def build_project(project: Path, device: str | None = None, riscv: bool | None =
         rv_cc = _tool(RISCV_CC, "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf")
         rv_build = build / "riscv"
         rv_build.mkdir(parents=True, exist_ok=True)
-        sources = [project / "main_riscv.c", project / "cnn.c", project / "softmax.c",
-                   standins / "riscv.c"]
+        sources = [
+            project / "main_riscv.c",
+            project / "cnn.c",
+            project / "softmax.c",
+            standins / "riscv.c",
+        ]
         done = subprocess.run(
-            [rv_cc, *RISCV_FLAGS, "--specs=picolibc.specs", *COMMON, *WARNINGS,
-             *[f"-I{Path(i[2:]).resolve()}" for i in includes], "-c",
-             *[str(src.resolve()) for src in sources]],
+            [
+                rv_cc,
+                *RISCV_FLAGS,
+                "--specs=picolibc.specs",
+                *COMMON,
+                *WARNINGS,
+                *[f"-I{Path(i[2:]).resolve()}" for i in includes],
+                "-c",
+                *[str(src.resolve()) for src in sources],
+            ],
             capture_output=True,
             text=True,
             cwd=rv_build,
@@ -225,10 +260,14 @@ def build_project(project: Path, device: str | None = None, riscv: bool | None =
                 f"compiling for the RISC-V core failed:\n{done.stderr.strip()[-4000:]}"
             )
         result.riscv_objects = [rv_build / (src.stem + ".o") for src in sources]
-        text, data, bss = _size(_tool(RISCV_SIZE, "binutils-riscv64-unknown-elf"),
-                                result.riscv_objects)
+        text, data, bss = _size(
+            _tool(RISCV_SIZE, "binutils-riscv64-unknown-elf"), result.riscv_objects
+        )
         result.riscv = SizeReport(
-            text, data, bss, mem.flash_length, mem.sram_origin + mem.sram_length
-            - mem.riscv_sram_origin
+            text,
+            data,
+            bss,
+            mem.flash_length,
+            mem.sram_origin + mem.sram_length - mem.riscv_sram_origin,
         )
     return result

@@ -47,8 +47,9 @@ class Slots:
     m: np.ndarray
 
 
-def output_slots(out_map: int, qfactor: int, threshold: int, passes: int, flatten: bool,
-                 depthwise: bool) -> Slots:
+def output_slots(
+    out_map: int, qfactor: int, threshold: int, passes: int, flatten: bool, depthwise: bool
+) -> Slots:
     """Walk the output map like the vendor: per output pass, q map bits per slot.
 
     Proved by the layers with gaps in their output processor maps (e.g. MAX78000/mnist, whose
@@ -77,8 +78,9 @@ def output_slots(out_map: int, qfactor: int, threshold: int, passes: int, flatte
     return Slots(skips=np.asarray(skips, dtype=np.int64), m=m)
 
 
-def flatten_rows(kernel: np.ndarray, out_channels: int, in_expand: int, threshold: int,
-                 kernel_size: int) -> tuple[np.ndarray, int]:
+def flatten_rows(
+    kernel: np.ndarray, out_channels: int, in_expand: int, threshold: int, kernel_size: int
+) -> tuple[np.ndarray, int]:
     """A flattened layer's kernel rows: one row per (output channel, input processor).
 
     The vendor regroups the weights so that the rows of one output channel hold, for each

@@ -6,12 +6,14 @@ image, the sample input, the known answer) are formatted with NumPy (`carrays`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, StrictUndefined
 
 from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.emit.carrays import define
@@ -24,10 +26,23 @@ CLOCKS = {"MAX78000": {"ipo": 100, "pll": 0}, "MAX78002": {"ipo": 120, "pll": 20
 MAX_NO_PIPELINE_MHZ = 50
 
 
+def _bytecode_cache() -> FileSystemBytecodeCache | None:
+    """Compiled templates are kept in the user's cache folder (compiling them costs more than
+    rendering); without a writable cache they are compiled on every run."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = root / "edgesynth" / "templates"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return FileSystemBytecodeCache(str(folder))
+
+
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
     return Environment(
         loader=PackageLoader("edgesynth.targets.max7800x", "templates"),
+        bytecode_cache=_bytecode_cache(),
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -128,8 +143,11 @@ def layer_description(plan: Plan) -> list[str]:
 def memory_summary(plan: Plan) -> list[str]:
     s = plan.settings
     kernel_words = int((s.kernels.owner >= 0).sum())
-    weight_bytes = sum(int(h.kernel.size) * h.bits // 8 for h in plan.hw
-                       if h.kernel is not None and h.kernel_source == h.index)
+    weight_bytes = sum(
+        int(h.kernel.size) * h.bits // 8
+        for h in plan.hw
+        if h.kernel is not None and h.kernel_source == h.index
+    )
     bias_bytes = sum(int(v.size) for v in plan.bias.values)
     lines = [
         f"Weight memory: {kernel_words:,} kernel words used ({weight_bytes:,} bytes of weights)",
@@ -228,8 +246,11 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         "weights.h.j2",
         name=name,
         kernels=define("KERNELS", kernel_table),
-        bias=[define(f"BIAS_{g}", v, digits=2, per_line=16)
-              for g, v in enumerate(plan.bias.values) if v.size],
+        bias=[
+            define(f"BIAS_{g}", v, digits=2, per_line=16)
+            for g, v in enumerate(plan.bias.values)
+            if v.size
+        ],
     )
     sample_blocks = []
     for block in plan.inputs.blocks:
@@ -295,7 +316,9 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
             riscv_exclusive=bool(opts.riscv_exclusive),
             debugwait=opts.debugwait,
             deepsleep=bool(opts.deepsleep),
-            sleep_call="MXC_LP_EnterLowPowerMode()" if opts.deepsleep else "MXC_LP_EnterSleepMode()",
+            sleep_call="MXC_LP_EnterLowPowerMode()"
+            if opts.deepsleep
+            else "MXC_LP_EnterSleepMode()",
         )
     else:
         files[main_name] = main

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer, Network
 from edgesynth.targets.max7800x.compat.sequence import stopped_layer_output_map
 from edgesynth.targets.max7800x.plan.chip import Chip

@@ -97,8 +97,12 @@ def expected_words(h: HwLayer, s: PlanSettings, output: np.ndarray) -> list[tupl
                 ch = slots[i]
                 value = flat[ch] & FULL if 0 <= ch < chans else np.zeros(pixels, np.int64)
                 entries.extend(
-                    zip([FULL] * pixels, (addrs + i * out_size).tolist(), value.tolist(),
-                        strict=True)
+                    zip(
+                        [FULL] * pixels,
+                        (addrs + i * out_size).tolist(),
+                        value.tolist(),
+                        strict=True,
+                    )
                 )
     return entries
 
@@ -109,15 +113,13 @@ def kat_blocks(entries: list[tuple[int, int, int]], max_count: int | None) -> li
     blocks: list[KatBlock] = []
     current: list[int] = []
     mask = addr = next_addr = None
-    total = 0
-    for m, a, v in data:
+    for total, (m, a, v) in enumerate(data, start=1):
         if m != mask or a != next_addr:
             if current:
                 blocks.append(KatBlock(addr, mask, np.asarray(current, dtype=np.uint32)))
             current, mask, addr, next_addr = [], m, a, a
         current.append(v)
         next_addr += 4
-        total += 1
         if max_count is not None and total > max_count:
             break
     if current:

@@ -38,9 +38,9 @@ def _x4_columns(cols: np.ndarray, start: int, count: int, chip: Chip) -> np.ndar
     return np.where(cols < small, low, high)
 
 
-def kernel_blocks(memory: KernelMemory, chip: Chip, mexpress: bool, zero_sram: bool) -> list[
-    KernelBlock
-]:
+def kernel_blocks(
+    memory: KernelMemory, chip: Chip, mexpress: bool, zero_sram: bool
+) -> list[KernelBlock]:
     regs = chip.regs
     blocks: list[KernelBlock] = []
     for p in range(chip.max_proc):

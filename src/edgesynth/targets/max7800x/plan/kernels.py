@@ -282,9 +282,7 @@ class KernelPlanner:
         layout = KernelLayout(offset=offs, length=length, count=count, ochan=ochan)
         self.layouts[h.index] = layout
 
-        slots = output_slots(
-            out_map, q, h.out_expand_thresh, h.out_expand, h.flatten, h.groups > 1
-        )
+        slots = output_slots(out_map, q, h.out_expand_thresh, h.out_expand, h.flatten, h.groups > 1)
         if h.flatten:
             stream = self._flatten_stream(h, rows, slots, q, len(procs), ksize)
         else:

@@ -19,9 +19,9 @@ from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, build_hw_layers
 from edgesynth.targets.max7800x.plan.inputs import InputPlan, plan_input
 from edgesynth.targets.max7800x.plan.kat import KatBlock, expected_words, kat_blocks
-from edgesynth.targets.max7800x.plan.latency import Latency, estimate
 from edgesynth.targets.max7800x.plan.kernel_loader import KernelBlock, kernel_blocks
 from edgesynth.targets.max7800x.plan.kernels import KernelMemory, KernelOptions, plan_kernels
+from edgesynth.targets.max7800x.plan.latency import Latency, estimate
 from edgesynth.targets.max7800x.plan.registers import configure_writes, init_writes, start_writes
 from edgesynth.targets.max7800x.plan.streaming import StreamRegs, stream_registers
 from edgesynth.targets.max7800x.plan.writes import Writes
@@ -191,8 +191,10 @@ def make_plan(result: SynthesisResult, opts: Any) -> Plan:
         h = by_index.get(index)
         if h is None:
             continue
-        if h.layer.output or index == terminating or (
-            not any(layer.output for layer in net.layers) and index == final
+        if (
+            h.layer.output
+            or index == terminating
+            or (not any(layer.output for layer in net.layers) and index == final)
         ):
             entries.extend(expected_words(h, s, outputs[index]))
     kat = kat_blocks(entries, opts.max_count)

@@ -584,8 +584,9 @@ def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
             if g != first_group:
                 fval |= rm.CTL_ENABLE
             fval |= rm.CTL_EXT_SYNC
-        w.ctl(g, rm.REG_CTL, val | fval | first_group << rm.CTL_MASTER_SHIFT,
-              f"Enable quadrant {g}")
+        w.ctl(
+            g, rm.REG_CTL, val | fval | first_group << rm.CTL_MASTER_SHIFT, f"Enable quadrant {g}"
+        )
     if s.opts.powerdown:
         unused = [g for g in range(s.chip.groups) if g not in s.groups_used]
         val2 = 0

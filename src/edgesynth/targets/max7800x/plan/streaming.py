@@ -175,7 +175,9 @@ def _new(h: HwLayer, s: PlanSettings) -> StreamRegs:
                 r.delta2 = o.override_delta2
             else:
                 if debug:
-                    r.delta2 = r.delta1 + col_adjust if ps_r == 1 else (ps_r - 1) * cols + col_adjust
+                    r.delta2 = (
+                        r.delta1 + col_adjust if ps_r == 1 else (ps_r - 1) * cols + col_adjust
+                    )
                 elif ps_r == 1:
                     r.delta2 = r.delta1 + skipped
                 else:
@@ -204,7 +206,7 @@ def _new(h: HwLayer, s: PlanSettings) -> StreamRegs:
 
 def _rollover(h: HwLayer, s: PlanSettings, r: StreamRegs) -> int:
     o = s.opts
-    rows, cols = h.hw_input_dim
+    cols = h.hw_input_dim[1]
     if h.index == s.first and o.override_rollover is not None:
         return o.override_rollover
     if not s.chip.device.uses_new_streaming:
