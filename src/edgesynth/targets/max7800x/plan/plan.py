@@ -129,6 +129,14 @@ def _groups_used(hw: list[HwLayer], final: HwLayer, chip: Chip) -> list[int]:
 
 
 def make_plan(result: SynthesisResult, opts: Any) -> Plan:
+    try:
+        return _make_plan(result, opts)
+    except EdgesynthError as err:
+        err.file = err.file or result.network.spec.path
+        raise
+
+
+def _make_plan(result: SynthesisResult, opts: Any) -> Plan:
     net = result.network
     device = RuleOptions.from_args(opts)
     chip = Chip.of(net_device(net), opts.max_proc)
