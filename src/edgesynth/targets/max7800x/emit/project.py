@@ -19,7 +19,7 @@ from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.emit.carrays import define
 from edgesynth.targets.max7800x.emit.unload import unload_runs
 from edgesynth.targets.max7800x.plan.plan import Plan
-from edgesynth.targets.max7800x.plan.writes import Check, Note, Wait, Write, Writes
+from edgesynth.targets.max7800x.plan.writes import Check, Fill, Note, Wait, Write, Writes
 
 RISCV_FLASH = '__attribute__ ((section(".rvflash_section")))\n'
 CLOCKS = {"MAX78000": {"ipo": 100, "pll": 0}, "MAX78002": {"ipo": 120, "pll": 200}}
@@ -55,15 +55,17 @@ def render(template: str, **context: Any) -> str:
     return _environment().get_template(template).render(**context)
 
 
-def c_statements(writes: Writes) -> list[str]:
-    """The writes as C statements (a register clear wait becomes a spin loop)."""
+def c_statements(writes: Writes, verify: bool = False) -> list[str]:
+    """The writes as C statements (a register clear wait becomes a spin loop); with `verify`
+    every readable register is read back (--verify-writes)."""
     lines = []
     for item in writes.items:
         if isinstance(item, Write):
             comment = f" // {item.comment}" if item.comment else ""
-            lines.append(
-                f"  *((volatile uint32_t *) 0x{item.address:08x}) = 0x{item.value:08x};{comment}"
-            )
+            target = f"*((volatile uint32_t *) 0x{item.address:08x})"
+            lines.append(f"  {target} = 0x{item.value:08x};{comment}")
+            if verify and item.verify:
+                lines.append(f"  if ({target} != 0x{item.value:08x}) return CNN_FAIL;")
         elif isinstance(item, Wait):
             lines.append(
                 f"  while ((*((volatile uint32_t *) 0x{item.address:08x}) & 0x{item.mask:x}) "
@@ -73,6 +75,10 @@ def c_statements(writes: Writes) -> list[str]:
             lines.append(
                 f"  if ((*((volatile uint32_t *) 0x{item.address:08x}) & 0x{item.mask:x}) "
                 f"!= 0x{item.value:x}) return CNN_FAIL; // {item.comment}"
+            )
+        elif isinstance(item, Fill):
+            lines.append(
+                f"  memset((uint32_t *) 0x{item.address:08x}, 0, {item.size}); // {item.comment}"
             )
         elif isinstance(item, Note):
             lines.append(f"  // {item.text}")
@@ -217,14 +223,14 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         isr_clear=isr_clear,
         master_control=regs.apb_base + regs.ctl(s.groups_used[0], rm.REG_CTL),
         mexpress=bool(opts.mexpress),
-        verify_weights=bool(opts.verify_kernels),
+        verify_weights=bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader)),
         mexpress_base_mask=~(stride - 1) & 0xFFFFFFFF,
         mexpress_offset_mask=stride - 1,
         bias_groups=bias_groups,
-        init=c_statements(plan.init),
-        configure=c_statements(plan.configure),
-        start=c_statements(plan.start),
-        go=c_statements(plan.go),
+        init=c_statements(plan.init, opts.verify_writes),
+        configure=c_statements(plan.configure, opts.verify_writes),
+        start=c_statements(plan.start, opts.verify_writes),
+        go=c_statements(plan.go, opts.verify_writes),
         unload=unload_runs(plan),
         output_description="x".join(str(d) for d in plan.output_shape)
         + f", {term.output_width}-bit",
@@ -293,7 +299,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         enable_divider=clock.enable_divider,
         boost=opts.boost,
         zero_sram=bool(opts.zero_sram),
-        verify_weights=bool(opts.verify_kernels),
+        verify_weights=bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader)),
         verify_writes=bool(opts.verify_writes),
         has_bias=s.any_bias,
         clock_switch=clock.switch,

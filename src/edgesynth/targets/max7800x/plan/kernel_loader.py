@@ -48,9 +48,11 @@ def kernel_blocks(
         if cols.size == 0:
             continue
         data = memory.data[p, cols]
-        if zero_sram:
+        if zero_sram:  # memories were cleared by the self-test: skip all-zero kernels
             keep = data.any(axis=1)
             cols, data = cols[keep], data[keep]
+            if cols.size == 0:
+                continue
         phys = cols.copy()
         owners = memory.owner[p, cols]
         for layer, (start, count) in memory.calcx4.items():

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, ffs, fls, popcount, tscnt_max
-from edgesynth.targets.max7800x.plan.writes import Writes
+from edgesynth.targets.max7800x.plan.writes import Fill, Writes
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.plan.plan import PlanSettings
@@ -26,19 +26,23 @@ def init_writes(s: PlanSettings) -> Writes:
     if clear:
         val = 0 if not dev.supports_pipeline or s.pipeline else rm.CTL_NO_PIPELINE
         for g in s.groups_used:
-            w.ctl(g, rm.REG_CTL, val | rm.CTL_CLOCK_ENABLE, "Enable clocks")
+            w.ctl(g, rm.REG_CTL, val | rm.CTL_CLOCK_ENABLE, "Enable clocks", verify=False)
     w.fifo(rm.AON_CTL, 0, "AON control", force=True)
     if clear:
         for g in s.groups_used:
             w.ctl(g, rm.REG_SRAM, rm.SRAM_CONTROL, "SRAM control")
         bist = regs.bist_zero_both if s.any_bias else regs.bist_zero
         for g in s.groups_used:
-            w.ctl(g, rm.REG_SRAM_TEST, bist, "Clear registers")
+            w.ctl(g, rm.REG_SRAM_TEST, bist, "Clear registers", verify=False)
         for g in s.groups_used:
             w.wait(g, rm.REG_SRAM_TEST, regs.bist_zero_wait, regs.bist_zero_wait, "Wait for clear")
         for g in s.groups_used:
-            w.ctl(g, rm.REG_SRAM_TEST, 0, "Reset BIST", force=True)
+            w.ctl(g, rm.REG_SRAM_TEST, 0, "Reset BIST", force=True, verify=False)
     for g in s.groups_used:
+        if s.opts.init_tram:  # the vendor clears TRAM_SIZE bytes (not words) per processor
+            for p in range(s.chip.per_group):
+                address = regs.apb_base + regs.tram(g, p)
+                w.items.append(Fill(address, regs.tram_size, f"Zero TRAM {g}"))
         val = rm.CTL_CLOCK_ENABLE
         if s.opts.fifo:
             val |= rm.CTL_FIFO
@@ -469,7 +473,14 @@ def configure_writes(s: PlanSettings) -> Writes:
                 val = stream.delta2 << 16 | stream.delta1 << 4 | stream.invol if stream else 0
                 w.lreg(g, hw_layer, "STREAM2", val, "Stream processing delta")
                 if stream is not None and stream.rollover is not None:
-                    w.lreg(g, hw_layer, "FMAX", stream.rollover, "Rollover")
+                    w.lreg(
+                        g,
+                        hw_layer,
+                        "FMAX",
+                        stream.rollover,
+                        "Rollover",
+                        verify=s.chip.device.name == "MAX78000",  # not readable on MAX78002
+                    )
                 if h.index == s.first and s.opts.fifo:
                     val = h.hw_input_dim[0] * h.hw_input_dim[1]
                     if h.big_data:

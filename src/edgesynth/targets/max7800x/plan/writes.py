@@ -12,6 +12,7 @@ class Write:
     address: int  # absolute
     value: int
     comment: str = ""
+    verify: bool = True  # may be read back (--verify-writes); not for self-clearing registers
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,15 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Fill:
+    """Clear `size` bytes from `address` with memset() (--init-tram)."""
+
+    address: int
+    size: int
+    comment: str = ""
+
+
+@dataclass(frozen=True)
 class Note:
     """A comment line in the generated code (no write)."""
 
@@ -49,7 +59,7 @@ class Writes:
 
     regs: RegisterMap
     write_zero: bool = False
-    items: list[Write | Wait | Check | Note] = field(default_factory=list)
+    items: list[Write | Wait | Check | Fill | Note] = field(default_factory=list)
 
     def note(self, text: str) -> None:
         self.items.append(Note(text))
@@ -58,17 +68,35 @@ class Writes:
     def writes(self) -> list[Write]:
         return [item for item in self.items if isinstance(item, Write)]
 
-    def raw(self, address: int, value: int, comment: str = "", force: bool = False) -> None:
+    def raw(
+        self, address: int, value: int, comment: str = "", force: bool = False, verify: bool = True
+    ) -> None:
         if value != 0 or force or self.write_zero:
-            self.items.append(Write(address, value & 0xFFFFFFFF, comment))
+            self.items.append(Write(address, value & 0xFFFFFFFF, comment, verify))
 
-    def ctl(self, group: int, reg: int, value: int, comment: str = "", force: bool = False) -> None:
-        self.raw(self.regs.apb_base + self.regs.ctl(group, reg), value, comment, force)
+    def ctl(
+        self,
+        group: int,
+        reg: int,
+        value: int,
+        comment: str = "",
+        force: bool = False,
+        verify: bool = True,
+    ) -> None:
+        self.raw(self.regs.apb_base + self.regs.ctl(group, reg), value, comment, force, verify)
 
     def lreg(
-        self, group: int, layer: int, reg: str, value: int, comment: str = "", force: bool = False
+        self,
+        group: int,
+        layer: int,
+        reg: str,
+        value: int,
+        comment: str = "",
+        force: bool = False,
+        verify: bool = True,
     ) -> None:
-        self.raw(self.regs.apb_base + self.regs.lreg(group, reg, layer), value, comment, force)
+        address = self.regs.apb_base + self.regs.lreg(group, reg, layer)
+        self.raw(address, value, comment, force, verify)
 
     def fifo(self, offset: int, value: int, comment: str = "", force: bool = False) -> None:
         self.raw(self.regs.apb_base + offset, value, comment, force)
