@@ -348,12 +348,12 @@ class KernelPlanner:
         pp, pc = self._physical(proc_ids[byte_proc], logical, layout, quad)
         self._claim(h, pp, pc)
         self.data[pp, pc, byte_slot] = byte_values
-        np.add.at(self.used, (pp, pc), 1)
+        self._count(pp, pc)
         if pad0:  # the initial zero bytes only mark their columns as used
             cols = col0 + np.arange(pad0) // 9
             pp, pc = self._physical(np.repeat(proc_ids, pad0), np.tile(cols, n), layout, quad)
             self._claim(h, pp, pc)
-            np.add.at(self.used, (pp, pc), 1)
+            self._count(pp, pc)
 
         # Close each stream: step over a partial column, then zero columns up to the length.
         end_col = seg_col[:, -1] + seg_bytes[:, -1] // 9
@@ -372,6 +372,13 @@ class KernelPlanner:
                 col = layout.length + start_col
             if h.flatten:
                 layout.length = col  # the vendor reports (and pads to) the last stream's end
+
+    def _count(self, procs: np.ndarray, cols: np.ndarray) -> None:
+        """Add one used byte per (processor, column) pair (pairs may repeat)."""
+        flat = self.used.reshape(-1)
+        flat += np.bincount(procs * self.used.shape[1] + cols, minlength=flat.size).astype(
+            flat.dtype
+        )
 
     def _physical(
         self, procs: np.ndarray, cols: np.ndarray, layout: KernelLayout, quad: bool
