@@ -217,11 +217,17 @@ def build_project(
         if overflow:
             region, by = overflow.group(1), int(overflow.group(2))
             capacity = mem.flash_length if region == "FLASH" else sram
+            hint = (
+                "the kernels, the sample input and the known answer live in flash (weights.h, "
+                "sampledata.h, sampleoutput.h): drop the known-answer check (--no-kat) or use a "
+                "smaller network."
+                if region == "FLASH"
+                else "the output buffer of cnn_unload() (CNN_NUM_OUTPUTS values) lives in SRAM: "
+                "unload part of the output yourself, or generate without it (--no-unload)."
+            )
             raise EdgesynthError(
                 f"the program does not fit: {region.lower()} overflows by {by:,} bytes "
-                f"(the {device} has {capacity:,}); the kernel and sample data live in flash "
-                "(weights.h, sampledata.h) - drop the known-answer check (--no-kat) or use a "
-                "smaller network.",
+                f"(the {device} has {capacity:,}); {hint}",
                 file=str(project),
             )
         raise EdgesynthError(
