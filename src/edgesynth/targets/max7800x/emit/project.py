@@ -309,6 +309,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         wfi=bool(opts.wfi),
         sleep_call=_sleep_call(opts),
         one_shot=s.terminating if opts.one_shot else 0,
+        clock_trim=opts.clock_trim,
     )
     if riscv:
         files[f"{opts.c_filename}_riscv.c"] = main

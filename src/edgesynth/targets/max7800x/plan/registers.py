@@ -26,8 +26,9 @@ def init_writes(s: PlanSettings) -> Writes:
     if clear:
         val = 0 if not dev.supports_pipeline or s.pipeline else rm.CTL_NO_PIPELINE
         for g in s.groups_used:
-            w.ctl(g, rm.REG_CTL, val | rm.CTL_CLOCK_ENABLE, "Enable clocks", verify=False)
-    w.fifo(rm.AON_CTL, 0, "AON control", force=True)
+            val |= rm.CTL_CLOCK_ENABLE | _ready(s.opts.ready_sel) << 1
+            w.ctl(g, rm.REG_CTL, val, "Enable clocks", verify=False)
+    w.fifo(rm.AON_CTL, _ready(s.opts.ready_sel_aon), "AON control", force=True)
     if clear:
         for g in s.groups_used:
             w.ctl(g, rm.REG_SRAM, rm.SRAM_CONTROL, "SRAM control")
@@ -43,7 +44,7 @@ def init_writes(s: PlanSettings) -> Writes:
             for p in range(s.chip.per_group):
                 address = regs.apb_base + regs.tram(g, p)
                 w.items.append(Fill(address, regs.tram_size, f"Zero TRAM {g}"))
-        val = rm.CTL_CLOCK_ENABLE
+        val = rm.CTL_CLOCK_ENABLE | _ready(s.opts.ready_sel) << 1
         if s.opts.fifo:
             val |= rm.CTL_FIFO
         if s.opts.mexpress:
@@ -67,6 +68,11 @@ def init_writes(s: PlanSettings) -> Writes:
             for g in range(s.chip.groups):
                 w.ctl(g, rm.REG_SRAM_TEST, 0, "Reset BIST", force=True)
     return w
+
+
+def _ready(value: int | None) -> int:
+    """Memory wait states (--ready-sel, --ready-sel-fifo, --ready-sel-aon); 0 by default."""
+    return value or 0
 
 
 def _local_source(h: HwLayer, s: PlanSettings) -> bool:
@@ -521,7 +527,7 @@ def _fifo_writes(w: Writes, s: PlanSettings) -> None:
         return
     chip = s.chip
     if not s.opts.fast_fifo:
-        val = 0x02 << 2 | 0x02 << 7
+        val = 0x02 << 2 | 0x02 << 7 | _ready(s.opts.ready_sel_fifo)
         if chip.device.name == "MAX78000":
             val |= 1 << 11
         first = s.by_index[s.first]
@@ -577,6 +583,8 @@ def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
     go = Writes(s.chip.regs, s.opts.write_zero_registers)
     val = control_value(s)
     first_group = s.groups_used[0]
+    # With the pipeline (MAX78002) the ready select is fixed at 0.
+    rdy = 0 if s.pipeline and s.chip.device.supports_pipeline else _ready(s.opts.ready_sel)
     fifo = s.opts.fifo
     for g in s.groups_used:
         if fifo and s.processor_map_0 & 0x0F << g * 16:
@@ -595,15 +603,14 @@ def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
             if g != first_group:
                 fval |= rm.CTL_ENABLE
             fval |= rm.CTL_EXT_SYNC
-        w.ctl(
-            g, rm.REG_CTL, val | fval | first_group << rm.CTL_MASTER_SHIFT, f"Enable quadrant {g}"
-        )
+        value = val | rdy << 1 | fval | first_group << rm.CTL_MASTER_SHIFT
+        w.ctl(g, rm.REG_CTL, value, f"Enable quadrant {g}")
     if s.opts.powerdown:
         unused = [g for g in range(s.chip.groups) if g not in s.groups_used]
         val2 = 0
         for g in unused:
             val2 |= 1 << 12 + g
-        w.fifo(rm.AON_CTL, val2, "AON control")
+        w.fifo(rm.AON_CTL, val2 | _ready(s.opts.ready_sel_aon), "AON control")
     if fifo and s.processor_map_0 & 0x0F << first_group * 16:
         val |= rm.CTL_FIFO
         if s.opts.fast_fifo:
@@ -612,5 +619,6 @@ def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
             val |= rm.CTL_FIFO_GROUP
     if s.opts.snoop_loop:
         val |= rm.CTL_APB_CLOCK
-    go.ctl(first_group, rm.REG_CTL, val | rm.CTL_ENABLE, f"Master enable quadrant {first_group}")
+    value = val | rdy << 1 | rm.CTL_ENABLE
+    go.ctl(first_group, rm.REG_CTL, value, f"Master enable quadrant {first_group}")
     return w, go
