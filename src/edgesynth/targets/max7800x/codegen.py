@@ -62,6 +62,8 @@ HONOURED = {
     "--verify-kernels",
     "--verify-writes",
     "--ready-sel",
+    "--mlator",
+    "--unroll-mlator",
     "--clock-trim",
     "--ready-sel-fifo",
     "--ready-sel-aon",

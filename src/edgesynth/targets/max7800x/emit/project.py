@@ -231,7 +231,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         configure=c_statements(plan.configure, opts.verify_writes),
         start=c_statements(plan.start, opts.verify_writes),
         go=c_statements(plan.go, opts.verify_writes),
-        unload=unload_runs(plan),
+        unload=unload_runs(plan, bool(opts.mlator), opts.unroll_mlator),
         output_description="x".join(str(d) for d in plan.output_shape)
         + f", {term.output_width}-bit",
         quadrant_mask=groups_mask,
