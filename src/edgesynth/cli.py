@@ -30,7 +30,9 @@ COMMAND_MODULES = [
     "edgesynth.targets.max7800x.cli",  # izer, simulate
     "edgesynth.demo",  # demo
     "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate
+    "edgesynth.flow_cli",  # compile, run (every target)
     "edgesynth.targets.gati.cli",  # gati compile | decode | run
+    "edgesynth.targets.xdnn.cli",  # xdnn compile | decode | run | check-quant
 ]
 
 # Optional parts: the top-level module a command imports -> the extra that installs it.

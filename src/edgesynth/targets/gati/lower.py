@@ -185,7 +185,9 @@ class _Fuser:
         if node.rank != 2:
             raise self.fail(f"{node.rank}-D convolution: Gati's CONV takes (C, H, W) maps")
         out = self.shape_of(node)
-        bias = node.bias if node.bias is not None else np.zeros(node.out_channels)
+        bias = (
+            node.bias if node.bias is not None else np.zeros(node.out_channels, node.weight.dtype)
+        )
         layer = FusedLayer(
             node.name,
             "conv",
@@ -215,7 +217,11 @@ class _Fuser:
             flatten, in_map = True, self.cur_shape
         elif len(self.cur_shape) != 1:
             raise self.fail(f"input of shape {self.cur_shape} must be flattened first")
-        bias = node.bias if node.bias is not None else np.zeros(node.weight.shape[0])
+        bias = (
+            node.bias
+            if node.bias is not None
+            else np.zeros(node.weight.shape[0], node.weight.dtype)
+        )
         layer = FusedLayer(
             node.name,
             "linear",
