@@ -12,6 +12,6 @@ want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,train,onnx]"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,train,onnx,pulp]"
   echo "$want" > "$stamp"
 fi
