@@ -375,7 +375,7 @@ def _make_layer(
     lw: Lowering, index: int, main: g.Node, pre: list[list[g.Node]], chain: list[g.Node]
 ) -> PulpLayer:
     graph = lw.graph
-    name = main.source or main.name
+    name = (main.source or main.name).split(", ")[-1]
     out_tensor = chain[-1].output if chain else main.output
     steps = [to_step(n) for n in chain if n is not main]
     pre_nodes = [n for steps in pre for n in steps]
