@@ -131,7 +131,33 @@ class Plan:
     l2_budget: int
     layers: list[LayerPlan]
     memory: MemoryPlan
+    inputs_order: list[str] = field(default_factory=list)  # the graph's inputs
     warnings: list[str] = field(default_factory=list)
+
+    def io_layout(self) -> dict[str, Any]:
+        """What a program's caller needs: each input's and each layer output's shape, storage
+        and size (written to layout.json; `edgesynth pulp run` reads it)."""
+        homes = self.memory.homes
+
+        def entry(name: str) -> dict[str, Any]:
+            h = homes[name]
+            return {
+                "tensor": name,
+                "shape_chw": list(h.shape),
+                "bits": h.storage.bits,
+                "signed": h.storage.signed,
+                "bytes": h.nbytes,
+            }
+
+        return {
+            "format": "edgesynth-pulp-layout/1",
+            "weights_bytes": self.memory.weights_bytes,
+            "inputs": [entry(n) for n in self.inputs_order],
+            "layers": [
+                {"index": lp.layer.index, "name": lp.layer.name, **entry(lp.layer.output)}
+                for lp in self.layers
+            ],
+        }
 
     @property
     def total_cycles(self) -> int:
@@ -319,4 +345,4 @@ def make_plan(
         plans.append(
             LayerPlan(layer, mem, tiling, tr, estimate_cycles(layer, mem, tiling, tr, device))
         )
-    return Plan(device, options, l1_budget, l2_budget, plans, memory)
+    return Plan(device, options, l1_budget, l2_budget, plans, memory, list(graph.inputs))
