@@ -172,9 +172,10 @@ class Builder:
             lo = sum(self.ranges[t][0] for t in term_tensors)
             hi = sum(self.ranges[t][1] for t in term_tensors)
             target = name if (sy._is_zero(s.add) and s.div == 1 and not _clips(s)) else None
-            op_name = target or self.graph.unique_name(f"{name}_sum")
+            out_name = target or self.graph.unique_name(f"{name}_sum")
+            node_name = self.graph.unique_name(s.origin) if s.origin else out_name
             op = g.Eltwise(
-                name=op_name, inputs=term_tensors, outputs=[op_name], source=source, kind="add"
+                name=node_name, inputs=term_tensors, outputs=[out_name], source=source, kind="add"
             )
             current = self.add_node(op, s.shape, lo, hi)
             mul: np.ndarray | int = 1

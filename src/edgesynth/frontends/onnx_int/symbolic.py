@@ -69,6 +69,7 @@ class Sym:
     lo: int | None = None
     hi: int | None = None
     pads: tuple[int, ...] | None = None  # a pending zero `Pad` (spatial before..., after...)
+    origin: str | None = None  # the ONNX node that added the terms (a sum's name)
 
     @property
     def closed(self) -> bool:
@@ -151,6 +152,7 @@ def combine(a: Sym, b: Sym, sign: int, node: str, onnx_name: str) -> Sym:
         a.integer_domain and b.integer_domain,
         onnx_name,
         [*a.nodes, *b.nodes, node],
+        origin=node,
     )
 
 

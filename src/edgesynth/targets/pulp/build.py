@@ -64,9 +64,8 @@ def read_layout(folder: Path) -> dict[str, Any]:
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise EdgesynthError(
-            f"`{name}` is not installed; on Debian: apt-get install {DEBIAN_PACKAGES.get(name, name)}"
-        )
+        package = DEBIAN_PACKAGES.get(name, name)
+        raise EdgesynthError(f"`{name}` is not installed; on Debian: apt-get install {package}")
     return path
 
 

@@ -306,7 +306,7 @@ def weights_image(plan: Plan) -> bytes:
         if L.weight is not None:
             w = pack(L.weight.reshape(-1), L.w_storage)
             blob[: len(w)] = w
-        for (name, arr), (_, width, at) in zip(L.params(), layout.arrays, strict=True):
+        for (_, arr), (_, width, at) in zip(L.params(), layout.arrays, strict=True):
             data = param_bytes(arr, width)
             blob[at : at + len(data)] = data
         image[offset : offset + len(blob)] = blob

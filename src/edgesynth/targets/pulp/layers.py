@@ -265,6 +265,25 @@ class Lowering:
         return chain[: widths.index(min(widths))]
 
 
+def addition_chain(chain: list[g.Node]) -> list[g.Node]:
+    """What an element-wise layer fuses after its sum: its own requantization (the first node)
+    and the clips (ReLU) that follow; a later rescaling requantization is a layer of its own (the
+    exporters record its output as a layer: NEMO's `relu` module after an `add`)."""
+    for k, node in enumerate(chain[1:], start=1):
+        if not _is_clip(node):
+            return chain[:k]
+    return chain
+
+
+def _is_clip(node: g.Node) -> bool:
+    if isinstance(node, g.Clip | g.Activation):
+        return True
+    if isinstance(node, g.Requantize):
+        scalar = not isinstance(node.mul, np.ndarray) and not isinstance(node.add, np.ndarray)
+        return scalar and int(node.mul) == int(node.div) and int(node.add) == 0
+    return False
+
+
 def to_step(node: g.Node) -> Step:
     src = node.source or node.name
     if isinstance(node, g.Requantize):
@@ -330,14 +349,16 @@ def lower_graph(graph: g.Graph) -> tuple[list[PulpLayer], g.Graph, list[str]]:
                 taken.update(n.name for n in steps)
                 pre.append(steps)
             chain, _ = lw.chain(node.output, taken)
+            chain = addition_chain(chain)
             taken.update(n.name for n in chain)
             taken.add(node.name)
             groups.append((node, pre, chain))
     for node in graph.nodes:
         if isinstance(node, STEP_OPS) and node.name not in taken:
             chain, _ = lw.chain(node.output, taken)
-            taken.update(n.name for n in [node, *chain])
-            groups.append((node, [], [node, *chain]))
+            chain = addition_chain([node, *chain])
+            taken.update(n.name for n in chain)
+            groups.append((node, [], chain))
     for node in graph.nodes:
         if node.name not in taken:
             lw.fail(node, f"`{node.op}` is not supported by the gap8 target")
@@ -375,7 +396,9 @@ def _make_layer(
     lw: Lowering, index: int, main: g.Node, pre: list[list[g.Node]], chain: list[g.Node]
 ) -> PulpLayer:
     graph = lw.graph
-    name = (main.source or main.name).split(", ")[-1]
+    name = (
+        main.name if not isinstance(main, STEP_OPS) else (main.source or main.name).split(", ")[-1]
+    )
     out_tensor = chain[-1].output if chain else main.output
     steps = [to_step(n) for n in chain if n is not main]
     pre_nodes = [n for steps in pre for n in steps]
@@ -543,8 +566,10 @@ def _weight_storage(weight: np.ndarray) -> Storage:
 
 
 def _finish_layer(lw: Lowering, layer: PulpLayer) -> None:
-    """Storage of the output (saturating an unclipped 8-bit addition as DORY stores it), the
-    accumulator width, and the proof that no 64-bit intermediate overflows."""
+    """Storage of the output, the accumulator width, and the proof that no 64-bit intermediate
+    overflows. An unclipped addition of 8-bit values read directly by the next layers is
+    saturated to 8 bits, as DORY stores it (`_saturate`); one that a requantization reads next
+    is stored exactly, in a wider container."""
     lo, hi = layer.acc_range
     if max(abs(lo), abs(hi)) >= SAFE:
         raise EdgesynthError(f"ONNX node {layer.name}: the accumulator can reach {lo}..{hi}")
@@ -559,7 +584,9 @@ def _finish_layer(lw: Lowering, layer: PulpLayer) -> None:
     tensor = lw.graph.tensors[layer.output]
     if tensor.qtype is not None:
         lo, hi = max(lo, tensor.qtype.lo), min(hi, tensor.qtype.hi)
-    if layer.kind == "eltwise" and len(layer.inputs) == 2:
+    readers = lw.consumers.get(layer.output, [])
+    requantized_next = any(isinstance(n, STEP_OPS) for n in readers)
+    if layer.kind == "eltwise" and len(layer.inputs) == 2 and not requantized_next:
         widest = max(s.bits for s in layer.in_storage)
         target = Storage(widest, lo < 0)
         if widest <= 8 and (lo < target.lo or hi > target.hi):
