@@ -24,6 +24,7 @@ layer order) followed by the activations that live there.
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass, field
 
 from edgesynth.errors import EdgesynthError
@@ -472,3 +473,42 @@ def _plan(
         l3_bytes=p.l3_top,
         l2_peak=p.stack.peak,
     )
+
+
+def check_no_overlap(layer_plans: list, memory: MemoryPlan, graph: g.Graph) -> None:
+    """Independent check of the stack: while each layer runs, every L2 region in use (live
+    tensors, the layer's buffers, the next layer's prefetched weights) lies inside the budget and
+    no two overlap. Raises AssertionError naming the layer and the regions."""
+    layers = [lp.layer for lp in layer_plans]
+    last_read: dict[str, int] = {}
+    born: dict[str, int] = {name: -1 for name in graph.inputs}
+    for j, layer in enumerate(layers):
+        for t in layer.inputs:
+            last_read[t] = j
+        born[layer.output] = j
+    end = len(layers)
+    for j, mem in enumerate(memory.layers):
+        regions: list[tuple[int, int, str]] = []
+        for name, home in memory.homes.items():
+            if home.level != "L2" or name not in born:
+                continue
+            alive_until = end if name in graph.outputs else last_read.get(name, born[name])
+            if born[name] <= j <= alive_until and not (born[name] == j and mem.y_l3):
+                regions.append((home.offset, home.nbytes, f"tensor {name}"))
+        for k, is_l3 in enumerate(mem.x_l3):
+            if is_l3:
+                regions.append((mem.x_buf[k], mem.x_buf_bytes[k], f"input stripe {k}"))
+        if mem.y_l3:
+            regions.append((mem.y_buf, mem.y_buf_bytes, "output stripe"))
+        if mem.w_buf >= 0:
+            regions.append((mem.w_buf, mem.w_buf_bytes, "weights"))
+        if j + 1 < len(layers) and memory.layers[j + 1].prefetched:
+            nxt = memory.layers[j + 1]
+            regions.append((nxt.w_buf, nxt.w_buf_bytes, "next layer's weights"))
+        regions.sort()
+        for offset, size, what in regions:
+            assert offset >= 0 and offset + size <= memory.budget, (
+                f"layer {j}: {what} at {offset}+{size} outside the L2 budget {memory.budget}"
+            )
+        for (o1, s1, w1), (o2, _, w2) in itertools.pairwise(regions):
+            assert o1 + s1 <= o2, f"layer {j}: {w1} ({o1}+{s1}) overlaps {w2} ({o2})"

@@ -334,15 +334,25 @@ def make_plan(
     l1_budget, l2_budget = options.budgets(device)
     memory = plan_memory(layers, graph, l2_budget, prefetch=options.prefetch)
     plans: list[LayerPlan] = []
+    warnings: list[str] = []
     for layer, mem in zip(layers, memory.layers, strict=True):
         region = Region(mem.chunk_channels, mem.stripe_rows)
         forced = options.tiles.get(layer.index)
         if forced is not None:
             tiling = check_tile(layer, region, *forced, l1_budget, options.double_buffer)
         else:
-            tiling = solve_tiling(layer, region, l1_budget, options.double_buffer)
+            try:
+                tiling = solve_tiling(layer, region, l1_budget, options.double_buffer)
+            except EdgesynthError:
+                if not options.double_buffer:
+                    raise
+                tiling = solve_tiling(layer, region, l1_budget, False)
+                warnings.append(
+                    f"ONNX node {layer.name}: no double-buffered tiling fits L1; this layer is "
+                    "single-buffered"
+                )
         tr = traffic(layer, mem, tiling)
         plans.append(
             LayerPlan(layer, mem, tiling, tr, estimate_cycles(layer, mem, tiling, tr, device))
         )
-    return Plan(device, options, l1_budget, l2_budget, plans, memory, list(graph.inputs))
+    return Plan(device, options, l1_budget, l2_budget, plans, memory, list(graph.inputs), warnings)

@@ -87,14 +87,8 @@ class Gap8Target(Target):
         errors = []
         for layer in program.layers:
             region = Region(layer.cout, layer.out_shape[1])
-            smallest = make_tiling(
-                layer,
-                region,
-                channel_choices(layer, layer.cout)[0],
-                1,
-                1,
-                program.extra["plan_options"].double_buffer,
-            )
+            first = channel_choices(layer, layer.cout)[0]
+            smallest = make_tiling(layer, region, first, 1, 1, double=False)
             if smallest.l1_bytes > l1:
                 errors.append(
                     EdgesynthError(
@@ -110,6 +104,7 @@ class Gap8Target(Target):
         from edgesynth.targets.pulp.plan import make_plan
 
         program.plan = make_plan(program.layers, program.graph, program.extra["plan_options"], GAP8)
+        program.warnings += program.plan.warnings
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         from edgesynth.sim.graph import run
