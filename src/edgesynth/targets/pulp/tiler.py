@@ -231,6 +231,33 @@ def check_tile(
     return tiling
 
 
+def greedy_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -> Tiling | None:
+    """A quick feasible tiling (the largest rows, then columns, then channels that fit): the
+    constraint model's starting point and bound."""
+    choices = channel_choices(layer, region.c)
+    w_out = layer.out_shape[2]
+    for c in reversed(choices):
+        lo, hi = 1, region.h
+        if make_tiling(layer, region, c, 1, w_out, double).l1_bytes <= budget:
+            while lo < hi:  # the most rows with full columns
+                mid = (lo + hi + 1) // 2
+                if make_tiling(layer, region, c, mid, w_out, double).l1_bytes <= budget:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return make_tiling(layer, region, c, lo, w_out, double)
+        lo, hi = 1, w_out
+        if make_tiling(layer, region, c, 1, 1, double).l1_bytes <= budget:
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if make_tiling(layer, region, c, 1, mid, double).l1_bytes <= budget:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return make_tiling(layer, region, c, 1, lo, double)
+    return None
+
+
 # -- the constraint model -------------------------------------------------------------------
 
 
@@ -333,10 +360,18 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
     m.AddMultiplicationEquality(traffic_x, [tiles, x_bits_var])
     big = max_tiles * 8 * x_bytes_max + 1
     m.Minimize(tiles * big + traffic_x)
+    margin = PARAM_ALIGN * (len(widths) + 1) + PARAM_ALIGN * (len(layer.in_storage) + 1) * 2
+    start = greedy_tiling(layer, region, budget - margin, double)
+    if start is not None:  # a feasible start bounds the search
+        m.AddHint(c, start.c)
+        m.AddHint(h, start.h)
+        m.AddHint(w, start.w)
+        m.Add(tiles <= start.tiles)
 
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
-    solver.parameters.max_time_in_seconds = 5.0
+    solver.parameters.max_time_in_seconds = 30.0
+    solver.parameters.max_deterministic_time = 2.0  # a work limit: the same plan everywhere
     solver.parameters.random_seed = 0
     status = solver.Solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
