@@ -55,7 +55,8 @@ def detect_dialect(model: object) -> str:
 
 
 def load_integer_onnx(
-    path: Path | str, input_types: dict[str, g.QType] | list[g.QType] | None = None
+    path: Path | str,
+    input_types: dict[str, g.QType | str] | list[g.QType | str] | None = None,
 ) -> IntegerNetwork:
     """Read an integer ONNX network into the graph. `input_types` maps each graph input (or,
     as a list, the inputs in order) to its integer type; default unsigned 8-bit."""
@@ -64,6 +65,12 @@ def load_integer_onnx(
 
     model = read_onnx(Path(path))
     names = [vi.name for vi in model.inputs]
+    if isinstance(input_types, list):
+        input_types = [parse_type(t) if isinstance(t, str) else t for t in input_types]
+    elif isinstance(input_types, dict):
+        input_types = {
+            k: parse_type(t) if isinstance(t, str) else t for k, t in input_types.items()
+        }
     if isinstance(input_types, list):
         if len(input_types) not in (1, len(names)):
             raise EdgesynthError(

@@ -787,7 +787,13 @@ def quantlab_add(b: Builder, node: OnnxNode) -> None:
     lo = sum(b.ranges[t][0] for t in terms)
     hi = sum(b.ranges[t][1] for t in terms)
     name = b.graph.unique_name(f"{node.outputs[0]}_sum")
-    op = g.Eltwise(name=name, inputs=terms, outputs=[name], source=node.name, kind="add")
+    op = g.Eltwise(
+        name=b.graph.unique_name(node.name),
+        inputs=terms,
+        outputs=[name],
+        source=node.name,
+        kind="add",
+    )
     total = b.add_node(op, shape, lo, hi)
     levels = int(a.get("out_n_levels", 256))
     clo, chi = (0, levels - 1) if lo >= 0 else (-(levels // 2), levels // 2 - 1)
@@ -798,7 +804,7 @@ def quantlab_add(b: Builder, node: OnnxNode) -> None:
     rlo, rhi = sy.requantize_range(lo, hi, m, ad, dv, "floor", clo, chi)
     out_name = b.graph.unique_name(node.outputs[0])
     op = g.Requantize(
-        name=node.name,
+        name=b.graph.unique_name(f"{node.name}_out"),
         inputs=[total],
         outputs=[out_name],
         source=node.name,

@@ -322,17 +322,33 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
     m.AddMultiplicationEquality(hw, [h, w])
     y_elems = m.NewIntVar(1, region.c * region.h * w_out, "y_elems")
     m.AddMultiplicationEquality(y_elems, [hw, c])
-    y_bits = y_elems * layer.out_storage.bits
 
-    if layer.weight is not None:
-        w_bits_per_c = 8 * layer.w_storage.nbytes(int(layer.weight[0].size))
-    else:
-        w_bits_per_c = 0
+    def aligned(bits_expr, upper_bits: int, name: str):
+        """Bytes of a buffer of `bits_expr` bits rounded up to the 8-byte boundary (exactly as
+        `Tiling.layout` lays L1 out)."""
+        k = m.NewIntVar(0, upper_bits // 64 + 1, name)
+        m.Add(64 * k >= bits_expr)
+        m.Add(64 * k <= bits_expr + 63)
+        return 8 * k
+
+    x_upper = max_in_c * h_in * w_in
+    x_bytes = [
+        aligned(in_elems * s.bits, x_upper * s.bits, f"x{k}")
+        for k, s in enumerate(layer.in_storage)
+    ]
+    y_bytes = aligned(
+        y_elems * layer.out_storage.bits, region.c * region.h * w_out * layer.out_storage.bits, "y"
+    )
+    row_bytes = layer.w_storage.nbytes(int(layer.weight[0].size)) if layer.weight is not None else 0
+    w_parts = []
+    if row_bytes:
+        w_parts.append(aligned(c * (8 * row_bytes), region.c * 8 * row_bytes, "w"))
     widths = param_bytes_per_channel(layer)
-    wp_bits = c * (w_bits_per_c + 8 * sum(widths)) + 8 * PARAM_ALIGN * (len(widths) + 1)
-    slack = 8 * PARAM_ALIGN * (len(layer.in_storage) + 1) * 2  # alignment of the other buffers
+    for k, width in enumerate(widths):
+        w_parts.append(aligned(c * (8 * width), region.c * 8 * width, f"p{k}"))
+    xy_bytes = sum(x_bytes) + y_bytes
+    wp_bytes = sum(w_parts) if w_parts else 0
 
-    budget_bits = 8 * budget
     if double:
         multi = m.NewBoolVar("multi")
         m.Add(tiles >= 2).OnlyEnforceIf(multi)
@@ -340,28 +356,28 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
         multi_c = m.NewBoolVar("multi_c")
         m.Add(n_c >= 2).OnlyEnforceIf(multi_c)
         m.Add(n_c <= 1).OnlyEnforceIf(multi_c.Not())
-        xy = m.NewIntVar(0, 64 * budget_bits, "xy")
-        m.Add(xy == x_bits + y_bits)
-        extra_xy = m.NewIntVar(0, 64 * budget_bits, "extra_xy")
+        limit = 64 * (budget + 1) + 8 * x_upper * 4 + 8 * region.c * region.h * w_out * 4
+        xy = m.NewIntVar(0, limit, "xy")
+        m.Add(xy == xy_bytes)
+        extra_xy = m.NewIntVar(0, limit, "extra_xy")
         m.AddMultiplicationEquality(extra_xy, [multi, xy])
-        wp = m.NewIntVar(0, 64 * budget_bits, "wp")
-        m.Add(wp == wp_bits)
-        extra_w = m.NewIntVar(0, 64 * budget_bits, "extra_w")
+        wp = m.NewIntVar(0, limit + 8 * region.c * (row_bytes + sum(widths)), "wp")
+        m.Add(wp == wp_bytes)
+        extra_w = m.NewIntVar(0, limit + 8 * region.c * (row_bytes + sum(widths)), "extra_w")
         m.AddMultiplicationEquality(extra_w, [multi_c, wp])
-        m.Add(x_bits + y_bits + wp_bits + extra_xy + extra_w + slack <= budget_bits)
+        m.Add(xy_bytes + wp_bytes + extra_xy + extra_w <= budget)
     else:
-        m.Add(x_bits + y_bits + wp_bits + slack <= budget_bits)
+        m.Add(xy_bytes + wp_bytes <= budget)
 
     # objective: fewest tiles, then least DMA traffic
     x_bytes_max = sum(s.nbytes(max_in_c * h_in * w_in) for s in layer.in_storage)
     traffic_x = m.NewIntVar(0, max_tiles * 8 * x_bytes_max + 1, "traffic_x")
     x_bits_var = m.NewIntVar(0, 8 * x_bytes_max + 1, "x_bits")
-    m.Add(x_bits_var == x_bits)
+    m.Add(x_bits_var == x_bits)  # traffic counted in bits, before alignment
     m.AddMultiplicationEquality(traffic_x, [tiles, x_bits_var])
     big = max_tiles * 8 * x_bytes_max + 1
     m.Minimize(tiles * big + traffic_x)
-    margin = PARAM_ALIGN * (len(widths) + 1) + PARAM_ALIGN * (len(layer.in_storage) + 1) * 2
-    start = greedy_tiling(layer, region, budget - margin, double)
+    start = greedy_tiling(layer, region, budget, double)
     if start is not None:  # a feasible start bounds the search
         m.AddHint(c, start.c)
         m.AddHint(h, start.h)
@@ -381,7 +397,7 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
             f"needs {smallest.l1_bytes} bytes of L1; {budget} are available"
         )
     tiling = make_tiling(layer, region, solver.Value(c), solver.Value(h), solver.Value(w), double)
-    if tiling.l1_bytes > budget:  # the model's alignment slack is an over-estimate; recheck
+    if tiling.l1_bytes > budget:  # the model and Tiling.layout must agree
         raise EdgesynthError(
             f"ONNX node {layer.name}: internal tiling error ({tiling.l1_bytes} > {budget})"
         )
