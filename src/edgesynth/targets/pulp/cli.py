@@ -64,6 +64,7 @@ def compile_network(
     prefetch: bool = True,
     tiles: dict[int, tuple[int, int, int]] | None = None,
     input_types: list[str] | None = None,
+    saturate_additions: bool = False,
 ) -> Any:
     """Lower, check, plan and emit `model` into `folder` (staged, then moved into place).
     Returns the program (its `plan` holds the report)."""
@@ -81,6 +82,7 @@ def compile_network(
         "double_buffer": not single_buffer,
         "prefetch": prefetch,
         "tiles": dict(tiles or {}),
+        "saturate_additions": saturate_additions,
     }
     target = Gap8Target()
     program = target.compile(graph, CompileOptions(options=options))
@@ -157,6 +159,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
         prefetch=not args.no_prefetch,
         tiles=_tiles(args.tile),
         input_types=args.input_type,
+        saturate_additions=args.saturate_additions,
     )
     _print_warnings(program.warnings)
     print(program.plan.table())
@@ -226,6 +229,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--single-buffer", action="store_true", help="no double buffering")
     p.add_argument("--no-prefetch", action="store_true", help="no weight prefetch from L3")
     p.add_argument("--tile", action="append", metavar="LAYER=CxHxW", help="force a tile shape")
+    p.add_argument(
+        "--saturate-additions",
+        action="store_true",
+        help="store an unclipped addition of 8-bit values in 8 bits, saturated, as DORY does "
+        "(not what the graph computes when the sum exceeds 8 bits)",
+    )
     _type_option(p)
     p.set_defaults(handler=compile_cmd)
 

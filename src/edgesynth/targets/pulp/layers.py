@@ -207,6 +207,7 @@ class Lowering:
         self.alias: dict[str, str] = {}
         self.errors: list[EdgesynthError] = []
         self.warnings: list[str] = []
+        self.saturate_additions = False  # DORY's 8-bit storage of unclipped additions
 
     def where(self, node: g.Node) -> str:
         return f"ONNX node {node.source or node.name}"
@@ -309,7 +310,9 @@ def to_step(node: g.Node) -> Step:
     raise EdgesynthError(f"{node.name}: `{node.op}` is not a requantization")
 
 
-def lower_graph(graph: g.Graph) -> tuple[list[PulpLayer], g.Graph, list[str]]:
+def lower_graph(
+    graph: g.Graph, *, saturate_additions: bool = False
+) -> tuple[list[PulpLayer], g.Graph, list[str]]:
     """Fuse `graph` into layers. Returns the layers, the graph they compute (a copy of `graph`,
     with the saturations storage adds) and warnings. Raises MultipleErrors naming every node the
     target cannot run."""
@@ -318,6 +321,7 @@ def lower_graph(graph: g.Graph) -> tuple[list[PulpLayer], g.Graph, list[str]]:
     graph.tensors = {k: copy.copy(v) for k, v in graph.tensors.items()}
     graph.outputs = list(graph.outputs)
     lw = Lowering(graph)
+    lw.saturate_additions = saturate_additions
     taken: set[str] = set()
     groups: list[tuple[g.Node, list[g.Node], list[g.Node]]] = []  # main, pre, chain
 
@@ -567,9 +571,10 @@ def _weight_storage(weight: np.ndarray) -> Storage:
 
 def _finish_layer(lw: Lowering, layer: PulpLayer) -> None:
     """Storage of the output, the accumulator width, and the proof that no 64-bit intermediate
-    overflows. An unclipped addition of 8-bit values read directly by the next layers is
-    saturated to 8 bits, as DORY stores it (`_saturate`); one that a requantization reads next
-    is stored exactly, in a wider container."""
+    overflows. An addition the graph leaves unclipped is stored exactly, in a wider container
+    when its range needs it (NEMO's integer add of two 8-bit values reaches 9 bits, and the
+    exporters' own outputs show such values); with `saturate_additions` it is saturated to its
+    inputs' width instead, as DORY stores it (`_saturate`)."""
     lo, hi = layer.acc_range
     if max(abs(lo), abs(hi)) >= SAFE:
         raise EdgesynthError(f"ONNX node {layer.name}: the accumulator can reach {lo}..{hi}")
@@ -586,7 +591,12 @@ def _finish_layer(lw: Lowering, layer: PulpLayer) -> None:
         lo, hi = max(lo, tensor.qtype.lo), min(hi, tensor.qtype.hi)
     readers = lw.consumers.get(layer.output, [])
     requantized_next = any(isinstance(n, STEP_OPS) for n in readers)
-    if layer.kind == "eltwise" and len(layer.inputs) == 2 and not requantized_next:
+    if (
+        lw.saturate_additions
+        and layer.kind == "eltwise"
+        and len(layer.inputs) == 2
+        and not requantized_next
+    ):
         widest = max(s.bits for s in layer.in_storage)
         target = Storage(widest, lo < 0)
         if widest <= 8 and (lo < target.lo or hi > target.hi):
@@ -614,6 +624,9 @@ def _saturate(lw: Lowering, layer: PulpLayer, target: Storage) -> None:
         for n in graph.nodes:
             n.inputs = [name if t == layer.output else t for t in n.inputs]
         graph.outputs = [name if t == layer.output else t for t in graph.outputs]
+        for alias, root in lw.alias.items():
+            if root == layer.output:
+                lw.alias[alias] = name
         graph.nodes.insert(graph.nodes.index(last) + 1, node)
         layer.steps.append(Step(1, 0, 1, "floor", lo, hi, layer.name))
         layer.nodes.append(name)

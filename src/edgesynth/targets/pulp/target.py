@@ -40,7 +40,7 @@ def plan_options(options: CompileOptions) -> Any:
     from edgesynth.targets.pulp.plan import PlanOptions
 
     known = {"l1", "l2", "code_reserve", "double_buffer", "prefetch", "tiles"}
-    unknown = sorted(set(options.options) - known - {"input_types", "model"})
+    unknown = sorted(set(options.options) - known - {"input_types", "model", "saturate_additions"})
     if unknown:
         raise EdgesynthError(
             f"gap8 has no option {', '.join(unknown)}; its options are {', '.join(sorted(known))}"
@@ -61,7 +61,8 @@ class Gap8Target(Target):
                 f"{graph.source or graph.name}: gap8 runs integer graphs (NEMO, Quantlab or "
                 "RequantShift ONNX); this graph has float tensors"
             )
-        layers, program_graph, warnings = lower_graph(graph)
+        saturate = bool(options.options.get("saturate_additions", False))
+        layers, program_graph, warnings = lower_graph(graph, saturate_additions=saturate)
         return Program(
             target=self.name,
             graph=program_graph,
@@ -75,7 +76,7 @@ class Gap8Target(Target):
                 for t in program_graph.outputs
             ],
             warnings=[*graph.warnings, *warnings],
-            extra={"plan_options": plan_options(options)},
+            extra={"plan_options": plan_options(options), "saturate_additions": saturate},
         )
 
     def check(self, program: Program) -> None:
@@ -133,6 +134,7 @@ class Gap8Target(Target):
                     "network": NETWORK_COPY if source else None,
                     "input_types": types,
                     "options": program.extra["plan_options"].to_json(),
+                    "saturate_additions": program.extra.get("saturate_additions", False),
                 },
                 indent=1,
             )
@@ -152,7 +154,9 @@ class Gap8Target(Target):
         if not saved.get("network"):
             raise EdgesynthError(f"{folder} has no copy of its network; compile it again")
         graph = read_network(folder / saved["network"], parse_types(saved["input_types"]))
-        options = CompileOptions(options={})
+        options = CompileOptions(
+            options={"saturate_additions": bool(saved.get("saturate_additions", False))}
+        )
         program = self.lower(graph, options)
         program.extra["plan_options"] = PlanOptions.from_json(saved["options"])
         return program
