@@ -23,6 +23,7 @@ from edgesynth.targets.pulp.packing import from_hwc, pack, to_hwc, unpack
 LAYOUT = "layout.json"
 SOURCES = ("network.c", "es_kernels.c", "es_hal_host.c", "main.c")
 WARNINGS = ("-std=c99", "-Wall", "-Wextra", "-Werror")
+HARNESS = ("-DES_TRACE_ACC",)  # the harness can also write each layer's accumulators
 TOOLCHAINS = {
     "host": {"cc": "gcc", "io": "es_io_stdio.c", "flags": [], "libs": [], "run": []},
     "rv32": {
@@ -45,6 +46,7 @@ class RunResult:
     outputs: list[list[np.ndarray]]  # per sample, per layer: the output, per-sample shape (C,H,W)
     checksums: list[list[int]]  # per sample, per layer: the C program's checksum
     layout: dict[str, Any]
+    accumulators: list[dict[str, np.ndarray]]  # per sample: accumulator tensor -> (C, H, W)
 
 
 def read_layout(folder: Path) -> dict[str, Any]:
@@ -77,6 +79,7 @@ def build(folder: Path, toolchain: str = "host", opt: str = "-O2") -> Path:
     cmd = [
         _tool(spec["cc"]),
         *WARNINGS,
+        *HARNESS,
         opt,
         *spec["flags"],
         "-o",
@@ -91,7 +94,9 @@ def build(folder: Path, toolchain: str = "host", opt: str = "-O2") -> Path:
     return binary
 
 
-def stdin_bytes(folder: Path, layout: dict[str, Any], inputs: list[np.ndarray]) -> bytes:
+def stdin_bytes(
+    folder: Path, layout: dict[str, Any], inputs: list[np.ndarray], trace: bool = False
+) -> bytes:
     """The program's input: header, L3 image, each sample's inputs packed in HWC order."""
     weights = (Path(folder) / WEIGHTS).read_bytes()
     if len(weights) != layout["weights_bytes"]:
@@ -102,7 +107,7 @@ def stdin_bytes(folder: Path, layout: dict[str, Any], inputs: list[np.ndarray]) 
     if len(inputs) != len(specs):
         raise EdgesynthError(f"the network takes {len(specs)} inputs, got {len(inputs)}")
     samples = inputs[0].shape[0]
-    parts = [b"ESIN", struct.pack("<I", samples), weights]
+    parts = [b"ESIT" if trace else b"ESIN", struct.pack("<I", samples), weights]
     for s in range(samples):
         for spec, batch in zip(specs, inputs, strict=True):
             storage = Storage(spec["bits"], spec["signed"])
@@ -126,6 +131,7 @@ def execute(
     toolchain: str = "host",
     binary: Path | None = None,
     timeout: float = 600.0,
+    accumulators: bool = False,
 ) -> RunResult:
     """Run the built program on a batch (one (N, C, H, W) array per input)."""
     folder = Path(folder)
@@ -134,7 +140,7 @@ def execute(
     if not binary.is_file():
         binary = build(folder, toolchain)
     runner = [_tool(t) for t in TOOLCHAINS[toolchain]["run"]]
-    data = stdin_bytes(folder, layout, inputs)
+    data = stdin_bytes(folder, layout, inputs, accumulators)
     done = subprocess.run([*runner, str(binary)], input=data, capture_output=True, timeout=timeout)
     if done.returncode != 0:
         raise EdgesynthError(
@@ -142,24 +148,35 @@ def execute(
         )
     out = memoryview(done.stdout)
     layers = layout["layers"]
-    per_sample = sum(entry["bytes"] for entry in layers) + 4 * len(layers)
+
+    def acc_count(entry: dict[str, Any]) -> int:
+        return int(np.prod(entry["shape_chw"])) if accumulators and entry.get("acc_tensor") else 0
+
+    per_sample = sum(entry["bytes"] + 8 * acc_count(entry) for entry in layers) + 4 * len(layers)
     samples = inputs[0].shape[0]
     if len(out) != samples * per_sample:
         raise EdgesynthError(
             f"{binary.name} wrote {len(out)} bytes, expected {samples * per_sample}"
         )
-    outputs, sums = [], []
+    outputs, sums, accs = [], [], []
     at = 0
     for _ in range(samples):
         values = []
+        traced: dict[str, np.ndarray] = {}
         for entry in layers:
             storage = Storage(entry["bits"], entry["signed"])
             count = int(np.prod(entry["shape_chw"]))
+            shape = tuple(entry["shape_chw"])
             raw = out[at : at + entry["bytes"]]
-            values.append(from_hwc(unpack(raw, storage, count), tuple(entry["shape_chw"])))
+            values.append(from_hwc(unpack(raw, storage, count), shape))
             at += entry["bytes"]
+            if acc_count(entry):
+                acc = np.frombuffer(out[at : at + 8 * count], dtype="<i8").astype(np.int64)
+                traced[entry["acc_tensor"]] = from_hwc(acc, shape)
+                at += 8 * count
+        accs.append(traced)
         checks = list(struct.unpack(f"<{len(layers)}I", out[at : at + 4 * len(layers)]))
         at += 4 * len(layers)
         outputs.append(values)
         sums.append(checks)
-    return RunResult(outputs, sums, layout)
+    return RunResult(outputs, sums, layout, accs)

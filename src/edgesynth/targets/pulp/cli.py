@@ -95,9 +95,16 @@ def compile_network(
 
 
 def run_program(
-    folder: Path, inputs: list[Any] | Path, toolchain: str = "host", layout: str = "hwc"
+    folder: Path,
+    inputs: list[Any] | Path,
+    toolchain: str = "host",
+    layout: str = "hwc",
+    accumulators: bool = False,
 ) -> dict[str, Any]:
-    """Build the generated C (host or rv32) and run it: every layer's output and checksum."""
+    """Build the generated C (host or rv32) and run it: every layer's output and checksum; with
+    `accumulators`, also each layer's accumulators as `tensor.<name>` (N, C, H, W)."""
+    import numpy as np
+
     from edgesynth.targets.pulp.build import build, execute, read_layout
     from edgesynth.targets.pulp.data import flatten, layer_key, load_inputs
 
@@ -107,7 +114,7 @@ def run_program(
     shapes = [tuple(e["shape_chw"]) for e in layout_info["inputs"]]
     batches = load_inputs(inputs, names, shapes) if isinstance(inputs, Path) else inputs
     binary = build(folder, toolchain)
-    result = execute(folder, batches, toolchain, binary)
+    result = execute(folder, batches, toolchain, binary, accumulators=accumulators)
     samples = batches[0].shape[0]
     out: dict[str, Any] = {}
     for s in range(samples):
@@ -116,6 +123,9 @@ def run_program(
         ):
             out[layer_key(entry["index"], s, samples)] = flatten(value, layout)
             out[layer_key(entry["index"], s, samples, "checksum")] = checksum
+    if accumulators:
+        for name in result.accumulators[0]:
+            out[f"tensor.{name}"] = np.stack([acc[name] for acc in result.accumulators])
     return out
 
 
@@ -173,7 +183,9 @@ def compile_cmd(args: argparse.Namespace) -> int:
 def run_cmd(args: argparse.Namespace) -> int:
     from edgesynth.targets.pulp.data import save_npz
 
-    result = run_program(args.folder, args.input, "rv32" if args.rv32 else "host", args.layout)
+    result = run_program(
+        args.folder, args.input, "rv32" if args.rv32 else "host", args.layout, args.accumulators
+    )
     path = save_npz(args.output, result)
     layers = sum(1 for k in result if k.startswith("out_"))
     print(
@@ -243,6 +255,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--input", type=Path, required=True, help="inputs (.npz or .npy)")
     p.add_argument("--output", type=Path, required=True, help="results (.npz)")
     p.add_argument("--rv32", action="store_true", help="RV32IMC build under qemu-riscv32")
+    p.add_argument(
+        "--accumulators",
+        action="store_true",
+        help="also write each layer's accumulators (tensor.<name>), from a debug trace",
+    )
     p.add_argument("--layout", choices=("hwc", "chw"), default="hwc", help="order of out_layerK")
     p.set_defaults(handler=run_cmd)
 

@@ -113,8 +113,6 @@ def function_code(layer: PulpLayer, lp: LayerPlan) -> list[str]:
         lines.append(
             "int64_t v = " + " + ".join(f"x{k}" for k in range(len(layer.pre_steps))) + ";"
         )
-    if layer.bias is not None:
-        lines.append(f"v = v + {_param_ref(layer, lp, 'bias')};")
     for k, step in enumerate(layer.steps):
         refs = {
             what: _param_ref(layer, lp, f"s{k}_{what}")
@@ -196,6 +194,8 @@ def layer_context(lp: LayerPlan, plan: Plan, index: int) -> dict[str, Any]:
         "wide": int(L.wide_acc),
         "w_bits": L.w_storage.bits if L.w_storage else 8,
         "fn_code": function_code(L, lp),
+        "trace": c_out * h_out * w_out if L.acc_tensor else 0,
+        "bias": None,
         "out_place": {
             "level": 2 if out_home.level == "L2" else 3,
             "offset": out_home.offset,
@@ -217,6 +217,8 @@ def layer_context(lp: LayerPlan, plan: Plan, index: int) -> dict[str, Any]:
         ctx["cin_g"], ctx["cout_g"] = 1, 1
     if has_blob(L):
         tile_arrays = param_l1_offsets(L, t.c)
+        if L.bias is not None:  # the kernel starts each accumulator from its bias
+            ctx["bias"] = {"offset": tile_arrays["bias"][0], "width": tile_arrays["bias"][1]}
         full = blob_layout(L, L.cout)
         chunk = blob_layout(L, m.chunk_channels)
         arrays = []

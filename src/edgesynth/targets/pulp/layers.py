@@ -129,6 +129,7 @@ class PulpLayer:
     wide_acc: bool = False  # the accumulator needs 64 bits
     nodes: list[str] = field(default_factory=list)  # graph operators fused
     sources: list[str] = field(default_factory=list)  # ONNX nodes fused
+    acc_tensor: str | None = None  # the graph tensor of the accumulators (before the steps)
 
     @property
     def cin(self) -> int:
@@ -559,6 +560,8 @@ def _make_layer(
             acc_range=(lo, hi),
             **common,
         )
+    if isinstance(main, g.Conv | g.Linear | g.Pool) and layer.steps:
+        layer.acc_tensor = main.output
     _finish_layer(lw, layer)
     return layer
 

@@ -154,7 +154,12 @@ class Plan:
             "weights_bytes": self.memory.weights_bytes,
             "inputs": [entry(n) for n in self.inputs_order],
             "layers": [
-                {"index": lp.layer.index, "name": lp.layer.name, **entry(lp.layer.output)}
+                {
+                    "index": lp.layer.index,
+                    "name": lp.layer.name,
+                    **entry(lp.layer.output),
+                    "acc_tensor": lp.layer.acc_tensor,
+                }
                 for lp in self.layers
             ],
         }
