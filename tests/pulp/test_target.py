@@ -208,3 +208,18 @@ def test_command_line_errors_name_the_problem(tmp_path: Path) -> None:
     args = parse(["pulp", "compile", "m.onnx", "-o", "o", "--tile", "3=oops"])
     with pytest.raises(EdgesynthError, match="LAYER=CxHxW"):
         args.handler(args)
+
+
+def test_a_user_folder_is_never_overwritten(nemo_model: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    with pytest.raises(EdgesynthError, match="not a gap8 program folder"):
+        cli.compile_network(nemo_model, folder)
+    assert (folder / "notes.txt").read_text() == "keep me"
+
+
+def test_inputs_outside_their_type_are_refused(nemo_model: Path) -> None:
+    x = np.full((1, 3, 12, 12), -5)
+    with pytest.raises(EdgesynthError, match=r"outside its type uint8 \(0\.\.255\)"):
+        cli.simulate(nemo_model, [x])

@@ -39,6 +39,15 @@ def simulate(
     g = program.graph
     shapes = [g.tensors[n].shape for n in g.inputs]
     batches = load_inputs(inputs, g.inputs, shapes) if isinstance(inputs, Path) else inputs
+    for name, batch in zip(g.inputs, batches, strict=True):
+        qt = g.tensors[name].qtype
+        lo, hi = int(batch.min()), int(batch.max())
+        if lo < qt.lo or hi > qt.hi:
+            raise EdgesynthError(
+                f"input `{name}` holds {lo}..{hi}, outside its type {qt} ({qt.lo}..{qt.hi}); "
+                "give its type with --input-type",
+                key="--input",
+            )
     values = run(g, dict(zip(g.inputs, batches, strict=True)))
     samples = batches[0].shape[0]
     out: dict[str, Any] = {}
@@ -72,8 +81,18 @@ def compile_network(
 
     from edgesynth.outputs import staged_directory
     from edgesynth.targets.base import MANIFEST, CompileOptions
-    from edgesynth.targets.pulp.target import Gap8Target, parse_types, read_network
+    from edgesynth.targets.pulp.target import TARGET_JSON, Gap8Target, parse_types, read_network
 
+    folder = Path(folder)
+    if folder.is_file():
+        raise EdgesynthError("is a file, not a folder", file=str(folder), key="--output")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / TARGET_JSON).is_file():
+        raise EdgesynthError(
+            "exists and is not a gap8 program folder; choose a new or empty folder (nothing in "
+            "it was changed)",
+            file=str(folder),
+            key="--output",
+        )
     graph = read_network(Path(model), parse_types(input_types))
     options = {
         "l1": l1,
