@@ -85,6 +85,8 @@ class LayerPlan:
     tiling: Tiling
     traffic: Traffic
     cycles: int
+    single: Tiling | None = None  # the single-buffered tiling, for the cost of double buffering
+    single_cycles: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         L, m, t = self.layer, self.memory, self.tiling
@@ -119,6 +121,13 @@ class LayerPlan:
                 "l3_bytes": self.traffic.l3_bytes,
             },
             "cycles": self.cycles,
+            "single_buffered": None
+            if self.single is None
+            else {
+                "tiles": self.single.tiles,
+                "l1_bytes": self.single.l1_bytes,
+                "cycles": self.single_cycles,
+            },
             "onnx_nodes": L.sources,
         }
 
@@ -191,7 +200,8 @@ class Plan:
     def table(self) -> str:
         head = (
             f"{'#':>3} {'layer':<22} {'op':<14} {'out CxHxW':>13} {'tile CxHxW':>12} "
-            f"{'tiles':>5} {'L1 B':>6} {'L2 B':>7} {'DMA B':>9} {'MACs':>10} {'cycles':>10}  where"
+            f"{'tiles':>5} {'1buf':>5} {'L1 B':>6} {'L2 B':>7} {'DMA B':>9} {'MACs':>10} "
+            f"{'cycles':>10}  where"
         )
         lines = [head, "-" * len(head)]
         for lp in self.layers:
@@ -199,7 +209,8 @@ class Plan:
             c, h, w = L.out_shape
             lines.append(
                 f"{L.index:>3} {L.name[:22]:<22} {L.op_label[:14]:<14} {f'{c}x{h}x{w}':>13} "
-                f"{f'{t.c}x{t.h}x{t.w}':>12} {t.tiles:>5} {t.l1_bytes:>6} "
+                f"{f'{t.c}x{t.h}x{t.w}':>12} {t.tiles:>5} "
+                f"{lp.single.tiles if lp.single else '':>5} {t.l1_bytes:>6} "
                 f"{lp.memory.l2_in_use:>7} {lp.traffic.l2_l1_bytes:>9} {L.macs:>10} "
                 f"{lp.cycles:>10}  {lp.memory.describe()}"
                 + (" (w prefetched)" if lp.memory.prefetched else "")
@@ -212,6 +223,14 @@ class Plan:
             f"({ms:.2f} ms at {self.device.frequency_hz // 1_000_000} MHz)"
             + ("" if self.options.double_buffer else "; single-buffered")
         )
+        singles = [lp for lp in self.layers if lp.single is not None]
+        if singles:
+            extra = sum(lp.tiling.tiles - lp.single.tiles for lp in singles)
+            saved = sum(lp.single_cycles - lp.cycles for lp in singles)
+            lines.append(
+                f"double buffering costs {extra} more tiles than single buffering (column 1buf) "
+                f"and saves about {saved} cycles (DMA overlapped with compute)"
+            )
         return "\n".join(lines)
 
 
@@ -357,7 +376,10 @@ def make_plan(
                     "single-buffered"
                 )
         tr = traffic(layer, mem, tiling)
-        plans.append(
-            LayerPlan(layer, mem, tiling, tr, estimate_cycles(layer, mem, tiling, tr, device))
-        )
+        lp = LayerPlan(layer, mem, tiling, tr, estimate_cycles(layer, mem, tiling, tr, device))
+        if tiling.double and forced is None:  # what double buffering costs, for the report
+            lp.single = solve_tiling(layer, region, l1_budget, False)
+            single_tr = traffic(layer, mem, lp.single)
+            lp.single_cycles = estimate_cycles(layer, mem, lp.single, single_tr, device)
+        plans.append(lp)
     return Plan(device, options, l1_budget, l2_budget, plans, memory, list(graph.inputs), warnings)
