@@ -99,6 +99,7 @@ def _nemo_layers(model: Path):
     return _NEMO_LAYERS
 
 
+@pytest.mark.slow
 @settings(
     max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
