@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "edgesynth.flow_cli",  # compile, run (every target)
     "edgesynth.targets.gati.cli",  # gati compile | decode | run
     "edgesynth.targets.xdnn.cli",  # xdnn compile | decode | run | check-quant
+    "edgesynth.targets.pulp.cli",  # pulp simulate | compile | run | report
 ]
 
 # Optional parts: the top-level module a command imports -> the extra that installs it.
@@ -43,6 +44,7 @@ EXTRAS = {
     "tqdm": "train",
     "onnx": "onnx",
     "onnxruntime": "onnx",
+    "ortools": "pulp",
 }
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(.*?)' \(choose from (.*)\)")

@@ -64,16 +64,19 @@ def load_model(
 def _load_onnx(path: Path) -> Graph:
     if not path.is_file():
         raise EdgesynthError("no such file", file=str(path))
-    try:
-        from edgesynth.frontends import onnx_int  # type: ignore[attr-defined]
-    except ImportError:
-        onnx_int = None
-    if onnx_int is not None and onnx_int.is_integer_model(path):
-        return onnx_int.load_integer_onnx(path)
+    from edgesynth.frontends import onnx_int
+
+    if onnx_int.is_integer_model(path):
+        net = onnx_int.load_integer_onnx(path)
+        net.graph.source = f"{path} ({net.dialect})"
+        net.graph.meta["path"] = str(path)
+        return net.graph
     from edgesynth.frontends.onnx import load_onnx
     from edgesynth.ir import passes
 
-    return passes.simplify(load_onnx(path))
+    graph = passes.simplify(load_onnx(path))
+    graph.meta["path"] = str(path)
+    return graph
 
 
 def _load_vendor(

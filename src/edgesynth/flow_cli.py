@@ -50,10 +50,11 @@ def compile_cmd(args: argparse.Namespace) -> int:
     )
     for w in program.warnings:
         print(f"edgesynth: warning: {w}", file=sys.stderr)
-    shape = "x".join(map(str, program.inputs[0].shape))
+    fmt = program.inputs[0]
+    kind = f"{'' if fmt.signed else 'u'}int{fmt.bits}"
     print(
         f"{Path(args.model).name} -> {target.name}: {len(program.layers)} hardware layers, "
-        f"input {shape} int{program.inputs[0].bits}"
+        f"input {'x'.join(map(str, fmt.shape))} {kind}"
     )
     print(f"wrote {', '.join(files)} in {args.output}")
     return 0

@@ -215,9 +215,12 @@ def test_a_user_folder_is_never_overwritten(nemo_model: Path, tmp_path: Path) ->
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "notes.txt").write_text("keep me")
-    with pytest.raises(EdgesynthError, match="not a gap8 program folder"):
+    with pytest.raises(EdgesynthError, match="--overwrite"):
         cli.compile_network(nemo_model, folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    cli.compile_network(nemo_model, folder, overwrite=True)  # adds its files, keeps the rest
     assert (folder / "notes.txt").read_text() == "keep me"
+    assert (folder / "network.c").is_file() and (folder / "compiled.json").is_file()
 
 
 def test_inputs_outside_their_type_are_refused(nemo_model: Path) -> None:

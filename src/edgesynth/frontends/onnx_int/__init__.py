@@ -92,3 +92,32 @@ def load_integer_onnx(
     builder = convert(model, typed)
     graph = builder.graph
     return IntegerNetwork(graph, detect_dialect(model), builder.onnx_to_graph, builder.dropped)
+
+
+def is_integer_model(path: Path | str) -> bool:
+    """Does the ONNX file hold an integer-deployable network (one of the dialects) rather than a
+    float model? A RequantShift node, Quantlab's attributes, or convolution/linear weights that
+    are all whole numbers (NEMO) say so; trained float weights never are."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        model = onnx.load(str(path))
+    except Exception:  # the float front end reports unreadable files
+        return False
+    nodes = model.graph.node
+    if any(n.op_type == "RequantShift" for n in nodes):
+        return True
+    if any(a.name in ("weight_bits", "in1_mul", "out_bits") for n in nodes for a in n.attribute):
+        return True
+    inits = {t.name: t for t in model.graph.initializer}
+    weights = [
+        numpy_helper.to_array(inits[n.input[1]])
+        for n in nodes
+        if n.op_type in ("Conv", "Gemm", "MatMul") and len(n.input) > 1 and n.input[1] in inits
+    ]
+    return bool(weights) and all(
+        w.size > 0 and np.issubdtype(w.dtype, np.number) and np.all(w == np.round(w))
+        for w in weights
+    )

@@ -265,6 +265,15 @@ class _Fuser:
         if node.lo == 0 and top is not None and node.hi >= top:
             self.set_activation(node, "relu")
             return
+        float_graph = self.graph.tensors[node.output].qtype is None
+        if float_graph and node.lo == 0 and node.hi > 0:
+            # float ReLU with an upper bound: the ReLU, with the bound as the quantized range
+            self.set_activation(node, "relu")
+            layer = self.last
+            assert layer is not None
+            bound = float(node.hi)
+            layer.act_bound = bound if layer.act_bound is None else min(layer.act_bound, bound)
+            return
         raise self.fail(
             f"Clip to [{node.lo}, {node.hi}] has no Gati tail block (a ReLU is a Clip to [0, "
             "127] right after a layer's 8-bit requantization)"

@@ -74,25 +74,14 @@ def compile_network(
     tiles: dict[int, tuple[int, int, int]] | None = None,
     input_types: list[str] | None = None,
     saturate_additions: bool = False,
+    overwrite: bool = False,
 ) -> Any:
-    """Lower, check, plan and emit `model` into `folder` (staged, then moved into place).
+    """Lower, check, plan and emit `model` into `folder` through the output-folder rules (staged;
+    an existing non-empty folder needs `overwrite`, and then only these files are replaced).
     Returns the program (its `plan` holds the report)."""
-    import json
+    from edgesynth.flow import compile_to
+    from edgesynth.targets.pulp.target import parse_types, read_network
 
-    from edgesynth.outputs import staged_directory
-    from edgesynth.targets.base import MANIFEST, CompileOptions
-    from edgesynth.targets.pulp.target import TARGET_JSON, Gap8Target, parse_types, read_network
-
-    folder = Path(folder)
-    if folder.is_file():
-        raise EdgesynthError("is a file, not a folder", file=str(folder), key="--output")
-    if folder.is_dir() and any(folder.iterdir()) and not (folder / TARGET_JSON).is_file():
-        raise EdgesynthError(
-            "exists and is not a gap8 program folder; choose a new or empty folder (nothing in "
-            "it was changed)",
-            file=str(folder),
-            key="--output",
-        )
     graph = read_network(Path(model), parse_types(input_types))
     options = {
         "l1": l1,
@@ -103,13 +92,9 @@ def compile_network(
         "tiles": dict(tiles or {}),
         "saturate_additions": saturate_additions,
     }
-    target = Gap8Target()
-    program = target.compile(graph, CompileOptions(options=options))
-    program.extra["model"] = str(model)
-    with staged_directory(Path(folder)) as staging:
-        files = target.emit(program, staging)
-        manifest = target.manifest(program, [*files, MANIFEST])
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    program, _ = compile_to(
+        graph, "gap8", options=options, out=folder, overwrite=overwrite, inputs=[model]
+    )
     return program
 
 
@@ -189,6 +174,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
         tiles=_tiles(args.tile),
         input_types=args.input_type,
         saturate_additions=args.saturate_additions,
+        overwrite=args.overwrite,
     )
     _print_warnings(program.warnings)
     print(program.plan.table())
@@ -254,6 +240,11 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("compile", help="plan the network and generate its C")
     p.add_argument("model", type=Path, help="integer ONNX network")
     p.add_argument("-o", "--output", type=Path, required=True, help="folder for the program")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the compiler's files in a non-empty folder (nothing else)",
+    )
     p.add_argument("--l1", type=int, help="L1 bytes for tiles (default 36700: 64000 - stacks)")
     p.add_argument("--l2", type=int, help="L2 bytes (default 512000)")
     p.add_argument("--code-reserve", type=int, help="L2 bytes kept for code (default 132000)")

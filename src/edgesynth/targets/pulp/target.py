@@ -33,6 +33,7 @@ def read_network(path: Path, input_types: list[QType] | None = None) -> Graph:
 
     net = load_integer_onnx(path, input_types)
     net.graph.source = f"{path} ({net.dialect})"
+    net.graph.meta["path"] = str(path)
     return net.graph
 
 
@@ -76,7 +77,11 @@ class Gap8Target(Target):
                 for t in program_graph.outputs
             ],
             warnings=[*graph.warnings, *warnings],
-            extra={"plan_options": plan_options(options), "saturate_additions": saturate},
+            extra={
+                "plan_options": plan_options(options),
+                "saturate_additions": saturate,
+                "model": graph.meta.get("path"),
+            },
         )
 
     def check(self, program: Program) -> None:
@@ -141,7 +146,7 @@ class Gap8Target(Target):
             + "\n"
         )
         files.append(TARGET_JSON)
-        return files
+        return self.write_manifest(program, folder, files)
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         from edgesynth.targets.pulp.plan import PlanOptions
