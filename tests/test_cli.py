@@ -224,3 +224,12 @@ def test_demo_refuses_a_non_empty_out_and_overwrite_keeps_other_files(
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "kat" / "output.npy").is_file()
     assert sorted(p.name for p in out.iterdir()) == ["kat", "notes.txt", "tests"]
+
+
+def test_gati_decode_names_a_file_that_is_no_program(capsys) -> None:
+    sample = MNIST / "tests" / "sample_mnist.npy"
+    assert main(["gati", "decode", str(sample)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"edgesynth: error: {sample}: is a NumPy .npy file, not a Gati program " + (
+        "(program.bin or a .dwp stream from `gati compile`).\n"
+    )
