@@ -195,3 +195,9 @@ def test_random_command_lines_never_crash_or_destroy(
     assert "Traceback" not in result.output and "internal error" not in result.output
     assert (work / "SENTINEL").read_text() == "mine"
     assert (work / "tests" / "keep.txt").read_text() == "mine too"
+
+
+def test_izer_help_does_not_promise_onnx() -> None:
+    result = run_cli("izer", "--help")
+    assert result.exit_code == 0
+    assert "quantized checkpoint (.pth.tar)" in result.stdout and ".onnx" not in result.stdout
