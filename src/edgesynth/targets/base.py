@@ -213,6 +213,12 @@ def get_target(name: str) -> Target:
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
+    if not Path(folder).is_dir():
+        what = "a file" if Path(folder).exists() else "not there"
+        raise EdgesynthError(
+            f"{folder} is {what}; give the folder `edgesynth compile` (or a target's compile "
+            "command) wrote"
+        )
     path = Path(folder) / MANIFEST
     try:
         manifest = json.loads(path.read_text())

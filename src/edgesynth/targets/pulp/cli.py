@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,9 @@ def run_program(
 ) -> dict[str, Any]:
     """Build the generated C (host or rv32) and run it: every layer's output and checksum; with
     `accumulators`, also each layer's accumulators as `tensor.<name>` (N, C, H, W)."""
+    from edgesynth.targets.base import read_manifest
+
+    read_manifest(Path(folder))  # a folder compile wrote, or one clear message
     import numpy as np
 
     from edgesynth.targets.pulp.build import build, execute, read_layout
@@ -138,16 +142,19 @@ def run_program(
 
 def _print_warnings(warnings: list[str]) -> None:
     for w in warnings:
-        print(f"warning: {w}")
+        print(f"edgesynth: warning: {w}", file=sys.stderr)
 
 
 def simulate_cmd(args: argparse.Namespace) -> int:
+    from edgesynth.outputs import check_output_file
     from edgesynth.targets.pulp.data import save_npz
 
+    inputs = (args.model, args.input)
+    check_output_file(args.output, inputs=inputs, option="--output")
     result = simulate(args.model, args.input, args.input_type, args.layout)
     layers = result.pop("_layers")
     _print_warnings(result.pop("_warnings"))
-    path = save_npz(args.output, result)
+    path = save_npz(args.output, result, inputs=inputs)
     print(f"{args.model.name}: {len(layers)} layers; wrote every layer's output to {path}")
     return 0
 
@@ -186,12 +193,15 @@ def compile_cmd(args: argparse.Namespace) -> int:
 
 
 def run_cmd(args: argparse.Namespace) -> int:
+    from edgesynth.outputs import check_output_file
     from edgesynth.targets.pulp.data import save_npz
 
+    inputs = (args.folder, args.input)
+    check_output_file(args.output, inputs=inputs, option="--output")
     result = run_program(
         args.folder, args.input, "rv32" if args.rv32 else "host", args.layout, args.accumulators
     )
-    path = save_npz(args.output, result)
+    path = save_npz(args.output, result, inputs=inputs)
     layers = sum(1 for k in result if k.startswith("out_"))
     print(
         f"{args.folder}: ran the generated C ({'rv32 under qemu' if args.rv32 else 'host build'});"

@@ -15,9 +15,7 @@ adds every tensor of the graph as `tensor.<name>` with shape (N, C, H, W).
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -112,19 +110,14 @@ def flatten(x: np.ndarray, layout: str) -> np.ndarray:
     return to_hwc(x) if layout == "hwc" else x.reshape(-1)
 
 
-def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
-    """Write `arrays` to `path` through a temporary file in the same folder, then rename."""
+def save_npz(path: Path, arrays: dict[str, np.ndarray], *, inputs: tuple[Path, ...] = ()) -> Path:
+    """Write `arrays` to `path` (`.npz` added when missing) through the project's atomic file
+    rule: complete or not at all, never over one of the run's `inputs` or a folder."""
+    from edgesynth.outputs import write_file_atomic
+
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
-    if path.is_dir():
-        raise EdgesynthError("is a folder", file=str(path), key="--output")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=path.parent)
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise EdgesynthError(f"cannot write {path}: {err.strerror or err}") from None
-    return path
+    return write_file_atomic(
+        path, writer=lambda handle: np.savez(handle, **arrays), inputs=inputs, option="--output"
+    )
