@@ -1,17 +1,35 @@
 #!/usr/bin/env bash
 # Create .venv and install edgesynth with everything its tests need (idempotent).
 # torch is pinned to 2.13.0: that CPU build is the one available here.
+# Prints a line per step; the first set-up downloads/installs about 1 GB and takes minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
-fi
 stamp=.venv/.edgesynth-installed
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,train,onnx]"
-  echo "$want" > "$stamp"
+if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0  # up to date: stay quiet, so `scripts/demo.sh` output is the demo's
 fi
+step() { echo "[setup $1/4] $2" >&2; }
+pip_install() {
+  # pip's own progress lines ("Collecting ...", "Installing ..."), without the download bars;
+  # the pipeline fails (and set -e stops the script) when pip fails.
+  .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 \
+    | { grep -E --line-buffered '^ *(Collecting|Installing|Successfully|ERROR|error)' >&2 || true; }
+}
+start=$SECONDS
+if [ ! -x .venv/bin/python ]; then
+  step 1 "creating .venv with $PYTHON"
+  "$PYTHON" -m venv .venv
+else
+  step 1 ".venv exists; updating it"
+fi
+step 2 "upgrading pip"
+pip_install --upgrade pip
+step 3 "installing torch 2.13.0 (CPU build; the largest download, a few minutes the first time)"
+pip_install "torch==2.13.0"
+step 4 "installing edgesynth with its extras: -e .[dev,train,onnx,pulp]"
+pip_install -e ".[dev,train,onnx,pulp]"
+echo "$want" > "$stamp"
+echo "[setup] done in $((SECONDS - start)) s; run commands as .venv/bin/edgesynth" \
+  "(or \`source .venv/bin/activate\`, then edgesynth)" >&2

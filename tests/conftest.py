@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # cli_helpers
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -1,219 +1,194 @@
-"""The `edgesynth` command line: one entry point, one sub-command per job."""
+"""The `edgesynth` command line: one entry point; each package registers its own sub-commands.
+
+Adding a command: in the package that owns it, write `register(subparsers)` that calls
+`subparsers.add_parser(NAME, help=..., description=...)`, declares the arguments and ends with
+`parser.set_defaults(handler=FUNCTION)`; `FUNCTION(args)` does the work, prints its results
+and raises `EdgesynthError` for input it refuses. Then add the module to `COMMAND_MODULES`.
+A module listed there imports nothing heavy at module level (no torch, no onnx): handlers
+import what they need, so `edgesynth izer` and `edgesynth simulate` never load PyTorch.
+A command that parses its own command line (the vendor-compatible `izer`) sets
+`raw_handler=FUNCTION(argv)` instead and gets every argument after its name unchanged.
+
+Exit status: 0 done; 1 input refused (one `edgesynth: error:` line naming the file, layer
+or option); 2 usage error (argparse's usage line and message); 130 interrupted (Ctrl-C);
+70 internal error (a bug: one line; the traceback only with EDGESYNTH_DEBUG=1).
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import os
+import re
 import sys
-from pathlib import Path
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
-import typer
+from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 
-from edgesynth.errors import EdgesynthError
+COMMAND_MODULES = [
+    "edgesynth.targets.max7800x.cli",  # izer, simulate, synth, build
+    "edgesynth.demo",  # demo
+    "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate
+    "edgesynth.flow_cli",  # compile, run (every target)
+    "edgesynth.targets.gati.cli",  # gati compile | decode | run
+    "edgesynth.targets.xdnn.cli",  # xdnn compile | decode | run | check-quant
+    "edgesynth.targets.pulp.cli",  # pulp simulate | compile | run | report
+]
 
-app = typer.Typer(
-    name="edgesynth",
-    help="Take a CNN from PyTorch to ultra-low-power accelerators, bit-exact.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+# Optional parts: the top-level module a command imports -> the extra that installs it.
+EXTRAS = {
+    "torch": "train",
+    "tensorboard": "train",
+    "sklearn": "train",
+    "tqdm": "train",
+    "onnx": "onnx",
+    "onnxruntime": "onnx",
+    "ortools": "pulp",
+}
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(.*?)' \(choose from (.*)\)")
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 70, 130
 
 
-@app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
-def izer(ctx: typer.Context) -> None:
-    """Run with the vendor's ai8xize.py command line, unchanged (try `edgesynth izer --help`)."""
-    from edgesynth.targets.max7800x.izer import run_izer
+class CommandParser(argparse.ArgumentParser):
+    """argparse whose usage errors raise UsageError (printed by `main`) instead of exiting."""
 
-    run_izer(list(ctx.args))
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if m := _INVALID_CHOICE.search(message):
+            choices = [c.strip().strip("'") for c in m.group(2).split(",")]
+            message += did_you_mean(m.group(1), choices)
+        raise UsageError(message, prog=self.prog, usage=self.short_usage())
+
+    def short_usage(self) -> str:
+        """One line: required arguments spelled out, the rest as [options]."""
+        words: list[str] = []
+        optional = False
+        for action in self._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                words.append(f"{action.metavar or '{' + ','.join(action.choices) + '}'} ...")
+            elif not action.option_strings:
+                name = str(action.metavar or action.dest.upper())
+                words.append(f"[{name}]" if action.nargs in ("?", "*") else name)
+            elif action.required:
+                metavar = action.metavar or action.dest.upper()
+                words.append(f"{action.option_strings[0]} {metavar}")
+            else:
+                optional = True
+        if optional:
+            words.append("[options]")
+        return f"usage: {self.prog} {' '.join(words)}"
 
 
-@app.command()
-def simulate(
-    network: Annotated[Path, typer.Argument(help="YAML network description")],
-    checkpoint: Annotated[
-        Path | None, typer.Argument(help="quantized checkpoint (omit for `arch: test`)")
-    ] = None,
-    device: Annotated[str, typer.Option(help="MAX78000 or MAX78002")] = "MAX78000",
-    sample_input: Annotated[
-        Path | None, typer.Option(help="sample .npy (default: tests/sample_<dataset>.npy)")
-    ] = None,
-    save: Annotated[
-        Path | None, typer.Option(help="folder to save every layer's output as layerNN.npy")
-    ] = None,
-    output: Annotated[
-        Path | None, typer.Option(help="save the network output (int64 .npy)")
-    ] = None,
-    stop_after: Annotated[int | None, typer.Option(help="stop after this layer")] = None,
-    avg_pool_rounding: Annotated[bool, typer.Option(help="round average pooling")] = False,
-) -> None:
-    """Simulate a network bit-exactly and print a per-layer summary."""
-    from edgesynth.targets.max7800x.simulate_cmd import run_simulate
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
 
-    run_simulate(
-        network=network,
-        checkpoint=checkpoint,
-        device=device,
-        sample_input=sample_input,
-        save=save,
-        output=output,
-        stop_after=stop_after,
-        avg_pool_rounding=avg_pool_rounding,
+    try:
+        return package_version("edgesynth")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(
+        prog="edgesynth",
+        description="Take a CNN from PyTorch to ultra-low-power accelerators, bit-exact.",
+        epilog="`edgesynth COMMAND --help` describes a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"edgesynth {version()}")
+    subparsers = parser.add_subparsers(
+        title="commands", dest="command", metavar="COMMAND", required=True
+    )
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def run(argv: Sequence[str]) -> int:
+    """Parse `argv` and run the command; errors propagate (see `main` for how they print)."""
+    argv = list(argv)
+    parser = build_parser()
+    if not argv:
+        raise UsageError("no command given", usage=parser.format_help())
+    sub = _subcommands(parser).get(argv[0])
+    raw = sub.get_default("raw_handler") if sub is not None else None
+    if raw is not None:
+        return int(raw(argv[1:]) or 0)
+    args = parser.parse_args(argv)
+    return int(args.handler(args) or 0)
+
+
+def _missing_extra(err: ModuleNotFoundError, argv: Sequence[str]) -> str | None:
+    top = (err.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    command = " ".join(a for a in argv[:2] if not a.startswith("-")) or "this command"
+    return (
+        f"`edgesynth {command}` needs {top}, which is not installed: "
+        f"pip install 'edgesynth[{extra}]'"
     )
 
 
-@app.command()
-def synth(
-    network: Annotated[Path, typer.Argument(help="YAML network description")],
-    checkpoint: Annotated[
-        Path | None, typer.Argument(help="quantized checkpoint (omit for `arch: test`)")
-    ] = None,
-    out: Annotated[Path, typer.Option("-o", "--out", help="project folder to write")] = Path(
-        "out/project"
-    ),
-    device: Annotated[str, typer.Option(help="MAX78000 or MAX78002")] = "MAX78000",
-    sample_input: Annotated[
-        Path | None, typer.Option(help="sample .npy (default: tests/sample_<dataset>.npy)")
-    ] = None,
-    softmax: Annotated[bool, typer.Option(help="add the software softmax")] = False,
-    fifo: Annotated[bool, typer.Option(help="feed the input through the FIFOs")] = False,
-    fast_fifo: Annotated[bool, typer.Option(help="feed the input through the fast FIFO")] = False,
-    riscv: Annotated[bool, typer.Option(help="run the network from the RISC-V core")] = False,
-    timer: Annotated[int | None, typer.Option(help="time the inference with this timer")] = None,
-    known_answer: Annotated[bool, typer.Option(help="generate the known-answer check")] = True,
-    unload: Annotated[bool, typer.Option(help="generate cnn_unload()")] = True,
-    boost: Annotated[str | None, typer.Option(help="boost circuit port.pin, e.g. 2.5")] = None,
-    overwrite: Annotated[bool, typer.Option(help="replace an existing project")] = False,
-    verbose: Annotated[bool, typer.Option(help="print the plan")] = False,
-    izer_option: Annotated[
-        list[str] | None, typer.Option(help="any other vendor option, e.g. --izer-option=--mlator")
-    ] = None,
-) -> None:
-    """Write the MAX78000/MAX78002 C project for a network (native option names)."""
-    from edgesynth.targets.max7800x.synth_cmd import SynthOptions, run_synth
-
-    run_synth(
-        SynthOptions(
-            network=network,
-            checkpoint=checkpoint,
-            out=out,
-            device=device,
-            sample_input=sample_input,
-            softmax=softmax,
-            fifo=fifo,
-            fast_fifo=fast_fifo,
-            riscv=riscv,
-            timer=timer,
-            known_answer=known_answer,
-            unload=unload,
-            boost=boost,
-            overwrite=overwrite,
-            verbose=verbose,
-            izer_options=list(izer_option or []),
-        )
-    )
-
-
-@app.command()
-def build(
-    project: Annotated[Path, typer.Argument(help="a generated project folder")],
-    device: Annotated[
-        str | None, typer.Option(help="MAX78000 or MAX78002 (default: the project's)")
-    ] = None,
-    riscv: Annotated[
-        bool | None, typer.Option(help="build the RISC-V program too (default: if present)")
-    ] = None,
-) -> None:
-    """Compile a generated project for the chip (Debian cross compilers) and print its size."""
-    from edgesynth.targets.max7800x.synth_cmd import run_build
-
-    run_build(project, device=device, riscv=riscv)
-
-
-@app.command()
-def demo(
-    out: Annotated[Path, typer.Option(help="folder for the demo's files")] = Path("out/demo"),
-    device: Annotated[str, typer.Option(help="MAX78000 or MAX78002")] = "MAX78000",
-    synthetic: Annotated[
-        bool, typer.Option(help="synthesize examples/demo with generated weights instead")
-    ] = False,
-) -> None:
-    """Train, quantize, synthesize and prove the built-in example end to end."""
-    from edgesynth.demo import run_synthetic_demo, run_trained_demo
-
-    if synthetic:
-        written = run_synthetic_demo(out, device)
-    else:
-        _mount_optional_apps()
-        written = run_trained_demo(out, device)
-    typer.echo(f"Demo finished: known-answer output in {written}")
-
-
-TRAINING_COMMANDS = ("train", "quantize", "fuse-bn", "evaluate")
-_mounted = False
-
-
-def _mount_optional_apps() -> None:
-    """Sub-applications owned by the targets and the training package (mounted once)."""
-    global _mounted
-    if _mounted:
-        return
-    _mounted = True
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: every outcome is an exit status and at most one message, no traceback."""
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        from edgesynth.targets.gati.cli import app as gati_app
-
-        app.add_typer(gati_app, name="gati", help="Gati FPGA systolic-array target.")
-    except ImportError:
-        pass
-    try:
-        from edgesynth.train.cli import register
-
-        register(app)
-    except ImportError:
-        pass
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: user errors print one message and exit 1, never a traceback."""
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        if args and args[0] == "izer":
-            # The vendor's command line goes straight to its parser: no typer, no torch.
-            from edgesynth.targets.max7800x.izer import run_izer
-
-            run_izer(args[1:])
-            return 0
-        if not args or args[0] in ("gati", *TRAINING_COMMANDS) or args[0].startswith("-"):
-            _mount_optional_apps()
-        app(args=args, prog_name="edgesynth", standalone_mode=False)
+        return run(args)
+    except UsageError as err:
+        print(err.report(), file=sys.stderr)
+        return EXIT_USAGE
     except EdgesynthError as err:
         print(f"edgesynth: error: {err.render()}", file=sys.stderr)
-        return 1
+        return err.exit_status
     except KeyboardInterrupt:
         print("edgesynth: interrupted", file=sys.stderr)
-        return 130
-    except SystemExit as exit_:
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
-    except Exception as err:  # click usage errors carry their own message
-        import click
+        return EXIT_INTERRUPTED
+    except SystemExit as exit_:  # --help, --version
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_REFUSED)
+    except BrokenPipeError:  # `edgesynth ... | head`: the reader left; say nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_REFUSED
+    except ModuleNotFoundError as err:
+        message = _missing_extra(err, args)
+        if message is None:
+            return _internal_error(err)
+        print(f"edgesynth: error: {message}", file=sys.stderr)
+        return EXIT_REFUSED
+    except Exception as err:
+        return _internal_error(err)
 
-        if isinstance(err, click.ClickException):
-            err.show()
-            return 1 if err.exit_code == 2 else err.exit_code
-        if isinstance(err, click.exceptions.Abort):
-            return 1
-        if os.environ.get("EDGESYNTH_DEBUG"):
-            raise
-        print(
-            f"edgesynth: internal error: {type(err).__name__}: {err}\n"
-            "This is a bug in edgesynth; rerun with EDGESYNTH_DEBUG=1 for details and report it.",
-            file=sys.stderr,
-        )
-        return 2
-    return 0
+
+def _internal_error(err: Exception) -> int:
+    if os.environ.get("EDGESYNTH_DEBUG"):
+        import traceback
+
+        traceback.print_exception(err)
+    detail = str(err).splitlines()[0] if str(err) else ""
+    print(
+        f"edgesynth: internal error: {type(err).__name__}"
+        + (f": {detail}" if detail else "")
+        + " (a bug in edgesynth; rerun with EDGESYNTH_DEBUG=1 for the traceback and report it)",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ PyTorch needed).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgesynth.cliargs import device_name
 from edgesynth.errors import EdgesynthError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo"
@@ -39,25 +41,25 @@ def _working_directory(folder: Path) -> Iterator[None]:
 
 
 def _run(argv: list[str]) -> None:
-    from edgesynth.cli import main
+    """One step, as `edgesynth ARGV` would run it; its errors propagate (printed once)."""
+    from edgesynth.cli import run
 
-    status = main(argv)
+    status = run(argv)
     if status != 0:
         raise EdgesynthError(f"demo step `edgesynth {argv[0]}` failed (exit status {status}).")
 
 
-def run_trained_demo(out: Path, device: str = "MAX78000") -> Path:
-    out = out.resolve()
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+def run_trained_demo(folder: Path, device: str = "MAX78000") -> Path:
+    """Train, synthesize and compare inside `folder` (the staging folder of --out); returns
+    the known answer's path relative to it."""
+    folder = folder.resolve()
     print("== 1/3 train + QAT + quantize on the built-in digits ==", flush=True)
     _run([
         "train", "--dataset", "digits", "--device", device, "--deterministic", "--seed", "1",
-        "--out-dir", str(out), "--name", "run", "--simulate", "297", "--save-sample", "0",
+        "--out-dir", str(folder), "--name", "run", "--simulate", "297", "--save-sample", "0",
         "--no-progress",
     ])  # fmt: skip
-    run = out / "run"
+    run = folder / "run"
     yaml = next(run.glob("*.yaml"))
     checkpoint = next(run.glob("*-q.pth.tar"))
     sample = next(run.glob("sample_*.npy"))
@@ -80,13 +82,14 @@ def run_trained_demo(out: Path, device: str = "MAX78000") -> Path:
     synthesized, trained = np.load(kat), np.load(run / "evaluate.npy")
     if not np.array_equal(synthesized, trained):
         raise EdgesynthError(
-            f"the synthesizer's known answer ({kat}) differs from the 8-bit model's output."
+            "the synthesizer's known answer (run/kat/output.npy) differs from the 8-bit "
+            "model's output."
         )
     print(
-        f"Known answer {kat} equals the 8-bit training model's output value for value "
-        f"(class {int(synthesized.reshape(-1).argmax())})."
+        "Known answer run/kat/output.npy equals the 8-bit training model's output value for "
+        f"value (class {int(synthesized.reshape(-1).argmax())})."
     )
-    return kat
+    return Path("run") / "kat" / "output.npy"
 
 
 def write_synthetic_inputs(folder: Path, seed: int = 0) -> None:
@@ -95,20 +98,59 @@ def write_synthetic_inputs(folder: Path, seed: int = 0) -> None:
         raise EdgesynthError(f"the example network is missing: {EXAMPLE}")
     tests = folder / "tests"
     tests.mkdir(parents=True, exist_ok=True)
-    shutil.copy(EXAMPLE / "network.yaml", tests / "demo.yaml")
-    shutil.copy(EXAMPLE / "sample_digit7.npy", tests / "sample_demo.npy")
+    shutil.copyfile(EXAMPLE / "network.yaml", tests / "demo.yaml")
+    shutil.copyfile(EXAMPLE / "sample_digit7.npy", tests / "sample_demo.npy")
     rng = np.random.default_rng(seed)
     with open(tests / "weights_demo.npy", "wb") as handle:
         for shape in WEIGHT_SHAPES:
             np.save(handle, rng.integers(-128, 128, size=shape, dtype=np.int64))
 
 
-def run_synthetic_demo(out: Path, device: str = "MAX78000") -> Path:
-    out = out.resolve()
-    write_synthetic_inputs(out)
-    with _working_directory(out):
+def run_synthetic_demo(folder: Path, device: str = "MAX78000") -> Path:
+    """Synthesize examples/demo with generated weights inside `folder`; returns the known
+    answer's path relative to it."""
+    folder = folder.resolve()
+    write_synthetic_inputs(folder)
+    with _working_directory(folder):
         _run([
             "izer", "--device", device, "--config-file", "tests/demo.yaml", "--verbose",
             "--test-dir", ".", "--prefix", "kat", "--sample-numpy-filename", "output",
         ])  # fmt: skip
-    return out / "kat" / "output.npy"
+    return Path("kat") / "output.npy"
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Every step runs in the staging folder of --out; the files move into place at the end,
+    so a failed or interrupted demo leaves --out as it was."""
+    from edgesynth.outputs import output_folder
+
+    folder = output_folder(args.out, overwrite=args.overwrite, option="--out")
+    with folder as out:
+        step = run_synthetic_demo if args.synthetic else run_trained_demo
+        written = folder.path / step(out.staging, args.device)
+    print(f"Demo finished: known-answer output in {written}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="train, quantize, synthesize and prove the built-in example end to end",
+        description="Train ai85net5 on scikit-learn's digits with quantization-aware training, "
+        "quantize it, synthesize it for the device and prove the known answer equals the "
+        "8-bit training model's output (--synthetic: examples/demo with generated weights).",
+    )
+    p.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for the demo's files")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the demo's files in a non-empty --out folder (nothing else)",
+    )
+    p.add_argument("--device", type=device_name, default="MAX78000", help="MAX78000 or MAX78002")
+    p.add_argument(
+        "--synthetic",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="synthesize examples/demo with generated weights instead (no PyTorch)",
+    )
+    p.set_defaults(handler=demo)

@@ -9,8 +9,11 @@ from difflib import get_close_matches
 class EdgesynthError(Exception):
     """An error in the user's input: printed as one message, no traceback, exit status 1.
 
-    `where` names the file (and line) the problem comes from; `layer` the layer index and name.
+    `file` (and `line`) name where the problem comes from; `layer` the layer index and name;
+    `key` the YAML key or the command-line option.
     """
+
+    exit_status = 1
 
     def __init__(
         self,
@@ -41,6 +44,24 @@ class EdgesynthError(Exception):
             parts.append(f"`{self.key}`")
         prefix = ": ".join(parts)
         return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class UsageError(EdgesynthError):
+    """A malformed command line (unknown option, missing or bad argument): exit status 2.
+
+    Printed the way argparse does: a short usage line, then `PROG: error: MESSAGE`.
+    """
+
+    exit_status = 2
+
+    def __init__(self, message: str, *, prog: str = "edgesynth", usage: str | None = None) -> None:
+        self.prog = prog
+        self.usage = usage
+        super().__init__(message)
+
+    def report(self) -> str:
+        usage = f"{self.usage.rstrip()}\n" if self.usage else ""
+        return f"{usage}{self.prog}: error: {self.render()}"
 
 
 class MultipleErrors(EdgesynthError):

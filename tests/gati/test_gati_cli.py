@@ -1,4 +1,4 @@
-"""`edgesynth gati compile | decode | run` through typer's CliRunner."""
+"""`edgesynth gati compile | decode | run` through the `edgesynth` entry point."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import gati_mnist_models as mm
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
+from cli_helpers import run_cli
 from edgesynth.targets.gati import dwp, isa
 from edgesynth.targets.gati.compiler import compile_onnx
 from edgesynth.targets.gati.funcsim import GatiMachine
@@ -19,7 +19,6 @@ from edgesynth.targets.gati.host import run_program
 from edgesynth.targets.gati.quantize import quantize_input
 from edgesynth.targets.gati.reference import reference_forward
 
-runner = CliRunner()
 FILES = ["program.bin", "program.dwp", "report.json", "sample.dwp", "sample_expected.dwp"]
 
 
@@ -28,19 +27,13 @@ def compiled(lenet_onnx: Path, calibration: np.ndarray, tmp_path_factory) -> Pat
     d = tmp_path_factory.mktemp("cli")
     np.save(d / "calib.npy", calibration)
     out = d / "out"
-    result = runner.invoke(
-        app_(), ["compile", str(lenet_onnx), "--calibration", str(d / "calib.npy"), "-o", str(out)]
+    result = run_cli(
+        "gati", *["compile", str(lenet_onnx), "--calibration", str(d / "calib.npy"), "-o", str(out)]
     )
     assert result.exit_code == 0, result.output
     assert "4 layers, 16 instructions" in result.stdout
     assert f"wrote {out / 'program.bin'}" in result.stdout
     return out
-
-
-def app_():  # type: ignore[no-untyped-def]
-    from edgesynth.targets.gati.cli import app
-
-    return app
 
 
 def test_compile_outputs(compiled: Path, lenet_onnx: Path, calibration: np.ndarray) -> None:
@@ -106,7 +99,7 @@ def test_known_answer(compiled: Path, calibration: np.ndarray, lenet_onnx: Path)
 
 
 def test_decode_blob_and_stream(compiled: Path) -> None:
-    result = runner.invoke(app_(), ["decode", str(compiled / "program.bin")])
+    result = run_cli("gati", *["decode", str(compiled / "program.bin")])
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "#0 @0x000000 START (opcode 0xf)" in out
@@ -116,7 +109,7 @@ def test_decode_blob_and_stream(compiled: Path) -> None:
     assert ["IW", "13:4", "28"] in rows
     assert any(r[:2] == ["QuantScale", "108:93"] and int(r[2]) > 0 for r in rows)
     assert out.count("OutputBlock (opcode 0x2)") == 4
-    result = runner.invoke(app_(), ["decode", str(compiled / "program.dwp")])
+    result = run_cli("gati", *["decode", str(compiled / "program.dwp")])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "@0x000000 META RESET        value=0x0 (0)"
@@ -150,7 +143,7 @@ def test_decode_rejects_malformed_streams(
         data[0x3C] = (data[0x3C] & 0xF0) | 0x5
     bad = tmp_path / "bad.dwp"
     bad.write_bytes(bytes(data))
-    result = runner.invoke(app_(), ["decode", str(bad)])
+    result = run_cli("gati", *["decode", str(bad)])
     assert result.exit_code == 1
     assert "Traceback" not in result.output
     assert message in result.stderr
@@ -161,11 +154,11 @@ def test_decode_rejects_malformed_blob(compiled: Path, tmp_path: Path) -> None:
     blob[32 * 5] = 0x0E  # instruction 5: opcode 0xE
     bad = tmp_path / "bad.bin"
     bad.write_bytes(bytes(blob))
-    result = runner.invoke(app_(), ["decode", str(bad)])
+    result = run_cli("gati", *["decode", str(bad)])
     assert result.exit_code == 1
     assert "byte offset 0xa0: unknown opcode 0xe" in result.stderr
     bad.write_bytes(bytes(blob[:40]))
-    result = runner.invoke(app_(), ["decode", str(bad), "--format", "blob"])
+    result = run_cli("gati", *["decode", str(bad), "--format", "blob"])
     assert result.exit_code == 1
     assert "byte offset 0x20: truncated instruction" in result.stderr
 
@@ -173,9 +166,9 @@ def test_decode_rejects_malformed_blob(compiled: Path, tmp_path: Path) -> None:
 def test_run(compiled: Path, lenet_onnx: Path, eval_set, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     x = eval_set[0][:200]
     np.save(tmp_path / "x.npy", x)
-    result = runner.invoke(
-        app_(),
-        [
+    result = run_cli(
+        "gati",
+        *[
             "run",
             str(compiled),
             "--input",
@@ -204,52 +197,73 @@ def test_run(compiled: Path, lenet_onnx: Path, eval_set, tmp_path: Path) -> None
 def test_run_errors(compiled: Path, tmp_path: Path) -> None:
     np.save(tmp_path / "bad.npy", np.zeros((3, 28, 28), dtype=np.float32))
     y = tmp_path / "y.npy"
-    result = runner.invoke(
-        app_(), ["run", str(compiled), "-i", str(tmp_path / "bad.npy"), "-o", str(y)]
-    )
+    result = run_cli("gati", *["run", str(compiled), "-i", str(tmp_path / "bad.npy"), "-o", str(y)])
     assert result.exit_code == 1
     assert "input has shape (3, 28, 28); the model takes (N, 1, 28, 28)" in result.stderr
     assert not y.exists()
-    result = runner.invoke(
-        app_(), ["run", str(tmp_path), "-i", str(tmp_path / "bad.npy"), "-o", str(y)]
-    )
+    result = run_cli("gati", *["run", str(tmp_path), "-i", str(tmp_path / "bad.npy"), "-o", str(y)])
     assert result.exit_code == 1
     assert "program.dwp is missing" in result.stderr
 
 
-def test_compile_replaces_output_atomically(
-    compiled: Path, lenet_onnx: Path, tmp_path: Path
-) -> None:
+def test_compile_output_folder_rules(compiled: Path, lenet_onnx: Path, tmp_path: Path) -> None:
+    """A non-empty output folder is refused without --overwrite; with it, only the compiler's
+    files are replaced and nothing else in the folder is touched; a failed compile changes
+    nothing."""
     out = tmp_path / "out"
     out.mkdir()
-    (out / "stale.txt").write_text("old")
+    (out / "mine.txt").write_text("keep me")
     calib = compiled.parent / "calib.npy"
-    result = runner.invoke(app_(), ["compile", str(lenet_onnx), "-c", str(calib), "-o", str(out)])
+    argv = ["gati", "compile", lenet_onnx, "-c", calib, "-o", out]
+    result = run_cli(*argv)
+    assert result.exit_code == 1
+    assert f"the output folder {out} is not empty; pass --overwrite" in result.stderr
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+    result = run_cli(*argv, "--overwrite")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == FILES
-    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temp dirs left behind
+    assert sorted(p.name for p in out.iterdir()) == sorted([*FILES, "mine.txt"])
+    assert (out / "mine.txt").read_text() == "keep me"
+    assert (out / "program.bin").read_bytes() == (compiled / "program.bin").read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folders left behind
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     bad_calib = tmp_path / "c.npy"
     np.save(bad_calib, np.zeros((2, 3), dtype=np.float32))
-    result = runner.invoke(
-        app_(), ["compile", str(lenet_onnx), "-c", str(bad_calib), "-o", str(out)]
-    )
+    result = run_cli("gati", "compile", lenet_onnx, "-c", bad_calib, "-o", out, "--overwrite")
     assert result.exit_code == 1
     assert "calibration data has shape (2, 3)" in result.stderr
-    assert sorted(p.name for p in out.iterdir()) == FILES
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
+def test_compile_refuses_integer_calibration_and_text_files(
+    lenet_onnx: Path, calibration: np.ndarray, tmp_path: Path
+) -> None:
+    int8 = tmp_path / "int8.npy"
+    np.save(int8, np.round(calibration[:4] * 127).astype(np.int8))
+    result = run_cli("gati", "compile", lenet_onnx, "-c", int8, "-o", tmp_path / "o")
+    assert result.exit_code == 1
+    assert f"{int8}: calibration data is int8, but Gati takes float inputs" in result.stderr
+    text = tmp_path / "text.npy"
+    text.write_text("0.1 0.2 0.3\n")
+    result = run_cli("gati", "compile", lenet_onnx, "-c", text, "-o", tmp_path / "o")
+    assert result.exit_code == 1
+    assert "is a text file (it begins `0.1 0.2 0.3`)" in result.stderr
+    assert "pickled" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["int8.npy", "text.npy"]
 
 
 def test_dispatch_option(lenet_onnx: Path, compiled: Path, tmp_path: Path) -> None:
     calib = compiled.parent / "calib.npy"
     out = tmp_path / "o"
-    result = runner.invoke(
-        app_(), ["compile", str(lenet_onnx), "-c", str(calib), "-o", str(out), "--dispatch", "nope"]
+    result = run_cli(
+        "gati",
+        *["compile", str(lenet_onnx), "-c", str(calib), "-o", str(out), "--dispatch", "nope"],
     )
     assert result.exit_code == 1
     assert "--dispatch `nope` names no ONNX node" in result.stderr
     first_conv = json.loads((compiled / "report.json").read_text())["layers"][0]["name"]
-    result = runner.invoke(
-        app_(),
-        ["compile", str(lenet_onnx), "-c", str(calib), "-o", str(out), "--dispatch", first_conv],
+    result = run_cli(
+        "gati",
+        *["compile", str(lenet_onnx), "-c", str(calib), "-o", str(out), "--dispatch", first_conv],
     )
     assert result.exit_code == 0
     host = json.loads((out / "report.json").read_text())["host"]
@@ -267,4 +281,4 @@ def test_mounted_in_the_main_cli(compiled: Path, tmp_path: Path, capsys) -> None
     bad.write_bytes(b"\x05" + bytes(31))
     assert main(["gati", "decode", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert err.strip() == "edgesynth: error: byte offset 0x0: unknown opcode 0x5"
+    assert err.strip() == f"edgesynth: error: {bad}: byte offset 0x0: unknown opcode 0x5"

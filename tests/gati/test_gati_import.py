@@ -1,4 +1,5 @@
-"""ONNX import: fusion into Gati layers, host-side shape arithmetic, float semantics."""
+"""ONNX front end + `lower.fuse`: fusion into Gati layers, host-side shape arithmetic, float
+semantics of the fused layers."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from edgesynth.targets.gati.compiler import import_onnx
 from edgesynth.targets.gati.floatref import float_forward
-from edgesynth.targets.gati.onnx_import import import_onnx
 
 RNG = np.random.default_rng(7)
 

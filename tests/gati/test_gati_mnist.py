@@ -39,7 +39,7 @@ def check_network(
     y_ort = mm.ort_run(path, x)
     assert y.shape == y_ort.shape
     # the float NumPy evaluation of the imported graph is what ORT computes
-    np.testing.assert_allclose(float_forward(prog.model.graph, x), y_ort, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(float_forward(prog.model.chain, x), y_ort, rtol=1e-4, atol=1e-4)
     return {
         "agreement": float((y.argmax(1) == y_ort.argmax(1)).mean()),
         "gati_accuracy": float((y.argmax(1) == labels).mean()),
@@ -99,27 +99,45 @@ def test_report_cycles(network: str, lenet_onnx: Path, vgg_onnx: Path, calibrati
     assert rep["total_cycles"] == sum(layer["cycles"] for layer in rep["layers"])
 
 
-def test_lenet_lives_in_the_network_ir(lenet_onnx: Path, calibration: np.ndarray) -> None:
-    """The quantized network is edgesynth's target-independent IR, not a Gati structure."""
-    from edgesynth.ir.network import NETWORK_INPUT, Network
+def test_lenet_program_graph(lenet_onnx: Path, calibration: np.ndarray) -> None:
+    """What the program computes is an integer network graph: Conv/Linear with accumulator
+    bias, Requantize (QuantScale / 2**QuantShift, half up), ReLU, max pooling from 0; the last
+    layer saturates to 32 bits instead of requantizing."""
+    from edgesynth.ir import graph as g
+    from edgesynth.targets.gati.program_graph import integer_graph
 
     model = compile_onnx(lenet_onnx, calibration).model
-    net = model.network
-    assert isinstance(net, Network)
-    assert net.device == "GATI" and net.input_shape == (1, 28, 28)
-    ops = [layer.operation for layer in net.layers]
-    assert ops == ["conv2d", "conv2d", "linear", "linear"]
-    c1, c2, f1, f2 = net.layers
-    assert (c1.in_channels, c1.out_channels, c1.kernel_size, c1.pad) == (1, 6, (3, 3), (1, 1))
-    assert (c1.pool_type, c1.pool, c1.pool_stride, c1.pool_first) == ("max", (2, 2), (2, 2), False)
-    assert c1.out_dim == (28, 28) and c1.pooled_dim == (14, 14)
-    assert [layer.activation for layer in net.layers] == ["relu", "relu", "relu", None]
-    assert f1.flatten and not f2.flatten
-    assert [layer.in_sequences for layer in net.layers] == [[NETWORK_INPUT], [0], [1], [2]]
-    assert [layer.output for layer in net.layers] == [False, False, False, True]
-    assert [layer.output_width for layer in net.layers] == [8, 8, 8, 32]
-    for layer in net.layers:
-        assert layer.weights is not None and layer.weights.dtype == np.int64
-        assert np.abs(layer.weights).max() == 127  # per-layer scale: the largest weight is 127
-        assert layer.spec.name in model.layers[layer.index].onnx_nodes
-    assert f1.weights.shape == (64, 16 * 7 * 7) and c2.weights.shape == (16, 6, 3, 3)
+    assert [fl.kind for fl in model.chain.layers] == ["conv", "conv", "linear", "linear"]
+    graph = integer_graph(model)
+    assert graph.is_integer and graph.inputs == ["input"]
+    assert graph.tensors["input"].qtype == g.QType(8, scale=model.input_scale)
+    ops = [node.op for node in graph.nodes]
+    conv_layer = ["conv", "requantize", "activation", "pool"]
+    assert ops == conv_layer * 2 + ["flatten", "linear", "requantize", "activation"] + [
+        "linear",
+        "clip",
+    ]
+    c1, r1, a1, p1 = graph.nodes[:4]
+    assert isinstance(c1, g.Conv) and c1.pads == (1, 1, 1, 1) and c1.weight.shape == (6, 1, 3, 3)
+    assert (
+        isinstance(r1, g.Requantize)
+        and r1.rounding == "half_up"
+        and (r1.lo, r1.hi)
+        == (
+            -128,
+            127,
+        )
+    )
+    gl = model.layers[0]
+    assert (r1.mul, r1.div) == (gl.quant_scale, 1 << gl.quant_shift)
+    assert isinstance(a1, g.Activation) and a1.kind == "relu"
+    assert isinstance(p1, g.Pool) and (p1.kind, p1.kernel, p1.max_floor) == ("max", (2, 2), 0)
+    assert graph.tensors[p1.output].shape == (6, 14, 14)
+    last = graph.nodes[-1]
+    assert isinstance(last, g.Clip) and (last.lo, last.hi) == (-(1 << 31), (1 << 31) - 1)
+    assert graph.tensors[graph.outputs[0]].qtype.bits == 32
+    for gl, node in zip(model.layers, [n for n in graph.nodes if n.op in ("conv", "linear")],
+                        strict=True):  # fmt: skip
+        assert node.weight is gl.weights and node.weight.dtype == np.int64
+        assert np.abs(node.weight).max() == 127  # per-layer scale: the largest weight is 127
+    assert graph.meta["layer_outputs"][-1] == graph.outputs[0]

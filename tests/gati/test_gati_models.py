@@ -105,7 +105,7 @@ def test_network_kinds(kind: str, tolerance: float, tmp_path: Path) -> None:
         assert not tails[-1]["QuantEn"]  # the last layer keeps 32-bit values
     if kind == "standalone":
         names = [c.engine for c in out.prog.layers]
-        ops = [layer.operation for layer in out.prog.model.network.layers]
+        ops = [layer.operation for layer in out.prog.model.chain.layers]
         assert ops == ["conv2d", "none", "conv2d", "none"]
         assert names == ["conv", "conv", "conv", "conv"]
     if kind == "mean":

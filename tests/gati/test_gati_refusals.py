@@ -8,10 +8,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from typer.testing import CliRunner
 
+from cli_helpers import run_cli
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.gati.cli import app
 from edgesynth.targets.gati.compiler import compile_onnx
 
 RNG = np.random.default_rng(0)
@@ -186,7 +185,7 @@ def test_cli_refusal_has_no_traceback_and_writes_nothing(tmp_path: Path) -> None
     calib = tmp_path / "calib.npy"
     np.save(calib, np.zeros((4, 1, 12, 12), dtype=np.float32))
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["compile", str(path), "-c", str(calib), "-o", str(out)])
+    result = run_cli("gati", *["compile", str(path), "-c", str(calib), "-o", str(out)])
     assert result.exit_code == 1
     assert "Traceback" not in result.output
     assert result.stderr.startswith("edgesynth: error: ")

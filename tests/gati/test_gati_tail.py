@@ -1,17 +1,35 @@
-"""Tail-block arithmetic: the pairwise-average tree, requantization rounding, multipliers."""
+"""Tail-block arithmetic: the pairwise-average tree, requantization rounding, multipliers.
+
+The functional model's tail (`funcsim._tail`, driven by a TailBlock instruction) is checked
+against hand-computed values and against plain-Python references written here."""
 
 from __future__ import annotations
+
+import math
+from collections import deque
 
 import numpy as np
 import pytest
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.gati import funcsim, reference
+from edgesynth.sim.ops import tree_average
+from edgesynth.targets.gati import funcsim, isa
 from edgesynth.targets.gati.quantize import fit_multiplier, quantize_input
 
 
+def _python_tree(values: list[int]) -> int:
+    """The documented tree, one scalar at a time with Python integers."""
+    fifo = deque((values[k] + values[k + 1]) // 2 for k in range(0, len(values) - 1, 2))
+    if len(values) % 2:
+        fifo.append(values[-1])
+    while len(fifo) > 1:
+        a, b = fifo.popleft(), fifo.popleft()
+        fifo.append((a + b) // 2)
+    return fifo[0]
+
+
 def _tree(values: list[int]) -> int:
-    return int(reference.tree_average([np.array(v) for v in values]))
+    return int(tree_average([np.array(v) for v in values]))
 
 
 def test_tree_average_examples() -> None:
@@ -25,17 +43,18 @@ def test_tree_average_examples() -> None:
 
 
 @pytest.mark.parametrize("n", range(1, 21))
-def test_tree_implementations_agree(n: int) -> None:
+def test_tree_matches_python_reference(n: int) -> None:
     rng = np.random.default_rng(n)
-    items = [rng.integers(-128, 128, size=50) for _ in range(n)]
-    assert np.array_equal(reference.tree_average(items), funcsim._fifo_average(items))
+    items = [rng.integers(-128, 128, size=30) for _ in range(n)]
+    want = [_python_tree([int(v[i]) for v in items]) for i in range(30)]
+    assert tree_average(items).tolist() == want
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16, 64])
 def test_tree_rounding_loss_for_powers_of_two(n: int) -> None:
     rng = np.random.default_rng(n)
     values = rng.integers(0, 128, size=(n, 2000))
-    tree = reference.tree_average(list(values))
+    tree = tree_average(list(values))
     loss = values.mean(axis=0) - tree
     # each level's shift drops at most half an LSB: never above the mean, at most
     # log2(n) / 2 below it
@@ -43,10 +62,17 @@ def test_tree_rounding_loss_for_powers_of_two(n: int) -> None:
     assert loss.mean() > 0.2  # the loss is real, as the seed says
 
 
+def _tail(acc: np.ndarray, **fields: int) -> np.ndarray:
+    return funcsim._tail(acc, isa.make(isa.TAIL, **fields), None, 0, 0)  # type: ignore[arg-type]
+
+
 def test_requantize_rounds_half_up_and_saturates() -> None:
-    acc = np.array([1, -1, 3, -3, 2, -2, 10**6, -(10**6)])
-    assert reference.requantize(acc, 1, 1).tolist() == [1, 0, 2, -1, 1, -1, 127, -128]
-    assert reference.requantize(np.array([5]), 3, 0).tolist() == [15]
+    acc = np.array([[1, -1, 3, -3, 2, -2, 10**6, -(10**6)]])
+    out = _tail(acc, QuantEn=1, QuantScale=1, QuantShift=1)
+    assert out.tolist() == [[1, 0, 2, -1, 1, -1, 127, -128]]
+    assert _tail(np.array([[5]]), QuantEn=1, QuantScale=3, QuantShift=0).tolist() == [[15]]
+    # without QuantEn the 32-bit accumulator saturates
+    assert _tail(np.array([[1 << 33, -5]]), QuantEn=0).tolist() == [[(1 << 31) - 1, -5]]
 
 
 def test_fit_multiplier() -> None:
@@ -72,20 +98,24 @@ def test_input_quantization() -> None:
     assert q.tolist() == [1, 0, 1, 127, -128]
 
 
-def test_activation_tables_agree() -> None:
-    q = np.arange(-128, 128)
-    for kind, code in (("sigmoid", 1), ("tanh", 2)):
+def test_activation_tables() -> None:
+    """The sigmoid/tanh module's table against Python's math, value by value."""
+    for kind, code, fn in (
+        ("sigmoid", isa.ACT_SIGMOID, lambda v: 1 / (1 + math.exp(-v))),
+        ("tanh", isa.ACT_TANH, math.tanh),
+    ):
         for p in (0, 4, 7):
-            ref = reference.lookup_activation(q, kind, p)
-            assert np.array_equal(ref, funcsim._activation_table(code, p))
-    sig = reference.lookup_activation(np.array([0, 127]), "sigmoid", 4)
-    assert sig.tolist() == [64, 127]  # sigmoid(0) = 0.5 -> 64 at scale 2**-7
+            want = [
+                max(-128, min(127, math.floor(fn(q / 2**p) * 128 + 0.5))) for q in range(-128, 128)
+            ]
+            assert funcsim._activation_table(code, p).tolist() == want, (kind, p)
+    table = funcsim._activation_table(isa.ACT_SIGMOID, 4)
+    assert table[[128, 255]].tolist() == [64, 127]  # sigmoid(0) = 0.5 -> 64 at scale 2**-7
 
 
 def test_tail_block_order() -> None:
     """Bias, then quantization, then activation, then pooling (documented order), on the
     functional model's tail with hand-computed values."""
-    from edgesynth.targets.gati import isa
 
     class _NoDram:
         def read(self, addr: int, n: int) -> np.ndarray:

@@ -275,11 +275,16 @@ def test_unfolded_batchnorm(tmp_path: Path) -> None:
         load_checkpoint(other)
 
 
-def test_unquantized_weights_are_truncated_with_a_warning(tmp_path: Path) -> None:
+def test_unquantized_weights_are_refused_pointing_to_quantize(tmp_path: Path) -> None:
+    """The vendor truncates float weights (often all to 0) and goes on; we refuse."""
     path = _write(tmp_path, {"c.op.weight": [[1.7, -1.7, 0.2]]})
-    ckpt = load_checkpoint(path)
-    assert ckpt.layers[0].weight.tolist() == [[1, -1, 0]]
-    assert any("not integers" in w for w in ckpt.warnings)
+    with pytest.raises(EdgesynthError) as info:
+        load_checkpoint(path)
+    message = str(info.value)
+    assert str(path) in message and "`c.op.weight` holds weights that are not integers" in message
+    assert (
+        f"edgesynth quantize {path.name} {path.name.removesuffix('.pth.tar')}-q.pth.tar" in message
+    )
 
 
 def test_missing_state_dict_and_arch(tmp_path: Path) -> None:

@@ -141,9 +141,60 @@ def test_corrupt_checkpoint(project: Path, capsys) -> None:
     assert CHECKPOINT in err
 
 
-def test_unknown_option_suggests(project: Path, capsys) -> None:
-    err = refused(izer("--softmx"), capsys)
-    assert "--softmax" in err
+def test_unknown_option_is_a_usage_error_that_suggests(project: Path, capsys) -> None:
+    """Usage errors exit with status 2, as the vendor's argparse does, with the usage line."""
+    assert main(izer("--softmx")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: edgesynth izer ") and "Traceback" not in err
+    assert err.count("edgesynth izer: error:") == 1 and "Did you mean `--softmax`?" in err
+    assert not Path("out").exists()
+
+
+def test_existing_output_folder_needs_overwrite(project: Path, capsys) -> None:
+    """The vendor refuses an existing TEST_DIR/PREFIX without --overwrite, even an empty one;
+    with --overwrite only the project's files are replaced."""
+    Path("out/p").mkdir(parents=True)
+    err = refused(izer(), capsys)
+    assert "out/p exists" in err and "--overwrite" in err
+    Path("out/p/notes.txt").write_text("mine")
+    assert main(izer("--overwrite")) == 0
+    np.testing.assert_array_equal(np.load("out/p/kat.npy"), np.load("expected_output.npy"))
+    assert Path("out/p/notes.txt").read_text() == "mine"
+    names = {p.name for p in Path("out/p").iterdir()}
+    assert {"kat.npy", "notes.txt", "cnn.c", "cnn.h", "main.c", "weights.h"} <= names
+
+
+def test_float_checkpoint_points_to_quantize(project: Path, capsys) -> None:
+    """An unquantized checkpoint is refused (the vendor truncates every weight to 0)."""
+    torch = pytest.importorskip("torch")
+    ck = torch.load(CHECKPOINT, weights_only=False)
+    ck["state_dict"] = {
+        k: (v / 128.0 if k.endswith("op.weight") else v) for k, v in ck["state_dict"].items()
+    }
+    torch.save(ck, "trained/float.pth.tar")
+    err = refused(izer(checkpoint="trained/float.pth.tar"), capsys)
+    assert "trained/float.pth.tar" in err and "conv1.op.weight" in err
+    assert "not integers" in err and "edgesynth quantize float.pth.tar float-q.pth.tar" in err
+
+
+def test_rtl_run_without_known_answer_is_refused(project: Path, capsys) -> None:
+    """RTL-simulation files are not generated: an RTL run that does not ask for the
+    known-answer output would write nothing, so it is refused, naming what to ask for."""
+    err = refused([*izer()[:-2], "--rtl"], capsys)
+    assert "--sample-numpy-filename NAME" in err and "RTL" in err
+    assert not Path("out").exists()
+
+
+def test_no_kat_writes_the_project_without_known_answer(project: Path, capsys) -> None:
+    """--no-kat: the project is written, without the known-answer file and check."""
+    assert main(izer("--no-kat")) == 0
+    names = {p.name for p in Path("out/p").iterdir()}
+    assert "cnn.c" in names and "main.c" in names and "kat.npy" not in names
+
+
+def test_stop_after_beyond_the_network(project: Path, capsys) -> None:
+    err = refused(izer("--stop-after", "99"), capsys)
+    assert "--stop-after 99 names no layer: the network has layers 0 to 4" in err
 
 
 def test_arch_test_without_weights_file(project: Path, capsys) -> None:

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from edgesynth.train.cli import app
+from cli_helpers import run_cli
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases"
 DEMOS = [
@@ -38,9 +37,8 @@ def test_demo_network_8bit_equals_expected_output(name: str, tmp_path: Path) -> 
     info = json.loads((case / "case.json").read_text())
     sample = next((case / "tests").glob("sample_*.npy"))
     out = tmp_path / "out.npy"
-    result = CliRunner().invoke(
-        app,
-        [
+    result = run_cli(
+        *[
             "evaluate",
             "--device",
             info["device"],

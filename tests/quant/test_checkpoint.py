@@ -125,7 +125,15 @@ def test_another_models_checkpoint_is_one_clear_error() -> None:
 def test_unreadable_files(tmp_path: Path) -> None:
     bad = tmp_path / "bad.pth.tar"
     bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(EdgesynthError, match=r"a text file .* not a PyTorch checkpoint"):
+        read_checkpoint(bad)
+    bad.write_bytes(b"\x00\x01\x02binary")
     with pytest.raises(EdgesynthError, match="not a readable PyTorch checkpoint"):
+        read_checkpoint(bad)
+    good = tmp_path / "good.pth.tar"
+    torch.save({"state_dict": {"w": torch.ones(3)}}, good)
+    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(EdgesynthError, match="truncated or damaged: a zip archive"):
         read_checkpoint(bad)
     torch.save({"epoch": 1}, tmp_path / "nostate.pth.tar")
     with pytest.raises(EdgesynthError, match="no `state_dict`"):

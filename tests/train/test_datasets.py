@@ -41,14 +41,38 @@ def _offline(*args, **kwargs):
 def test_missing_mnist_files_offline_is_one_clear_error(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(datasets.urllib.request, "urlopen", _offline)
     with pytest.raises(EdgesynthError) as err:
-        load_dataset("mnist", tmp_path)
+        load_dataset("mnist", tmp_path, allow_download=True)
     message = str(err.value)
     assert str(tmp_path) in message and "train-images-idx3-ubyte" in message
     assert "could not be downloaded (offline?)" in message
     assert list(tmp_path.iterdir()) == []  # nothing half-downloaded
     with pytest.raises(EdgesynthError, match="could not be downloaded"):
-        load_dataset("mnist", tmp_path / "new")
+        load_dataset("mnist", tmp_path / "new", allow_download=True)
     assert not (tmp_path / "new").exists()  # not even an empty folder
+
+
+def test_missing_mnist_files_are_named_and_never_downloaded_unasked(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Without --download nothing is fetched (never into a shared data folder): the message
+    names every missing file, and points to mnist-test-split when the t10k files are there."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("downloaded without --download")
+
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", forbidden)
+    for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
+        shutil.copy(MNIST / name, tmp_path / name)
+    with pytest.raises(EdgesynthError) as err:
+        load_dataset("mnist", tmp_path)
+    message = str(err.value)
+    assert "train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]" in message
+    assert "t10k" not in message.split("missing:")[1].split(".")[0]
+    assert "--download" in message and "--dataset mnist-test-split" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "t10k-images-idx3-ubyte.gz",
+        "t10k-labels-idx1-ubyte.gz",
+    ]
 
 
 def test_download_fetches_missing_files(tmp_path: Path, monkeypatch) -> None:
@@ -71,7 +95,7 @@ def test_download_fetches_missing_files(tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setattr(datasets.urllib.request, "urlopen", urlopen)
     data = tmp_path / "data"
-    ds = load_dataset("mnist", data)
+    ds = load_dataset("mnist", data, allow_download=True)
     assert len(ds.train) == 10000 and len(ds.test) == 10000
     assert sorted(p.name for p in data.iterdir()) == sorted(
         f"{s}.gz" for s in datasets.MNIST_FILES.values()

@@ -79,11 +79,7 @@ def test_float_and_8bit_agree_on_the_class(tmp_path: Path, capsys) -> None:
         ),
         (
             ["--checkpoint", str(SAMPLE), "--sample-input", str(SAMPLE)],
-            "not a readable PyTorch checkpoint",
-        ),
-        (
-            ["--checkpoint", str(CKPT), "--sample-input", str(SAMPLE), "--device", "MAX1"],
-            "unknown device",
+            "a NumPy .npy file, not a PyTorch checkpoint",
         ),
     ],
 )
@@ -93,6 +89,35 @@ def test_bad_input_is_one_clear_error(args: list[str], message: str, tmp_path, c
     assert message in err
     assert "Traceback" not in err and err.count("edgesynth: error:") == 1
     assert not (tmp_path / "o.npy").exists()
+
+
+def test_unknown_device_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    argv = ["evaluate", "--checkpoint", str(CKPT), "--sample-input", str(SAMPLE)]
+    status, _, err = _run([*argv, "--device", "MAX1", "--output", str(tmp_path / "o.npy")], capsys)
+    assert status == 2
+    assert "argument --device: unknown device `MAX1`" in err and "Traceback" not in err
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_sample_with_other_channels_blames_the_sample(tmp_path: Path, capsys) -> None:
+    """A 3-channel sample for a 1-channel network names the sample, not internal keys."""
+    rgb = tmp_path / "rgb.npy"
+    np.save(rgb, np.zeros((3, 28, 28), dtype=np.int64))
+    status, _, err = _run(
+        ["evaluate", "--checkpoint", str(CKPT), "--sample-input", str(rgb)], capsys
+    )
+    assert status == 1
+    assert f"{rgb}: the sample has 3 channels" in err and "first layer takes 1" in err
+    assert "state_dict" not in err and ".op." not in err
+
+
+def test_output_must_not_replace_an_input(tmp_path: Path, capsys) -> None:
+    sample = tmp_path / "s.npy"
+    sample.write_bytes(SAMPLE.read_bytes())
+    argv = ["evaluate", "--checkpoint", str(CKPT), "--sample-input", str(sample)]
+    status, _, err = _run([*argv, "--output", str(sample)], capsys)
+    assert status == 1 and "is an input of this run" in err
+    assert sample.read_bytes() == SAMPLE.read_bytes()
 
 
 def test_any_network_description_with_network(tmp_path: Path, capsys) -> None:

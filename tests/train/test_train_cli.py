@@ -135,9 +135,10 @@ def test_evaluate_float_and_8bit(first_run, capsys) -> None:
     ("extra", "message"),
     [
         (["--qat-policy", "{policy}"], "unknown key `start`"),
-        (["--dataset", "mnist", "--data", "{empty}"], "could not be downloaded"),
+        (["--dataset", "mnist", "--data", "{empty}"], "pass --download to fetch them"),
+        (["--dataset", "mnist", "--data", "{empty}", "--download"], "could not be downloaded"),
+        (["--model", "ai85nascifarnet"], "model `ai85nascifarnet` cannot take synthetic's"),
         (["--model", "ai85kws20netv3"], "takes 1D data"),
-        (["--epochs", "0"], "--epochs must be at least 1"),
         (["--resume", "{other}"], "trained as `ai85net5`"),
         (["--evaluate"], "--evaluate needs --checkpoint"),
     ],
@@ -175,3 +176,57 @@ def test_bad_input_leaves_nothing_behind(
     assert message in err and err.count("edgesynth: error:") == 1 and "Traceback" not in err
     assert not (tmp_path / "logs").exists()
     assert list((tmp_path / "empty").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--epochs", "0"], "argument --epochs: must be at least 1, got 0"),
+        (["--epochs", "abc"], "argument --epochs: expected an integer, got `abc`"),
+        (["--optimizer", "adamw"], "argument --optimizer: invalid choice: 'adamw'"),
+        (["--name", "a/b"], "--name takes a plain name"),
+    ],
+)
+def test_usage_errors_exit_2_and_leave_nothing(
+    tmp_path: Path, capsys, extra: list[str], message: str
+) -> None:
+    status, _, err = _train(tmp_path, capsys, *extra)
+    assert status == (1 if "--name" in extra else 2), err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "logs").exists()
+
+
+def _interrupt_at_epoch(monkeypatch, epoch: int) -> None:
+    """Ctrl-C while epoch `epoch` trains (train_epoch is called once per epoch)."""
+    from edgesynth.train import loop
+
+    real, calls = loop.train_epoch, []
+
+    def train_epoch(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > epoch:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_epoch", train_epoch)
+
+
+def test_interrupt_keeps_completed_checkpoints_and_exits_130(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    _interrupt_at_epoch(monkeypatch, 1)
+    status, _, err = _train(tmp_path, capsys, "--name", "run", "--epochs", "3")
+    assert status == 130
+    assert err.strip().endswith("edgesynth: interrupted") and "Traceback" not in err
+    run = tmp_path / "logs" / "run"
+    assert sorted(p.name for p in run.iterdir()) == ["best.pth.tar", "checkpoint.pth.tar"]
+    assert read_checkpoint(run / "checkpoint.pth.tar")["epoch"] == 0
+
+
+def test_interrupt_before_the_first_checkpoint_leaves_nothing(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    _interrupt_at_epoch(monkeypatch, 0)
+    status, _, err = _train(tmp_path, capsys, "--name", "run", "--tensorboard")
+    assert status == 130 and "edgesynth: interrupted" in err
+    assert not (tmp_path / "logs").exists()

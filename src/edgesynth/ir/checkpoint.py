@@ -297,9 +297,15 @@ def load_checkpoint(
                 raise EdgesynthError(f"`{key}` holds NaN or infinite weights", file=file)
             values = np.trunc(tensor)
             if not np.array_equal(values, tensor):
-                warnings.append(
-                    f"`{key}`: weights are not integers (an unquantized checkpoint?); "
-                    "truncated toward zero"
+                example = float(
+                    tensor.reshape(-1)[np.argmax(values.reshape(-1) != tensor.reshape(-1))]
+                )
+                raise EdgesynthError(
+                    f"`{key}` holds weights that are not integers (e.g. {example:.6g}): this "
+                    "is an unquantized (float) checkpoint, and the chip takes integer weights. "
+                    f"Quantize it first: `edgesynth quantize {path.name} "
+                    f"{path.name.removesuffix('.pth.tar')}-q.pth.tar`.",
+                    file=file,
                 )
         check_weight_range(values, 8, name=key, file=file)  # before the cast to int64
         weight = values.astype(np.int64)

@@ -72,6 +72,33 @@ def _open_checked(path: Path, what: str) -> BinaryIO:
         raise EdgesynthError(f"cannot read {what} file: {detail}", file=str(path)) from None
 
 
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def not_npy_reason(head: bytes) -> str | None:
+    """Why bytes that start a file are not a `.npy` array (None when they are): named by
+    what they look like (text, a PyTorch checkpoint, a compressed archive...)."""
+    if head.startswith(NPY_MAGIC):
+        return None
+    if head.startswith(b"PK\x03\x04"):
+        return "it is a zip archive (a PyTorch checkpoint or an .npz file), not a .npy array"
+    if head[:1] == b"\x80":
+        return "it is a Python pickle (a legacy PyTorch checkpoint?), not a .npy array"
+    if head.startswith(b"\x1f\x8b"):
+        return "it is gzip-compressed; decompress it first"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and all(c.isprintable() or c in "\r\n\t" for c in text):
+        first = text.strip().splitlines()[0][:40] if text.strip() else ""
+        return (
+            f"it is a text file (it begins `{first}`), not a binary .npy array; "
+            "write arrays with np.save"
+        )
+    return "it does not start with the .npy header (\\x93NUMPY); write arrays with np.save"
+
+
 def load_npy_arrays(path: str | PathLike[str], *, what: str = "NumPy") -> list[np.ndarray]:
     """Every array in a file of consecutive `np.save` arrays, in order (none for an empty file).
 
@@ -82,6 +109,11 @@ def load_npy_arrays(path: str | PathLike[str], *, what: str = "NumPy") -> list[n
     arrays: list[np.ndarray] = []
     with _open_checked(path, what) as stream:
         size = os.fstat(stream.fileno()).st_size
+        if size:
+            reason = not_npy_reason(stream.read(64))
+            if reason:
+                raise EdgesynthError(f"{what} file is not a .npy array: {reason}", file=str(path))
+            stream.seek(0)
         while stream.tell() < size:
             start = stream.tell()
             try:

@@ -580,6 +580,34 @@ def _read_legacy(path: Path, stream: BinaryIO) -> Any:
 # ------------------------------------------------------------------------------------------
 
 
+def not_a_checkpoint_reason(path: str | PathLike[str]) -> str:
+    """What a file that is not a readable PyTorch checkpoint is, judged by its first bytes:
+    empty, a truncated zip archive, a NumPy array, text, or something else."""
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(64)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not head:
+        return "the file is empty, not a PyTorch checkpoint"
+    if head.startswith(b"PK\x03\x04") and not zipfile.is_zipfile(path):
+        size = Path(path).stat().st_size
+        return (
+            f"truncated or damaged: a zip archive whose directory (at the end of the file) is "
+            f"missing, {size} bytes long; was the copy or download cut short?"
+        )
+    if head.startswith(b"\x93NUMPY"):
+        return "a NumPy .npy file, not a PyTorch checkpoint"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and all(c.isprintable() or c in "\r\n\t" for c in text):
+        first = text.strip().splitlines()[0][:40] if text.strip() else ""
+        return f"a text file (it begins `{first}`), not a PyTorch checkpoint"
+    return "not a PyTorch checkpoint (neither a zip archive nor a legacy torch file)"
+
+
 def read_torch_object(path: str | PathLike[str]) -> Any:
     """The object pickled in a PyTorch file (zip or legacy format), tensors as NumPy arrays.
 
@@ -597,11 +625,7 @@ def read_torch_object(path: str | PathLike[str]) -> Any:
         with path.open("rb") as stream:
             head = stream.read(2)
             if len(head) < 2 or head[0] != 0x80:
-                raise EdgesynthError(
-                    "not a PyTorch checkpoint (neither a zip archive nor a legacy torch file)"
-                    + (": the file is empty" if not head else ""),
-                    file=str(path),
-                )
+                raise EdgesynthError(not_a_checkpoint_reason(path), file=str(path))
             stream.seek(0)
             return _read_legacy(path, stream)
     except EdgesynthError:

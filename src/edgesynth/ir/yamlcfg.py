@@ -645,7 +645,17 @@ def _read(file: str) -> str:
     except IsADirectoryError:
         raise EdgesynthError("is a directory, not a YAML network description", file=file) from None
     except UnicodeDecodeError as exc:
-        raise EdgesynthError(f"is not UTF-8 text ({exc.reason})", file=file) from None
+        head = Path(file).read_bytes()[:6]
+        if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80":
+            what = "a PyTorch checkpoint (zip archive or pickle)"
+        elif head.startswith(b"\x93NUMPY"):
+            what = "a NumPy .npy file"
+        else:
+            what = f"binary data, not UTF-8 text ({exc.reason})"
+        raise EdgesynthError(
+            f"is {what}, not a YAML network description; check which file goes where.",
+            file=file,
+        ) from None
     except OSError as exc:
         raise EdgesynthError(f"cannot be read: {exc.strerror}", file=file) from None
 

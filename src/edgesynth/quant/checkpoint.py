@@ -10,11 +10,10 @@ synthesizer and edgesynth's read). Per layer the state dict holds `output_shift`
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
-import tempfile
 import warnings
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +69,13 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         data = torch.load(p, map_location="cpu", weights_only=False, pickle_module=_PickleModule)
     except Exception as exc:  # torch raises many types for a damaged file
-        raise EdgesynthError(f"not a readable PyTorch checkpoint ({exc}).", file=str(path)) from exc
+        from edgesynth.ir.torchfile import not_a_checkpoint_reason
+
+        reason = not_a_checkpoint_reason(p)
+        if reason.startswith("not a PyTorch checkpoint"):
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            reason = f"not a readable PyTorch checkpoint ({detail})"
+        raise EdgesynthError(f"{reason}.", file=str(path)) from None
     if (
         isinstance(data, dict)
         and "state_dict" not in data
@@ -266,10 +271,12 @@ def write_checkpoint(
     epoch: int = 0,
     extras: dict[str, Any] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    inputs: Sequence[str | Path | None] = (),
 ) -> Path:
-    """Write a checkpoint in the vendor's layout, atomically (temporary file, then rename)."""
+    """Write a checkpoint in the vendor's layout, atomically (staging file, then rename)."""
+    from edgesynth.outputs import write_file_atomic
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "epoch": epoch,
         "state_dict": OrderedDict(state_dict),
@@ -279,12 +286,4 @@ def write_checkpoint(
         "compression_sched": {},
         "extras": dict(extras or {}),
     }
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pth.tar", dir=p.parent)
-    os.close(fd)
-    try:
-        torch.save(data, tmp)
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return p
+    return write_file_atomic(p, writer=lambda handle: torch.save(data, handle), inputs=inputs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from edgesynth.errors import EdgesynthError
@@ -35,8 +36,11 @@ def yaml_layer_bits(config_file: Path) -> list[int | None]:
     return bits
 
 
-def quantize_file(src: Path, dst: Path, opts: QuantizeOptions) -> list[LayerReport]:
-    """Quantize checkpoint `src` into `dst` (vendor layout); returns the per-layer report."""
+def quantize_file(
+    src: Path, dst: Path, opts: QuantizeOptions, inputs: Sequence[Path | None] = ()
+) -> list[LayerReport]:
+    """Quantize checkpoint `src` into `dst` (vendor layout); returns the per-layer report.
+    `dst` must not be `src` or one of the other `inputs`."""
     _distinct(src, dst)
     ck = read_checkpoint(src)
     state, reports = quantize_state(clean_state_dict(ck["state_dict"]), opts)
@@ -52,6 +56,7 @@ def quantize_file(src: Path, dst: Path, opts: QuantizeOptions) -> list[LayerRepo
         state_dict=state,
         epoch=int(ck.get("epoch", 0) or 0),
         extras=extras,
+        inputs=[src, *inputs],
     )
     return reports
 
@@ -69,5 +74,6 @@ def fuse_file(src: Path, dst: Path, out_arch: str | None = None) -> int:
         state_dict=state,
         epoch=int(ck.get("epoch", 0) or 0),
         extras=dict(ck.get("extras") or {}),
+        inputs=[src],
     )
     return count

@@ -11,17 +11,69 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from edgesynth.sim.rounding import divide, shift_requantize
+
 Pair = tuple[int, int]
 
 ACC_EXACT_LIMIT = 2**52
 
 
 def _exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b for integer arrays, via BLAS when the result cannot lose precision."""
+    """a @ b: exact for integer arrays (via BLAS when the result cannot lose precision), float64
+    for float arrays."""
+    if not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
+        return np.matmul(a.astype(np.float64), b.astype(np.float64))
     bound = float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0)) * a.shape[-1]
     if bound < ACC_EXACT_LIMIT:
         return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
     return np.matmul(a.astype(np.int64), b.astype(np.int64))
+
+
+_CHUNK_ELEMENTS = 1 << 25  # im2col elements per batch chunk (256 MiB of float64)
+
+
+def conv2d_batch(
+    data: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    stride: Pair = (1, 1),
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+    dilation: Pair = (1, 1),
+    groups: int = 1,
+) -> np.ndarray:
+    """2D cross-correlation of a batch (N, C, H, W) -> (N, O, Ho, Wo) with zero padding
+    `pads` = (top, left, bottom, right). Exact for integers; float64 for floats.
+
+    `bias` is added to the result as given (callers scale it).
+    """
+    batch, channels = data.shape[:2]
+    out_channels, in_per_group, kh, kw = weight.shape
+    if in_per_group * groups != channels:
+        raise ValueError(f"weights expect {in_per_group * groups} channels, data has {channels}")
+    top, left, bottom, right = pads
+    padded = np.pad(data, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    span_h = dilation[0] * (kh - 1) + 1
+    span_w = dilation[1] * (kw - 1) + 1
+    windows = sliding_window_view(padded, (span_h, span_w), axis=(2, 3))
+    windows = windows[:, :, :: stride[0], :: stride[1], :: dilation[0], :: dilation[1]]
+    out_h, out_w = windows.shape[2], windows.shape[3]
+    kernels = weight.reshape(groups, out_channels // groups, in_per_group * kh * kw)
+    per_sample = max(channels * kh * kw * out_h * out_w, 1)
+    step = max(1, _CHUNK_ELEMENTS // per_sample)
+    parts = []
+    for start in range(0, batch, step):
+        chunk = windows[start : start + step]
+        n = chunk.shape[0]
+        # (n, C, Ho, Wo, kh, kw) -> (groups, Cg*kh*kw, n*Ho*Wo)
+        cols = chunk.reshape(n, groups, in_per_group, out_h, out_w, kh, kw)
+        cols = cols.transpose(1, 2, 5, 6, 0, 3, 4).reshape(groups, in_per_group * kh * kw, -1)
+        out = _exact_matmul(kernels, cols).reshape(out_channels, n, out_h, out_w)
+        parts.append(out.transpose(1, 0, 2, 3))
+    out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    if bias is not None:
+        out = out + np.asarray(bias)[None, :, None, None]
+    return out
 
 
 def conv2d(
@@ -40,27 +92,10 @@ def conv2d(
     `bias` is added to the accumulator as given (callers scale it). `pad_after` adds extra
     zero rows/columns at the bottom/right only (used by transposed convolution).
     """
-    channels = data.shape[0]
-    out_channels, in_per_group, kh, kw = weight.shape
-    if in_per_group * groups != channels:
-        raise ValueError(f"weights expect {in_per_group * groups} channels, data has {channels}")
-    padded = np.pad(
-        data,
-        ((0, 0), (pad[0], pad[0] + pad_after[0]), (pad[1], pad[1] + pad_after[1])),
-    )
-    span_h = dilation[0] * (kh - 1) + 1
-    span_w = dilation[1] * (kw - 1) + 1
-    windows = sliding_window_view(padded, (span_h, span_w), axis=(1, 2))
-    windows = windows[:, :: stride[0], :: stride[1], :: dilation[0], :: dilation[1]]
-    out_h, out_w = windows.shape[1], windows.shape[2]
-    # (C, Ho, Wo, kh, kw) -> (groups, Cg*kh*kw, Ho*Wo)
-    cols = windows.reshape(groups, in_per_group, out_h, out_w, kh, kw)
-    cols = cols.transpose(0, 1, 4, 5, 2, 3).reshape(groups, in_per_group * kh * kw, -1)
-    kernels = weight.reshape(groups, out_channels // groups, in_per_group * kh * kw)
-    out = _exact_matmul(kernels, cols).reshape(out_channels, out_h, out_w)
-    if bias is not None:
-        out += np.asarray(bias, dtype=np.int64)[:, None, None]
-    return out
+    pads = (pad[0], pad[1], pad[0] + pad_after[0], pad[1] + pad_after[1])
+    return conv2d_batch(
+        data[None], weight, bias, stride=stride, pads=pads, dilation=dilation, groups=groups
+    )[0]
 
 
 def conv1d(
@@ -157,9 +192,7 @@ def _pool_windows(data: np.ndarray, pool: Pair, stride: Pair, dilation: Pair) ->
 
 def average(sums: np.ndarray, count: int | np.ndarray, rounding: bool) -> np.ndarray:
     """Average of 8-bit values: truncated toward zero, or rounded half away from zero."""
-    if rounding:
-        return np.sign(sums) * ((np.abs(sums) * 2 + count) // (2 * count))
-    return np.sign(sums) * (np.abs(sums) // count)
+    return divide(sums, count, "half_away" if rounding else "trunc")
 
 
 def pool2d(
@@ -235,12 +268,7 @@ def clip8(data: np.ndarray) -> np.ndarray:
 
 def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
     """8-bit output: clip(floor(acc * 2**shift / 128 + 1/2)), i.e. round half toward +inf."""
-    exponent = shift - 7
-    if exponent >= 0:
-        scaled = acc << exponent
-    else:
-        scaled = (acc + (1 << (-exponent - 1))) >> (-exponent)
-    return clip8(scaled)
+    return shift_requantize(acc, shift - 7)
 
 
 def activate(data: np.ndarray, activation: str | None) -> np.ndarray:
@@ -250,3 +278,75 @@ def activate(data: np.ndarray, activation: str | None) -> np.ndarray:
     if activation == "abs":
         return np.minimum(np.abs(data), 127)
     return data
+
+
+def tree_average(values: list[np.ndarray]) -> np.ndarray:
+    """Gati's pairwise-average tree: averages of consecutive pairs (an odd last input passes as
+    is) enter a FIFO; the two oldest entries are averaged and the result re-queued until one value
+    is left. Each average is (a + b) >> 1 (floor)."""
+    fifo = [(values[k] + values[k + 1]) >> 1 for k in range(0, len(values) - 1, 2)]
+    if len(values) % 2:
+        fifo.append(values[-1])
+    head = 0
+    while len(fifo) - head > 1:
+        fifo.append((fifo[head] + fifo[head + 1]) >> 1)
+        head += 2
+    return fifo[head]
+
+
+def pool_windows_batch(
+    data: np.ndarray,
+    kernel: Pair,
+    stride: Pair,
+    *,
+    dilation: Pair = (1, 1),
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+    ceil: bool = False,
+    fill: int | float = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pooling windows of a batch (N, C, H, W): (N, C, Ho, Wo, kh*kw) and a (Ho, Wo, kh*kw) mask
+    of the positions inside the explicit padding or the data (False: past the end in ceil mode).
+
+    Explicit pads and ceil-mode overhang read `fill`.
+    """
+    _, _, height, width = data.shape
+    top, left, bottom, right = pads
+    span_h = dilation[0] * (kernel[0] - 1) + 1
+    span_w = dilation[1] * (kernel[1] - 1) + 1
+
+    def out_size(size: int, lo: int, hi: int, span: int, step: int) -> int:
+        room = size + lo + hi - span
+        if not ceil:
+            return room // step + 1
+        out = -(-room // step) + 1
+        # ONNX/PyTorch: the last window must start inside the data or the leading padding
+        return out - 1 if (out - 1) * step >= size + lo else out
+
+    out_h = out_size(height, top, bottom, span_h, stride[0])
+    out_w = out_size(width, left, right, span_w, stride[1])
+    extra_h = max((out_h - 1) * stride[0] + span_h - (height + top + bottom), 0)
+    extra_w = max((out_w - 1) * stride[1] + span_w - (width + left + right), 0)
+    padded = np.pad(
+        data,
+        ((0, 0), (0, 0), (top, bottom + extra_h), (left, right + extra_w)),
+        constant_values=fill,
+    )
+    windows = sliding_window_view(padded, (span_h, span_w), axis=(2, 3))
+    windows = windows[:, :, : out_h * stride[0] : stride[0], : out_w * stride[1] : stride[1]]
+    windows = windows[..., :: dilation[0], :: dilation[1]]
+    windows = windows.reshape(*windows.shape[:4], -1)
+    rows = np.arange(out_h)[:, None] * stride[0] + np.arange(kernel[0]) * dilation[0]
+    cols = np.arange(out_w)[:, None] * stride[1] + np.arange(kernel[1]) * dilation[1]
+    inside_h = rows < height + top + bottom
+    inside_w = cols < width + left + right
+    mask = (inside_h[:, None, :, None] & inside_w[None, :, None, :]).reshape(out_h, out_w, -1)
+    return windows, mask
+
+
+def lookup_activation(q: np.ndarray, kind: str, exponent: int, out_fraction_bits: int = 7):
+    """Integer sigmoid/tanh as a lookup table computes it: the input step is 2**-exponent, the
+    output round(f(x) * 2**out_fraction_bits) half up, saturated to int8."""
+    v = q.astype(np.float64) * 2.0**-exponent
+    f = 1.0 / (1.0 + np.exp(-v)) if kind == "sigmoid" else np.tanh(v)
+    out = np.floor(f * 2.0**out_fraction_bits + 0.5)
+    return np.clip(out, -128, 127).astype(np.int64)

@@ -1,258 +1,287 @@
 """Training-side commands: `train`, `quantize`, `fuse-bn`, `evaluate`.
 
-`register(app)` mounts them on the main `edgesynth` application; `app` holds them too, for
-tests and for running this module on its own. Every user error raises EdgesynthError, which
-the main entry point prints as one line.
+`register(subparsers)` adds them to the `edgesynth` command line. Only argparse at import
+time: the handlers import PyTorch when they run. Every user error raises EdgesynthError,
+which the entry point prints as one line.
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
-from typing import Annotated
 
-import typer
-
+from edgesynth.cliargs import device_name, non_negative_int, positive_float, positive_int
 from edgesynth.train import defaults
 
-app = typer.Typer(
-    help="Hardware-faithful training, quantization and evaluation.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
-Device = Annotated[str, typer.Option(help="MAX78000 or MAX78002")]
+def _add_device(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device", type=device_name, default=defaults.DEVICE, help="MAX78000 or MAX78002"
+    )
 
 
-@app.callback()
-def _group() -> None:
-    """Hardware-faithful training, quantization and evaluation."""
+def _flag(parser: argparse.ArgumentParser, name: str, default: bool | None, help: str) -> None:
+    parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default, help=help)
 
 
-def evaluate(
-    checkpoint: Annotated[Path, typer.Option(help="checkpoint (.pth.tar)")],
-    sample_input: Annotated[Path, typer.Option(help="sample .npy (C x H x W or C x L, int8)")],
-    output: Annotated[Path | None, typer.Option(help="write the network output (.npy)")] = None,
-    device: Device = defaults.DEVICE,
-    eight_bit: Annotated[
-        bool, typer.Option("--8-bit", "-8", help="compute the chip's integers (8-bit mode)")
-    ] = False,
-    model: Annotated[
-        str | None, typer.Option(help="architecture (default: checkpoint arch)")
-    ] = None,
-    avg_pool_rounding: Annotated[bool, typer.Option(help="round average pooling")] = False,
-    network: Annotated[
-        Path | None,
-        typer.Option(help="build the model from this YAML description instead of `arch`"),
-    ] = None,
-) -> None:
-    """Run one sample through the training-side model, as the synthesizer's known-answer test.
+# --- evaluate ------------------------------------------------------------------------------
 
-    The output is C x H x W like the corpus' expected_output.npy: int64 with --8-bit,
-    float64 (training scale) without.
-    """
+
+def evaluate(args: argparse.Namespace) -> int:
+    """Run one sample through the training-side model, as the synthesizer's known-answer test."""
     from edgesynth.ir.npyfile import load_sample
-    from edgesynth.outputs import save_npy_atomic
+    from edgesynth.outputs import check_output_npy, save_npy_atomic
     from edgesynth.quant.checkpoint import read_checkpoint
-    from edgesynth.targets.max7800x.device import get_device
     from edgesynth.train.evaluate import model_for_checkpoint, model_for_network, run_sample
     from edgesynth.train.models import get_model_info
 
-    dev = get_device(device).name
-    sample = load_sample(sample_input)
-    if network is not None:
-        net = model_for_network(network, checkpoint, sample_input, dev)
-        name, dims = str(network), sample.ndim - 1
+    inputs = [args.checkpoint, args.sample_input, args.network]
+    if args.output is not None:
+        check_output_npy(args.output, inputs=inputs, option="--output")
+    sample = load_sample(args.sample_input)
+    if args.network is not None:
+        net = model_for_network(args.network, args.checkpoint, args.sample_input, args.device)
+        name, dims = str(args.network), sample.ndim - 1
     else:
-        ck = read_checkpoint(checkpoint)
+        ck = read_checkpoint(args.checkpoint)
         net, name = model_for_checkpoint(
-            ck, sample_shape=tuple(sample.shape), device=dev, model=model, source=str(checkpoint)
+            ck,
+            sample_shape=tuple(sample.shape),
+            device=args.device,
+            model=args.model,
+            source=str(args.checkpoint),
+            sample_source=str(args.sample_input),
         )
         dims = get_model_info(name).dims
     out = run_sample(
         net,
         sample,
         dims=dims,
-        eight_bit=eight_bit,
-        device=dev,
-        avg_pool_rounding=avg_pool_rounding,
+        eight_bit=args.eight_bit,
+        device=args.device,
+        avg_pool_rounding=args.avg_pool_rounding,
     )
     flat = out.reshape(out.shape[0], -1)
-    mode = "8-bit" if eight_bit else "float"
-    typer.echo(f"{name} on {dev} ({mode}): output {'x'.join(map(str, out.shape))}")
+    mode = "8-bit" if args.eight_bit else "float"
+    print(f"{name} on {args.device} ({mode}): output {'x'.join(map(str, out.shape))}")
     if flat.shape[1] == 1:
         values = flat[:, 0].tolist()
         shown = str(values) if len(values) <= 32 else f"{str(values[:16])[:-1]}, ...]"
-        typer.echo(f"  values: {shown}  (class {int(flat[:, 0].argmax())})")
-    if output is not None:
-        written = save_npy_atomic(output, out)
-        typer.echo(f"  written: {written}")
+        print(f"  values: {shown}  (class {int(flat[:, 0].argmax())})")
+    if args.output is not None:
+        written = save_npy_atomic(args.output, out, inputs=inputs, option="--output")
+        print(f"  written: {written}")
+    return 0
 
 
-def train(
-    model: Annotated[str | None, typer.Option(help="architecture (default: the dataset's)")] = None,
-    dataset: Annotated[str, typer.Option(help="digits | mnist | mnist-test-split | synthetic")] = (
-        "digits"
-    ),
-    data: Annotated[Path | None, typer.Option(help="dataset folder (MNIST: the IDX files)")] = None,
-    device: Device = defaults.DEVICE,
-    epochs: Annotated[int, typer.Option(help="epochs to train")] = defaults.EPOCHS,
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", "-b", help="mini-batch size")
-    ] = defaults.BATCH_SIZE,
-    lr: Annotated[
-        float, typer.Option("--lr", help="initial learning rate (cosine decay)")
-    ] = defaults.LEARNING_RATE,
-    optimizer: Annotated[str, typer.Option(help="adam or sgd")] = defaults.OPTIMIZER,
-    weight_decay: Annotated[float, typer.Option(help="weight decay")] = defaults.WEIGHT_DECAY,
-    qat_policy: Annotated[
-        str | None,
-        typer.Option(help="QAT policy YAML, or None to disable (default: QAT for the last 40%)"),
-    ] = None,
-    out_dir: Annotated[Path, typer.Option(help="folder for run folders")] = Path("logs"),
-    name: Annotated[str | None, typer.Option(help="run folder name (default: date-time)")] = None,
-    resume: Annotated[Path | None, typer.Option(help="continue from this checkpoint")] = None,
-    deterministic: Annotated[bool, typer.Option(help="seed everything, deterministic ops")] = (
-        False
-    ),
-    seed: Annotated[int | None, typer.Option(help="random seed")] = None,
-    evaluate_only: Annotated[
-        bool, typer.Option("--evaluate", "-e", help="only evaluate --checkpoint on the test set")
-    ] = False,
-    checkpoint: Annotated[Path | None, typer.Option(help="checkpoint for --evaluate")] = None,
-    eight_bit: Annotated[
-        bool, typer.Option("--8-bit", "-8", help="--evaluate in 8-bit mode (chip integers)")
-    ] = False,
-    save_sample: Annotated[
-        int | None, typer.Option(help="write test item N as sample_<dataset>.npy")
-    ] = None,
-    yaml_template: Annotated[
-        Path | None, typer.Option(help="write the YAML network description here")
-    ] = None,
-    simulate: Annotated[
-        int, typer.Option(help="after QAT, run N test images through the simulator")
-    ] = 0,
-    tensorboard: Annotated[bool, typer.Option(help="log to TensorBoard in the run folder")] = (
-        False
-    ),
-    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
-    augment: Annotated[
-        bool | None, typer.Option(help="random shifts/rotations (default: per dataset)")
-    ] = None,
-    avg_pool_rounding: Annotated[bool, typer.Option(help="round average pooling")] = False,
-    use_bias: Annotated[
-        bool | None, typer.Option(help="give the model's convolutions a bias")
-    ] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch")] = None,
-    train_limit: Annotated[
-        int | None, typer.Option(help="train on the first N items only (quick experiments)")
-    ] = None,
-) -> None:
+def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "evaluate",
+        help="one sample through the training-side model (float or the chip's integers)",
+        description="Run one sample through the training-side model, as the synthesizer's "
+        "known-answer test. The output is C x H x W like the corpus' expected_output.npy: "
+        "int64 with --8-bit, float64 (training scale) without.",
+    )
+    p.add_argument("--checkpoint", type=Path, required=True, help="checkpoint (.pth.tar)")
+    p.add_argument(
+        "--sample-input",
+        type=Path,
+        required=True,
+        metavar="NPY",
+        help="sample .npy (C x H x W or C x L, int8 values)",
+    )
+    p.add_argument("--output", type=Path, metavar="NPY", help="write the network output (.npy)")
+    _add_device(p)
+    p.add_argument(
+        "--8-bit", "-8", dest="eight_bit", action="store_true", help="compute the chip's integers"
+    )
+    p.add_argument("--model", help="architecture (default: the checkpoint's `arch`)")
+    _flag(p, "--avg-pool-rounding", False, "round average pooling")
+    p.add_argument(
+        "--network",
+        type=Path,
+        metavar="YAML",
+        help="build the model from this YAML description instead of `arch`",
+    )
+    p.set_defaults(handler=evaluate)
+
+
+# --- train ---------------------------------------------------------------------------------
+
+
+def train(args: argparse.Namespace) -> int:
     """Train a model with hardware-faithful layers; QAT, quantization and checks follow."""
     from edgesynth.train.command import TrainArgs, train_main
 
-    train_main(
-        TrainArgs(
-            model=model,
-            dataset=dataset,
-            data=data,
-            device=device,
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=lr,
-            optimizer=optimizer,
-            weight_decay=weight_decay,
-            qat_policy=qat_policy,
-            out_dir=out_dir,
-            name=name,
-            resume=resume,
-            deterministic=deterministic,
-            seed=seed,
-            evaluate=evaluate_only,
-            checkpoint=checkpoint,
-            eight_bit=eight_bit,
-            save_sample=save_sample,
-            yaml_template=yaml_template,
-            simulate=simulate,
-            tensorboard=tensorboard,
-            progress=progress,
-            augment=augment,
-            avg_pool_rounding=avg_pool_rounding,
-            use_bias=use_bias,
-            threads=threads,
-            train_limit=train_limit,
-        ),
-        log=typer.echo,
+    fields = {k: v for k, v in vars(args).items() if k not in ("handler", "command")}
+    fields["evaluate"] = fields.pop("evaluate_only")
+    train_main(TrainArgs(**fields), log=lambda line: print(line, flush=True))
+    return 0
+
+
+def _register_train(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train with hardware-faithful layers; QAT, quantization and checks follow",
+        description="Train a model with hardware-faithful layers (quantization-aware training "
+        "by default), quantize it, evaluate it in 8-bit mode and optionally check the "
+        "synthesizer's simulator. Each run writes a new folder under --out-dir.",
     )
+    p.add_argument("--model", help="architecture (default: the dataset's)")
+    p.add_argument(
+        "--dataset", default="digits", help="digits | mnist | mnist-test-split | synthetic"
+    )
+    p.add_argument("--data", type=Path, help="dataset folder (MNIST: the IDX files)")
+    p.add_argument(
+        "--download",
+        action="store_true",
+        help="fetch missing MNIST files into --data (never done without this option)",
+    )
+    _add_device(p)
+    p.add_argument("--epochs", type=positive_int, default=defaults.EPOCHS, help="epochs to train")
+    p.add_argument(
+        "--batch-size", "-b", type=positive_int, default=defaults.BATCH_SIZE, help="batch size"
+    )
+    p.add_argument(
+        "--lr",
+        type=positive_float,
+        default=defaults.LEARNING_RATE,
+        help="initial learning rate (cosine decay)",
+    )
+    p.add_argument(
+        "--optimizer", choices=("adam", "sgd"), default=defaults.OPTIMIZER, help="adam or sgd"
+    )
+    p.add_argument("--weight-decay", type=float, default=defaults.WEIGHT_DECAY)
+    p.add_argument(
+        "--qat-policy",
+        help="QAT policy YAML, or None to disable (default: QAT for the last 40%% of epochs)",
+    )
+    p.add_argument("--out-dir", type=Path, default=Path("logs"), help="folder for run folders")
+    p.add_argument("--name", help="run folder name (default: date-time)")
+    p.add_argument("--resume", type=Path, help="continue from this checkpoint")
+    _flag(p, "--deterministic", False, "seed everything, deterministic ops")
+    p.add_argument("--seed", type=int, help="random seed")
+    p.add_argument(
+        "--evaluate",
+        "-e",
+        dest="evaluate_only",
+        action="store_true",
+        help="only evaluate --checkpoint on the test set",
+    )
+    p.add_argument("--checkpoint", type=Path, help="checkpoint for --evaluate")
+    p.add_argument(
+        "--8-bit", "-8", dest="eight_bit", action="store_true", help="--evaluate in 8-bit mode"
+    )
+    p.add_argument(
+        "--save-sample",
+        type=non_negative_int,
+        metavar="N",
+        help="write test item N as sample_<dataset>.npy",
+    )
+    p.add_argument("--yaml-template", type=Path, help="write the YAML network description here")
+    p.add_argument(
+        "--simulate",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="after QAT, run N test images through the simulator",
+    )
+    _flag(p, "--tensorboard", False, "log to TensorBoard in the run folder")
+    _flag(p, "--progress", True, "show progress bars")
+    _flag(p, "--augment", None, "random shifts/rotations (default: per dataset)")
+    _flag(p, "--avg-pool-rounding", False, "round average pooling")
+    _flag(p, "--use-bias", None, "give the model's convolutions a bias")
+    p.add_argument("--threads", type=positive_int, help="CPU threads for torch")
+    p.add_argument(
+        "--train-limit",
+        type=positive_int,
+        metavar="N",
+        help="train on the first N items only (quick experiments)",
+    )
+    p.set_defaults(handler=train)
 
 
-def quantize(
-    input: Annotated[Path, typer.Argument(help="trained checkpoint (.pth.tar)")],
-    output: Annotated[Path, typer.Argument(help="quantized checkpoint to write")],
-    device: Device = defaults.DEVICE,
-    clip_method: Annotated[
-        str | None,
-        typer.Option(
-            help="SCALE, MAX, AVGMAX, AVG or STDDEV (default: QAT layers as trained, "
-            "float layers SCALE)"
-        ),
-    ] = None,
-    scale: Annotated[float | None, typer.Option(help="factor for SCALE (default 0.85)")] = None,
-    stddev: Annotated[float | None, typer.Option(help="deviations for STDDEV (default 2)")] = None,
-    weight_bits: Annotated[
-        int | None, typer.Option(help="weight bits for layers that do not say (default 8)")
-    ] = None,
-    config_file: Annotated[
-        Path | None,
-        typer.Option("--config-file", "-c", help="network YAML whose `quantization` wins"),
-    ] = None,
-) -> None:
+# --- quantize, fuse-bn ---------------------------------------------------------------------
+
+
+def quantize(args: argparse.Namespace) -> int:
     """Quantize a checkpoint for the chip (QAT as trained, or post-training clipping)."""
+    from edgesynth.outputs import check_output_file
     from edgesynth.quant.files import quantize_file, yaml_layer_bits
     from edgesynth.quant.ptq import DEFAULT_SCALE, DEFAULT_STDDEV, QuantizeOptions
     from edgesynth.targets.max7800x.device import get_device
 
-    dev = get_device(device)
-    method = clip_method.upper() if clip_method else None
+    check_output_file(args.output, inputs=[args.input, args.config_file], option="OUTPUT")
+    dev = get_device(args.device)
+    method = args.clip_method.upper() if args.clip_method else None
     opts = QuantizeOptions(
         clip_method=method,
-        scale=DEFAULT_SCALE if scale is None else scale,
-        stddev=DEFAULT_STDDEV if stddev is None else stddev,
-        weight_bits=weight_bits,
-        layer_bits=yaml_layer_bits(config_file) if config_file else None,
+        scale=DEFAULT_SCALE if args.scale is None else args.scale,
+        stddev=DEFAULT_STDDEV if args.stddev is None else args.stddev,
+        weight_bits=args.weight_bits,
+        layer_bits=yaml_layer_bits(args.config_file) if args.config_file else None,
         allowed_bits=dev.weight_bits,
     )
-    if scale is not None and method != "SCALE":
-        typer.echo("note: --scale only applies to --clip-method SCALE")
-    reports = quantize_file(input, output, opts)
+    if args.scale is not None and method != "SCALE":
+        print("note: --scale only applies to --clip-method SCALE")
+    reports = quantize_file(args.input, args.output, opts, inputs=[args.config_file])
     for r in reports:
         clipped = f", {r.clipped}/{r.total} weights clipped" if r.clipped else ""
-        typer.echo(
+        print(
             f"  {r.name}: {r.method}, {r.weight_bits}-bit, output_shift {r.output_shift}{clipped}"
         )
-    typer.echo(f"Quantized {len(reports)} layers for {dev.name}: {output}")
+    print(f"Quantized {len(reports)} layers for {dev.name}: {args.output}")
+    return 0
 
 
-def fuse_bn(
-    input: Annotated[Path, typer.Argument(help="checkpoint with batchnorm layers")],
-    output: Annotated[Path, typer.Argument(help="checkpoint to write, batchnorm folded")],
-    out_arch: Annotated[
-        str | None, typer.Option("--out-arch", help="arch name to record (default: same)")
-    ] = None,
-) -> None:
+def fuse_bn(args: argparse.Namespace) -> int:
     """Fold batchnorm into the preceding convolutions of a (non-QAT) checkpoint."""
+    from edgesynth.outputs import check_output_file
     from edgesynth.quant.files import fuse_file
 
-    count = fuse_file(input, output, out_arch)
-    typer.echo(f"Folded {count} batchnorm layers: {output}")
+    check_output_file(args.output, inputs=[args.input], option="OUTPUT")
+    count = fuse_file(args.input, args.output, args.out_arch)
+    print(f"Folded {count} batchnorm layers: {args.output}")
+    return 0
 
 
-COMMANDS = {"train": train, "quantize": quantize, "fuse-bn": fuse_bn, "evaluate": evaluate}
-for _name, _fn in COMMANDS.items():
-    app.command(_name)(_fn)
+def _register_quantize(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "quantize",
+        help="quantize a checkpoint for the chip",
+        description="Quantize a checkpoint for the chip (QAT layers as trained, float layers "
+        "by post-training clipping). The output is a new checkpoint in the vendor's layout.",
+    )
+    p.add_argument("input", type=Path, metavar="INPUT", help="trained checkpoint (.pth.tar)")
+    p.add_argument("output", type=Path, metavar="OUTPUT", help="quantized checkpoint to write")
+    _add_device(p)
+    p.add_argument(
+        "--clip-method",
+        type=str.upper,
+        choices=("SCALE", "MAX", "AVGMAX", "AVG", "STDDEV"),
+        help="default: QAT layers as trained, float layers SCALE",
+    )
+    p.add_argument("--scale", type=positive_float, help="factor for SCALE (default 0.85)")
+    p.add_argument("--stddev", type=positive_float, help="deviations for STDDEV (default 2)")
+    p.add_argument(
+        "--weight-bits", type=int, help="weight bits for layers that do not say (default 8)"
+    )
+    p.add_argument("--config-file", "-c", type=Path, help="network YAML whose `quantization` wins")
+    p.set_defaults(handler=quantize)
+
+    f = subparsers.add_parser(
+        "fuse-bn",
+        help="fold batchnorm into the preceding convolutions",
+        description="Fold batchnorm into the preceding convolutions of a (non-QAT) checkpoint.",
+    )
+    f.add_argument("input", type=Path, metavar="INPUT", help="checkpoint with batchnorm layers")
+    f.add_argument("output", type=Path, metavar="OUTPUT", help="checkpoint to write")
+    f.add_argument("--out-arch", help="arch name to record (default: the same)")
+    f.set_defaults(handler=fuse_bn)
 
 
-def register(main_app: typer.Typer) -> None:
-    """Mount the training commands on the main `edgesynth` application."""
-    for name, fn in COMMANDS.items():
-        main_app.command(name)(fn)
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `train`, `quantize`, `fuse-bn` and `evaluate` to the `edgesynth` command line."""
+    _register_train(subparsers)
+    _register_quantize(subparsers)
+    _register_evaluate(subparsers)

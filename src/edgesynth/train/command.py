@@ -16,6 +16,7 @@ import torch
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.nn.qat import QatPolicy, check_policy_fits, load_policy
+from edgesynth.outputs import check_output_file
 from edgesynth.quant.files import quantize_file
 from edgesynth.quant.ptq import QuantizeOptions
 from edgesynth.targets.max7800x.device import get_device
@@ -24,7 +25,7 @@ from edgesynth.train.datasets import Split, get_dataset_info, load_dataset
 from edgesynth.train.loop import TrainConfig, build_model, evaluate, run
 from edgesynth.train.metrics import format_confusion
 from edgesynth.train.models import get_model_info
-from edgesynth.train.rundir import new_run_dir
+from edgesynth.train.rundir import run_folder
 from edgesynth.train.yamlgen import write_yaml_template, yaml_template
 
 Log = Callable[[str], None]
@@ -35,6 +36,7 @@ class TrainArgs:
     model: str | None = None
     dataset: str = "digits"
     data: Path | None = None
+    download: bool = False  # fetch missing MNIST files into `data`
     device: str = defaults.DEVICE
     epochs: int = defaults.EPOCHS
     batch_size: int = defaults.BATCH_SIZE
@@ -92,7 +94,7 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
     if args.evaluate:
         return _evaluate_only(args, model, device, log)
     policy = resolve_policy(args)
-    dataset = load_dataset(args.dataset, args.data)
+    dataset = load_dataset(args.dataset, args.data, allow_download=args.download)
     if args.train_limit is not None:
         if args.train_limit < 1:
             raise EdgesynthError(f"--train-limit must be at least 1, got {args.train_limit}.")
@@ -122,13 +124,46 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
     if args.optimizer not in ("adam", "sgd"):
         raise EdgesynthError(f"unknown optimizer `{args.optimizer}`; choose adam or sgd.")
     probe = build_model(cfg)  # refuses what the device cannot run, before any file is written
+    check_model_takes_data(probe, cfg)
     if policy is not None:
         check_policy_fits(probe, policy, args.qat_policy or "QAT policy")
     if args.resume is not None:
         from edgesynth.train.loop import resume_state
 
         resume_state(cfg, probe)
-    run_dir = new_run_dir(args.out_dir, args.name)
+    inputs = [args.data, args.resume, args.qat_policy if args.qat_policy != "None" else None]
+    if args.yaml_template is not None:
+        check_output_file(args.yaml_template, inputs=inputs, option="--yaml-template")
+    with run_folder(args.out_dir, args.name) as run_dir:
+        _train_in(args, cfg, policy, run_dir, log)
+    return run_dir
+
+
+def check_model_takes_data(model: torch.nn.Module, cfg: TrainConfig) -> None:
+    """One training image through the model before any file is written: an architecture
+    built for other images (e.g. CIFAR's 3x32x32 on MNIST) is named, not a torch traceback."""
+    from edgesynth import nn as enn
+
+    x = cfg.dataset.train.x[:1]
+    try:
+        with torch.no_grad(), enn.use(cfg.device):
+            model.eval()
+            model(x)
+    except (RuntimeError, ValueError) as err:
+        shape = "x".join(str(d) for d in cfg.dataset.input_shape)
+        detail = str(err).splitlines()[0]
+        raise EdgesynthError(
+            f"model `{cfg.model}` cannot take {cfg.dataset.name}'s {shape} images ({detail}); "
+            "choose a model built for this data with --model."
+        ) from None
+    finally:
+        model.train()
+
+
+def _train_in(
+    args: TrainArgs, cfg: TrainConfig, policy: QatPolicy | None, run_dir: Path, log: Log
+) -> None:
+    model, dataset, device = cfg.model, cfg.dataset, cfg.device
     log(
         f"Training {model} on {dataset.name} ({len(dataset.train)} train / "
         f"{len(dataset.test)} test) for {device}; run folder {run_dir}"
@@ -154,7 +189,6 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
     best_qat = result.checkpoints.get("qat_best")
     if best_qat is not None:
         _finish_qat(args, cfg, best_qat, yaml_path, log)
-    return run_dir
 
 
 def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, log: Log) -> None:
@@ -185,7 +219,7 @@ def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, 
 def _evaluate_only(args: TrainArgs, model: str, device: str, log: Log) -> None:
     if args.checkpoint is None:
         raise EdgesynthError("--evaluate needs --checkpoint CK.pth.tar.")
-    dataset = load_dataset(args.dataset, args.data)
+    dataset = load_dataset(args.dataset, args.data, allow_download=args.download)
     net = deploy.load_model(args.checkpoint, model, dataset, device)
     m = evaluate(
         net,

@@ -4,7 +4,8 @@ Every dataset yields uint8-range images normalized the chip's way: x = round((p 
 clipped to [-128, 127], divided by 128 for training (so inputs sit on the chip's 1/128 grid).
 
 - `mnist`: the standard IDX files (train-images-idx3-ubyte[.gz], ... t10k-labels-idx1-ubyte[.gz])
-  in --data; missing files are downloaded there, or a clear error says what to place where.
+  in --data; missing files are downloaded there only when asked (`--download`), otherwise a
+  clear error names the missing files.
 - `mnist-test-split`: only the t10k files: the first 8,000 images train, the last 2,000 test.
 - `digits`: scikit-learn's bundled 8x8 digits upsampled to 16x16 (1,797 images; no files, no
   network): the default.
@@ -14,9 +15,7 @@ clipped to [-128, 127], divided by 128 for training (so inputs sit on the chip's
 from __future__ import annotations
 
 import gzip
-import os
 import struct
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -105,19 +104,42 @@ def _read_idx(path: Path, magic: int) -> np.ndarray:
 
 
 def download(url: str, target: Path, timeout: float = 30.0) -> None:
-    """Fetch `url` to `target` via a temporary file (no half-written file on failure); nothing
-    is created unless the server answers."""
+    """Fetch `url` to `target` through a staging file (no half-written file on failure);
+    nothing is created unless the server answers."""
+    from edgesynth.outputs import write_file_atomic
+
     with urllib.request.urlopen(url, timeout=timeout) as resp:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".download-", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                while chunk := resp.read(1 << 16):
-                    out.write(chunk)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+
+        def copy(out) -> None:  # type: ignore[no-untyped-def]
+            while chunk := resp.read(1 << 16):
+                out.write(chunk)
+
+        write_file_atomic(target, writer=copy)
+
+
+def _check_present(folder: Path, which: tuple[str, ...], allow_download: bool) -> None:
+    """Without --download, every missing IDX file is named in one message."""
+    if allow_download:
+        return
+    missing = [
+        MNIST_FILES[f"{w}_{part}"]
+        for w in which
+        for part in ("images", "labels")
+        if _find(folder, MNIST_FILES[f"{w}_{part}"]) is None
+    ]
+    if not missing:
+        return
+    have_test = all(_find(folder, MNIST_FILES[f"test_{p}"]) for p in ("images", "labels"))
+    hint = (
+        "; or train on the t10k files alone with --dataset mnist-test-split"
+        if have_test and "train" in which
+        else ""
+    )
+    raise EdgesynthError(
+        f"MNIST file(s) missing: {', '.join(f'{m}[.gz]' for m in missing)}. Place them in this "
+        f"folder, or pass --download to fetch them into it{hint}.",
+        file=str(folder),
+    )
 
 
 def _mnist_file(folder: Path, key: str, allow_download: bool) -> Path:
@@ -133,7 +155,7 @@ def _mnist_file(folder: Path, key: str, allow_download: bool) -> Path:
             target = folder / (stem + ".gz")
             download(mirror + stem + ".gz", target)
             return target
-        except (urllib.error.URLError, OSError, TimeoutError) as err:
+        except (urllib.error.URLError, OSError, TimeoutError, EdgesynthError) as err:
             errors.append(f"{mirror}: {getattr(err, 'reason', err)}")
     raise EdgesynthError(
         f"MNIST file `{stem}.gz` is not in the folder and could not be downloaded "
@@ -157,15 +179,17 @@ def _mnist_split(images: np.ndarray, labels: np.ndarray) -> Split:
     return Split(x, torch.from_numpy(labels.astype(np.int64)))
 
 
-def load_mnist(data: Path | None, allow_download: bool = True) -> Dataset:
+def load_mnist(data: Path | None, allow_download: bool = False) -> Dataset:
     folder = _data_folder(data, "mnist")
+    _check_present(folder, ("train", "test"), allow_download)
     train = _mnist_split(*_mnist_pair(folder, "train", allow_download))
     test = _mnist_split(*_mnist_pair(folder, "test", allow_download))
     return Dataset("MNIST", train, test, 10, [str(i) for i in range(10)], augment=True)
 
 
-def load_mnist_test_split(data: Path | None, allow_download: bool = True) -> Dataset:
+def load_mnist_test_split(data: Path | None, allow_download: bool = False) -> Dataset:
     folder = _data_folder(data, "mnist")
+    _check_present(folder, ("test",), allow_download)
     images, labels = _mnist_pair(folder, "test", allow_download)
     if images.shape[0] < 10000:
         raise EdgesynthError(
@@ -187,7 +211,7 @@ def _data_folder(data: Path | None, default: str) -> Path:
 # --- built-in -----------------------------------------------------------------------------
 
 
-def load_digits(data: Path | None = None, allow_download: bool = True) -> Dataset:
+def load_digits(data: Path | None = None, allow_download: bool = False) -> Dataset:
     """scikit-learn's 8x8 digits, upsampled to 16x16: 1,797 images, the last 297 held out."""
     from sklearn.datasets import load_digits as sk_digits
 
@@ -209,7 +233,7 @@ def load_digits(data: Path | None = None, allow_download: bool = True) -> Datase
 
 
 def load_synthetic(
-    data: Path | None = None, allow_download: bool = True, n_train: int = 1024, n_test: int = 128
+    data: Path | None = None, allow_download: bool = False, n_train: int = 1024, n_test: int = 128
 ) -> Dataset:
     """Four classes of 12x12 images: a bright bar in one of four places, plus noise."""
     gen = np.random.default_rng(1234)
@@ -262,5 +286,5 @@ def get_dataset_info(name: str) -> DatasetInfo:
     return info
 
 
-def load_dataset(name: str, data: Path | None = None, allow_download: bool = True) -> Dataset:
+def load_dataset(name: str, data: Path | None = None, allow_download: bool = False) -> Dataset:
     return get_dataset_info(name).loader(data, allow_download)

@@ -32,8 +32,13 @@ def model_for_checkpoint(
     device: str = "MAX78000",
     model: str | None = None,
     source: str = "checkpoint",
+    sample_source: str = "the sample",
 ) -> tuple[nn.Module, str]:
-    """The model named by the checkpoint's `arch` (or `model`), loaded; and that name."""
+    """The model named by the checkpoint's `arch` (or `model`), loaded; and that name.
+
+    A sample whose channel count differs from the first layer's is named as the problem
+    (not the checkpoint) when the checkpoint does not load into a model built for it.
+    """
     name = model or checkpoint.get("arch")
     if not name:
         raise EdgesynthError(f"{source} names no `arch`; choose the model with --model.")
@@ -52,7 +57,18 @@ def model_for_checkpoint(
     arch = str(checkpoint.get("arch") or "")
     if model and arch and arch.lower() != info.name:
         source = f"{source} (trained as `{arch}`)"
-    load_state(net, checkpoint["state_dict"], source=source)
+    try:
+        load_state(net, checkpoint["state_dict"], source=source)
+    except EdgesynthError:
+        takes = int(weights[0].shape[1])
+        if weights[0].dim() > 2 and takes != int(sample_shape[0]):
+            raise EdgesynthError(
+                f"the sample has {sample_shape[0]} channels (shape {list(sample_shape)}), but "
+                f"the checkpoint's first layer takes {takes}; pass a sample with {takes} "
+                "channel(s).",
+                file=sample_source,
+            ) from None
+        raise
     net.eval()
     return net, info.name
 

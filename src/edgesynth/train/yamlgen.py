@@ -9,8 +9,6 @@ for more than 64 channels); outputs alternate between the two halves of data mem
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from torch import nn
@@ -24,7 +22,9 @@ _ACTIVATE = {"relu": "ReLU", "abs": "Abs", None: "None"}
 
 
 def _processors(channels: int, device: Device) -> int:
-    return (1 << processors_per_pass(channels, device.processors)) - 1
+    return (
+        1 << processors_per_pass(channels, device.processors, device.processors_sharing_memory)
+    ) - 1
 
 
 def _pair(values: tuple[int, ...]) -> str:
@@ -108,10 +108,7 @@ def yaml_template(
 
 
 def write_yaml_template(path: Path, text: str) -> Path:
-    """Write `text` to `path` via a temporary file (never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
+    """Write `text` to `path` atomically (never half a file; umask permissions)."""
+    from edgesynth.outputs import write_file_atomic
+
+    return write_file_atomic(path, text, option="--yaml-template")

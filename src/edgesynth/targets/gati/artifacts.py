@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.outputs import staged_directory
+from edgesynth.outputs import OutputFolder, output_folder
 from edgesynth.targets.gati.compiler import CompiledProgram
 from edgesynth.targets.gati.host import known_answer
 from edgesynth.targets.gati.report import build_report
@@ -21,23 +21,37 @@ SAMPLE = "sample.dwp"
 EXPECTED = "sample_expected.dwp"
 
 
-def write_outputs(
-    prog: CompiledProgram, out_dir: str | Path, sample: np.ndarray | None = None
-) -> dict[str, Any]:
-    """Write blob, stream and report into `out_dir` (with a `sample`, also its inference
-    stream and the known answer); a failure leaves nothing half-done."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise EdgesynthError(f"{out} exists and is not a directory")
+def write_files(
+    prog: CompiledProgram, folder: Path, sample: np.ndarray | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Write blob, stream and report into the existing `folder` (with a `sample`, also its
+    inference stream and the known answer); returns the report and the file names."""
     report = build_report(prog)
-    known = known_answer(prog, sample) if sample is not None else None
-    with staged_directory(out) as tmp:
-        (tmp / BLOB).write_bytes(prog.blob)
-        (tmp / STREAM).write_bytes(prog.stream)
-        (tmp / REPORT).write_text(json.dumps(report, indent=1) + "\n")
-        if known is not None:
-            (tmp / SAMPLE).write_bytes(known[0])
-            (tmp / EXPECTED).write_bytes(known[1])
+    files = {BLOB: prog.blob, STREAM: prog.stream}
+    if sample is not None:
+        files[SAMPLE], files[EXPECTED] = known_answer(prog, sample)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    (folder / REPORT).write_text(json.dumps(report, indent=1) + "\n")
+    return report, sorted([*files, REPORT])
+
+
+def write_outputs(
+    prog: CompiledProgram,
+    out_dir: str | Path | OutputFolder,
+    sample: np.ndarray | None = None,
+    *,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """`write_files` into `out_dir` through the output-folder rules of `edgesynth.outputs`:
+    a failure leaves nothing half-done, and nothing else in the folder is touched."""
+    folder = (
+        out_dir
+        if isinstance(out_dir, OutputFolder)
+        else output_folder(out_dir, overwrite=overwrite, option="--output")
+    )
+    with folder as out:
+        report, _ = write_files(prog, out.staging, sample)
     return report
 
 
@@ -58,8 +72,23 @@ def load_outputs(out_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
     return stream_path.read_bytes(), host
 
 
-def load_npy(path: str | Path, what: str) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise EdgesynthError(f"cannot read {what} {path}: {exc}") from None
+def load_float_npy(path: str | Path, what: str) -> np.ndarray:
+    """A float array from `path` (one .npy array); integer data is refused, because the
+    compiler takes float inputs and chooses their scale itself."""
+    from edgesynth.ir.npyfile import load_npy_arrays
+
+    arrays = load_npy_arrays(path, what=what)
+    if len(arrays) != 1:
+        found = "no array" if not arrays else f"{len(arrays)} arrays"
+        raise EdgesynthError(f"{what} must be one .npy array, found {found}.", file=str(path))
+    array = arrays[0]
+    if array.dtype.kind != "f":
+        raise EdgesynthError(
+            f"{what} is {array.dtype}, but Gati takes float inputs (float32, as the ONNX "
+            "model does) and chooses the input scale itself; save the float data, e.g. "
+            "`np.save(path, x.astype(np.float32))`.",
+            file=str(path),
+        )
+    if not np.all(np.isfinite(array)):
+        raise EdgesynthError(f"{what} holds NaN or infinite values.", file=str(path))
+    return array

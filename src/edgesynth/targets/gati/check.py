@@ -1,21 +1,21 @@
 """Refuse what Gati cannot run, naming the ONNX node and the reason.
 
-Runs on the imported float graph, before calibration, so a model is refused quickly. Field
+Runs on the fused layer chain, before calibration, so a model is refused quickly. Field
 limits come from the instruction tables in `isa.py`; array limits from `hw.py`.
 """
 
 from __future__ import annotations
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.targets.gati import hw, isa
-from edgesynth.targets.gati.onnx_import import FloatGraph, FloatLayer, PoolSpec
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
 
-def _err(graph: FloatGraph, node: str, reason: str) -> EdgesynthError:
-    return EdgesynthError(f"ONNX node `{node}`: {reason}", file=graph.path)
+def _err(graph: LayerChain, node: str, reason: str) -> EdgesynthError:
+    return EdgesynthError(f"{graph.label(node)}: {reason}", file=graph.path or None)
 
 
-def _fits(graph: FloatGraph, node: str, fmt: isa.Format, name: str, value: int, what: str) -> None:
+def _fits(graph: LayerChain, node: str, fmt: isa.Format, name: str, value: int, what: str) -> None:
     f = fmt.by_name[name]
     if not 0 <= value <= f.max:
         raise _err(
@@ -26,7 +26,7 @@ def _fits(graph: FloatGraph, node: str, fmt: isa.Format, name: str, value: int, 
 
 
 def pad_sides(
-    graph: FloatGraph, node: str, pads: tuple[int, int, int, int], what: str
+    graph: LayerChain, node: str, pads: tuple[int, int, int, int], what: str
 ) -> tuple[int, int]:
     """(amount, PadSides bits) for ONNX pads (top, left, bottom, right); unequal amounts fail."""
     top, left, bottom, right = pads
@@ -48,7 +48,7 @@ def pad_sides(
     return amount, sides
 
 
-def _nonnegative_input(graph: FloatGraph, index: int) -> bool:
+def _nonnegative_input(graph: LayerChain, index: int) -> bool:
     """Can the values entering layer `index`'s pooling never be negative?"""
     layer = graph.layers[index]
     if layer.activation in ("relu", "sigmoid"):
@@ -58,7 +58,9 @@ def _nonnegative_input(graph: FloatGraph, index: int) -> bool:
     return index > 0 and _nonnegative_input(graph, index - 1)
 
 
-def check_layer(graph: FloatGraph, index: int) -> None:
+def check_layer(graph: LayerChain, index: int, warnings: list[str] | None = None) -> None:
+    """Raise on the first rule layer `index` breaks. With `warnings`, a max pool over values
+    that can be negative is lowered anyway and reported there (integer graphs)."""
     layer = graph.layers[index]
     if layer.kind == "conv":
         _check_conv(graph, layer)
@@ -67,17 +69,17 @@ def check_layer(graph: FloatGraph, index: int) -> None:
     else:
         _check_identity(graph, layer)
     if layer.pool is not None:
-        _check_pool(graph, index, layer, layer.pool)
+        _check_pool(graph, index, layer, layer.pool, warnings)
 
 
-def _check_map(graph: FloatGraph, node: str, shape: tuple[int, ...], what: str) -> None:
+def _check_map(graph: LayerChain, node: str, shape: tuple[int, ...], what: str) -> None:
     c, h, w = shape
     _fits(graph, node, isa.CONV, "IC" if what == "input" else "KN", c, f"{what} channels")
     _fits(graph, node, isa.CONV, "IH" if what == "input" else "OH", h, f"{what} height")
     _fits(graph, node, isa.CONV, "IW" if what == "input" else "OW", w, f"{what} width")
 
 
-def _check_conv(graph: FloatGraph, layer: FloatLayer) -> None:
+def _check_conv(graph: LayerChain, layer: FusedLayer) -> None:
     node = layer.name
     assert layer.weight is not None
     kh, kw = layer.weight.shape[2:]
@@ -109,7 +111,7 @@ def _check_conv(graph: FloatGraph, layer: FloatLayer) -> None:
     _check_map(graph, node, layer.conv_shape, "output")
 
 
-def _check_linear(graph: FloatGraph, layer: FloatLayer) -> None:
+def _check_linear(graph: LayerChain, layer: FusedLayer) -> None:
     node = layer.name
     assert layer.weight is not None
     m, n = layer.weight.shape
@@ -120,7 +122,7 @@ def _check_linear(graph: FloatGraph, layer: FloatLayer) -> None:
         _fits(graph, node, isa.FC, "ImageDim", h * w, "flattened map height x width")
 
 
-def _check_identity(graph: FloatGraph, layer: FloatLayer) -> None:
+def _check_identity(graph: LayerChain, layer: FusedLayer) -> None:
     node = layer.name
     if len(layer.in_shape) == 3:
         _check_map(graph, node, layer.in_shape, "input")
@@ -128,7 +130,13 @@ def _check_identity(graph: FloatGraph, layer: FloatLayer) -> None:
         _fits(graph, node, isa.FC, "WeightRows", layer.in_shape[0], "features")
 
 
-def _check_pool(graph: FloatGraph, index: int, layer: FloatLayer, pool: PoolSpec) -> None:
+def _check_pool(
+    graph: LayerChain,
+    index: int,
+    layer: FusedLayer,
+    pool: PoolSpec,
+    warnings: list[str] | None = None,
+) -> None:
     node = pool.node
     kh, kw = pool.kernel
     _fits(graph, node, isa.TAIL, "PoolHeight", kh, "pool height")
@@ -143,12 +151,18 @@ def _check_pool(graph: FloatGraph, index: int, layer: FloatLayer, pool: PoolSpec
     amount, _ = pad_sides(graph, node, pool.pads, "pooling")
     _fits(graph, node, isa.TAIL, "PoolPadding", amount, "pool padding")
     if pool.type == "max" and not _nonnegative_input(graph, index):
-        raise _err(
-            graph,
-            node,
-            "MaxPool over values that can be negative: Gati's max action starts from 0, so "
-            "it needs a Relu (or Sigmoid) before the pooling",
-        )
+        if warnings is not None:
+            warnings.append(
+                f"{graph.label(node)}: max pooling over values that can be negative: Gati's max "
+                "register starts from 0, so negative maxima become 0"
+            )
+        else:
+            raise _err(
+                graph,
+                node,
+                "MaxPool over values that can be negative: Gati's max action starts from 0, so "
+                "it needs a Relu (or Sigmoid) before the pooling",
+            )
     if pool.type == "avg":
         if any(pool.pads) and not pool.count_include_pad:
             raise _err(
@@ -169,8 +183,25 @@ def _check_pool(graph: FloatGraph, index: int, layer: FloatLayer, pool: PoolSpec
             )
 
 
-def check_graph(graph: FloatGraph) -> None:
+def check_graph(graph: LayerChain) -> None:
     """Raise on the first thing Gati cannot run."""
     _fits(graph, graph.layers[0].name, isa.START, "TotalLayers", len(graph.layers), "layers")
     for i in range(len(graph.layers)):
         check_layer(graph, i)
+
+
+def check_all(graph: LayerChain, warnings: list[list[str]] | None = None) -> None:
+    """Raise `MultipleErrors` naming everything Gati cannot run (every layer checked). With
+    `warnings` (one list per layer), what `check_layer` tolerates is reported there."""
+    errors: list[EdgesynthError] = []
+    try:
+        _fits(graph, graph.layers[0].name, isa.START, "TotalLayers", len(graph.layers), "layers")
+    except EdgesynthError as err:
+        errors.append(err)
+    for i in range(len(graph.layers)):
+        try:
+            check_layer(graph, i, warnings[i] if warnings is not None else None)
+        except EdgesynthError as err:
+            errors.append(err)
+    if errors:
+        raise MultipleErrors(errors)

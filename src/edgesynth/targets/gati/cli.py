@@ -1,124 +1,175 @@
-"""`edgesynth gati ...`: compile an ONNX CNN, decode a program, run it on the functional model."""
+"""`edgesynth gati ...`: compile an ONNX CNN, decode a program, run it on the functional model.
+
+Only argparse at import time; the handlers import the compiler (and ONNX) when they run.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
+import argparse
 from pathlib import Path
-from typing import Annotated, Any
-
-import numpy as np
-import typer
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.outputs import save_npy_atomic
 from edgesynth.targets.gati import hw
-from edgesynth.targets.gati.artifacts import (
-    BLOB,
-    EXPECTED,
-    REPORT,
-    SAMPLE,
-    STREAM,
-    load_npy,
-    load_outputs,
-    write_outputs,
-)
-
-app = typer.Typer(
-    help="Gati FPGA accelerator: compile ONNX CNNs, decode programs, run the functional model.",
-    no_args_is_help=True,
-    add_completion=False,
-)
 
 
-def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Print an EdgesynthError as one message on stderr, no traceback, exit status 1.
-
-    SystemExit (not typer.Exit) so that the status survives `edgesynth.cli.main`, which runs
-    the app with standalone_mode=False.
-    """
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except EdgesynthError as exc:
-            typer.echo(f"edgesynth: error: {exc.render()}", err=True)
-            raise SystemExit(1) from None
-
-    return wrapper
-
-
-@app.command("compile")
-@_user_errors
-def compile_cmd(
-    model: Annotated[Path, typer.Argument(help="Float ONNX model.")],
-    calibration: Annotated[
-        Path, typer.Option("--calibration", "-c", help="Calibration inputs (.npy, N x input).")
-    ],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")],
-    dispatch: Annotated[
-        list[str] | None,
-        typer.Option("--dispatch", help="Also send this node's (or tensor's) output to the CPU."),
-    ] = None,
-    on_chip_acc_bytes: Annotated[
-        int,
-        typer.Option(help="Bytes of on-chip partial-sum buffer assumed for OnChipAcc."),
-    ] = hw.ON_CHIP_ACC_BYTES,
-) -> None:
+def compile_cmd(args: argparse.Namespace) -> int:
     """Compile MODEL into Gati instructions, a DWP stream and a JSON report."""
+    from edgesynth.outputs import output_folder
+    from edgesynth.targets.gati.artifacts import (
+        BLOB,
+        EXPECTED,
+        REPORT,
+        SAMPLE,
+        STREAM,
+        load_float_npy,
+        write_outputs,
+    )
     from edgesynth.targets.gati.compiler import compile_onnx
 
+    model, output = args.model, args.output
     if not model.is_file():
-        raise EdgesynthError(f"{model}: no such file")
-    calib = load_npy(calibration, "calibration data")
-    prog = compile_onnx(model, calib, dispatch or (), on_chip_acc_bytes)
-    report = write_outputs(prog, output, calib[:1])
-    typer.echo(
+        what = "is a folder, not an ONNX file" if model.is_dir() else "no such file"
+        raise EdgesynthError(what, file=str(model))
+    folder = output_folder(
+        output, overwrite=args.overwrite, inputs=[model, args.calibration], option="--output"
+    )
+    calib = load_float_npy(args.calibration, "calibration data")
+    prog = compile_onnx(model, calib, args.dispatch or (), args.on_chip_acc_bytes)
+    report = write_outputs(prog, folder, calib[:1])
+    print(
         f"{model.name}: {len(prog.layers)} layers, {report['instruction_count']} instructions, "
         f"{prog.dram_bytes} bytes of DRAM, about {report['total_cycles']} cycles"
     )
     for layer in report["layers"]:
-        typer.echo(
+        print(
             f"  {layer['index']:>3} {layer['engine'].upper():<4} {layer['name']:<24} "
             f"{'x'.join(map(str, layer['in_shape'])):>12} -> "
             f"{'x'.join(map(str, layer['out_shape'])):<10} {layer['cycles']:>9} cycles"
         )
     for w in prog.warnings:
-        typer.echo(f"warning: {w}", err=True)
-    typer.echo(f"wrote {output / BLOB}, {output / STREAM}, {output / REPORT}")
-    typer.echo(
+        print(f"warning: {w}")
+    print(f"wrote {output / BLOB}, {output / STREAM}, {output / REPORT}")
+    print(
         f"known answer: {output / SAMPLE} (the first calibration sample and DISPATCH) must "
         f"make the FPGA send back {output / EXPECTED}"
     )
+    return 0
 
 
-@app.command("decode")
-@_user_errors
-def decode_cmd(
-    file: Annotated[Path, typer.Argument(help="Instruction blob (program.bin) or DWP stream.")],
-    fmt: Annotated[str, typer.Option("--format", help="auto, blob or dwp.")] = "auto",
-) -> None:
+def decode_cmd(args: argparse.Namespace) -> int:
     """Print every instruction of FILE as a table of named fields."""
     from edgesynth.targets.gati.decoder import describe
 
-    if not file.is_file():
-        raise EdgesynthError(f"{file}: no such file")
-    typer.echo(describe(file.read_bytes(), fmt))
+    path: Path = args.file
+    if not path.is_file():
+        what = "is a folder, not a program file" if path.is_dir() else "no such file"
+        raise EdgesynthError(what, file=str(path))
+    data = path.read_bytes()
+    if data.startswith((b"\x93NUMPY", b"PK\x03\x04")):
+        what = "a NumPy .npy file" if data[:1] == b"\x93" else "a zip archive (a checkpoint?)"
+        raise EdgesynthError(
+            f"is {what}, not a Gati program (program.bin or a .dwp stream from `gati compile`).",
+            file=str(path),
+        )
+    try:
+        text = describe(data, args.format)
+    except EdgesynthError as err:
+        if err.file is None:
+            err.file = str(path)
+            err.args = (err.render(),)
+        raise
+    print(text)
+    return 0
 
 
-@app.command("run")
-@_user_errors
-def run_cmd(
-    program: Annotated[Path, typer.Argument(help="Directory written by `gati compile`.")],
-    input: Annotated[Path, typer.Option("--input", "-i", help="Float32 inputs (.npy).")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Float outputs (.npy).")],
-) -> None:
+def run_cmd(args: argparse.Namespace) -> int:
     """Run the compiled program on the functional model; write the dequantized outputs."""
+    import numpy as np
+
+    from edgesynth.outputs import check_output_npy, save_npy_atomic
+    from edgesynth.targets.gati.artifacts import load_float_npy, load_outputs
     from edgesynth.targets.gati.host import run_program
 
-    stream, host = load_outputs(program)
-    x = load_npy(input, "input")
+    inputs = [args.input, args.program]
+    check_output_npy(args.output, inputs=inputs, option="--output")
+    stream, host = load_outputs(args.program)
+    x = load_float_npy(args.input, "input")
     y, _ = run_program(stream, host, x)
-    written = save_npy_atomic(output, y.astype(np.float32))
-    typer.echo(f"ran {x.shape[0]} inputs; wrote {written} {tuple(y.shape)}")
+    written = save_npy_atomic(args.output, y.astype(np.float32), inputs=inputs, option="--output")
+    print(f"ran {x.shape[0]} inputs; wrote {written} {tuple(y.shape)}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `gati compile | decode | run` to the `edgesynth` command line."""
+    gati = subparsers.add_parser(
+        "gati",
+        help="Gati FPGA systolic-array target: compile, decode, run",
+        description="Gati FPGA accelerator: compile ONNX CNNs, decode programs, run the "
+        "functional model.",
+    )
+    commands = gati.add_subparsers(
+        title="commands", dest="gati_command", metavar="COMMAND", required=True
+    )
+
+    c = commands.add_parser(
+        "compile",
+        help="compile an ONNX model into instructions, a DWP stream and a report",
+        description="Compile MODEL into Gati instructions (program.bin), a DWP stream "
+        "(program.dwp), a JSON report and a known-answer pair (sample.dwp, "
+        "sample_expected.dwp) in the output folder.",
+    )
+    c.add_argument("model", type=Path, metavar="MODEL", help="float ONNX model")
+    c.add_argument(
+        "--calibration",
+        "-c",
+        type=Path,
+        required=True,
+        metavar="NPY",
+        help="calibration inputs (.npy, float, N x input)",
+    )
+    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the compiler's files in a non-empty output folder (nothing else)",
+    )
+    c.add_argument(
+        "--dispatch",
+        action="append",
+        metavar="NODE",
+        help="also send this node's (or tensor's) output to the CPU (repeatable)",
+    )
+    c.add_argument(
+        "--on-chip-acc-bytes",
+        type=int,
+        default=hw.ON_CHIP_ACC_BYTES,
+        metavar="N",
+        help="bytes of on-chip partial-sum buffer assumed for OnChipAcc",
+    )
+    c.set_defaults(handler=compile_cmd)
+
+    d = commands.add_parser(
+        "decode",
+        help="print every instruction of a program, field by field",
+        description="Print every instruction of FILE (program.bin or a DWP stream) as a table "
+        "of named fields.",
+    )
+    d.add_argument("file", type=Path, metavar="FILE", help="program.bin or a .dwp stream")
+    d.add_argument("--format", choices=("auto", "blob", "dwp"), default="auto")
+    d.set_defaults(handler=decode_cmd)
+
+    r = commands.add_parser(
+        "run",
+        help="run a compiled program on the functional model",
+        description="Run the compiled program on the functional model; write the "
+        "dequantized outputs.",
+    )
+    r.add_argument("program", type=Path, metavar="DIR", help="folder written by `gati compile`")
+    r.add_argument(
+        "--input", "-i", type=Path, required=True, metavar="NPY", help="float inputs (.npy)"
+    )
+    r.add_argument(
+        "--output", "-o", type=Path, required=True, metavar="NPY", help="float outputs (.npy)"
+    )
+    r.set_defaults(handler=run_cmd)

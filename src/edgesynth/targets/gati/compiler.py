@@ -1,8 +1,8 @@
 """Compile a quantized network into Gati instructions, a DRAM layout and a DWP stream.
 
 Each layer is four instructions: START, the megablock (CONV or FC), TailBlock, OutputBlock.
-A layer without weights in the IR (operation `none`: a pooling or activation that could not be
-fused) runs as an identity megablock: a 1x1 CONV (or FC) with unit weights and QuantScale 1,
+A layer without weights (kind `none`: a pooling or activation that could not be fused) runs
+as an identity megablock: a 1x1 CONV (or FC) with unit weights and QuantScale 1,
 QuantShift 0, whose tail block does the work.
 """
 
@@ -16,12 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, did_you_mean
-from edgesynth.ir.network import Layer
 from edgesynth.targets.gati import dwp, hw, isa, layout
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain
 from edgesynth.targets.gati.layout import Region
 from edgesynth.targets.gati.model import GatiLayer, GatiModel
-from edgesynth.targets.gati.onnx_import import import_onnx
-from edgesynth.targets.gati.quantize import quantize
 
 INSTRUCTIONS_PER_LAYER = 4
 
@@ -73,22 +71,21 @@ def dispatch_id(tensor: str) -> int:
     return zlib.crc32(tensor.encode()) & 0xFFFFFFFC
 
 
-def _layer_code(i: int, layer: Layer, g: GatiLayer, model: GatiModel) -> LayerCode:
-    fl = model.graph.layers[i]
+def _layer_code(i: int, fl: FusedLayer, g: GatiLayer) -> LayerCode:
     in_shape = tuple(fl.in_map if fl.flatten else fl.in_shape)
-    if layer.operation == "conv2d":
-        assert layer.weights is not None
-        engine, weights = "conv", layer.weights
-    elif layer.operation == "linear":
-        assert layer.weights is not None
-        engine, weights = "fc", layer.weights
+    if fl.kind == "conv":
+        assert g.weights is not None
+        engine, weights = "conv", g.weights
+    elif fl.kind == "linear":
+        assert g.weights is not None
+        engine, weights = "fc", g.weights
     elif len(fl.in_shape) == 3:
         c = fl.in_shape[0]
         engine, weights = "conv", np.eye(c, dtype=np.int64).reshape(c, c, 1, 1)
     else:
         n = fl.in_shape[0]
         engine, weights = "fc", np.eye(n, dtype=np.int64)
-    bias = layer.bias if layer.bias is not None and np.any(layer.bias) else None
+    bias = g.bias if g.bias is not None and np.any(g.bias) else None
     return LayerCode(
         i,
         fl.name,
@@ -178,9 +175,9 @@ def _megablock(c: LayerCode, model: GatiModel) -> isa.Instruction:
     if c.engine == "conv":
         ic, ih, iw = c.in_shape
         kn, oh, ow = c.conv_shape
-        layer = model.network.layers[c.index]
+        fl = model.chain.layers[c.index]
         kh, kw = c.weights.shape[2:]
-        stride = layer.stride[0] if layer.operation == "conv2d" else 1
+        stride = fl.strides[0] if fl.kind == "conv" else 1
         return _encode(
             isa.CONV,
             c.name,
@@ -222,21 +219,20 @@ def _megablock(c: LayerCode, model: GatiModel) -> isa.Instruction:
 
 def _tail(c: LayerCode, model: GatiModel) -> isa.Instruction:
     g = model.layers[c.index]
-    layer = model.network.layers[c.index]
+    fl = model.chain.layers[c.index]
     fields: dict[str, int] = {
         "QuantEn": int(g.quant_en),
         "QuantScale": g.quant_scale if g.quant_en else 0,
         "QuantShift": g.quant_shift if g.quant_en else 0,
     }
-    if layer.activation:
+    if fl.activation:
         fields.update(
             ActEn=1,
             ActType={"relu": isa.ACT_RELU, "sigmoid": isa.ACT_SIGMOID, "tanh": isa.ACT_TANH}[
-                layer.activation
+                fl.activation
             ],
-            ActParam=g.act_param if layer.activation != "relu" else 0,
+            ActParam=g.act_param if fl.activation != "relu" else 0,
         )
-    fl = model.graph.layers[c.index]
     if fl.pool is not None:
         kh, kw = fl.pool.kernel
         stride = 1 if g.pool_global else fl.pool.strides[0]
@@ -319,7 +315,7 @@ def build_stream(blob: bytes, codes: list[LayerCode], model: GatiModel) -> bytes
 def compile_model(
     model: GatiModel, dispatch: Sequence[str] = (), on_chip_acc_bytes: int = hw.ON_CHIP_ACC_BYTES
 ) -> CompiledProgram:
-    codes = [_layer_code(i, layer, g, model) for i, (layer, g) in enumerate(model.pairs())]
+    codes = [_layer_code(i, fl, g) for i, (fl, g) in enumerate(model.pairs())]
     _select_dispatch(model, codes, dispatch)
     regions, input_region, total = _plan(model, codes, on_chip_acc_bytes)
     n = len(codes)
@@ -341,6 +337,14 @@ def compile_model(
     )
 
 
+def import_onnx(path: str | Path) -> LayerChain:
+    """An ONNX file as Gati layers: the ONNX front end, then `lower.fuse`."""
+    from edgesynth.frontends.onnx import load_onnx
+    from edgesynth.targets.gati.lower import fuse
+
+    return fuse(load_onnx(path)).chain
+
+
 def compile_onnx(
     path: str | Path,
     calibration: np.ndarray,
@@ -348,6 +352,10 @@ def compile_onnx(
     on_chip_acc_bytes: int = hw.ON_CHIP_ACC_BYTES,
 ) -> CompiledProgram:
     """ONNX file + calibration batch -> compiled program (nothing written to disk)."""
-    graph = import_onnx(path)
-    model = quantize(graph, calibration)
+    from edgesynth.targets.gati.check import check_graph
+    from edgesynth.targets.gati.quantize import quantize
+
+    chain = import_onnx(path)
+    check_graph(chain)
+    model = quantize(chain, calibration)
     return compile_model(model, dispatch, on_chip_acc_bytes)

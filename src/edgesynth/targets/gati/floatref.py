@@ -1,8 +1,8 @@
-"""NumPy float evaluation of an imported graph (what ONNX Runtime computes), for calibration.
+"""Float evaluation of the fused Gati layers (what ONNX Runtime computes), for calibration.
 
-Evaluates the fused layers with ONNX semantics: convolution, bias, activation, pooling (exact
-averages, -inf padding for max). `float_forward` returns every layer's output, and the largest
-magnitude before the activation (for sigmoid/tanh input scaling).
+Each layer runs as the float graph operators it fused (convolution or linear with its bias,
+activation, pooling), evaluated by `edgesynth.sim.graph`: the one reference semantics.
+`calibration_ranges` gives the largest magnitudes the quantizer needs.
 """
 
 from __future__ import annotations
@@ -10,84 +10,57 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
-from edgesynth.targets.gati.onnx_import import FloatGraph, FloatLayer, PoolSpec
-
-
-def _windows(
-    x: np.ndarray,
-    k: tuple[int, int],
-    s: tuple[int, int],
-    pads: tuple[int, int, int, int],
-    out_hw: tuple[int, int],
-    fill: float,
-) -> np.ndarray:
-    """(B, C, OH, OW, kh, kw) windows of a padded (B, C, H, W) tensor."""
-    t, left, b, r = pads
-    oh, ow = out_hw
-    need_h = (oh - 1) * s[0] + k[0]
-    need_w = (ow - 1) * s[1] + k[1]
-    h, w = x.shape[2], x.shape[3]
-    extra_b = max(need_h - (h + t + b), 0)
-    extra_r = max(need_w - (w + left + r), 0)
-    xp = np.pad(x, ((0, 0), (0, 0), (t, b + extra_b), (left, r + extra_r)), constant_values=fill)
-    win = sliding_window_view(xp, k, axis=(2, 3))
-    return win[:, :, : need_h - k[0] + 1 : s[0], : need_w - k[1] + 1 : s[1]]
+from edgesynth.ir import graph as g
+from edgesynth.sim.graph import evaluate
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
 
-def conv2d(x: np.ndarray, layer: FloatLayer) -> np.ndarray:
-    assert layer.weight is not None and layer.bias is not None
-    _, oh, ow = layer.conv_shape
-    kh, kw = layer.weight.shape[2:]
-    win = _windows(x, (kh, kw), layer.strides, layer.pads, (oh, ow), 0.0)
-    y = np.einsum("bchwij,ocij->bohw", win, layer.weight, optimize=True)
-    return y + layer.bias[None, :, None, None]
+def _node(cls: type[g.Node], **params: object) -> g.Node:
+    return cls(name="layer", inputs=["in"], outputs=["out"], **params)
 
 
-def pool2d(x: np.ndarray, pool: PoolSpec) -> np.ndarray:
-    if pool.type == "global_avg":
-        return x.mean(axis=(2, 3), keepdims=True)
-    if pool.type == "max":
-        win = _windows(x, pool.kernel, pool.strides, pool.pads, pool.out_hw, -np.inf)
-        return win.max(axis=(4, 5))
-    win = _windows(x, pool.kernel, pool.strides, pool.pads, pool.out_hw, 0.0)
-    ones = np.ones((1, 1, *x.shape[2:]))
-    if pool.count_include_pad:
-        t, left, b, r = pool.pads
-        ones = np.pad(ones, ((0, 0), (0, 0), (t, b), (left, r)), constant_values=1.0)
-        count = _windows(ones, pool.kernel, pool.strides, (0, 0, 0, 0), pool.out_hw, 0.0)
-    else:
-        count = _windows(ones, pool.kernel, pool.strides, pool.pads, pool.out_hw, 0.0)
-    return win.sum(axis=(4, 5)) / count.sum(axis=(4, 5))
+def _pool(spec: PoolSpec) -> g.Node:
+    if spec.type == "global_avg":
+        return _node(g.GlobalPool, kind="avg", method="float")
+    return _node(
+        g.Pool,
+        kind=spec.type,
+        kernel=spec.kernel,
+        stride=spec.strides,
+        pads=spec.pads,
+        ceil=spec.ceil,
+        method="float",
+        count_include_pad=spec.count_include_pad,
+    )
 
 
-def activate(x: np.ndarray, kind: str | None) -> np.ndarray:
-    if kind == "relu":
-        return np.maximum(x, 0.0)
-    if kind == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-x))
-    if kind == "tanh":
-        return np.tanh(x)
-    return x
-
-
-def layer_forward(x: np.ndarray, layer: FloatLayer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def layer_forward(x: np.ndarray, layer: FusedLayer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(pre-activation, activation before pooling, output) of one layer for a float batch."""
     if layer.kind == "conv":
-        pre = conv2d(x, layer)
+        conv = _node(
+            g.Conv,
+            weight=layer.weight,
+            bias=layer.bias,
+            stride=layer.strides,
+            pads=layer.pads,
+            dilation=layer.dilations,
+            groups=layer.group,
+        )
+        pre = evaluate(conv, x)
     elif layer.kind == "linear":
-        assert layer.weight is not None and layer.bias is not None
-        pre = x.reshape(x.shape[0], -1) @ layer.weight.T + layer.bias
+        pre = evaluate(_node(g.Linear, weight=layer.weight, bias=layer.bias), x)
     else:
         pre = x
-    act = activate(pre, layer.activation)
-    y = pool2d(act, layer.pool) if layer.pool is not None else act
+    act = evaluate(_node(g.Activation, kind=layer.activation), pre) if layer.activation else pre
+    if layer.act_bound is not None:
+        act = np.minimum(act, layer.act_bound)
+    y = evaluate(_pool(layer.pool), act) if layer.pool is not None else act
     return pre, act, y
 
 
 def iter_layers(
-    graph: FloatGraph, x: np.ndarray
+    graph: LayerChain, x: np.ndarray
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     h = np.asarray(x, dtype=np.float64)
     for layer in graph.layers:
@@ -95,7 +68,7 @@ def iter_layers(
         yield pre, act, h
 
 
-def float_forward(graph: FloatGraph, x: np.ndarray) -> np.ndarray:
+def float_forward(graph: LayerChain, x: np.ndarray) -> np.ndarray:
     """The graph's float output for a batch (host post-processing included)."""
     outs = [y for _, _, y in iter_layers(graph, x)]
     out = outs[-1].reshape(outs[-1].shape[0], *graph.output_shape)
@@ -105,17 +78,14 @@ def float_forward(graph: FloatGraph, x: np.ndarray) -> np.ndarray:
 
 
 def host_post(kind: str | None, y: np.ndarray) -> np.ndarray:
+    """The host's Softmax/LogSoftmax over the class axis."""
     if kind is None:
         return y
-    z = y - y.max(axis=1, keepdims=True)
-    if kind == "logsoftmax":
-        return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    return evaluate(_node(g.Softmax, log=kind == "logsoftmax"), y)
 
 
 def calibration_ranges(
-    graph: FloatGraph, x: np.ndarray, chunk: int = 128
+    graph: LayerChain, x: np.ndarray, chunk: int = 128
 ) -> tuple[float, list[float], list[float]]:
     """(max |input|, per-layer max |pre-activation|, per-layer max |activation|).
 

@@ -12,7 +12,9 @@ network, the compiler's data structures or the ONNX model.
 * FC: output stationary, 1 x 32. Each pass multiplies the input vector by one 32-column
   block of the weight matrix; Flatten turns the NHW8C8 map into a CHW-ordered vector first.
 * Tail blocks, in order: bias, quantization (round half up, saturate to int8), activation,
-  pooling. BNEn is refused: edgesynth folds batchnorm into the weights.
+  pooling. Their arithmetic (requantization, the pairwise-average tree, the sigmoid/tanh table)
+  is `edgesynth.sim`'s, shared with every target; the engines' data movement is modelled here.
+  BNEn is refused: edgesynth folds batchnorm into the weights.
 * OutputBlock: writes NHW8C8 maps (CONV) or vectors (FC); DispatchEn sends the written output
   back as a DWP packet whose address is DispatchID.
 
@@ -31,6 +33,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.sim.ops import lookup_activation, tree_average
+from edgesynth.sim.rounding import requantize
 from edgesynth.targets.gati import dwp, hw, isa
 
 BLOCK_BYTES = 64  # one NHW8C8 block of int8 (8 channels x 8 pixels)
@@ -120,18 +124,6 @@ def _check_region(addr: int, start: int, end: int, size: int, what: str) -> None
 # -- tail blocks ----------------------------------------------------------------------------
 
 
-def _fifo_average(items: list[np.ndarray]) -> np.ndarray:
-    """The Average action: pair averages stream into a FIFO, then the FIFO is folded pairwise."""
-    queue = [(items[k] + items[k + 1]) >> 1 for k in range(0, len(items) - 1, 2)]
-    if len(items) % 2:
-        queue.append(items[-1])
-    head = 0
-    while len(queue) - head > 1:
-        queue.append((queue[head] + queue[head + 1]) >> 1)
-        head += 2
-    return queue[head]
-
-
 def _pool(x: np.ndarray, t: isa.Instruction, addr: int) -> np.ndarray:
     """Pooling network on (B, C, H, W): the movement makes windows, the action reduces them."""
     h, w = x.shape[2:]
@@ -165,14 +157,17 @@ def _pool(x: np.ndarray, t: isa.Instruction, addr: int) -> np.ndarray:
     win = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::s, ::s][:, :, :oh, :ow]
     if ptype == isa.POOL_MAX:
         return np.maximum(win.max(axis=(4, 5)), 0)  # the max register starts at 0
-    rows = [_fifo_average([win[..., i, j] for j in range(kw)]) for i in range(kh)]
-    return _fifo_average(rows)
+    # the Average action: each window row through the pairwise tree, then the row results
+    rows = [tree_average([win[..., i, j] for j in range(kw)]) for i in range(kh)]
+    return tree_average(rows)
 
 
 def _activation_table(kind: int, exponent: int) -> np.ndarray:
-    q = np.arange(-128, 128, dtype=np.float64) * 2.0**-exponent
-    f = 1.0 / (1.0 + np.exp(-q)) if kind == isa.ACT_SIGMOID else np.tanh(q)
-    return np.clip(np.floor(f * 2.0**hw.ACT_OUT_FRACTION_BITS + 0.5), -128, 127).astype(np.int64)
+    """The sigmoid/tanh module's 256-entry table, indexed by the int8 input + 128."""
+    name = "sigmoid" if kind == isa.ACT_SIGMOID else "tanh"
+    return lookup_activation(
+        np.arange(-128, 128), name, exponent, out_fraction_bits=hw.ACT_OUT_FRACTION_BITS
+    )
 
 
 def _tail(
@@ -194,12 +189,10 @@ def _tail(
         raw = dram.read(start, n_ch * eb)[:1]
         bias = (raw.view(np.int8) if eb == 1 else np.ascontiguousarray(raw).view("<i4"))[0]
         y = y + bias.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
-    if t["QuantEn"]:
-        shift = t["QuantShift"]
-        y = y * t["QuantScale"]
-        if shift:
-            y = (y + (1 << (shift - 1))) >> shift
-        y = np.clip(y, -128, 127)
+    if t["QuantEn"]:  # (y * QuantScale + 2**(QuantShift - 1)) >> QuantShift, saturated
+        y = requantize(
+            y, mul=t["QuantScale"], div=1 << t["QuantShift"], rounding="half_up", lo=-128, hi=127
+        )
     else:
         y = np.clip(y, -(1 << 31), (1 << 31) - 1)
     if t["ActEn"]:

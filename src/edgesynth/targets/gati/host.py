@@ -43,7 +43,7 @@ def host_contract(prog: CompiledProgram) -> dict[str, Any]:
     return {
         "format": CONTRACT_FORMAT,
         "input": {
-            "name": model.graph.input_name,
+            "name": model.chain.input_name,
             "shape": list(model.input_shape),
             "layout": model.input_layout,
             "address": prog.input_region.start,
@@ -51,9 +51,9 @@ def host_contract(prog: CompiledProgram) -> dict[str, Any]:
             "scale": model.input_scale,
         },
         "outputs": outputs,
-        "output_tensor": model.graph.output_name,
-        "output_shape": list(model.graph.output_shape),
-        "host_post": model.graph.host_post,
+        "output_tensor": model.chain.output_name,
+        "output_shape": list(model.chain.output_shape),
+        "host_post": model.chain.host_post,
         "dispatch_channel": "RAH",
     }
 

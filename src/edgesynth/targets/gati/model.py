@@ -1,18 +1,18 @@
-"""The quantized network handed from `quantize` to the compiler and the integer reference.
+"""The quantized network handed from `quantize` (or `lower_integer`) to the compiler.
 
-The layers themselves are edgesynth's target-independent IR (`edgesynth.ir.network`): the
-operation, kernel, stride, pooling, activation, integer weights and bias, shapes and producers.
-`GatiLayer` holds, beside each IR layer, what only Gati has: the tail block's requantization
-(QuantScale/QuantShift), the sides that are padded, the pooling details the IR has no field for,
-and the float scales the host needs to quantize inputs and dequantize outputs.
+`GatiModel.chain` holds the fused layers (shapes, kernel, stride, pooling, activation, names);
+each `GatiLayer` beside it holds what quantization decided: the integer weights and bias, the
+tail block's requantization (QuantScale/QuantShift), the padded sides, and the scales the host
+needs to quantize inputs and dequantize outputs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgesynth.ir.network import Layer, Network
-from edgesynth.targets.gati.onnx_import import FloatGraph
+import numpy as np
+
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain
 
 
 @dataclass
@@ -23,6 +23,8 @@ class GatiLayer:
     acc_scale: float  # in_scale * weight_scale: one accumulator LSB
     out_scale: float  # one LSB of the layer's output (after activation and pooling)
     quant_en: bool  # False: the output keeps the 32-bit accumulator values
+    weights: np.ndarray | None = None  # int64 (KN, IC, KH, KW) or (M, N); None: identity layer
+    bias: np.ndarray | None = None  # int64, accumulator units
     quant_scale: int = 1  # TailBlock.QuantScale
     quant_shift: int = 0  # TailBlock.QuantShift
     bias_width: int = 32  # 8 or 32
@@ -44,15 +46,14 @@ class GatiLayer:
 
 @dataclass
 class GatiModel:
-    network: Network  # the IR; network.layers[i] goes with layers[i]
+    chain: LayerChain  # the fused layers; chain.layers[i] goes with layers[i]
     layers: list[GatiLayer]
-    graph: FloatGraph  # the imported float graph (for reports and the host)
     input_scale: float  # float value of one LSB of the int8 input
     input_layout: str  # "map" (C, H, W in NHW8C8 blocks) or "vector"
 
-    def pairs(self) -> list[tuple[Layer, GatiLayer]]:
-        return list(zip(self.network.layers, self.layers, strict=True))
+    def pairs(self) -> list[tuple[FusedLayer, GatiLayer]]:
+        return list(zip(self.chain.layers, self.layers, strict=True))
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.network.input_shape)
+        return tuple(self.chain.input_shape)

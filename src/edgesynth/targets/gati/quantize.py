@@ -18,13 +18,13 @@ import math
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
-from edgesynth.ir.spec import LayerSpec, NetworkSpec
+from edgesynth.ir import graph as g
+from edgesynth.sim.graph import evaluate
 from edgesynth.targets.gati import hw, isa
-from edgesynth.targets.gati.check import check_graph, pad_sides
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain
+from edgesynth.targets.gati.check import pad_sides
 from edgesynth.targets.gati.floatref import calibration_ranges
 from edgesynth.targets.gati.model import GatiLayer, GatiModel
-from edgesynth.targets.gati.onnx_import import FloatGraph, FloatLayer
 
 QMAX = 127
 SCALE_MAX = isa.TAIL.by_name["QuantScale"].max
@@ -59,9 +59,9 @@ def fit_multiplier(m: float, where: str) -> tuple[int, int]:
 
 
 def quantize_input(x: np.ndarray, scale: float) -> np.ndarray:
-    """Host side: float input to int8 (round half up, saturate)."""
-    q = round_half_up(np.asarray(x, dtype=np.float64) / scale)
-    return np.clip(q, -128, 127).astype(np.int8)
+    """Host side: float input to int8 (round half up, saturate): the graph's Quantize."""
+    step = g.Quantize(name="input", inputs=["x"], outputs=["q"], scale=scale)
+    return evaluate(step, np.asarray(x, dtype=np.float64)).astype(np.int8)
 
 
 def _qscale(maxabs: float) -> float:
@@ -75,41 +75,27 @@ def _act_exponent(pre_max: float) -> int:
     return int(min(max(math.floor(math.log2(QMAX / pre_max)), 0), 15))
 
 
-def _ir_layer(index: int, fl: FloatLayer, graph: FloatGraph) -> Layer:
-    spec = LayerSpec(index=index, line=0, name=fl.name)
-    operation = {"conv": "conv2d", "linear": "linear", "none": "none"}[fl.kind]
-    in_shape = fl.in_shape if not fl.flatten else fl.in_map
-    layer = Layer(index=index, spec=spec, operation=operation)
-    layer.pool_first = False  # Gati pools in the tail block, after the megablock
-    layer.in_sequences = [NETWORK_INPUT if index == 0 else index - 1]
-    layer.in_channels = in_shape[0]
-    layer.in_dim = (in_shape[1], in_shape[2]) if len(in_shape) == 3 else (1, 1)
-    layer.out_channels = fl.conv_shape[0]
-    layer.out_dim = (fl.conv_shape[1], fl.conv_shape[2]) if len(fl.conv_shape) == 3 else (1, 1)
-    layer.pooled_dim = (
-        (fl.out_shape[1], fl.out_shape[2]) if len(fl.out_shape) == 3 else layer.out_dim
-    )
-    layer.flatten = fl.flatten
-    layer.activation = fl.activation
-    if fl.kind == "conv":
-        assert fl.weight is not None
-        layer.kernel_size = (fl.weight.shape[2], fl.weight.shape[3])
-        layer.stride = fl.strides
-        amount, sides = pad_sides(graph, fl.name, fl.pads, "convolution")
-        layer.pad = (
-            amount if sides & (isa.PAD_TOP | isa.PAD_BOTTOM) else 0,
-            amount if sides & (isa.PAD_LEFT | isa.PAD_RIGHT) else 0,
-        )
+def set_geometry(graph: LayerChain, fl: FusedLayer, gl: GatiLayer) -> None:
+    """The layer's padded sides, pooling fields and flattened map; a warning for average
+    windows the pairwise tree weighs unequally."""
+    gl.pad, gl.pad_sides = pad_sides(graph, fl.name, fl.pads, "convolution")
     if fl.pool is not None:
-        layer.pool_type = "max" if fl.pool.type == "max" else "avg"
-        layer.pool = fl.pool.kernel
-        layer.pool_stride = fl.pool.strides
-    return layer
+        gl.pool_pad, gl.pool_pad_sides = pad_sides(graph, fl.pool.node, fl.pool.pads, "pool")
+        gl.pool_ceil = fl.pool.ceil
+        gl.pool_global = fl.pool.type == "global_avg"
+        kh, kw = fl.pool.kernel
+        if fl.pool.type != "max" and (kh & (kh - 1) or kw & (kw - 1)):
+            gl.warnings.append(
+                f"{graph.label(fl.pool.node)}: average window {kh}x{kw} ({kh * kw} values) is not "
+                "a power of two per side; the pairwise-average tree weighs its elements unequally"
+            )
+    if fl.flatten:
+        gl.flat_map = fl.in_map
 
 
-def quantize(graph: FloatGraph, calibration: np.ndarray) -> GatiModel:
-    """Check `graph` against Gati's limits, calibrate on `calibration`, quantize to int8."""
-    check_graph(graph)
+def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
+    """Calibrate `graph` (checked against Gati's limits: `check.check_graph`) on
+    `calibration` and quantize it to int8."""
     x = np.asarray(calibration, dtype=np.float64)
     if x.ndim != len(graph.input_shape) + 1 or tuple(x.shape[1:]) != graph.input_shape:
         raise EdgesynthError(
@@ -123,13 +109,11 @@ def quantize(graph: FloatGraph, calibration: np.ndarray) -> GatiModel:
     in_max, pre_max, act_max = calibration_ranges(graph, x)
     input_scale = _qscale(in_max)
 
-    ir_layers: list[Layer] = []
     g_layers: list[GatiLayer] = []
     s_in = input_scale
     last = len(graph.layers) - 1
     for i, fl in enumerate(graph.layers):
-        where = f"{graph.path}: ONNX node `{fl.name}`"
-        ir = _ir_layer(i, fl, graph)
+        where = f"{graph.path}: {graph.label(fl.name)}"
         gl = GatiLayer(
             onnx_nodes=list(fl.nodes),
             in_scale=s_in,
@@ -138,23 +122,7 @@ def quantize(graph: FloatGraph, calibration: np.ndarray) -> GatiModel:
             out_scale=s_in,
             quant_en=True,
         )
-        gl.pad, gl.pad_sides = pad_sides(graph, fl.name, fl.pads, "convolution")
-        if fl.pool is not None:
-            gl.pool_pad, gl.pool_pad_sides = pad_sides(graph, fl.pool.node, fl.pool.pads, "pool")
-            gl.pool_ceil = fl.pool.ceil
-            gl.pool_global = fl.pool.type == "global_avg"
-            n_win = fl.pool.kernel[0] * fl.pool.kernel[1]
-            if fl.pool.type != "max" and (
-                fl.pool.kernel[0] & (fl.pool.kernel[0] - 1)
-                or fl.pool.kernel[1] & (fl.pool.kernel[1] - 1)
-            ):
-                gl.warnings.append(
-                    f"ONNX node `{fl.pool.node}`: average window {fl.pool.kernel[0]}x"
-                    f"{fl.pool.kernel[1]} ({n_win} values) is not a power of two per side; the "
-                    "pairwise-average tree weighs its elements unequally"
-                )
-        if fl.flatten:
-            gl.flat_map = fl.in_map
+        set_geometry(graph, fl, gl)
 
         if fl.kind != "none":
             assert fl.weight is not None and fl.bias is not None
@@ -175,7 +143,7 @@ def quantize(graph: FloatGraph, calibration: np.ndarray) -> GatiModel:
                     f"{where}: the 32-bit accumulator could overflow ({int(bound.max())} "
                     "worst case)"
                 )
-            ir.weights, ir.bias = qw, qb
+            gl.weights, gl.bias = qw, qb
             gl.bias_width = (
                 8 if np.abs(qb).max(initial=0) <= 127 and qb.min(initial=0) >= -128 else 32
             )
@@ -195,24 +163,12 @@ def quantize(graph: FloatGraph, calibration: np.ndarray) -> GatiModel:
             gl.quant_scale, gl.quant_shift = 1, 0
             gl.out_scale = s_in
         else:
-            target = act_max[i] / QMAX if act_max[i] > 0 else gl.acc_scale
+            top = act_max[i] if fl.act_bound is None else min(act_max[i], fl.act_bound)
+            target = top / QMAX if top > 0 else gl.acc_scale
             gl.quant_scale, gl.quant_shift = fit_multiplier(gl.acc_scale / target, where)
             gl.out_scale = gl.acc_scale * 2.0**gl.quant_shift / gl.quant_scale
-        ir.output_width = 8 if gl.quant_en else 32
-        ir.output = i == last
-        ir_layers.append(ir)
         g_layers.append(gl)
         s_in = gl.out_scale
 
-    spec = NetworkSpec(path=graph.path, arch=graph.output_name)
-    spec.layers = [layer.spec for layer in ir_layers]
-    network = Network(
-        spec=spec,
-        device="GATI",
-        layers=ir_layers,
-        input_shape=tuple(graph.input_shape),
-        order=list(range(len(ir_layers))),
-        output_layer=len(ir_layers) - 1,
-    )
     layout = "map" if len(graph.input_shape) == 3 else "vector"
-    return GatiModel(network, g_layers, graph, input_scale, layout)
+    return GatiModel(graph, g_layers, input_scale, layout)

@@ -52,7 +52,7 @@ def build_report(prog: CompiledProgram) -> dict[str, Any]:
     layers = []
     address = hw.INST_ORIGIN
     total = 0
-    for c, g, layer in zip(prog.layers, model.layers, model.network.layers, strict=True):
+    for c, (fl, g) in zip(prog.layers, model.pairs(), strict=True):
         insts = []
         for inst in c.instructions:
             insts.append(instruction_dict(inst, address))
@@ -64,17 +64,17 @@ def build_report(prog: CompiledProgram) -> dict[str, Any]:
                 "index": c.index,
                 "name": c.name,
                 "onnx_nodes": g.onnx_nodes,
-                "operation": layer.operation,
+                "operation": fl.operation,
                 "engine": c.engine,
                 "in_shape": list(c.in_shape),
                 "conv_shape": list(c.conv_shape),
                 "out_shape": list(c.out_shape),
-                "activation": layer.activation,
-                "pool": layer.pool_type
+                "activation": fl.activation,
+                "pool": fl.pool
                 and {
-                    "type": "global_avg" if g.pool_global else layer.pool_type,
-                    "kernel": list(layer.pool),
-                    "stride": layer.pool_stride[0],
+                    "type": fl.pool.type,
+                    "kernel": list(fl.pool.kernel),
+                    "stride": fl.pool.strides[0],
                 },
                 "channel_itr": c.channel_itr,
                 "kernel_itr": c.kernel_itr,
@@ -102,8 +102,8 @@ def build_report(prog: CompiledProgram) -> dict[str, Any]:
     peak = hw.ENGINES * hw.ENGINE_ROWS * hw.ENGINE_COLS
     return {
         "target": "gati",
-        "model": model.graph.path,
-        "opset": model.graph.opset,
+        "model": model.chain.path,
+        "opset": model.chain.opset,
         "array": {
             "engines": hw.ENGINES,
             "engine_rows": hw.ENGINE_ROWS,

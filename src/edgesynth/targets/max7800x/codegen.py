@@ -1,21 +1,14 @@
-"""Write the MSDK project for a synthesized network: plan, render, stage, move into place.
+"""The MSDK project for a synthesized network: plan it and render every file.
 
-This is the one call `edgesynth izer` (and `edgesynth synth`) make after synthesis. The
-project goes to TEST_DIR/PREFIX, written into a staging folder first and moved into place only
-when every file is complete.
+`edgesynth izer` (and `edgesynth synth`) call `project_files` after synthesis and write the
+files to TEST_DIR/PREFIX through `outputs.output_folder` (staged, moved into place only when
+every file is complete).
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from edgesynth.errors import EdgesynthError
-from edgesynth.outputs import npy_path, staged_directory
 from edgesynth.targets.max7800x.emit import generate
 from edgesynth.targets.max7800x.emit.makefile import makefile
 from edgesynth.targets.max7800x.plan.plan import Plan, make_plan
@@ -122,13 +115,6 @@ HONOURED = {
 }
 
 
-@dataclass
-class WrittenProject:
-    folder: Path
-    plan: Plan
-    files: list[str]
-
-
 def project_files(result: Any, opts: Any, name: str) -> tuple[Plan, dict[str, str]]:
     """Plan the network and render every file of its project (nothing is written)."""
     plan = make_plan(result, opts)
@@ -138,31 +124,6 @@ def project_files(result: Any, opts: Any, name: str) -> tuple[Plan, dict[str, st
     if opts.log:
         files[opts.log_filename] = render_table(plan)
     return plan, files
-
-
-def write_project(result: Any, opts: Any) -> WrittenProject | None:
-    """Write TEST_DIR/PREFIX (the vendor's layout); None for RTL-simulation runs."""
-    if not opts.embedded_code:
-        print(
-            "note: RTL simulation files are not generated (--rtl/--rtl-preload); only the "
-            "known-answer output is computed.",
-            file=sys.stderr,
-        )
-        return None
-    if not opts.prefix:
-        raise EdgesynthError("the output folder needs a name: pass --prefix (and --test-dir).")
-    name = opts.prefix
-    plan, files = project_files(result, opts, name)
-    folder = Path(opts.test_dir or ".") / name
-    with staged_directory(folder) as stage:
-        stage.chmod(0o755)  # the staging folder is created private
-        for filename, text in files.items():
-            (stage / filename).write_text(text)
-        if opts.result_numpy and opts.generate_kat:
-            target = npy_path(stage / opts.result_numpy)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            np.save(target, result.output)
-    return WrittenProject(folder=folder, plan=plan, files=sorted(files))
 
 
 def ignored_options(opts: Any) -> list[str]:

@@ -12,9 +12,10 @@ tagged with what it affects (`Effect`):
 
 `parse_izer_args` parses an argument list and applies the vendor's post-processing (implied
 options, device-dependent defaults, list/hex value parsing) and returns a frozen `IzerOptions`.
-Usage errors (unknown option, missing or bad value, conflicting options) raise `EdgesynthError`
-naming the option, the allowed values and the closest option for a typo. `--help` prints the
-help text and exits with status 0, like the vendor tool.
+Usage errors (unknown option, missing or bad value, conflicting options) raise `UsageError`
+(exit status 2, like the vendor's argparse) naming the option, the allowed values and the
+closest option for a typo. `--help` prints the help text and exits with status 0, like the
+vendor tool.
 
 `option_rule_errors` reports the vendor's checks that depend only on the options and the device
 (e.g. `--fast-fifo` requires `--riscv`); checks that need the network are done elsewhere.
@@ -29,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, NoReturn
 
-from edgesynth.errors import EdgesynthError, MultipleErrors, did_you_mean
+from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 from edgesynth.targets.max7800x.device import Device, get_device
 
 Effect = Literal["sim", "rules", "codegen", "run"]
@@ -242,7 +243,7 @@ OPTIONS: tuple[Opt, ...] = (
                type=_int_choice(1, 2, 4, 8, 16), metavar=_N, mutex="speed",
                values="1, 2, 4, 8 or 16"),
         _value("--config-file", effect="sim", help="YAML network description", required=True),
-        _value("--checkpoint-file", effect="sim", help="quantized checkpoint (.pth.tar or .onnx)"),
+        _value("--checkpoint-file", effect="sim", help="quantized checkpoint (.pth.tar)"),
         _value("--board-name", effect="codegen", help="target board (default: EvKit_V1)",
                default="EvKit_V1"),
         _flag("--display-checkpoint", effect="codegen", help="print the parsed checkpoint"),
@@ -558,7 +559,7 @@ class _Record(argparse.Action):
 
 
 class IzerArgumentParser(argparse.ArgumentParser):
-    """argparse with the vendor's options whose usage errors raise EdgesynthError."""
+    """argparse with the vendor's options whose usage errors raise UsageError."""
 
     def __init__(self) -> None:
         super().__init__(
@@ -585,21 +586,32 @@ class IzerArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _translate_message(message)
 
-    def _argument_error(self, exc: argparse.ArgumentError) -> EdgesynthError:
+    def _argument_error(self, exc: argparse.ArgumentError) -> UsageError:
         name = exc.argument_name or ""
         first = name.split("/")[0]
         opt = self._by_string.get(first)
         message = exc.message
         if message.startswith("expected one argument"):
             allowed = opt.values if opt else "a value"
-            return EdgesynthError(f"needs a value: {allowed}", key=name)
+            return usage_error(f"`{name}` needs a value: {allowed}")
         if message.startswith("not allowed with argument"):
             other = message.removeprefix("not allowed with argument").strip()
-            return EdgesynthError(f"cannot be combined with `{other}`", key=name)
+            return usage_error(f"`{name}` cannot be combined with `{other}`")
         if message.startswith("ignored explicit argument"):
             value = message.removeprefix("ignored explicit argument").strip()
-            return EdgesynthError(f"takes no value (got {value})", key=name)
-        return EdgesynthError(message, key=name or None)
+            return usage_error(f"`{name}` takes no value (got {value})")
+        return usage_error(f"`{name}`: {message}" if name else message)
+
+
+USAGE = (
+    "usage: edgesynth izer --device DEVICE --config-file YAML --test-dir DIR --prefix NAME "
+    "[options]"
+)
+
+
+def usage_error(message: str) -> UsageError:
+    """A usage error of `edgesynth izer`, printed like argparse's (exit status 2)."""
+    return UsageError(message, prog="edgesynth izer", usage=USAGE)
 
 
 _REQUIRED_RE = re.compile(r"the following arguments are required: (.*)")
@@ -607,29 +619,25 @@ _ONE_OF_RE = re.compile(r"one of the arguments (.*) is required")
 _AMBIGUOUS_RE = re.compile(r"ambiguous option: (\S+) could match (.*)")
 
 
-def _translate_message(message: str) -> EdgesynthError:
+def _translate_message(message: str) -> UsageError:
     if m := _REQUIRED_RE.match(message):
         names = ", ".join(f"`{n.strip()}`" for n in m.group(1).split(","))
-        return EdgesynthError(f"missing required option(s): {names}")
+        return usage_error(f"missing required option(s): {names}")
     if m := _ONE_OF_RE.match(message):
         names = " or ".join(f"`{n}`" for n in m.group(1).split())
-        return EdgesynthError(f"missing required option: {names} (e.g. --device MAX78000)")
+        return usage_error(f"missing required option: {names} (e.g. --device MAX78000)")
     if m := _AMBIGUOUS_RE.match(message):
-        return EdgesynthError(
-            f"ambiguous option `{m.group(1)}`: could be {m.group(2)}; spell it out"
-        )
-    return EdgesynthError(message)
+        return usage_error(f"ambiguous option `{m.group(1)}`: could be {m.group(2)}; spell it out")
+    return usage_error(message)
 
 
-def _unrecognized(extras: list[str], argv: list[str], by_string: dict[str, Opt]) -> EdgesynthError:
-    errors = []
+def _unrecognized(extras: list[str], argv: list[str], by_string: dict[str, Opt]) -> UsageError:
+    problems = []
     for extra in extras:
         if extra.startswith("-") and len(extra) > 1:
             name = extra.split("=", 1)[0]
-            errors.append(
-                EdgesynthError(
-                    f"unknown option `{name}`." + did_you_mean(name, (*OPTION_STRINGS, "--help"))
-                )
+            problems.append(
+                f"unknown option `{name}`." + did_you_mean(name, (*OPTION_STRINGS, "--help"))
             )
             continue
         message = f"unexpected argument `{extra}`"
@@ -637,8 +645,8 @@ def _unrecognized(extras: list[str], argv: list[str], by_string: dict[str, Opt])
         prev = by_string.get(argv[i - 1]) if i > 0 else None
         if prev is not None and prev.nargs == 0:
             message += f" (`{argv[i - 1]}` takes no value)"
-        errors.append(EdgesynthError(message))
-    return errors[0] if len(errors) == 1 else MultipleErrors(errors)
+        problems.append(message)
+    return usage_error("; ".join(problems))
 
 
 def build_parser() -> IzerArgumentParser:
@@ -885,7 +893,7 @@ def _int_list(text: str, option: str, what: str, base: int = 10) -> tuple[int, .
     try:
         return tuple(int(s, base) for s in text.split(","))
     except ValueError:
-        raise EdgesynthError(f"`{text}` is not {what}", key=option) from None
+        raise usage_error(f"`{option}`: `{text}` is not {what}") from None
 
 
 def _defines(text: str) -> str:
@@ -938,10 +946,9 @@ def _finish(ns: dict[str, Any], given: list[tuple[str, Any]]) -> IzerOptions:
             ns["clock_trim"], "--clock-trim", "three comma-separated integers", base=0
         )
         if len(trims) != 3:
-            raise EdgesynthError(
-                f"`{ns['clock_trim']}` must be three comma-separated integers for IBRO,ISO,IPO "
-                "(0 keeps a trim), e.g. 0x173,0x5e,0x14",
-                key="--clock-trim",
+            raise usage_error(
+                f"`--clock-trim`: `{ns['clock_trim']}` must be three comma-separated integers "
+                "for IBRO,ISO,IPO (0 keeps a trim), e.g. 0x173,0x5e,0x14"
             )
         ns["clock_trim"] = trims
     if ns["boost"] is not None:
@@ -950,7 +957,7 @@ def _finish(ns: dict[str, Any], given: list[tuple[str, Any]]) -> IzerOptions:
         except ValueError:
             port_pin = ()
         if len(port_pin) != 2:
-            raise EdgesynthError(f"`{ns['boost']}` is not a port.pin such as 2.5", key="--boost")
+            raise usage_error(f"`--boost`: `{ns['boost']}` is not a port.pin such as 2.5")
         ns["boost"] = port_pin
     if ns["streaming_layers"] is not None:
         ns["streaming_layers"] = _int_list(
@@ -1021,7 +1028,7 @@ def _finish(ns: dict[str, Any], given: list[tuple[str, Any]]) -> IzerOptions:
 def parse_izer_args(argv: Sequence[str]) -> IzerOptions:
     """Parse the vendor's `ai8xize.py` arguments (without the program name).
 
-    Raises EdgesynthError for usage errors; `--help` prints help and raises SystemExit(0).
+    Raises UsageError for usage errors; `--help` prints help and raises SystemExit(0).
     """
     parser = build_parser()
     given: list[tuple[str, Any]] = []

@@ -115,7 +115,27 @@ def walk_sequence(
         if opts.stop_after is not None and index == opts.stop_after - opts.skip_yaml_layers:
             layers[index].next_sequence = -1
         index = layers[index].next_sequence
+    _check_stop_after(opts, order, count)
     return order
+
+
+def _check_stop_after(opts: BuildOptions, order: list[int], count: int) -> None:
+    """--stop-after must name a layer the sequence reaches (the vendor ignores it silently)."""
+    if opts.stop_after is None:
+        return
+    stop = opts.stop_after - opts.skip_yaml_layers
+    if stop in order:
+        return
+    if not 0 <= stop < count:
+        first, last = opts.skip_yaml_layers, opts.skip_yaml_layers + count - 1
+        raise EdgesynthError(
+            f"--stop-after {opts.stop_after} names no layer: the network has layers {first} "
+            f"to {last}."
+        )
+    raise EdgesynthError(
+        f"--stop-after {opts.stop_after}: the layer sequence ({', '.join(map(str, order))}) "
+        "never reaches that layer."
+    )
 
 
 def simulated_order(

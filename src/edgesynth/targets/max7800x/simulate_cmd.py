@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer
-from edgesynth.outputs import save_npy_atomic, staged_directory
+from edgesynth.outputs import check_output_npy, output_folder, save_npy_atomic
 from edgesynth.sim.simulate import SimOptions
 from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.device import get_device
@@ -77,6 +76,31 @@ def project_folder(network: Path) -> Path:
     return Path.cwd()
 
 
+def looks_like_checkpoint(path: Path) -> bool:
+    """A PyTorch checkpoint by its first bytes (zip archive or legacy pickle), not its name."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return False
+    return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
+
+
+def check_argument_order(network: Path, checkpoint: Path | None) -> None:
+    """`simulate CHECKPOINT NETWORK` (swapped) is named as such, not as a YAML problem."""
+    if network.is_file() and looks_like_checkpoint(network):
+        hint = (
+            f"; the arguments look swapped: `edgesynth simulate {checkpoint} {network}`"
+            if checkpoint is not None and checkpoint.suffix.lower() in (".yaml", ".yml")
+            else ""
+        )
+        raise EdgesynthError(
+            "is a PyTorch checkpoint, but the first argument must be the YAML network "
+            f"description (NETWORK, then CHECKPOINT){hint}.",
+            file=str(network),
+        )
+
+
 def run_simulate(
     *,
     network: Path,
@@ -87,24 +111,37 @@ def run_simulate(
     output: Path | None,
     stop_after: int | None,
     avg_pool_rounding: bool,
+    overwrite: bool = False,
 ) -> SynthesisResult:
+    dev = get_device(device)
+    check_argument_order(network, checkpoint)
+    base = project_folder(network)
+    inputs = [network, checkpoint, sample_input, base / "tests"]
+    # The output rules are checked before the simulation, not after it.
+    layers_folder = (
+        output_folder(save, overwrite=overwrite, inputs=inputs, option="--save")
+        if save is not None
+        else None
+    )
+    if output is not None:
+        check_output_npy(output, inputs=inputs, option="--output")
     opts = BuildOptions(
-        device=get_device(device),
+        device=dev,
         checkpoint=str(checkpoint.resolve()) if checkpoint else None,
         sample_input=str(sample_input.resolve()) if sample_input else None,
         stop_after=stop_after,
-        base_dir=project_folder(network),
+        base_dir=base,
     )
     config = str(network.resolve())
     job = SynthesisJob(config, opts, SimOptions(avg_pool_rounding=avg_pool_rounding))
     result = synthesize(job)
     Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
-    if save is not None:
-        if save.exists() and not save.is_dir():
-            raise EdgesynthError(f"--save needs a folder, but {save} is a file.")
-        with staged_directory(save) as folder:
+    if layers_folder is not None:
+        with layers_folder as folder:
             for item in result.layers:
-                np.save(folder / f"layer{item.index:02d}.npy", item.output)
+                folder.write_npy(f"layer{item.index:02d}.npy", item.output)
+        print(f"Layer outputs ({len(result.layers)}) -> {layers_folder.path}")
     if output is not None:
-        save_npy_atomic(output, result.output)
+        written = save_npy_atomic(output, result.output, inputs=inputs, option="--output")
+        print(f"Network output -> {written}")
     return result

@@ -1,0 +1,53 @@
+"""Argument types shared by the sub-commands' parsers (argparse `type=` callables).
+
+A bad value raises argparse.ArgumentTypeError, which the parser reports as a usage error
+(exit status 2) naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def device_name(text: str) -> str:
+    """A MAX7800x device as the vendor spells it (MAX78000, ai85, 87, ...): its part number."""
+    from edgesynth.errors import EdgesynthError
+    from edgesynth.targets.max7800x.device import get_device
+
+    try:
+        return get_device(text).name
+    except EdgesynthError as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got `{text}`") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got `{text}`") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got `{text}`") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value

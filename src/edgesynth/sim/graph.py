@@ -1,0 +1,290 @@
+"""What every operator of the network graph computes: the one reference every target's simulator,
+and the training layers' 8-bit mode, are tested against.
+
+`run(graph, inputs)` evaluates a graph on a batch: every array has a leading batch axis before the
+graph's per-sample shape. Integer tensors are exact int64 (wider intermediates where needed);
+float tensors are float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir import graph as g
+from edgesynth.sim import ops
+from edgesynth.sim.rounding import divide, requantize
+from edgesynth.sim.staged import shift_scale_bias
+
+
+def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(N, C, L) -> (N, C, L, 1); (N, C, H, W) as is."""
+    return (x[..., None], True) if x.ndim == 3 else (x, False)
+
+
+def _conv(node: g.Conv, x: np.ndarray) -> np.ndarray:
+    data, one_d = _as_2d(x)
+    weight = node.weight[..., None] if node.rank == 1 else node.weight
+    stride = (*node.stride, 1)[:2] if one_d else node.stride
+    dilation = (*node.dilation, 1)[:2] if one_d else node.dilation
+    pads = (node.pads[0], 0, node.pads[1], 0) if one_d else node.pads
+    out_pad = (*node.output_padding, 0)[:2] if one_d else node.output_padding
+    if node.transposed:
+        n, c, h, w = data.shape
+        stuffed = np.zeros((n, c, (h - 1) * stride[0] + 1, (w - 1) * stride[1] + 1), data.dtype)
+        stuffed[:, :, :: stride[0], :: stride[1]] = data
+        data, stride = stuffed, (1, 1)
+        pads = (pads[0], pads[1], pads[2] + out_pad[0], pads[3] + out_pad[1])
+    out = ops.conv2d_batch(
+        data, weight, node.bias, stride=stride, pads=pads, dilation=dilation, groups=node.groups
+    )
+    return out[..., 0] if one_d else out
+
+
+def _linear(node: g.Linear, x: np.ndarray) -> np.ndarray:
+    flat = x.reshape(x.shape[0], -1)
+    out = ops._exact_matmul(flat, node.weight.T)
+    if node.bias is not None:
+        out = out + node.bias[None, :]
+    return out
+
+
+def _average(
+    windows: np.ndarray, count: np.ndarray | int, method: str, kernel: tuple[int, int]
+) -> np.ndarray:
+    """Average of the last axis (kernel rows x columns, row-major)."""
+    if method == "float":
+        return windows.sum(axis=-1) / count
+    if method == "tree":  # Gati: a tree along each row, then a tree over the row results
+        grid = windows.reshape(*windows.shape[:-1], *kernel)
+        rows = [
+            ops.tree_average([grid[..., i, j] for j in range(kernel[1])]) for i in range(kernel[0])
+        ]
+        return ops.tree_average(rows)
+    return divide(windows.sum(axis=-1), count, method)
+
+
+def _pool(node: g.Pool, x: np.ndarray) -> np.ndarray:
+    data, one_d = _as_2d(x)
+    kernel = (*node.kernel, 1)[:2] if one_d else node.kernel
+    stride = (*node.stride, 1)[:2] if one_d else node.stride
+    dilation = (*node.dilation, 1)[:2] if one_d else node.dilation
+    pads = (node.pads[0], 0, node.pads[1], 0) if one_d else node.pads
+    if node.kind == "max":
+        fill = np.iinfo(np.int64).min if np.issubdtype(data.dtype, np.integer) else -np.inf
+        windows, _ = ops.pool_windows_batch(
+            data, kernel, stride, dilation=dilation, pads=pads, ceil=node.ceil, fill=fill
+        )
+        out = windows.max(axis=-1)
+        if node.max_floor is not None:
+            out = np.maximum(out, node.max_floor)
+    elif node.kind == "sum":
+        windows, _ = ops.pool_windows_batch(
+            data, kernel, stride, dilation=dilation, pads=pads, ceil=node.ceil
+        )
+        out = windows.sum(axis=-1)
+    else:
+        windows, inside = ops.pool_windows_batch(
+            data, kernel, stride, dilation=dilation, pads=pads, ceil=node.ceil
+        )
+        if node.count_include_pad:
+            count: np.ndarray | int = inside.sum(axis=-1)
+        else:
+            count = _valid_counts(data.shape[2:], kernel, stride, dilation, pads, inside.shape)
+        out = _average(windows, count, node.method, kernel)
+    return out[..., 0] if one_d else out
+
+
+def _valid_counts(
+    size: tuple[int, ...],
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: tuple[int, ...],
+    shape: tuple[int, ...],
+) -> np.ndarray:
+    """Per output position, how many window taps fall on real data (not padding)."""
+    out_h, out_w = shape[0], shape[1]
+    rows = np.arange(out_h)[:, None] * stride[0] + np.arange(kernel[0]) * dilation[0] - pads[0]
+    cols = np.arange(out_w)[:, None] * stride[1] + np.arange(kernel[1]) * dilation[1] - pads[1]
+    ok_h = ((rows >= 0) & (rows < size[0])).sum(axis=1)
+    ok_w = ((cols >= 0) & (cols < size[1])).sum(axis=1)
+    return ok_h[:, None] * ok_w[None, :]
+
+
+def _global_pool(node: g.GlobalPool, x: np.ndarray) -> np.ndarray:
+    flat = x.reshape(*x.shape[:2], -1)
+    if node.kind == "max":
+        out = flat.max(axis=-1)
+    else:
+        spatial = (*x.shape[2:], 1)[:2] if x.ndim > 2 else (1, 1)
+        out = _average(flat, flat.shape[-1], node.method, spatial)
+    return out.reshape(*out.shape, *([1] * (x.ndim - 2)))
+
+
+def _eltwise(node: g.Eltwise, *xs: np.ndarray) -> np.ndarray:
+    if any(not np.issubdtype(x.dtype, np.integer) for x in xs):  # a float graph
+        if node.kind not in ("add", "sub", "mul"):
+            raise EdgesynthError(f"operator {node.name}: `{node.kind}` needs integer inputs")
+        apply = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[node.kind]
+        out = xs[0].astype(np.float64)
+        for other in xs[1:]:
+            out = apply(out, other)
+        return out
+    if node.kind == "mul":
+        out = xs[0]
+        for other in xs[1:]:
+            out = out * other
+        return out
+    return ops.eltwise(node.kind, list(xs))
+
+
+def _requantize(node: g.Requantize, x: np.ndarray) -> np.ndarray:
+    return requantize(
+        x,
+        mul=node.mul,
+        add=node.add,
+        div=node.div,
+        rounding=node.rounding,
+        lo=node.lo,
+        hi=node.hi,
+        channel_axis=1,
+    )
+
+
+def _shift_scale_bias(node: g.ShiftScaleBias, x: np.ndarray) -> np.ndarray:
+    return shift_scale_bias(
+        x,
+        pre=node.pre,
+        scale=node.scale,
+        post=node.post,
+        bias=node.bias,
+        bits=node.bits,
+        acc_bits=node.acc_bits,
+        lo=node.lo,
+        hi=node.hi,
+        channel_axis=1,
+    )
+
+
+def _activation(node: g.Activation, x: np.ndarray) -> np.ndarray:
+    if node.kind == "relu":
+        return np.maximum(x, 0)
+    if node.kind == "abs":
+        return np.abs(x)
+    if node.kind in ("sigmoid", "tanh"):
+        if np.issubdtype(x.dtype, np.integer):
+            return ops.lookup_activation(x, node.kind, node.exponent)
+        return 1.0 / (1.0 + np.exp(-x)) if node.kind == "sigmoid" else np.tanh(x)
+    raise EdgesynthError(f"operator {node.name}: unknown activation {node.kind!r}")
+
+
+def _batchnorm(node: g.BatchNorm, x: np.ndarray) -> np.ndarray:
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    scale = node.gamma / np.sqrt(node.var + node.eps)
+    return (x - node.mean.reshape(shape)) * scale.reshape(shape) + node.beta.reshape(shape)
+
+
+def _quantize(node: g.Quantize, x: np.ndarray) -> np.ndarray:
+    scaled = np.asarray(x, dtype=np.float64) / node.scale
+    if node.rounding == "half_up":
+        q = np.floor(scaled + 0.5)
+    elif node.rounding == "half_even":
+        q = np.rint(scaled)
+    elif node.rounding == "half_away":
+        q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
+    elif node.rounding == "floor":
+        q = np.floor(scaled)
+    else:
+        q = np.trunc(scaled)
+    return np.clip(q, node.lo, node.hi).astype(np.int64)
+
+
+def _softmax(node: g.Softmax, x: np.ndarray) -> np.ndarray:
+    z = x.astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    if node.log:  # z - log(sum(exp(z))): finite where the probability underflows
+        return z - np.log(e.sum(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _slice(node: g.Slice, x: np.ndarray) -> np.ndarray:
+    index = [slice(None)] * x.ndim
+    index[node.axis + 1] = slice(node.start, node.stop, node.step)
+    return x[tuple(index)]
+
+
+_EVAL: dict[type[g.Node], Callable[..., np.ndarray]] = {
+    g.Conv: _conv,
+    g.Linear: _linear,
+    g.Pool: _pool,
+    g.GlobalPool: _global_pool,
+    g.Eltwise: _eltwise,
+    g.Constant: lambda n, *_: np.asarray(n.value)[None],
+    g.Requantize: _requantize,
+    g.ShiftScaleBias: _shift_scale_bias,
+    g.Clip: lambda n, x: np.clip(x, n.lo, n.hi),
+    g.Activation: _activation,
+    g.BatchNorm: _batchnorm,
+    g.Flatten: lambda n, x: x.reshape(x.shape[0], -1),
+    g.Reshape: lambda n, x: x.reshape(x.shape[0], *n.shape),
+    g.Concat: lambda n, *xs: np.concatenate(xs, axis=1),
+    g.Slice: _slice,
+    g.Quantize: _quantize,
+    g.Dequantize: lambda n, x: x.astype(np.float64) * n.scale,
+    g.Softmax: _softmax,
+}
+
+
+def evaluate(node: g.Node, *inputs: np.ndarray) -> np.ndarray:
+    """One operator on batched inputs."""
+    try:
+        fn = _EVAL[type(node)]
+    except KeyError:
+        raise EdgesynthError(f"operator {node.name}: no reference for `{node.op}`") from None
+    return fn(node, *inputs)
+
+
+def run(
+    graph: g.Graph,
+    inputs: Mapping[str, np.ndarray] | np.ndarray,
+    *,
+    keep: bool = True,
+) -> dict[str, np.ndarray]:
+    """Evaluate `graph` on a batch. `inputs` maps input names to (N, *shape) arrays (a bare
+    array for a one-input graph). Returns every tensor (`keep`) or only the graph outputs."""
+    if isinstance(inputs, np.ndarray):
+        if len(graph.inputs) != 1:
+            raise EdgesynthError(f"graph {graph.name} takes {len(graph.inputs)} inputs")
+        inputs = {graph.inputs[0]: inputs}
+    values: dict[str, np.ndarray] = {}
+    for name in graph.inputs:
+        if name not in inputs:
+            raise EdgesynthError(f"graph {graph.name}: no data for input `{name}`")
+        data = np.asarray(inputs[name])
+        want = graph.tensors[name].shape
+        if tuple(data.shape[1:]) != want:
+            raise EdgesynthError(
+                f"graph {graph.name}: input `{name}` takes (N, {', '.join(map(str, want))}) "
+                f"arrays, not {data.shape}"
+            )
+        qtype = graph.tensors[name].qtype
+        values[name] = data.astype(np.int64) if qtype is not None else data.astype(np.float64)
+    last_use = {t: i for i, node in enumerate(graph.nodes) for t in node.inputs}
+    for i, node in enumerate(graph.nodes):
+        result = evaluate(node, *(values[t] for t in node.inputs))
+        want = graph.tensors[node.output].shape
+        if tuple(result.shape[1:]) != want:
+            raise EdgesynthError(
+                f"graph {graph.name}: operator {node.name} ({node.op}) produced "
+                f"{tuple(result.shape[1:])}, the graph says {want}"
+            )
+        values[node.output] = result
+        if not keep:
+            for t in node.inputs:
+                if last_use.get(t) == i and t not in graph.outputs:
+                    values.pop(t, None)
+    return values if keep else {t: values[t] for t in graph.outputs}

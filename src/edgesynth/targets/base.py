@@ -1,0 +1,234 @@
+"""The interface every target implements, and the registry the CLI dispatches through.
+
+A target is a folder `targets/<name>/` with a module `target.py` that defines one or more
+`Target` subclasses and lists them in `TARGETS`. Adding a target adds a folder; nothing else
+changes. `target.py` must import quickly: heavy dependencies are imported inside methods.
+
+The flow, for `edgesynth compile MODEL --target NAME -o OUT/`:
+
+    graph (from a front end)  --lower-->  Program (the target's hardware layers, quantized)
+    Program --check--> every violated rule       (raises MultipleErrors)
+    Program --plan-->  placement                 (stored in the program)
+    Program --simulate--> every layer's output   (bit-exact)
+    Program --emit--> files in OUT/ + compiled.json (the manifest `edgesynth run` reads)
+
+`Program.graph` is the integer graph the hardware computes, so `sim.graph.run(program.graph, x)`
+and `target.simulate(program, x)` must agree value for value; every target's tests prove it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError, did_you_mean
+from edgesynth.ir.graph import Graph, QType
+
+MANIFEST = "compiled.json"
+
+
+@dataclass
+class TensorFormat:
+    """How a float tensor becomes the integers a program takes or returns: q = round(x / scale)."""
+
+    name: str
+    shape: tuple[int, ...]
+    bits: int
+    signed: bool
+    scale: float | None
+
+    @classmethod
+    def of(cls, name: str, shape: tuple[int, ...], qtype: QType) -> TensorFormat:
+        return cls(name, tuple(shape), qtype.bits, qtype.signed, qtype.scale)
+
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        """Float input -> integers (round half up, saturate), as the host side does."""
+        if self.scale is None:
+            raise EdgesynthError(f"input `{self.name}` has no known scale: pass integer data")
+        lo = -(1 << (self.bits - 1)) if self.signed else 0
+        hi = (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+        q = np.floor(np.asarray(x, dtype=np.float64) / self.scale + 0.5)
+        return np.clip(q, lo, hi).astype(np.int64)
+
+    def dequantize(self, q: np.ndarray) -> np.ndarray:
+        return q.astype(np.float64) * (1.0 if self.scale is None else self.scale)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "shape": list(self.shape),
+            "bits": self.bits,
+            "signed": self.signed,
+            "scale": self.scale,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TensorFormat:
+        return cls(d["name"], tuple(d["shape"]), d["bits"], d["signed"], d["scale"])
+
+
+@dataclass
+class Program:
+    """A network lowered for one target: what check, plan, simulate and emit work on."""
+
+    target: str
+    graph: Graph  # the integer graph the hardware computes (bit-exact semantics)
+    layers: list[Any]  # the target's hardware layers
+    inputs: list[TensorFormat]
+    outputs: list[TensorFormat]
+    warnings: list[str] = field(default_factory=list)
+    plan: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)  # target-specific state
+    # What the host computes on the dequantized outputs: "softmax", "logsoftmax" or None.
+    host_post: str | None = None
+
+    def postprocess(self, values: np.ndarray) -> np.ndarray:
+        """The host's part after the chip: `host_post` on dequantized outputs (N, classes)."""
+        if self.host_post is None:
+            return values
+        from edgesynth.ir.graph import Softmax
+        from edgesynth.sim.graph import evaluate
+
+        node = Softmax(name="host", inputs=["y"], outputs=["p"], log=self.host_post == "logsoftmax")
+        flat = values.reshape(len(values), -1)
+        return evaluate(node, flat).reshape(values.shape)
+
+
+@dataclass
+class CompileOptions:
+    calibration: np.ndarray | None = None  # float inputs for post-training quantization
+    options: dict[str, Any] = field(default_factory=dict)  # target-specific, by name
+
+
+class Target(ABC):
+    """One accelerator. Subclasses set `name` and `summary` and implement the five steps."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+
+    @abstractmethod
+    def lower(self, graph: Graph, options: CompileOptions) -> Program:
+        """Quantize (a float graph, with calibration data) and fuse into hardware layers."""
+
+    @abstractmethod
+    def check(self, program: Program) -> None:
+        """Raise `MultipleErrors` naming every violated rule in the network's terms."""
+
+    @abstractmethod
+    def plan(self, program: Program) -> None:
+        """Place the program (memories, processors, addresses); store it in `program.plan`."""
+
+    @abstractmethod
+    def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The hardware's bit-exact outputs for integer input batches (one array per input)."""
+
+    @abstractmethod
+    def emit(self, program: Program, folder: Path) -> list[str]:
+        """Write the target's files and the manifest (`write_manifest`) into `folder` (a staging
+        folder); return their names."""
+
+    @abstractmethod
+    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
+        """Rebuild an emitted program from `folder` so it can be simulated (`edgesynth run`)."""
+
+    # -- shared ---------------------------------------------------------------------------
+    def compile(self, graph: Graph, options: CompileOptions) -> Program:
+        program = self.lower(graph, options)
+        self.check(program)
+        self.plan(program)
+        return program
+
+    def write_manifest(self, program: Program, folder: Path, files: list[str]) -> list[str]:
+        """Write `compiled.json` (what `edgesynth run` reads) beside `files`; returns every name."""
+        names = sorted({*files, MANIFEST})
+        manifest = self.manifest(program, names)
+        (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        return names
+
+    def manifest(self, program: Program, files: list[str]) -> dict[str, Any]:
+        """The manifest's content; targets add their own fields by overriding this."""
+        return {
+            "format": "edgesynth-compiled/1",
+            "target": self.name,
+            "network": program.graph.name,
+            "inputs": [t.to_json() for t in program.inputs],
+            "outputs": [t.to_json() for t in program.outputs],
+            "files": sorted(files),
+            "warnings": program.warnings,
+            "host_post": program.host_post,
+        }
+
+
+# -- registry -------------------------------------------------------------------------------
+
+_REGISTRY: dict[str, type[Target]] = {}
+_DISCOVERED = False
+
+
+def register(cls: type[Target]) -> type[Target]:
+    """Class decorator: make a target available by `cls.name`."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    import edgesynth.targets as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.ispkg:
+            try:
+                importlib.import_module(f"edgesynth.targets.{info.name}.target")
+            except ModuleNotFoundError as err:
+                if err.name != f"edgesynth.targets.{info.name}.target":
+                    raise
+
+
+def target_names() -> list[str]:
+    _discover()
+    return sorted(_REGISTRY)
+
+
+def get_target(name: str) -> Target:
+    _discover()
+    key = name.lower()
+    if key not in _REGISTRY:
+        names = sorted(_REGISTRY)
+        raise EdgesynthError(
+            f"unknown target `{name}`; the targets are {', '.join(names)}."
+            + did_you_mean(key, names),
+            key="--target",
+        )
+    return _REGISTRY[key]()
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    if not Path(folder).is_dir():
+        what = "a file" if Path(folder).exists() else "not there"
+        raise EdgesynthError(
+            f"{folder} is {what}; give the folder `edgesynth compile` (or a target's compile "
+            "command) wrote"
+        )
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise EdgesynthError(
+            f"{folder} is not a compiled program (no {MANIFEST}); make one with "
+            "`edgesynth compile MODEL --target NAME -o DIR`"
+        ) from None
+    except (OSError, ValueError) as err:
+        raise EdgesynthError(f"cannot read {path}: {err}") from None
+    if manifest.get("format") != "edgesynth-compiled/1":
+        raise EdgesynthError(f"{path}: not an edgesynth manifest (format edgesynth-compiled/1)")
+    return manifest

@@ -1,0 +1,419 @@
+"""Fuse a network graph into Gati layers (a `LayerChain`): what one megablock and its tail do.
+
+Into the megablock of a Conv/Linear the tail fuses, in graph order:
+
+* the bias (BatchNorm and constant Adds are already folded by `ir.passes.simplify`),
+* an integer graph's `Requantize` right after the megablock (QuantScale/QuantShift),
+* one activation (ReLU, sigmoid, tanh; an integer Clip to [0, hi] counts as ReLU),
+* one pooling. A monotonic activation after a max pool is moved in front of it
+  (`act(max(x)) == max(act(x))`), so `MaxPool -> Relu` fuses too; and a pool that follows the
+  activation of a layer (as in an integer graph written for MAX7800x, which pools before the
+  next convolution) becomes that layer's tail pooling.
+
+What cannot fuse opens an identity layer (kind `none`: a 1x1 CONV or an FC with unit weights
+whose tail does the work). A trailing Softmax runs on the host. Gati has no instruction for a
+branch: a tensor read twice, an element-wise operation of two tensors, a concatenation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir import graph as g
+from edgesynth.ir.passes import simplify
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
+
+GATI_OPS = "Conv, Linear, BatchNorm/constant Add (folded), ReLU, sigmoid, tanh, max/average pooling"
+
+
+class _Fuser:
+    """One walk over the graph's operators, keeping the live tensor and the open layer."""
+
+    def __init__(self, graph: g.Graph) -> None:
+        self.graph = graph
+        self.layers: list[FusedLayer] = []
+        self.cur_name = ""
+        self.cur_shape: tuple[int, ...] = ()
+        self.map_shape: tuple[int, ...] = ()
+        self.flat_from_map = False  # the live vector is a flattened (C, H, W) map
+        self.host_post: str | None = None
+        self.host_post_node: g.Node | None = None
+        self.requantize: dict[str, g.Requantize] = {}  # layer name -> its tail requantization
+        self.node: g.Node | None = None
+
+    # -- errors ---------------------------------------------------------------------------
+    def fail(self, reason: str, node: g.Node | None = None) -> EdgesynthError:
+        node = node or self.node
+        assert node is not None
+        where = node.source or f"operator `{node.name}` ({node.op})"
+        return EdgesynthError(f"{where}: {reason}", file=self.graph.source or None)
+
+    def refuse(self, reason: str) -> EdgesynthError:
+        return EdgesynthError(reason, file=self.graph.source or None)
+
+    # -- main loop ------------------------------------------------------------------------
+    def run(self) -> LayerChain:
+        in_name, in_shape = self.graph_input()
+        self.cur_name, self.cur_shape = in_name, in_shape
+        handlers = {
+            g.Conv: self.conv,
+            g.Linear: self.linear,
+            g.Requantize: self.requant,
+            g.Activation: self.activation,
+            g.Clip: self.clip,
+            g.Pool: self.pool,
+            g.GlobalPool: self.pool,
+            g.Flatten: self.flatten,
+            g.Reshape: self.reshape,
+            g.Softmax: self.softmax,
+            g.BatchNorm: self.batchnorm,
+            g.Eltwise: self.eltwise,
+        }
+        for node in self.graph.nodes:
+            self.node = node
+            if isinstance(node, g.Constant):
+                continue  # read by the operator that uses it
+            if self.host_post_node is not None:
+                raise self.fail(f"{self.host_post_node.name} must be the last node of the graph")
+            handler = handlers.get(type(node))
+            if handler is None:
+                raise self.fail(self.no_instruction(node))
+            handler(node)
+        return self.finish(in_name, in_shape)
+
+    def no_instruction(self, node: g.Node) -> str:
+        if isinstance(node, g.Concat):
+            return (
+                "concatenation has no Gati instruction: branching graphs (residual Add, Concat, "
+                "several paths) have no Gati instruction"
+            )
+        return f"`{node.op}` has no Gati instruction (the Gati target runs {GATI_OPS})"
+
+    def graph_input(self) -> tuple[str, tuple[int, ...]]:
+        inputs = self.graph.inputs
+        if len(inputs) != 1:
+            raise self.refuse(
+                f"the Gati target takes models with one input, this one has {len(inputs)} "
+                f"({', '.join(inputs)})"
+            )
+        shape = self.graph.tensors[inputs[0]].shape
+        if len(shape) not in (1, 3):
+            raise self.refuse(
+                f"input `{inputs[0]}` has rank {len(shape) + 1}; the Gati target takes (N, C, H, "
+                "W) images or (N, F) vectors"
+            )
+        return inputs[0], shape
+
+    def finish(self, in_name: str, in_shape: tuple[int, ...]) -> LayerChain:
+        outputs = self.graph.outputs
+        if len(outputs) != 1:
+            raise self.refuse(
+                f"the Gati target takes models with one output, this one has {len(outputs)}"
+            )
+        if outputs[0] != self.cur_name:
+            raise self.refuse(
+                f"graph output `{outputs[0]}` is not the end of the layer chain (`{self.cur_name}`)"
+            )
+        if not self.layers:
+            raise self.refuse("the model has no Conv or Gemm/MatMul layer")
+        for layer in self.layers:
+            if layer.stage < 2:
+                layer.out_shape = layer.conv_shape
+        post = self.host_post_node
+        return LayerChain(
+            self.graph.source,
+            in_name,
+            in_shape,
+            outputs[0],
+            self.layers,
+            self.host_post,
+            post.name if post is not None else None,
+            int(self.graph.meta.get("opset", 0)),  # type: ignore[call-overload]
+            tuple(self.cur_shape),
+        )
+
+    # -- the live tensor ------------------------------------------------------------------
+    def take(self, name: str) -> None:
+        """`name` must be the live tensor and read by this node only."""
+        if name != self.cur_name:
+            raise self.fail(
+                f"reads `{name}`, which is not the output of the previous layer: branching "
+                "graphs (residual Add, Concat, several paths) have no Gati instruction"
+            )
+        readers = len(self.graph.consumers(name)) + (name in self.graph.outputs)
+        if readers > 1:
+            raise self.fail(
+                f"`{name}` feeds {readers} nodes: branching graphs have no Gati instruction"
+            )
+
+    def advance(self, output: str, shape: tuple[int, ...]) -> None:
+        """Move the live tensor; the last layer's output follows if it was the live one."""
+        was_live = self.last_is_live()
+        self.cur_name, self.cur_shape = output, shape
+        if was_live and self.last is not None:
+            self.last.output = output
+
+    def open_layer(self, layer: FusedLayer) -> None:
+        layer.output = self.cur_name  # live until `advance` moves it to the real output
+        self.layers.append(layer)
+
+    @property
+    def last(self) -> FusedLayer | None:
+        return self.layers[-1] if self.layers else None
+
+    def last_is_live(self) -> bool:
+        return self.last is not None and self.last.output == self.cur_name
+
+    def fusable(self, stage: int) -> FusedLayer | None:
+        """The open layer if it is live and its tail has not gone past `stage`."""
+        layer = self.last
+        if layer is None or not self.last_is_live() or layer.stage > stage:
+            return None
+        return layer
+
+    def shape_of(self, node: g.Node) -> tuple[int, ...]:
+        return self.graph.tensors[node.output].shape
+
+    # -- megablocks -----------------------------------------------------------------------
+    def conv(self, node: g.Conv) -> None:
+        self.take(node.inputs[0])
+        if node.transposed:
+            raise self.fail("transposed convolution has no Gati instruction")
+        if node.rank != 2:
+            raise self.fail(f"{node.rank}-D convolution: Gati's CONV takes (C, H, W) maps")
+        out = self.shape_of(node)
+        bias = (
+            node.bias if node.bias is not None else np.zeros(node.out_channels, node.weight.dtype)
+        )
+        layer = FusedLayer(
+            node.name,
+            "conv",
+            self.cur_shape,
+            [node.name, *node.folded],
+            node.weight,
+            bias,
+            strides=(int(node.stride[0]), int(node.stride[1])),
+            pads=(
+                int(node.pads[0]),
+                int(node.pads[1]),
+                int(node.pads[2]),
+                int(node.pads[3]),
+            ),
+            dilations=(int(node.dilation[0]), int(node.dilation[1])),
+            group=node.groups,
+            conv_shape=out,
+        )
+        self.open_layer(layer)
+        self.advance(node.output, out)
+
+    def linear(self, node: g.Linear) -> None:
+        self.take(node.inputs[0])
+        flatten = self.flat_from_map
+        in_map = self.map_shape
+        if len(self.cur_shape) == 3:  # the graph's Linear reads a map flattened in C, H, W order
+            flatten, in_map = True, self.cur_shape
+        elif len(self.cur_shape) != 1:
+            raise self.fail(f"input of shape {self.cur_shape} must be flattened first")
+        bias = (
+            node.bias
+            if node.bias is not None
+            else np.zeros(node.weight.shape[0], node.weight.dtype)
+        )
+        layer = FusedLayer(
+            node.name,
+            "linear",
+            self.cur_shape,
+            [node.name, *node.folded],
+            node.weight,
+            bias,
+            flatten=flatten,
+            conv_shape=(int(node.weight.shape[0]),),
+        )
+        if flatten:
+            layer.in_map = in_map
+        self.open_layer(layer)
+        self.flat_from_map = False
+        self.advance(node.output, layer.conv_shape)
+
+    # -- tail -----------------------------------------------------------------------------
+    def requant(self, node: g.Requantize) -> None:
+        """An integer graph's requantization: the tail's QuantScale/QuantShift step."""
+        self.take(node.inputs[0])
+        layer = self.fusable(0)
+        if layer is None or layer.name in self.requantize:
+            layer = self.open_identity()
+        self.requantize[layer.name] = node
+        layer.nodes.append(node.name)
+        self.advance(node.output, self.cur_shape)
+
+    def activation(self, node: g.Activation) -> None:
+        if node.kind not in ("relu", "sigmoid", "tanh"):
+            raise self.fail(
+                f"activation `{node.kind}` has no Gati tail block (ReLU, sigmoid, tanh)"
+            )
+        self.set_activation(node, node.kind)
+
+    def clip(self, node: g.Clip) -> None:
+        """An integer Clip to [0, hi] after an 8-bit requantization is a ReLU."""
+        self.take(node.inputs[0])
+        layer = self.last
+        requant = self.requantize.get(layer.name) if layer is not None else None
+        top = requant.hi if requant is not None and self.last_is_live() else None
+        if node.lo == 0 and top is not None and node.hi >= top:
+            self.set_activation(node, "relu")
+            return
+        float_graph = self.graph.tensors[node.output].qtype is None
+        if float_graph and node.lo == 0 and node.hi > 0:
+            # float ReLU with an upper bound: the ReLU, with the bound as the quantized range
+            self.set_activation(node, "relu")
+            layer = self.last
+            assert layer is not None
+            bound = float(node.hi)
+            layer.act_bound = bound if layer.act_bound is None else min(layer.act_bound, bound)
+            return
+        raise self.fail(
+            f"Clip to [{node.lo}, {node.hi}] has no Gati tail block (a ReLU is a Clip to [0, "
+            "127] right after a layer's 8-bit requantization)"
+        )
+
+    def set_activation(self, node: g.Node, kind: str) -> None:
+        self.take(node.inputs[0])
+        layer = self.last
+        live = layer is not None and self.last_is_live()
+        if (
+            live
+            and layer is not None
+            and layer.activation == kind == "relu"
+            and layer.stage >= 1
+            and (layer.pool is None or layer.pool.type == "max")
+        ):
+            layer.nodes.append(node.name)  # relu(relu(x)) == relu(x)
+            self.advance(node.output, self.cur_shape)
+            return
+        if (
+            live
+            and layer is not None
+            and layer.activation is None
+            and (layer.stage == 0 or (layer.stage == 2 and layer.pool and layer.pool.type == "max"))
+        ):
+            # after a max pool, a monotonic activation commutes with it: act(max(x)) ==
+            # max(act(x)), and the tail block applies the activation before pooling.
+            layer.activation, layer.activation_node = kind, node.name
+            layer.stage = max(layer.stage, 1)
+            layer.nodes.append(node.name)
+            self.advance(node.output, self.cur_shape)
+            return
+        layer = self.open_identity()
+        layer.activation, layer.activation_node, layer.stage = kind, node.name, 1
+        self.advance(node.output, self.cur_shape)
+
+    def open_identity(self) -> FusedLayer:
+        node = self.node
+        assert node is not None
+        shape = self.cur_shape
+        if len(shape) == 1 and self.flat_from_map:
+            raise self.fail("a tail operation on a flattened feature map needs an FC layer first")
+        layer = FusedLayer(node.name, "none", shape, [node.name], conv_shape=shape)
+        self.open_layer(layer)
+        return layer
+
+    def pool(self, node: g.Pool | g.GlobalPool) -> None:
+        self.take(node.inputs[0])
+        if len(self.cur_shape) != 3:
+            raise self.fail(f"pooling needs a (C, H, W) tensor, got {self.cur_shape}")
+        c, h, w = self.cur_shape
+        if isinstance(node, g.GlobalPool):
+            kind = "global_avg" if node.kind == "avg" else "max"  # a max over the whole map
+            spec = PoolSpec(kind, (h, w), (1, 1), (0, 0, 0, 0), False, False, node.name)
+        else:
+            if len(node.kernel) != 2:
+                raise self.fail(f"only 2-D pooling is supported (kernel {node.kernel})")
+            if any(d != 1 for d in node.dilation):
+                raise self.fail("dilated pooling is not supported")
+            spec = PoolSpec(
+                node.kind,
+                (int(node.kernel[0]), int(node.kernel[1])),
+                (int(node.stride[0]), int(node.stride[1])),
+                (int(node.pads[0]), int(node.pads[1]), int(node.pads[2]), int(node.pads[3])),
+                bool(node.ceil),
+                bool(node.count_include_pad),
+                node.name,
+            )
+        out = self.shape_of(node)
+        spec.in_hw, spec.out_hw = (h, w), (out[1], out[2])
+        layer = self.fusable(1)
+        if layer is None or len(layer.conv_shape) != 3:
+            layer = self.open_identity()
+        layer.pool = spec
+        layer.stage = 2
+        if node.name not in layer.nodes:
+            layer.nodes.append(node.name)
+        layer.out_shape = (c, out[1], out[2])
+        self.advance(node.output, layer.out_shape)
+
+    def batchnorm(self, node: g.BatchNorm) -> None:
+        self.take(node.inputs[0])
+        raise self.fail(
+            "BatchNormalization is folded into the preceding Conv/Gemm; here it does not "
+            "follow one directly (Gati's batchnorm block is not used by edgesynth)"
+        )
+
+    def eltwise(self, node: g.Eltwise) -> None:
+        constants = [t for t in node.inputs if isinstance(self.graph.producer(t), g.Constant)]
+        if constants and node.kind in ("add", "sub") and len(node.inputs) == 2:
+            live = next(t for t in node.inputs if t not in constants)
+            self.take(live)
+            raise self.fail(
+                "a constant Add is fused as the bias of the preceding Conv/Gemm/MatMul; here it "
+                "does not follow one directly"
+            )
+        if constants:
+            raise self.fail(f"element-wise {node.kind} with a constant has no Gati instruction")
+        raise self.fail(
+            f"element-wise {node.kind} of two activations (a residual connection) has no "
+            "instruction in Gati's documented ISA: branching graphs have no Gati instruction"
+        )
+
+    # -- shapes ---------------------------------------------------------------------------
+    def flatten(self, node: g.Flatten) -> None:
+        self.take(node.inputs[0])
+        if len(self.cur_shape) == 3:
+            self.map_shape = self.cur_shape
+            self.flat_from_map = True
+        elif len(self.cur_shape) != 1:
+            raise self.fail(f"flattening a {self.cur_shape} tensor has no Gati layout")
+        self.advance(node.output, self.shape_of(node))
+
+    def reshape(self, node: g.Reshape) -> None:
+        self.take(node.inputs[0])
+        raise self.fail(
+            f"Reshape of {tuple(self.cur_shape)} to {tuple(node.shape)}: only flattening to "
+            "(batch, features) is supported"
+        )
+
+    def softmax(self, node: g.Softmax) -> None:
+        self.take(node.inputs[0])
+        if len(self.cur_shape) != 1:
+            raise self.fail("only a Softmax over the class vector of the last layer is supported")
+        self.host_post = "logsoftmax" if node.log else "softmax"
+        self.host_post_node = node
+        self.cur_name = node.output  # the last layer keeps its own output name
+
+
+@dataclass
+class Fused:
+    chain: LayerChain  # the Gati layers
+    graph: g.Graph  # the simplified graph the layers were fused from (names, types)
+    requantize: dict[str, g.Requantize]  # integer graphs: each layer's requantization
+
+
+def fuse(graph: g.Graph) -> Fused:
+    """Simplify `graph` (fold BatchNorm and constant Adds, drop no-ops) and fuse it into Gati
+    layers."""
+    simple = simplify(graph)
+    fuser = _Fuser(simple)
+    chain = fuser.run()
+    return Fused(chain, simple, fuser.requantize)

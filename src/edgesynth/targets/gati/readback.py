@@ -1,0 +1,141 @@
+"""Rebuild a compiled Gati program from its files: the layers the instruction stream describes,
+as a `GatiModel`, and so the integer graph it computes (`program_graph.integer_graph`).
+
+Everything comes from `program.dwp` (instructions, weight tiles, biases, decoded by the
+functional model's loader) and the host contract in `report.json` (the input's name, shape and
+scale, the dispatched outputs): the compiler's data structures are not used. Comparing the graph
+read back with the one compiled checks the encoder: weight tiling, bias packing and every field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from edgesynth.ir.graph import pool_output_size
+from edgesynth.targets.gati import hw, isa
+from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
+from edgesynth.targets.gati.funcsim import GatiMachine, LayerProgram
+from edgesynth.targets.gati.model import GatiLayer, GatiModel
+from edgesynth.targets.gati.program_graph import side_pads
+
+
+def _read(rom: np.ndarray, start: int, end: int, dtype: str) -> np.ndarray:
+    return np.ascontiguousarray(rom[start:end]).view(dtype).astype(np.int64)
+
+
+def _conv_weights(lp: LayerProgram, rom: np.ndarray) -> np.ndarray:
+    """(KN, IC, KH, KW) from the 576-byte tiles: (kernel itr, channel itr, engine, row, col)."""
+    c, o = lp.block, lp.output
+    ki, ci = o["KernelItr"], o["ChannelItr"]
+    tiles = _read(rom, c["WeightStartAddress"], c["WeightEndAddress"], "i1")
+    tiles = tiles.reshape(ki, ci, hw.ENGINES, hw.ENGINE_ROWS, hw.ENGINE_COLS)
+    taps = tiles.transpose(0, 4, 1, 2, 3).reshape(ki * hw.ENGINE_COLS, ci * hw.ENGINES, -1)
+    kh, kw = c["KH"], c["KW"]
+    return taps[: c["KN"], : c["IC"], : kh * kw].reshape(c["KN"], c["IC"], kh, kw)
+
+
+def _fc_weights(lp: LayerProgram, rom: np.ndarray) -> np.ndarray:
+    """(M, N) from blocks of N rows x 32 columns."""
+    f = lp.block
+    n, m = f["WeightRows"], f["WeightCols"]
+    blocks = _read(rom, f["WeightStartAddress"], f["WeightEndAddress"], "i1")
+    mat = blocks.reshape(-1, n, hw.FC_WIDTH).transpose(1, 0, 2).reshape(n, -1)
+    return np.ascontiguousarray(mat[:, :m].T)
+
+
+def _bias(t: isa.Instruction, rom: np.ndarray, channels: int) -> np.ndarray | None:
+    if not t["BiasEn"]:
+        return None
+    dtype = "i1" if t["BiasWidth"] == 8 else "<i4"
+    return _read(rom, t["BiasStartAddress"], t["BiasEndAddress"], dtype)[:channels]
+
+
+def _pool(t: isa.Instruction, name: str, shape: tuple[int, ...]) -> PoolSpec | None:
+    if not t["PoolEn"]:
+        return None
+    kh, kw, s = t["PoolHeight"], t["PoolWidth"], t["PoolStride"]
+    pads = side_pads(t["PoolPadding"], t["PoolPadSides"])
+    _, h, w = shape
+    ceil = bool(t["PoolCeil"])
+    spec = PoolSpec(isa.POOL_NAMES[t["PoolType"]], (kh, kw), (s, s), pads, ceil, True, name)
+    spec.in_hw = (h, w)
+    spec.out_hw = (
+        pool_output_size(h, kh, s, pads[0], pads[2], ceil),
+        pool_output_size(w, kw, s, pads[1], pads[3], ceil),
+    )
+    return spec
+
+
+def _layer(
+    lp: LayerProgram, rom: np.ndarray, shape: tuple[int, ...], name: str
+) -> tuple[FusedLayer, GatiLayer]:
+    b, t = lp.block, lp.tail
+    if b.fmt is isa.CONV:
+        weights = _conv_weights(lp, rom)
+        fl = FusedLayer(
+            name,
+            "conv",
+            (b["IC"], b["IH"], b["IW"]),
+            [name],
+            weights,
+            strides=(b["Stride"], b["Stride"]),
+            conv_shape=(b["KN"], b["OH"], b["OW"]),
+        )
+        gl = GatiLayer([name], 1.0, 1.0, 1.0, 1.0, bool(t["QuantEn"]), weights=weights)
+        gl.pad, gl.pad_sides = b["Pad"], b["PadSides"]
+    else:
+        weights = _fc_weights(lp, rom)
+        fl = FusedLayer(name, "linear", shape, [name], weights, conv_shape=(b["WeightCols"],))
+        if b["Flatten"]:
+            fl.flatten, fl.in_map = True, shape
+            fl.in_shape = (int(np.prod(shape)),)
+        gl = GatiLayer([name], 1.0, 1.0, 1.0, 1.0, bool(t["QuantEn"]), weights=weights)
+        gl.flat_map = fl.in_map
+    gl.bias = _bias(t, rom, fl.conv_shape[0])
+    gl.bias_width = t["BiasWidth"] if t["BiasEn"] else 32
+    gl.quant_scale, gl.quant_shift = t["QuantScale"], t["QuantShift"]
+    if t["ActEn"]:
+        fl.activation = isa.ACT_NAMES[t["ActType"]]
+        gl.act_param = t["ActParam"]
+    fl.pool = _pool(t, name, fl.conv_shape) if b.fmt is isa.CONV else None
+    if fl.pool is not None:
+        gl.pool_pad, gl.pool_pad_sides = t["PoolPadding"], t["PoolPadSides"]
+        gl.pool_ceil, gl.pool_global = fl.pool.ceil, fl.pool.type == "global_avg"
+        fl.out_shape = (fl.conv_shape[0], *fl.pool.out_hw)
+    else:
+        fl.out_shape = fl.conv_shape
+    return fl, gl
+
+
+def read_model(stream: bytes, host: Mapping[str, Any], path: str = "") -> GatiModel:
+    """The quantized model a program stream runs, with the host contract's names and scales."""
+    machine = GatiMachine(stream)
+    inp = host["input"]
+    names = {o["layer"]: o["tensor"] for o in host["outputs"]}
+    scales = {o["layer"]: o["scale"] for o in host["outputs"]}
+    shape = tuple(inp["shape"])
+    layers: list[FusedLayer] = []
+    glayers: list[GatiLayer] = []
+    for k, lp in enumerate(machine.layers):
+        fl, gl = _layer(lp, machine.rom, shape, f"layer{k}")
+        fl.output = names.get(k, f"layer{k}")
+        gl.out_scale = scales.get(k, 1.0)
+        layers.append(fl)
+        glayers.append(gl)
+        shape = fl.out_shape
+    glayers[0].in_scale = inp["scale"]
+    chain = LayerChain(
+        path,
+        inp["name"],
+        tuple(inp["shape"]),
+        host["output_tensor"],
+        layers,
+        host.get("host_post"),
+        None,
+        0,
+        tuple(host["output_shape"]),
+    )
+    return GatiModel(chain, glayers, inp["scale"], inp["layout"])

@@ -1,0 +1,190 @@
+"""`GatiTarget`: the Gati FPGA behind the `Target` interface (registered as `gati`).
+
+    lower     float graph: fold (ir.passes), fuse into Gati layers, check, calibrate and quantize
+              (CompileOptions.calibration); integer graph: fuse and map exactly where Gati can,
+              with a warning where it cannot (`lower_integer`)
+    check     every violated hardware rule at once (MultipleErrors)
+    plan      DRAM layout, instructions and the DWP stream (`compiler.compile_model`)
+    simulate  the functional model running the DWP stream (bit-exact; equals
+              sim.graph.run(program.graph, x), which the tests prove)
+    emit      what `edgesynth gati compile` writes, plus compiled.json
+    load      the program rebuilt from program.dwp and report.json (`readback`)
+
+Target options (`CompileOptions.options`): `dispatch` (node or tensor names whose layer output
+is also sent back), `on_chip_acc_bytes` (the partial-sum buffer assumed for OnChipAcc).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir.graph import Graph, QType
+from edgesynth.targets.base import (
+    CompileOptions,
+    Program,
+    Target,
+    TensorFormat,
+    register,
+)
+
+
+def _formats(
+    model: Any, graph: Graph, input_scale: float | None
+) -> tuple[list[TensorFormat], list[TensorFormat]]:
+    """The program's int8 input and its last layer's output (8 or 32 bits)."""
+    chain = model.chain
+    inp = TensorFormat.of(chain.input_name, chain.input_shape, QType(8, True, input_scale))
+    out_name = graph.outputs[0]
+    qtype = graph.tensors[out_name].qtype
+    assert qtype is not None
+    last = model.layers[-1]
+    out = TensorFormat.of(out_name, graph.tensors[out_name].shape, qtype.with_scale(last.out_scale))
+    return [inp], [out]
+
+
+@register
+class GatiTarget(Target):
+    name: ClassVar[str] = "gati"
+    summary: ClassVar[str] = (
+        "Gati FPGA: 8 engines of 9x8 PEs and a 1x32 FC engine; 256-bit instructions and a DRAM "
+        "Write Protocol stream"
+    )
+
+    # -- lower ----------------------------------------------------------------------------
+    def lower(self, graph: Graph, options: CompileOptions) -> Program:
+        from edgesynth.targets.gati.check import check_all
+        from edgesynth.targets.gati.lower import fuse
+        from edgesynth.targets.gati.lower_integer import lower_integer
+        from edgesynth.targets.gati.program_graph import integer_graph
+        from edgesynth.targets.gati.quantize import quantize
+
+        fused = fuse(graph)
+        sample = None
+        if fused.graph.is_integer:
+            model = lower_integer(fused)
+            input_scale = fused.graph.tensors[fused.chain.input_name].qtype.scale  # type: ignore[union-attr]
+        else:
+            check_all(fused.chain)
+            if options.calibration is None:
+                raise EdgesynthError(
+                    "a float model needs calibration data to be quantized for Gati "
+                    "(--calibration CAL.npy: a few hundred inputs)",
+                    file=graph.source or None,
+                )
+            model = quantize(fused.chain, options.calibration)
+            sample = np.asarray(options.calibration)[:1]
+            input_scale = model.input_scale
+        hw_graph = integer_graph(model)
+        inputs, outputs = _formats(model, hw_graph, input_scale)
+        warnings = [w for gl in model.layers for w in gl.warnings]
+        extra = {
+            "model": model,
+            "sample": sample,
+            "options": dict(options.options),
+            "integer": fused.graph.is_integer,
+        }
+        return Program(
+            self.name,
+            hw_graph,
+            model.layers,
+            inputs,
+            outputs,
+            warnings,
+            extra=extra,
+            host_post=model.chain.host_post,
+        )
+
+    # -- check, plan ----------------------------------------------------------------------
+    def check(self, program: Program) -> None:
+        from edgesynth.targets.gati.check import check_all
+
+        chain = program.extra["model"].chain
+        tolerated = [[] for _ in chain.layers] if program.extra.get("integer") else None
+        check_all(chain, tolerated)  # an integer graph's inexact max pools are warnings
+
+    def plan(self, program: Program) -> None:
+        from edgesynth.targets.gati import hw
+        from edgesynth.targets.gati.compiler import compile_model
+        from edgesynth.targets.gati.host import host_contract
+
+        opts = program.extra.get("options", {})
+        compiled = compile_model(
+            program.extra["model"],
+            tuple(opts.get("dispatch", ())),
+            int(opts.get("on_chip_acc_bytes", hw.ON_CHIP_ACC_BYTES)),
+        )
+        program.plan = compiled
+        program.extra["stream"] = compiled.stream
+        program.extra["host"] = host_contract(compiled)
+
+    # -- simulate -------------------------------------------------------------------------
+    def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The last layer's integers for integer input batches, from the functional model
+        running the program's DWP stream."""
+        from edgesynth.targets.gati.funcsim import GatiMachine
+        from edgesynth.targets.gati.host import decode_dispatched, input_streams
+
+        if "stream" not in program.extra:
+            self.plan(program)
+        host = program.extra["host"]
+        if len(inputs) != 1:
+            raise EdgesynthError(f"the Gati program takes one input, not {len(inputs)}")
+        fmt = program.inputs[0]
+        xq = np.asarray(inputs[0])
+        if tuple(xq.shape[1:]) != fmt.shape or xq.ndim != len(fmt.shape) + 1:
+            raise EdgesynthError(
+                f"input has shape {xq.shape}; the program takes (N, "
+                f"{', '.join(map(str, fmt.shape))})"
+            )
+        if not np.issubdtype(xq.dtype, np.integer) or xq.min() < -128 or xq.max() > 127:
+            raise EdgesynthError("the Gati program takes int8 inputs (integers in -128..127)")
+        machine = GatiMachine(program.extra["stream"])
+        ints = decode_dispatched(host, machine.run(input_streams(host, xq.astype(np.int64))))
+        final = next(o for o in host["outputs"] if o["final"])
+        out = ints[final["layer"]]
+        return [out.reshape(out.shape[0], *program.outputs[0].shape)]
+
+    # -- emit, load -----------------------------------------------------------------------
+    def emit(self, program: Program, folder: Path) -> list[str]:
+        """program.bin, program.dwp, report.json (+ sample.dwp and sample_expected.dwp for a
+        calibrated float model) and compiled.json, into the (staging) `folder`."""
+        from edgesynth.targets.gati.artifacts import write_files
+
+        if program.plan is None:
+            self.plan(program)
+        _, files = write_files(program.plan, Path(folder), program.extra.get("sample"))
+        return self.write_manifest(program, Path(folder), files)
+
+    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
+        from edgesynth.targets.gati.artifacts import load_outputs
+        from edgesynth.targets.gati.program_graph import integer_graph
+        from edgesynth.targets.gati.readback import read_model
+
+        stream, host = load_outputs(folder)
+        model = read_model(stream, host, str(folder))
+        graph = integer_graph(model)
+        inputs = [TensorFormat.from_json(t) for t in manifest["inputs"]]
+        outputs = [TensorFormat.from_json(t) for t in manifest["outputs"]]
+        extra = {
+            "model": model,
+            "stream": stream,
+            "host": host,
+        }
+        warnings = list(manifest.get("warnings", []))
+        return Program(
+            self.name,
+            graph,
+            model.layers,
+            inputs,
+            outputs,
+            warnings,
+            extra=extra,
+            host_post=manifest.get("host_post"),
+        )
+
+
+TARGETS = [GatiTarget]

@@ -1,0 +1,462 @@
+"""Lower an integer network graph to MAX7800x hardware layers, written as the vendor's network
+description (YAML) with synthetic weight and bias files.
+
+One hardware layer does, in order: read its inputs (`in_sequences`, concatenated), an
+element-wise operation of its operands before or after pooling, in-flight pooling, flatten, one
+convolution or linear operation (or none), the output shift and an activation. The fusion pass
+(`fuse`) groups graph operators into such layers:
+
+    [Concat] [Eltwise -> Clip(-128, 127)] [Pool] [Eltwise -> Clip] [Flatten/Reshape]
+    Conv | Linear  ->  Requantize (power of two, half up, int8)  ->  [Activation [Clip]]
+
+or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations. An
+accumulator that is a graph output stays 32 bits wide (`output_width: 32`).
+
+Placement: what the graph's hints give (a vendor YAML's processors and offsets) is kept; the
+rest comes from a simple rule (one processor per channel, outputs alternating between the two
+halves of data memory) until the planner of the placement issue replaces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import yaml
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir import graph as g
+from edgesynth.targets.max7800x.device import Device
+
+INPUT_LAYER = -1
+
+
+@dataclass
+class HwLayer:
+    """One hardware layer assembled from graph operators."""
+
+    name: str
+    nodes: list[str] = field(default_factory=list)  # graph operators fused into this layer
+    inputs: list[str] = field(default_factory=list)  # graph tensors read, in order
+    operands: int = 1
+    eltwise: str | None = None
+    pool_first: bool = True
+    pool: g.Pool | None = None
+    flatten: bool = False
+    op: g.Conv | g.Linear | None = None
+    shift: int = 0  # total shift applied to the accumulator (2**(shift-7))
+    wide: bool = False
+    activation: str | None = None
+    output: str = ""  # the graph tensor this layer produces
+    in_dim: tuple[int, ...] | None = None  # the input read as another shape (`in_dim`)
+
+    @property
+    def operation(self) -> str:
+        if self.op is None:
+            return "none"
+        if isinstance(self.op, g.Linear):
+            return "linear"
+        if self.op.transposed:
+            return "convtranspose2d"
+        return "conv1d" if self.op.rank == 1 else "conv2d"
+
+
+def _layer_name(node_name: str) -> str:
+    """A hardware layer's name from its operator's: the first path part (`conv1` of
+    `/conv1/Conv`, `layer3` of `layer3/conv2d`)."""
+    parts = [p for p in node_name.split("/") if p]
+    return parts[0] if parts else node_name
+
+
+def _fail(node: g.Node, message: str) -> EdgesynthError:
+    where = f" ({node.source})" if node.source else ""
+    return EdgesynthError(f"operator `{node.name}`{where}: {message}")
+
+
+def _pow2(value: int) -> int | None:
+    return value.bit_length() - 1 if value > 0 and value & (value - 1) == 0 else None
+
+
+class _Fuser:
+    def __init__(self, graph: g.Graph) -> None:
+        self.graph = graph
+        self.used: set[str] = set()
+
+    def only_consumer(self, tensor: str, node: g.Node | None) -> bool:
+        """Is `node` the one reader of `tensor` (None: `tensor` is the layer's own output)?"""
+        if node is None:
+            return True
+        return tensor not in self.graph.outputs and self.graph.consumers(tensor) == [node]
+
+    def producer(self, tensor: str) -> g.Node | None:
+        node = self.graph.producer(tensor)
+        return None if node is None or node.name in self.used else node
+
+    def take(self, layer: HwLayer, node: g.Node) -> None:
+        self.used.add(node.name)
+        layer.nodes.append(node.name)
+
+    # -- backward from the operation: flatten, pooling, element-wise, concatenation ---------
+    def eltwise_of(self, layer: HwLayer, tensor: str, reader: g.Node | None) -> list[str] | None:
+        """Operands of an `Eltwise -> Clip(-128, 127)` producing `tensor`, or None."""
+        clip = self.producer(tensor)
+        if not isinstance(clip, g.Clip) or not self.only_consumer(tensor, reader):
+            return None
+        if (clip.lo, clip.hi) != (-128, 127):
+            return None
+        elt = self.producer(clip.inputs[0])
+        if not isinstance(elt, g.Eltwise) or not self.only_consumer(clip.inputs[0], clip):
+            return None
+        if elt.kind not in ("add", "sub", "xor", "or"):
+            raise _fail(elt, f"element-wise `{elt.kind}` has no MAX7800x operation")
+        self.take(layer, clip)
+        self.take(layer, elt)
+        layer.eltwise, layer.operands = elt.kind, len(elt.inputs)
+        return list(elt.inputs)
+
+    def pooled(self, layer: HwLayer, tensor: str, reader: g.Node | None) -> str:
+        pool = self.producer(tensor)
+        if isinstance(pool, g.Pool) and self.only_consumer(tensor, reader):
+            if any(pool.pads) or pool.ceil:
+                raise _fail(pool, "in-flight pooling has no padding or ceil mode")
+            self.take(layer, pool)
+            layer.pool = pool
+            return pool.inputs[0]
+        return tensor
+
+    def inputs(self, layer: HwLayer, tensor: str, reader: g.Node | None) -> None:
+        """Operands (element-wise before/after pooling) and their sources."""
+        operands = self.eltwise_of(layer, tensor, reader)
+        if operands is not None:  # pool_first: each operand pooled alike, then the operation
+            elt = self.graph.node(layer.nodes[-1])
+            sources = []
+            for t in operands:
+                pool = self.producer(t)
+                if isinstance(pool, g.Pool) and self.only_consumer(t, elt):
+                    if layer.pool is not None and pool.params() != layer.pool.params():
+                        raise _fail(pool, "operands pooled differently")
+                    self.take(layer, pool)
+                    layer.pool = pool
+                    t = pool.inputs[0]
+                sources.append(t)
+            self.sources(layer, sources)
+            return
+        inner = self.pooled(layer, tensor, reader)
+        if inner != tensor:
+            pool = self.graph.node(layer.nodes[-1])
+            operands = self.eltwise_of(layer, inner, pool)
+            if operands is not None:
+                layer.pool_first = False
+                self.sources(layer, operands)
+                return
+        self.sources(layer, [inner])
+
+    def sources(self, layer: HwLayer, tensors: list[str]) -> None:
+        tensors = self.unsplit(layer, [self.reshaped(layer, t) for t in tensors])
+        out: list[str] = []
+        for t in tensors:
+            node = self.producer(t)
+            consumers = self.graph.consumers(t)
+            if isinstance(node, g.Concat) and len(consumers) == 1 and t not in self.graph.outputs:
+                self.take(layer, node)
+                out.extend(node.inputs)
+            else:
+                out.append(t)
+        layer.inputs = out
+
+    def reshaped(self, layer: HwLayer, tensor: str) -> str:
+        """A Reshape read only by this layer is the hardware's `in_dim`."""
+        node = self.producer(tensor)
+        consumers = self.graph.consumers(tensor)
+        if not isinstance(node, g.Reshape) or len(consumers) != 1 or tensor in self.graph.outputs:
+            return tensor
+        if len(node.shape) < 2:
+            return tensor
+        self.take(layer, node)
+        layer.in_dim = tuple(node.shape[1:])
+        return node.inputs[0]
+
+    def unsplit(self, layer: HwLayer, tensors: list[str]) -> list[str]:
+        """Operands sliced from one tensor in equal, consecutive channel ranges read that tensor
+        (the hardware splits a layer's input into its operands)."""
+        slices = [self.producer(t) for t in tensors]
+        if len(tensors) < 2 or not all(isinstance(s, g.Slice) for s in slices):
+            return tensors
+        source = slices[0].inputs[0]  # type: ignore[union-attr]
+        size = self.graph.tensors[source].shape[0]
+        per = size // len(tensors)
+        for k, s in enumerate(slices):
+            assert isinstance(s, g.Slice)
+            if (s.inputs[0], s.axis, s.start, s.stop, s.step) != (
+                source,
+                0,
+                k * per,
+                (k + 1) * per,
+                1,
+            ):
+                return tensors
+        if per * len(tensors) != size:
+            return tensors
+        for s in slices:
+            assert s is not None
+            self.take(layer, s)
+        return [source]
+
+    # -- forward from the operation: requantization and activation ------------------------
+    def outputs(self, layer: HwLayer, acc: str) -> None:
+        layer.output = acc
+        consumers = self.graph.consumers(acc)
+        rq = consumers[0] if len(consumers) == 1 and acc not in self.graph.outputs else None
+        if isinstance(rq, g.Requantize):
+            self.requantize(layer, rq)
+            self.take(layer, rq)
+            layer.output = rq.output
+        elif layer.op is not None:
+            layer.wide = True
+        self.activation(layer)
+
+    def requantize(self, layer: HwLayer, rq: g.Requantize) -> None:
+        mul, div, add = (np.asarray(v) for v in (rq.mul, rq.div, rq.add))
+        if mul.ndim or div.ndim or add.ndim or int(add) != 0:
+            raise _fail(rq, "MAX7800x requantizes by one power of two per layer (no offsets)")
+        up, down = _pow2(int(mul)), _pow2(int(div))
+        if up is None or down is None or rq.rounding != "half_up" or (rq.lo, rq.hi) != (-128, 127):
+            raise _fail(
+                rq,
+                "MAX7800x requantizes to int8 by a power of two, rounding half up; this one "
+                f"multiplies by {int(mul)}/{int(div)} ({rq.rounding}, {rq.lo}..{rq.hi})",
+            )
+        layer.shift = up - down + 7
+
+    def activation(self, layer: HwLayer) -> None:
+        consumers = self.graph.consumers(layer.output)
+        act = (
+            consumers[0] if len(consumers) == 1 and layer.output not in self.graph.outputs else None
+        )
+        if not isinstance(act, g.Activation):
+            return
+        if act.kind not in ("relu", "abs"):
+            raise _fail(act, f"activation `{act.kind}` has no MAX7800x equivalent (ReLU, Abs)")
+        self.take(layer, act)
+        layer.activation, layer.output = act.kind, act.output
+        nxt = self.graph.consumers(act.output)
+        if len(nxt) == 1 and isinstance(nxt[0], g.Clip) and act.output not in self.graph.outputs:
+            clip = nxt[0]
+            if clip.lo <= 0 and clip.hi >= 127:  # the hardware saturates at 127 anyway
+                self.take(layer, clip)
+                layer.output = clip.output
+
+    # -- the pass -------------------------------------------------------------------------
+    def run(self) -> list[HwLayer]:
+        layers: list[tuple[int, HwLayer]] = []
+        position = {n.name: i for i, n in enumerate(self.graph.nodes)}
+        for node in self.graph.nodes:
+            if isinstance(node, g.Conv | g.Linear):
+                layer = HwLayer(name=_layer_name(node.name))
+                self.take(layer, node)
+                layer.op = node
+                source = node.inputs[0]
+                flat = self.producer(source)
+                flattens = isinstance(flat, g.Flatten) or (
+                    isinstance(flat, g.Reshape) and len(flat.shape) == 1
+                )
+                if flattens and flat is not None and self.only_consumer(source, node):
+                    self.take(layer, flat)
+                    layer.flatten = (
+                        isinstance(node, g.Linear)
+                        and len(self.graph.tensors[flat.inputs[0]].shape) > 1
+                    )
+                    source, reader = flat.inputs[0], flat
+                else:
+                    reader = node
+                    layer.flatten = (
+                        isinstance(node, g.Linear)
+                        and len(self.graph.tensors[source].shape) == 3
+                        and self.graph.tensors[source].shape[1:] != (1, 1)
+                    )
+                if layer.flatten and isinstance(self.producer(source), g.Pool):
+                    self.sources(layer, [source])  # the chip cannot pool and flatten at once:
+                else:  # the pooling becomes a passthrough layer of its own (below)
+                    self.inputs(layer, source, reader)
+                self.outputs(layer, node.output)
+                layers.append((position[node.name], layer))
+        # What no operation absorbed: passthrough layers (pooling and element-wise only).
+        for node in reversed(self.graph.nodes):
+            if node.name in self.used:
+                continue
+            if isinstance(node, g.Pool | g.Clip):
+                layer = HwLayer(name=_layer_name(node.name))
+                self.inputs(layer, node.output, None)
+                if not layer.nodes:
+                    raise _fail(node, "a lone clip has no MAX7800x layer")
+                self.outputs(layer, node.output)
+                layers.append((position[node.name], layer))
+        for node in self.graph.nodes:
+            if node.name not in self.used and not isinstance(node, g.Reshape | g.Flatten):
+                raise _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
+        ordered = [layer for _, layer in sorted(layers, key=lambda p: p[0])]
+        seen: dict[str, int] = {}
+        for layer in ordered:  # YAML layer names must be unique
+            count = seen.get(layer.name, 0)
+            seen[layer.name] = count + 1
+            if count:
+                layer.name = f"{layer.name}_{count}"
+        return ordered
+
+
+def fuse(graph: g.Graph) -> list[HwLayer]:
+    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc)."""
+    if not graph.is_integer:
+        raise EdgesynthError(
+            f"graph {graph.name} is not quantized: MAX7800x runs integer graphs (quantize it "
+            "first: `edgesynth compile ... --calibration DATA.npy`)"
+        )
+    if len(graph.inputs) != 1:
+        raise EdgesynthError(
+            f"MAX7800x networks take one input; {graph.name} has {len(graph.inputs)}"
+        )
+    return _Fuser(graph).run()
+
+
+# -- the vendor description ---------------------------------------------------------------------
+
+
+def _pair(values: tuple[int, ...]) -> int | list[int]:
+    return values[0] if len(set(values)) == 1 else list(values)
+
+
+def weight_bits(w: np.ndarray) -> int:
+    """The narrowest weight width (1, 2, 4 or 8 bits) that holds every weight exactly: narrow
+    weights take less kernel memory and compute the same."""
+    lo, hi = int(w.min(initial=0)), int(w.max(initial=0))
+    for bits in (1, 2, 4):
+        if -(1 << (bits - 1)) <= lo and hi <= (1 << (bits - 1)) - 1:
+            return bits
+    return 8
+
+
+def _processor_mask(channels: int, device: Device) -> int:
+    per_pass = min(channels, device.groups * device.processors_per_group)
+    if channels > per_pass:  # multi-pass: channels spread evenly over the passes
+        passes = -(-channels // per_pass)
+        per_pass = -(-channels // passes)
+    return (1 << per_pass) - 1
+
+
+@dataclass
+class Description:
+    """The vendor description of a lowered program: YAML text and synthetic weights/biases."""
+
+    yaml_text: str
+    weights: list[np.ndarray]
+    biases: list[np.ndarray]
+    layers: list[HwLayer]
+
+
+def describe(
+    graph: g.Graph, layers: list[HwLayer], device: Device, *, arch: str, dataset: str
+) -> Description:
+    """The YAML (with `weights:`/`bias:` naming the synthetic files) for fused layers."""
+    tensor_layer = {layer.output: i for i, layer in enumerate(layers)}
+    tensor_layer[graph.inputs[0]] = INPUT_LAYER
+    half = device.instance_words * 4 // 2
+    entries: list[dict[str, Any]] = []
+    weights: list[np.ndarray] = []
+    biases: list[np.ndarray] = []
+    for i, layer in enumerate(layers):
+        entry: dict[str, Any] = {"name": layer.name}
+        hints = graph.hints.get(layer.name, {})
+        sources = []
+        for t in layer.inputs:
+            if t not in tensor_layer:
+                raise EdgesynthError(f"layer {layer.name}: reads `{t}`, which no layer produces")
+            sources.append(tensor_layer[t])
+        in_channels = sum(graph.tensors[t].shape[0] for t in layer.inputs)
+        entry["processors"] = hints.get("processors") or _processor_mask(in_channels, device)
+        if hints.get("output_processors"):
+            entry["output_processors"] = hints["output_processors"]
+        entry["out_offset"] = (
+            hints.get("out_offset")
+            if hints.get("out_offset") is not None
+            else (half if i % 2 == 0 else 0)
+        )
+        if hints.get("in_offset") is not None:
+            entry["in_offset"] = hints["in_offset"]
+        if i == 0:
+            entry["data_format"] = hints.get("data_format") or "HWC"
+        if layer.in_dim is not None:
+            entry["in_dim"] = list(layer.in_dim)
+        if sources != [i - 1] and not (i == 0 and sources == [INPUT_LAYER]):
+            entry["in_sequences"] = sources
+        if layer.eltwise:
+            entry["eltwise"] = layer.eltwise
+            entry["operands"] = layer.operands
+            if not layer.pool_first:
+                entry["pool_first"] = False
+        if layer.pool is not None:
+            pool = layer.pool
+            kernel = pool.kernel
+            key = "avg_pool" if pool.kind == "avg" else "max_pool"
+            entry[key] = _pair(kernel)
+            entry["pool_stride"] = _pair(pool.stride)
+            if any(d > 1 for d in pool.dilation):
+                entry["pool_dilation"] = _pair(pool.dilation)
+        op = layer.op
+        entry["operation"] = {"linear": "mlp"}.get(layer.operation, layer.operation)
+        if layer.flatten:
+            entry["flatten"] = True
+        if isinstance(op, g.Conv):
+            k = op.kernel
+            entry["kernel_size"] = k[0] if op.rank == 1 else f"{k[0]}x{k[1]}"
+            n = op.rank
+            pads = op.pads
+            if op.transposed:
+                pads = (
+                    tuple(
+                        d * (kk - 1) - p for d, kk, p in zip(op.dilation, k, pads[:n], strict=True)
+                    )
+                    * 2
+                )
+            if pads[:n] != pads[n:]:
+                raise _fail(op, f"MAX7800x pads both sides alike, not {pads}")
+            entry["pad"] = _pair(pads[:n])
+            if not op.transposed and any(s > 1 for s in op.stride):
+                entry["stride"] = _pair(op.stride)
+            if any(d > 1 for d in op.dilation):
+                entry["dilation"] = _pair(op.dilation)
+            if op.groups > 1:
+                entry["groups"] = op.groups
+        if op is not None:
+            w = np.asarray(op.weight, dtype=np.int64)
+            if isinstance(op, g.Conv) and op.transposed:  # the vendor stores ConvTranspose2d form
+                groups, (out, per_group, kh, kw) = op.groups, w.shape
+                w = w.reshape(groups, out // groups, per_group, kh, kw).transpose(0, 2, 1, 3, 4)
+                w = np.flip(w.reshape(groups * per_group, out // groups, kh, kw), axis=(2, 3))
+            if w.min(initial=0) < -128 or w.max(initial=0) > 127:
+                raise _fail(op, "weights must be 8-bit integers (-128..127)")
+            weights.append(w.reshape(*w.shape, 1, 1) if isinstance(op, g.Linear) else w)
+            bias = np.zeros(w.shape[0], dtype=np.int64) if op.bias is None else np.asarray(op.bias)
+            if np.any(bias % device.bias_div):
+                raise _fail(
+                    op, f"the bias must be a multiple of {device.bias_div} accumulator units"
+                )
+            bias = bias // device.bias_div
+            if bias.min(initial=0) < -128 or bias.max(initial=0) > 127:
+                raise _fail(op, "the bias does not fit 8 bits after the chip's x128 scaling")
+            biases.append(bias)
+            bits = weight_bits(w)
+            if bits != 8:
+                entry["quantization"] = bits
+            entry["output_shift"] = layer.shift - (8 - bits)
+        if layer.wide:
+            entry["output_width"] = 32
+        entry["activate"] = {"relu": "ReLU", "abs": "Abs"}.get(layer.activation or "", "None")
+        entries.append(entry)
+    document: dict[str, Any] = {"arch": arch, "dataset": dataset}
+    if biases:
+        document["bias"] = dataset
+    document["layers"] = entries
+    text = "---\n# Written by edgesynth compile: the network as MAX7800x hardware layers.\n"
+    text += yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=100)
+    return Description(text, weights, biases, layers)

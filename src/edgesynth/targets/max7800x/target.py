@@ -1,0 +1,173 @@
+"""MAX78000 and MAX78002 behind the Target interface.
+
+lower: (quantize a float graph) -> fuse into hardware layers -> the vendor's network description
+(YAML + synthetic weight/bias files), read back by the same builder `edgesynth izer` uses, so the
+device rules, the simulator and (soon) the C code generator see exactly what the vendor tool
+would. emit writes that description; `edgesynth izer --config-file network.yaml` (ours or the
+vendor's) runs on the emitted folder as it is.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir import graph as g
+from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+
+NETWORK_FILE = "network.yaml"
+DATASET = "network"
+
+
+def _write_description(folder: Path, desc: Any, sample: np.ndarray) -> list[str]:
+    tests = folder / "tests"
+    tests.mkdir(parents=True, exist_ok=True)
+    (folder / NETWORK_FILE).write_text(desc.yaml_text)
+    files = [NETWORK_FILE]
+    # one array alone is read as the layers stacked along its first axis
+    weights = desc.weights if len(desc.weights) > 1 else [np.array(desc.weights)]
+    _save_arrays(tests / f"weights_{DATASET}.npy", weights)
+    files.append(f"tests/weights_{DATASET}.npy")
+    if desc.biases:
+        _save_arrays(tests / f"bias_{DATASET}.npy", desc.biases)
+        files.append(f"tests/bias_{DATASET}.npy")
+    np.save(tests / f"sample_{DATASET}.npy", sample.astype(np.int64))
+    files.append(f"tests/sample_{DATASET}.npy")
+    return files
+
+
+def _save_arrays(path: Path, arrays: list[np.ndarray]) -> None:
+    """Several arrays in one file, one `np.save` after the other (the vendor's format)."""
+    with open(path, "wb") as handle:
+        for a in arrays:
+            np.save(handle, np.asarray(a, dtype=np.int64))
+
+
+class Max7800xTarget(Target):
+    device_name: ClassVar[str]
+
+    # -- lower ----------------------------------------------------------------------------
+    def lower(self, graph: g.Graph, options: CompileOptions) -> Program:
+        from edgesynth.targets.max7800x.device import get_device
+        from edgesynth.targets.max7800x.lower import describe, fuse
+
+        device = get_device(self.device_name)
+        warnings: list[str] = list(graph.warnings)
+        if not graph.is_integer:
+            from edgesynth.targets.max7800x.quantize import quantize
+
+            if options.calibration is None:
+                raise EdgesynthError(
+                    f"{graph.source or graph.name} is a float model: {self.name} needs "
+                    "calibration data to quantize it (--calibration DATA.npy, a batch of "
+                    "typical inputs)",
+                    key="--calibration",
+                )
+            graph = quantize(graph, options.calibration, device)
+            warnings += graph.warnings
+        layers = fuse(graph)
+        desc = describe(graph, layers, device, arch="test", dataset=DATASET)
+        in_t = graph.tensors[graph.inputs[0]]
+        sample = options.options.get("sample")
+        if sample is None:
+            sample = np.zeros(in_t.shape, dtype=np.int64)
+        net = self._build(desc, np.asarray(sample))
+        out_t = graph.tensors[graph.outputs[0]]
+        return Program(
+            target=self.name,
+            graph=graph,
+            layers=layers,
+            inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
+            outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
+            warnings=warnings,
+            extra={"description": desc, "network": net, "sample": np.asarray(sample)},
+        )
+
+    def _build(self, desc: Any, sample: np.ndarray) -> Any:
+        with tempfile.TemporaryDirectory(prefix="edgesynth-") as tmp:
+            folder = Path(tmp)
+            _write_description(folder, desc, sample)
+            return self._load_network(folder)
+
+    def _load_network(self, folder: Path) -> Any:
+        from edgesynth.targets.max7800x.build import BuildOptions
+        from edgesynth.targets.max7800x.device import get_device
+        from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
+
+        job = SynthesisJob(
+            NETWORK_FILE, BuildOptions(device=get_device(self.device_name), base_dir=folder)
+        )
+        net, _ = load_network(job)
+        return net
+
+    # -- check, plan, simulate --------------------------------------------------------------
+    def check(self, program: Program) -> None:
+        from edgesynth.targets.max7800x import rules
+        from edgesynth.targets.max7800x.device import get_device
+
+        rules.check_network(program.extra["network"], get_device(self.device_name), None)
+
+    def plan(self, program: Program) -> None:
+        net = program.extra["network"]
+        program.plan = [
+            {
+                "layer": layer.name,
+                "processors": layer.processors,
+                "output_processors": layer.output_processors,
+                "in_offset": layer.in_offset,
+                "out_offset": layer.out_offset,
+            }
+            for layer in net.layers
+        ]
+
+    def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        from edgesynth.sim.simulate import simulate
+
+        net = program.extra["network"]
+        batch = np.asarray(inputs[0], dtype=np.int64)
+        want = program.outputs[0].shape
+        outs = []
+        for sample in batch:
+            out = simulate(net, sample)[-1].output
+            outs.append(out.reshape(want))
+        return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
+
+    # -- emit, load -----------------------------------------------------------------------
+    def emit(self, program: Program, folder: Path) -> list[str]:
+        files = _write_description(folder, program.extra["description"], program.extra["sample"])
+        return self.write_manifest(program, folder, files)
+
+    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
+        net = self._load_network(Path(folder))
+        inputs = [TensorFormat.from_json(t) for t in manifest["inputs"]]
+        outputs = [TensorFormat.from_json(t) for t in manifest["outputs"]]
+        return Program(
+            target=self.name,
+            graph=g.Graph(manifest.get("network", "network")),
+            layers=[],
+            inputs=inputs,
+            outputs=outputs,
+            warnings=list(manifest.get("warnings", [])),
+            extra={"network": net},
+        )
+
+
+@register
+class Max78000(Max7800xTarget):
+    name = "max78000"
+    summary = "Analog Devices MAX78000: 64 processors, 512 KiB data memory (YAML + C project)"
+    device_name = "MAX78000"
+
+
+@register
+class Max78002(Max7800xTarget):
+    name = "max78002"
+    summary = "Analog Devices MAX78002: 64 processors, 1,280 KiB data memory (YAML + C project)"
+    device_name = "MAX78002"
+
+
+TARGETS = [Max78000, Max78002]

@@ -1,0 +1,105 @@
+"""xDNN device facts, as data: engines, image-memory geometry, field widths and limits.
+
+Where each fact comes from (see docs/xdnn.md for the full list):
+- seed: the XDNN description (`../shared/seeds/004_897991aa4a9fe9da.txt`);
+- ml-suite: Xilinx ml-suite v1.5's public programs and overlay descriptions;
+- edgesynth: a choice the sources leave open, made here and documented.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError, did_you_mean
+
+MiB = 1 << 20
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= n (n >= 1)."""
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One xDNN engine configuration, named `<pixels>x<array width>` like ml-suite's overlays."""
+
+    name: str
+    dsp_pixels: int  # C_IMAGE_OP_PIXELS (seed): pixels the DSP array processes side by side
+    imem_bytes: int  # image memory capacity (ml-suite overlays: XDNN_URAM in MB)
+    array_width: int = 32  # seed: "fixed at 32"
+    bytes_per_pixel: int = 2  # seed: 2 bytes per pixel (16-bit data path)
+
+    @property
+    def imem_width(self) -> int:
+        """seed: the DSP width in bytes rounded up to the next power of two (14 px -> 32 B)."""
+        return next_pow2(self.dsp_pixels * self.bytes_per_pixel)
+
+
+ENGINES: dict[str, Engine] = {
+    # ml-suite has no 14x32 overlay: edgesynth gives it the 28x32 engine's 4 MiB.
+    "14x32": Engine("14x32", 14, 4 * MiB),
+    # ml-suite xdnn_v2_32x28_*_4mb overlays; googlenet_v1_28.json was compiled with -m 4.
+    "28x32": Engine("28x32", 28, 4 * MiB),
+    # ml-suite xdnn_v2_32x56_2pe_*_6mb overlays.
+    "56x32": Engine("56x32", 56, 6 * MiB),
+}
+DEFAULT_ENGINE = "28x32"
+
+
+def engine(name: str) -> Engine:
+    if name not in ENGINES:
+        raise EdgesynthError(
+            f"unknown engine `{name}`; the engines are {', '.join(ENGINES)}."
+            + did_you_mean(name, ENGINES),
+            key="--engine",
+        )
+    return ENGINES[name]
+
+
+# -- image limits (ml-suite overlays: XDNN_MAX_IMG_WH, XDNN_MAX_IMG_DEPTH) -------------------
+MAX_IMAGE_WH = 1023
+MAX_IMAGE_DEPTH = 4095
+
+# -- the post-array pipeline (seed) ----------------------------------------------------------
+ACC_BITS = 48  # the DSP accumulator
+DATA_BITS = 16  # pre-shift saturation, post-shift result, bias and its saturation
+PRESHIFT_BITS = 6  # "6-bit CSR field Pre-Scale DSP Right-Shifting"
+SCALE_BITS = 8  # "8-bit CSR field DSP Scale Multiplication value" (unsigned)
+POSTSHIFT_BITS = 4  # "4-bit CSR field Post-Scale DSP Right-Shifting"
+BIAS_BITS = 16  # "16-bit CSR field Output Image Bias Value" (signed)
+PRESHIFT_MAX = (1 << PRESHIFT_BITS) - 1
+SCALE_MAX = (1 << SCALE_BITS) - 1
+POSTSHIFT_MAX = (1 << POSTSHIFT_BITS) - 1
+BIAS_MIN, BIAS_MAX = -(1 << (BIAS_BITS - 1)), (1 << (BIAS_BITS - 1)) - 1
+DATA_MIN, DATA_MAX = -(1 << (DATA_BITS - 1)), (1 << (DATA_BITS - 1)) - 1
+
+# -- geometry fields of edgesynth's register map (edgesynth: 4-bit fields) -----------------
+MAX_KERNEL = 15
+MAX_STRIDE = 15
+MAX_PAD = 15
+MAX_DILATION = 15
+
+# -- filter image (seed: 16-bit values, input depth made even, output depth padded to 32) ---
+FILTER_BYTES = 2
+FILTER_DEPTH_MULTIPLE = 2
+FILTER_OUTPUT_MULTIPLE = 32
+DDR_ALIGN = 64  # edgesynth: every DDR block starts on a 64-byte boundary (one AXI burst)
+
+BITS = (8, 16)  # quantization modes: values in 8 or 16 bits, always stored as 16-bit words
+
+
+def avgpool_multiplier(count: int, rescale: float = 1.0) -> tuple[int, int]:
+    """(m, s) with m / 2**s ~ 1 / count: the average pool multiplies a window's sum by an
+    8-bit scale and shifts it right by a 4-bit post-shift, like the convolution's scale and
+    post-shift stages (edgesynth's choice; ml-suite's host library has the same
+    sum x scale >> post-shift form). `rescale` = input step / output step folds a change of
+    scale into it. The largest shift whose scale fits wins."""
+    best = (0, 0)
+    for s in range(POSTSHIFT_MAX + 1):
+        m = int(np.floor((1 << s) * rescale / count + 0.5))
+        if m <= SCALE_MAX:
+            best = (m, s)
+    return best

@@ -1,0 +1,61 @@
+"""Write an xDNN program's files into a (staging) folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from edgesynth.targets.base import Program
+from edgesynth.targets.xdnn.filters import pack_filters
+from edgesynth.targets.xdnn.imem import overlaps
+from edgesynth.targets.xdnn.program import build, cmd_text, ddr_map, program_json
+from edgesynth.targets.xdnn.script import encode, init_writes
+from edgesynth.targets.xdnn.target import FILES
+
+
+def emit(program: Program, folder: Path) -> list[str]:
+    low = program.extra["lowered"]
+    engine = program.extra["engine"]
+    bits = program.extra["bits"]
+    plan = program.plan
+    bad = overlaps(plan)
+    if bad:  # never expected: the planner is tested for it
+        raise AssertionError(f"IMEM plan overlaps: {bad[:3]}")
+    filters, offsets = pack_filters(low.layers)
+    ddr = ddr_map(low, offsets)
+    cmds, script = build(low, plan, ddr, bits)
+    script.init = init_writes(0, 0)
+    files = {
+        FILES["cmd"]: cmd_text(low, cmds, plan, engine).encode(),
+        FILES["json"]: (
+            json.dumps(program_json(low, cmds, engine, bits), indent=1) + "\n"
+        ).encode(),
+        FILES["script"]: encode(script),
+        FILES["filters"]: filters,
+        FILES["quant"]: (json.dumps(low.quant.to_json(), indent=1) + "\n").encode(),
+        FILES["imem"]: (
+            json.dumps(
+                {
+                    **plan.to_json(
+                        {t.name: t.shape for t in low.graph.tensors.values() if len(t.shape) == 3}
+                    ),
+                    "ddr": {
+                        "image_region": {
+                            "input_offset": ddr.input_offset,
+                            "output_offset": ddr.output_offset,
+                            "bytes": ddr.image_bytes,
+                        },
+                        "filters": {
+                            k: {"weights": a, "per_channel": b} for k, (a, b) in ddr.filters.items()
+                        },
+                        "filter_bytes": len(filters),
+                    },
+                },
+                indent=1,
+            )
+            + "\n"
+        ).encode(),
+    }
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return sorted(files)

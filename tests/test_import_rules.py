@@ -1,0 +1,67 @@
+"""The architecture's import rules (docs/architecture.md), checked on the source tree."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "edgesynth"
+
+
+def imports(path: Path) -> set[str]:
+    """Every `edgesynth...` module a file imports (at any depth: lazy imports count)."""
+    tree = ast.parse(path.read_text(), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return {n for n in names if n.startswith("edgesynth")}
+
+
+def files(package: str) -> list[Path]:
+    return sorted((SRC / package).rglob("*.py"))
+
+
+TARGETS = sorted(p.name for p in (SRC / "targets").iterdir() if (p / "__init__.py").exists())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_no_target_imports_another(target: str) -> None:
+    others = [t for t in TARGETS if t != target]
+    for path in files(f"targets/{target}"):
+        for name in imports(path):
+            for other in others:
+                assert not name.startswith(f"edgesynth.targets.{other}"), (
+                    f"{path.relative_to(SRC)} imports {name}"
+                )
+
+
+def test_sim_imports_no_target() -> None:
+    for path in files("sim"):
+        bad = [n for n in imports(path) if n.startswith("edgesynth.targets")]
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}"
+
+
+@pytest.mark.parametrize("package", ["nn", "quant"])
+def test_training_layers_reach_a_device_only_through_its_description(package: str) -> None:
+    for path in files(package):
+        for name in imports(path):
+            if name.startswith("edgesynth.targets"):
+                assert ".device" in name, f"{path.relative_to(SRC)} imports {name}"
+
+
+def test_frontends_import_no_target_but_the_vendor_builder() -> None:
+    """Front ends make no hardware decision; the vendor-YAML reader may use the max7800x
+    builder (the YAML's meaning is that chip's)."""
+    for path in files("frontends"):
+        for name in imports(path):
+            if not name.startswith("edgesynth.targets"):
+                continue
+            assert "ai8x" in path.parts and name.startswith("edgesynth.targets.max7800x"), (
+                f"{path.relative_to(SRC)} imports {name}"
+            )
