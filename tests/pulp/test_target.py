@@ -201,7 +201,7 @@ def test_command_line_simulate_compile_run_report(nemo_model: Path, tmp_path: Pa
 def test_command_line_errors_name_the_problem(tmp_path: Path) -> None:
     parse = _parser().parse_args
     args = parse(["pulp", "run", str(tmp_path), "--input", "x.npz", "--output", "y.npz"])
-    with pytest.raises(EdgesynthError, match="not a compiled gap8 program"):
+    with pytest.raises(EdgesynthError, match="not a compiled program"):
         args.handler(args)
     args = parse(["pulp", "compile", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o")])
     with pytest.raises(EdgesynthError, match="no such file"):

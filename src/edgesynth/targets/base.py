@@ -148,7 +148,7 @@ class Target(ABC):
     def write_manifest(self, program: Program, folder: Path, files: list[str]) -> list[str]:
         """Write `compiled.json` (what `edgesynth run` reads) beside `files`; returns every name."""
         names = sorted({*files, MANIFEST})
-        manifest = self.manifest(program, names)
+        manifest = self.manifest(program, [n for n in names if n != MANIFEST])
         (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         return names
 
