@@ -94,18 +94,7 @@ def test_synthetic_demo_matches_an_independent_reference(tmp_path: Path, capsys)
     assert "Demo finished" in capsys.readouterr().out
 
 
-def test_trained_demo_end_to_end(tmp_path: Path, capsys) -> None:
-    """Train + QAT + quantize, synthesize, and the 8-bit model agrees with the known answer."""
-    pytest.importorskip("torch")
-    status = main(["demo", "--out", str(tmp_path / "demo")])
-    out = capsys.readouterr().out
-    assert status == 0, out
-    run = tmp_path / "demo" / "run"
-    kat = np.load(run / "kat" / "output.npy")
-    assert kat.shape == (10, 1, 1) and kat.dtype == np.int64
-    np.testing.assert_array_equal(kat, np.load(run / "evaluate.npy"))
-    assert "equals the 8-bit training model's output value for value" in out
-    assert "identical outputs 100.00%" in out
+# The trained demo end to end: tests/test_readme.py runs it as `bash scripts/demo.sh`.
 
 
 # --- the cases of issue 7, one test each ---------------------------------------------------
@@ -224,3 +213,12 @@ def test_demo_refuses_a_non_empty_out_and_overwrite_keeps_other_files(
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "kat" / "output.npy").is_file()
     assert sorted(p.name for p in out.iterdir()) == ["kat", "notes.txt", "tests"]
+
+
+def test_gati_decode_names_a_file_that_is_no_program(capsys) -> None:
+    sample = MNIST / "tests" / "sample_mnist.npy"
+    assert main(["gati", "decode", str(sample)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"edgesynth: error: {sample}: is a NumPy .npy file, not a Gati program " + (
+        "(program.bin or a .dwp stream from `gati compile`).\n"
+    )

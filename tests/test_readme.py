@@ -123,7 +123,12 @@ def test_readme_demo(clean_copy: Path) -> None:
     run = _run_block(block, clean_copy)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "equals the 8-bit training model's output value for value" in run.stdout
-    assert (clean_copy / "out" / "demo" / "run" / "kat" / "output.npy").is_file()
+    assert "identical outputs 100.00%" in run.stdout  # simulator vs 8-bit model, 297 images
+    demo_run = clean_copy / "out" / "demo" / "run"
+    kat = np.load(demo_run / "kat" / "output.npy")
+    assert kat.shape == (10, 1, 1) and kat.dtype == np.int64
+    np.testing.assert_array_equal(kat, np.load(demo_run / "evaluate.npy"))
+    assert not list((clean_copy / "out").rglob(".edgesynth-staging-*"))
     again = _run_block(block, clean_copy)
     assert again.returncode == 1 and "pass --overwrite" in again.stderr
 

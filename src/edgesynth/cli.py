@@ -27,10 +27,13 @@ from typing import Any, NoReturn
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 
 COMMAND_MODULES = [
-    "edgesynth.targets.max7800x.cli",  # izer, simulate
+    "edgesynth.targets.max7800x.cli",  # izer, simulate, synth, build
     "edgesynth.demo",  # demo
     "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate
+    "edgesynth.flow_cli",  # compile, run (every target)
     "edgesynth.targets.gati.cli",  # gati compile | decode | run
+    "edgesynth.targets.xdnn.cli",  # xdnn compile | decode | run | check-quant
+    "edgesynth.targets.pulp.cli",  # pulp simulate | compile | run | report
 ]
 
 # Optional parts: the top-level module a command imports -> the extra that installs it.
@@ -41,6 +44,7 @@ EXTRAS = {
     "tqdm": "train",
     "onnx": "onnx",
     "onnxruntime": "onnx",
+    "ortools": "pulp",
 }
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(.*?)' \(choose from (.*)\)")

@@ -419,11 +419,6 @@ class OutputFolder:
         shutil.rmtree(self.staging, ignore_errors=True)
         self._staging = None
 
-    @property
-    def written(self) -> list[Path]:
-        """The files staged so far, relative to the folder."""
-        return self._staged_files() if self._staging is not None else []
-
 
 def output_folder(
     path: PathLike,

@@ -172,7 +172,8 @@ VALUES = [
 @st.composite
 def command_lines(draw: st.DrawFn) -> list[str]:
     words = draw(st.sampled_from(QUICK))
-    tokens = st.one_of(st.sampled_from(_options(words)), st.sampled_from(VALUES))
+    options = _options(words)  # `targets` has none
+    tokens = st.sampled_from(options + VALUES)
     return [*words, *draw(st.lists(tokens, max_size=7))]
 
 
@@ -195,3 +196,9 @@ def test_random_command_lines_never_crash_or_destroy(
     assert "Traceback" not in result.output and "internal error" not in result.output
     assert (work / "SENTINEL").read_text() == "mine"
     assert (work / "tests" / "keep.txt").read_text() == "mine too"
+
+
+def test_izer_help_does_not_promise_onnx() -> None:
+    result = run_cli("izer", "--help")
+    assert result.exit_code == 0
+    assert "quantized checkpoint (.pth.tar)" in result.stdout and ".onnx" not in result.stdout

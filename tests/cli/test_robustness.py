@@ -11,6 +11,7 @@ did not create exactly as they were, with no staging files anywhere.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ YAML = "networks/mnist-chw-ai85.yaml"
 CKPT = "trained/ai85-mnist-qat8-q.pth.tar"
 SAMPLE = "tests/sample_mnist.npy"
 SENTINEL = "sentinel.txt"
+PULP_CASE = CASE.parents[1].parent / "pulp" / "cases" / "eegnet_1d_8b_Hx1"
+XDNN_QUANT = CASE.parents[1].parent / "xdnn" / "ml-suite" / "googlenet_v1_8b.json"
+GROUPS = ("gati", "xdnn", "pulp")  # commands with sub-commands
 
 
 @dataclass
@@ -42,6 +46,7 @@ class Command:
     bad_value: list[str] = field(default_factory=lambda: ["--device", "MAX1"])  # exit 2
     required: bool = True  # the bare command is a usage error
     overwrite: bool = False  # has --overwrite (a folder output)
+    suffix: str = ".npy"  # what a file output is named with
 
 
 def _izer(out: str) -> list[str]:
@@ -87,6 +92,22 @@ COMMANDS = [
         lambda out: ["simulate", YAML, CKPT, "--output", out],
         "file",
         swapped=["simulate", SAMPLE, CKPT],
+    ),
+    Command(
+        "synth",
+        lambda out: ["synth", YAML, CKPT, "--sample-input", SAMPLE, "-o", out],
+        "folder",
+        input_folder="trained",
+        input_file=CKPT,
+        swapped=["synth", CKPT, YAML, "-o", "o"],
+        overwrite=True,
+    ),
+    Command(
+        "build",
+        lambda out: ["build", "project-c"],
+        None,
+        swapped=["build", "tests"],
+        bad_value=["--device", "MAX1"],
     ),
     Command(
         "demo",
@@ -157,13 +178,118 @@ COMMANDS = [
         swapped=["gati", "decode", "gati/calib.npy"],
         bad_value=["--format", "xml"],
     ),
+    Command(
+        "compile",
+        lambda out: ["compile", YAML, "--checkpoint", CKPT, "-t", "max78000", "-o", out],
+        "folder",
+        input_folder="trained",
+        input_file=CKPT,
+        swapped=["compile", CKPT, "--checkpoint", YAML, "-t", "max78000", "-o", "o"],
+        bad_value=["--option"],
+        overwrite=True,
+    ),
+    Command(
+        "run",
+        lambda out: ["run", "compiled-max78000", "-i", SAMPLE, "--integer", "-o", out],
+        "file",
+        input_folder="tests",
+        input_file=SAMPLE,
+        swapped=["run", SAMPLE, "-i", "compiled-max78000", "-o", "y.npy"],
+        bad_value=["--input"],
+    ),
+    Command("targets", lambda out: ["targets"], None, bad_value=["extra"], required=False),
+    Command(
+        "xdnn compile",
+        lambda out: ["xdnn", "compile", "gati/model.onnx", "-c", "gati/calib.npy", "-o", out],
+        "folder",
+        input_folder="gati",
+        input_file="gati/model.onnx",
+        swapped=["xdnn", "compile", "gati/calib.npy", "-c", "gati/model.onnx", "-o", "o"],
+        bad_value=["--engine", "9x9"],
+        overwrite=True,
+    ),
+    Command(
+        "xdnn run",
+        lambda out: ["xdnn", "run", "compiled-xdnn", "-i", "gati/calib.npy", "-o", out],
+        "file",
+        input_folder="gati",
+        input_file="gati/calib.npy",
+        swapped=["xdnn", "run", "gati/calib.npy", "-i", "compiled-xdnn", "-o", "y.npy"],
+        bad_value=["--input"],
+    ),
+    Command(
+        "xdnn decode",
+        lambda out: ["xdnn", "decode", "compiled-xdnn/script.bin"],
+        None,
+        swapped=["xdnn", "decode", "gati/calib.npy"],
+        bad_value=["extra"],
+    ),
+    Command(
+        "xdnn check-quant",
+        lambda out: ["xdnn", "check-quant", "xdnn/quant.json"],
+        None,
+        swapped=["xdnn", "check-quant", "gati/calib.npy"],
+        bad_value=["extra"],
+    ),
+    Command(
+        "pulp simulate",
+        lambda out: [
+            "pulp",
+            "simulate",
+            "pulp/network.onnx",
+            "--input",
+            "pulp/data.npz",
+            "--output",
+            out,
+        ],
+        "file",
+        input_folder="pulp",
+        input_file="pulp/data.npz",
+        swapped=[
+            "pulp",
+            "simulate",
+            "pulp/data.npz",
+            "--input",
+            "pulp/network.onnx",
+            "--output",
+            "o.npz",
+        ],
+        bad_value=["--layout", "xyz"],
+        suffix=".npz",
+    ),
+    Command(
+        "pulp compile",
+        lambda out: ["pulp", "compile", "pulp/network.onnx", "-o", out],
+        "folder",
+        input_folder="pulp",
+        input_file="pulp/network.onnx",
+        swapped=["pulp", "compile", "pulp/data.npz", "-o", "o"],
+        bad_value=["--l1", "lots"],
+        overwrite=True,
+    ),
+    Command(
+        "pulp run",
+        lambda out: ["pulp", "run", "compiled-pulp", "--input", "pulp/data.npz", "--output", out],
+        "file",
+        input_folder="pulp",
+        input_file="pulp/data.npz",
+        swapped=["pulp", "run", "pulp/data.npz", "--input", "compiled-pulp", "--output", "o.npz"],
+        bad_value=["--layout", "xyz"],
+        suffix=".npz",
+    ),
+    Command(
+        "pulp report",
+        lambda out: ["pulp", "report", "compiled-pulp"],
+        None,
+        swapped=["pulp", "report", "pulp/data.npz"],
+        bad_value=["extra"],
+    ),
 ]
 
 
 def _bare(command: Command) -> list[str]:
-    return (
-        command.name.split()[:2] if command.name.startswith("gati") else [command.name.split()[0]]
-    )
+    words = command.name.split()
+    return words[:2] if words[0] in GROUPS else words[:1]
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +336,40 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     net5 = create_model("ai85net5", num_classes=10, num_channels=1, dimensions=(28, 28))
     write_checkpoint(root / "float" / "net5.pth.tar", arch="ai85net5", state_dict=model_state(net5))
+    from edgesynth.flow import compile_to, load_model
+
+    here = Path.cwd()
+    os.chdir(root)
+    try:
+        compile_to(
+            load_model(YAML, checkpoint=CKPT, sample_input=SAMPLE),
+            "max78000",
+            out=root / "compiled-max78000",
+        )
+    finally:
+        os.chdir(here)
+    compile_to(
+        load_model(root / "gati" / "model.onnx"),
+        "xdnn",
+        calibration=calib,
+        out=root / "compiled-xdnn",
+    )
+    (root / "xdnn").mkdir()
+    shutil.copy(XDNN_QUANT, root / "xdnn" / "quant.json")
+    (root / "pulp").mkdir()
+    for name in ("network.onnx", "data.npz"):
+        shutil.copy(PULP_CASE / name, root / "pulp" / name)
+    compile_to(load_model(root / "pulp" / "network.onnx"), "gap8", out=root / "compiled-pulp")
+    from edgesynth.targets.max7800x.izer import run_izer
+
+    os.chdir(root)
+    try:
+        run_izer(
+            ["--device", "MAX78000", "--config-file", YAML, "--checkpoint-file", CKPT,
+             "--test-dir", ".", "--prefix", "project-c"]
+        )  # fmt: skip
+    finally:
+        os.chdir(here)
     (root / "train").mkdir()
     (root / "train" / "policy.yaml").write_text("start_epoch: 0\nweight_bits: 8\n")
     (root / SENTINEL).write_text("the user's file\n")
@@ -280,7 +440,7 @@ def test_command(project: Path, command: Command, scenario: str) -> None:
     (project / "busy").mkdir()
     (project / "busy" / SENTINEL).write_text("a non-empty folder\n")
     before = snapshot(root)
-    fresh = "results/new" if command.output == "folder" else "results/new.npy"
+    fresh = "results/new" if command.output == "folder" else f"results/new{command.suffix}"
     status = 1
     if scenario == "ok":
         argv, status = command.argv(fresh), 0

@@ -275,12 +275,16 @@ def test_unfolded_batchnorm(tmp_path: Path) -> None:
         load_checkpoint(other)
 
 
-def test_unquantized_weights_are_refused(tmp_path: Path) -> None:
-    """A float checkpoint is refused for synthesis (the vendor truncates every weight, mostly
-    to zero), with a message that points to `edgesynth quantize`."""
+def test_unquantized_weights_are_refused_pointing_to_quantize(tmp_path: Path) -> None:
+    """The vendor truncates float weights (often all to 0) and goes on; we refuse."""
     path = _write(tmp_path, {"c.op.weight": [[1.7, -1.7, 0.2]]})
-    with pytest.raises(EdgesynthError, match=r"not integers \(e\.g\. 1\.7\).*edgesynth quantize"):
+    with pytest.raises(EdgesynthError) as info:
         load_checkpoint(path)
+    message = str(info.value)
+    assert str(path) in message and "`c.op.weight` holds weights that are not integers" in message
+    assert (
+        f"edgesynth quantize {path.name} {path.name.removesuffix('.pth.tar')}-q.pth.tar" in message
+    )
 
 
 def test_missing_state_dict_and_arch(tmp_path: Path) -> None:

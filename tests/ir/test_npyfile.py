@@ -59,7 +59,9 @@ def test_empty_file_holds_no_arrays(tmp_path: Path) -> None:
 def test_corrupt_files(tmp_path: Path) -> None:
     text = tmp_path / "text.npy"
     text.write_text("not numpy")
-    with pytest.raises(EdgesynthError, match=r"it is a text file") as info:
+    with pytest.raises(
+        EdgesynthError, match=r"it is a text file \(it begins `not numpy`\)"
+    ) as info:
         load_npy_arrays(text)
     assert str(text) in str(info.value)
 

@@ -215,13 +215,6 @@ def test_options_that_leave_the_known_answer_unchanged(three, capsys, option) ->
     np.testing.assert_array_equal(project.run(option, capsys=capsys), project.run(capsys=capsys))
 
 
-def test_no_kat_writes_no_known_answer_file(three, capsys) -> None:
-    """--no-kat turns off the only file izer writes today: refused, nothing written."""
-    project, *_ = three
-    err = project.refuse("--no-kat", capsys=capsys)
-    assert "--no-kat" in err
-
-
 def test_sequence_keys_order_the_layers(project, capsys) -> None:
     """`sequence` numbers place the layers (the listing order does not matter); weights are
     read in that order."""

@@ -152,7 +152,7 @@ def test_unknown_option_is_a_usage_error_that_suggests(project: Path, capsys) ->
 
 def test_existing_output_folder_needs_overwrite(project: Path, capsys) -> None:
     """The vendor refuses an existing TEST_DIR/PREFIX without --overwrite, even an empty one;
-    with --overwrite only the known-answer file is replaced."""
+    with --overwrite only the project's files are replaced."""
     Path("out/p").mkdir(parents=True)
     err = refused(izer(), capsys)
     assert "out/p exists" in err and "--overwrite" in err
@@ -160,7 +160,8 @@ def test_existing_output_folder_needs_overwrite(project: Path, capsys) -> None:
     assert main(izer("--overwrite")) == 0
     np.testing.assert_array_equal(np.load("out/p/kat.npy"), np.load("expected_output.npy"))
     assert Path("out/p/notes.txt").read_text() == "mine"
-    assert sorted(p.name for p in Path("out/p").iterdir()) == ["kat.npy", "notes.txt"]
+    names = {p.name for p in Path("out/p").iterdir()}
+    assert {"kat.npy", "notes.txt", "cnn.c", "cnn.h", "main.c", "weights.h"} <= names
 
 
 def test_float_checkpoint_points_to_quantize(project: Path, capsys) -> None:
@@ -176,19 +177,19 @@ def test_float_checkpoint_points_to_quantize(project: Path, capsys) -> None:
     assert "not integers" in err and "edgesynth quantize float.pth.tar float-q.pth.tar" in err
 
 
-@pytest.mark.parametrize(
-    ("argv", "named"),
-    [
-        (izer()[:-2], "--sample-numpy-filename NAME"),  # without --sample-numpy-filename kat
-        (izer("--no-kat"), "drop --no-kat"),
-    ],
-)
-def test_nothing_to_write_is_refused(project: Path, capsys, argv: list[str], named: str) -> None:
-    """Until C code generation lands, izer writes only the known answer: a run that asks for
-    nothing it writes is refused, naming the option that asks for it."""
-    err = refused(argv, capsys)
-    assert named in err and "known-answer output" in err
+def test_rtl_run_without_known_answer_is_refused(project: Path, capsys) -> None:
+    """RTL-simulation files are not generated: an RTL run that does not ask for the
+    known-answer output would write nothing, so it is refused, naming what to ask for."""
+    err = refused([*izer()[:-2], "--rtl"], capsys)
+    assert "--sample-numpy-filename NAME" in err and "RTL" in err
     assert not Path("out").exists()
+
+
+def test_no_kat_writes_the_project_without_known_answer(project: Path, capsys) -> None:
+    """--no-kat: the project is written, without the known-answer file and check."""
+    assert main(izer("--no-kat")) == 0
+    names = {p.name for p in Path("out/p").iterdir()}
+    assert "cnn.c" in names and "main.c" in names and "kat.npy" not in names
 
 
 def test_stop_after_beyond_the_network(project: Path, capsys) -> None:

@@ -14,7 +14,7 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.network import Layer, Network
 from edgesynth.ir.spec import LayerSpec, NetworkSpec
 from edgesynth.targets.max7800x import rules
-from edgesynth.targets.max7800x.device import MAX78000, MAX78002, Device
+from edgesynth.targets.max7800x.device import MAX78000, MAX78002, Device, get_device
 from edgesynth.targets.max7800x.rules import RuleOptions
 
 # Every YAML key of a test layer sits on its own line: layer line + offset.
@@ -199,16 +199,20 @@ def test_options_may_be_any_object_with_the_vendor_option_names() -> None:
 
 
 def test_passes_and_processors_per_pass() -> None:
-    assert rules.passes(3) == 1
-    assert rules.passes(64) == 1
-    assert rules.passes(65) == 2
-    assert rules.passes(1024) == 16
-    assert rules.processors_per_pass(3) == 3
-    assert rules.processors_per_pass(64) == 64
-    assert rules.processors_per_pass(100) == 52  # 2 passes of 50, rounded up to whole instances
-    assert rules.processors_per_pass(128) == 64
-    assert rules.processors_per_pass(130) == 44  # 3 passes of 44 (43.3 rounded to 4s)
-    assert rules.processors_per_pass(8, max_proc=4) == 4
+    dev = get_device("MAX78000")
+    procs, shared = dev.processors, dev.processors_sharing_memory
+    assert rules.passes(3, procs) == 1
+    assert rules.passes(64, procs) == 1
+    assert rules.passes(65, procs) == 2
+    assert rules.passes(1024, procs) == 16
+    assert rules.processors_per_pass(3, procs, shared) == 3
+    assert rules.processors_per_pass(64, procs, shared) == 64
+    # 2 passes of 50, rounded up to whole instances
+    assert rules.processors_per_pass(100, procs, shared) == 52
+    assert rules.processors_per_pass(128, procs, shared) == 64
+    # 3 passes of 44 (43.3 rounded to 4s)
+    assert rules.processors_per_pass(130, procs, shared) == 44
+    assert rules.processors_per_pass(8, 4, shared) == 4
 
 
 def test_memory_sizes_per_instance() -> None:
@@ -221,10 +225,10 @@ def test_memory_sizes_per_instance() -> None:
     multipass = make_layer(0, out_channels=128, out_dim=(4, 4))
     assert rules.output_words_per_instance(multipass, MAX78000) == 32
     chw = make_layer(0, in_channels=3, in_dim=(128, 128), data_format="CHW")
-    assert rules.input_bytes(chw) == 16384  # 4 pixels per word, one channel per instance
-    assert rules.input_words_per_instance(chw) == 4096
+    assert rules.input_bytes(chw, 64) == 16384  # 4 pixels per word, one channel per instance
+    assert rules.input_words_per_instance(chw, 64) == 4096
     eltwise = make_layer(0, operation="none", operands=2, in_channels=4, in_dim=(12, 12))
-    assert rules.input_bytes(eltwise) == 12 * 12 * 4 * 2
+    assert rules.input_bytes(eltwise, 64) == 12 * 12 * 4 * 2
 
 
 @pytest.mark.parametrize(
@@ -255,15 +259,15 @@ def test_memory_sizes_per_instance() -> None:
     ],
 )
 def test_kernel_words(values: dict, output_map: int, words: int) -> None:
-    assert rules.kernel_words(make_layer(0, **values), output_map) == words
+    assert rules.kernel_words(make_layer(0, **values), output_map, 64, 4) == words
 
 
 def test_bias_bytes() -> None:
     layer = make_layer(0, out_channels=10, bias=np.ones(10, dtype=np.int64))
-    assert rules.bias_bytes(layer, 0x3FF, MAX78000) == 10
-    assert rules.bias_bytes(layer, 0x3FF << 2, MAX78000) == 12  # output starts mid-instance
+    assert rules.bias_bytes(layer, 0x3FF, MAX78000, 64) == 10
+    assert rules.bias_bytes(layer, 0x3FF << 2, MAX78000, 64) == 12  # output starts mid-instance
     layer.bias = np.zeros(10, dtype=np.int64)
-    assert rules.bias_bytes(layer, 0x3FF, MAX78000) == 0  # all-zero bias is not stored
+    assert rules.bias_bytes(layer, 0x3FF, MAX78000, 64) == 0  # all-zero bias is not stored
 
 
 # ------------------------------------------------------------------------------------------------

@@ -92,6 +92,7 @@ def test_emit_and_load_round_trip(tmp_path: Path, monkeypatch) -> None:
     program = target.compile(graph, CompileOptions(options={"sample": x}))
     files = target.emit(program, tmp_path)
     assert sorted(files) == [
+        "compiled.json",
         "network.yaml",
         "tests/bias_network.npy",
         "tests/sample_network.npy",

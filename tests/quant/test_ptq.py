@@ -103,7 +103,7 @@ def test_qat_model_8bit_equals_its_quantized_checkpoint(tmp_path: Path) -> None:
 def test_cli_errors(tmp_path: Path, capsys) -> None:
     src = write_checkpoint(tmp_path / "f.pth.tar", arch="x", state_dict=_state())
     assert main(["quantize", str(src), str(src)]) == 1
-    assert "must not replace the input" in capsys.readouterr().err
+    assert "is an input of this run; name another output file" in capsys.readouterr().err
     assert (
         main(["quantize", str(src), str(tmp_path / "o.pth.tar"), "--clip-method", "AVGMAXX"]) == 2
     )

@@ -182,7 +182,7 @@ def _avg_reference(values: list[int], mode: str) -> int:
         "trunc": math.trunc(f),
         "floor": math.floor(f),
         "half_up": math.floor(f + Fraction(1, 2)),
-        "half_away": int(math.copysign(math.floor(abs(f) + Fraction(1, 2)), f)),
+        "half_away": (1 if f >= 0 else -1) * math.floor(abs(f) + Fraction(1, 2)),
         "half_even": round(f),
     }[mode]
 

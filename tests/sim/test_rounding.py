@@ -21,7 +21,8 @@ def reference(num: int, den: int, mode: str) -> int:
     if mode == "half_up":
         return math.floor(f + Fraction(1, 2))
     if mode == "half_away":
-        return int(math.copysign(math.floor(abs(f) + Fraction(1, 2)), f))
+        magnitude = math.floor(abs(f) + Fraction(1, 2))
+        return magnitude if f >= 0 else -magnitude
     return round(f)  # Fraction rounds half to even
 
 

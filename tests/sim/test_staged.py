@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
-from edgesynth.sim.staged import saturate, shift_scale_bias, wrap
+from edgesynth.sim.staged import saturate, shift_scale_bias
 
 
 def _one(acc: int, pre: int, scale: int, post: int, bias: int = 0, **kw) -> int:

@@ -156,7 +156,8 @@ class Linear(Node):
 @dataclass(kw_only=True)
 class Pool(Node):
     """Max or average pooling over windows of `kernel` (1-D or 2-D), no implicit padding beyond
-    `pads` (zeros).
+    `pads` (zeros). `sum`: the exact integer sum of each window (an integer average pooling
+    before the requantization that divides it; padded positions add zero).
 
     Average methods: `trunc` (sum / count toward zero), `half_away` (rounded half away from zero),
     `floor`, `half_up`; `tree`: Gati's pairwise-average tree ((a + b) >> 1 repeatedly, see
@@ -166,7 +167,7 @@ class Pool(Node):
     """
 
     op: ClassVar[str] = "pool"
-    kind: str  # max | avg
+    kind: str  # max | avg | sum
     kernel: tuple[int, ...]
     stride: tuple[int, ...]
     dilation: tuple[int, ...] = (1, 1)

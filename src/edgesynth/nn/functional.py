@@ -14,12 +14,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-ACT_BITS = 8  # data is always 8-bit on the MAX7800x
+from edgesynth.targets.max7800x.device import get_device
+
+_CHIP = get_device("MAX78000")  # the number format both devices share
+ACT_BITS = _CHIP.activation_bits  # data is 8-bit on the MAX7800x
 ACT_SCALE = 2 ** (ACT_BITS - 1)  # 128: 1.0 in training equals 128 on the chip
 ACT_MIN = -ACT_SCALE  # -128
 ACT_MAX = ACT_SCALE - 1  # 127
 BIAS_MIN, BIAS_MAX = ACT_MIN, ACT_MAX  # the bias register holds one signed byte
-MAX_SHIFT = 15  # |output_shift| limit used by quantization-aware training
+MAX_SHIFT = _CHIP.max_output_shift  # |output_shift| limit used by quantization-aware training
 FLOAT32_EXACT = 2.0**24  # integers below this are exact in float32
 
 

@@ -80,6 +80,11 @@ def _pool(node: g.Pool, x: np.ndarray) -> np.ndarray:
         out = windows.max(axis=-1)
         if node.max_floor is not None:
             out = np.maximum(out, node.max_floor)
+    elif node.kind == "sum":
+        windows, _ = ops.pool_windows_batch(
+            data, kernel, stride, dilation=dilation, pads=pads, ceil=node.ceil
+        )
+        out = windows.sum(axis=-1)
     else:
         windows, inside = ops.pool_windows_batch(
             data, kernel, stride, dilation=dilation, pads=pads, ceil=node.ceil

@@ -15,8 +15,8 @@ _SAFE = 1 << 62
 
 def _as_int(x: np.ndarray | int) -> np.ndarray:
     a = np.asarray(x)
-    if a.dtype == object:
-        return a
+    if a.dtype == object or a.dtype == np.uint64:  # Python ints beyond int64
+        return a.astype(object)
     if not np.issubdtype(a.dtype, np.integer):
         raise TypeError(f"exact integer arithmetic needs integers, not {a.dtype}")
     return a.astype(np.int64, copy=False)

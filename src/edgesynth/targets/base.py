@@ -86,6 +86,19 @@ class Program:
     warnings: list[str] = field(default_factory=list)
     plan: Any = None
     extra: dict[str, Any] = field(default_factory=dict)  # target-specific state
+    # What the host computes on the dequantized outputs: "softmax", "logsoftmax" or None.
+    host_post: str | None = None
+
+    def postprocess(self, values: np.ndarray) -> np.ndarray:
+        """The host's part after the chip: `host_post` on dequantized outputs (N, classes)."""
+        if self.host_post is None:
+            return values
+        from edgesynth.ir.graph import Softmax
+        from edgesynth.sim.graph import evaluate
+
+        node = Softmax(name="host", inputs=["y"], outputs=["p"], log=self.host_post == "logsoftmax")
+        flat = values.reshape(len(values), -1)
+        return evaluate(node, flat).reshape(values.shape)
 
 
 @dataclass
@@ -118,7 +131,8 @@ class Target(ABC):
 
     @abstractmethod
     def emit(self, program: Program, folder: Path) -> list[str]:
-        """Write the target's files into `folder` (a staging folder); return their names."""
+        """Write the target's files and the manifest (`write_manifest`) into `folder` (a staging
+        folder); return their names."""
 
     @abstractmethod
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
@@ -131,7 +145,15 @@ class Target(ABC):
         self.plan(program)
         return program
 
+    def write_manifest(self, program: Program, folder: Path, files: list[str]) -> list[str]:
+        """Write `compiled.json` (what `edgesynth run` reads) beside `files`; returns every name."""
+        names = sorted({*files, MANIFEST})
+        manifest = self.manifest(program, [n for n in names if n != MANIFEST])
+        (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        return names
+
     def manifest(self, program: Program, files: list[str]) -> dict[str, Any]:
+        """The manifest's content; targets add their own fields by overriding this."""
         return {
             "format": "edgesynth-compiled/1",
             "target": self.name,
@@ -140,6 +162,7 @@ class Target(ABC):
             "outputs": [t.to_json() for t in program.outputs],
             "files": sorted(files),
             "warnings": program.warnings,
+            "host_post": program.host_post,
         }
 
 
@@ -190,6 +213,12 @@ def get_target(name: str) -> Target:
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
+    if not Path(folder).is_dir():
+        what = "a file" if Path(folder).exists() else "not there"
+        raise EdgesynthError(
+            f"{folder} is {what}; give the folder `edgesynth compile` (or a target's compile "
+            "command) wrote"
+        )
     path = Path(folder) / MANIFEST
     try:
         manifest = json.loads(path.read_text())

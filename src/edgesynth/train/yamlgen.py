@@ -22,7 +22,9 @@ _ACTIVATE = {"relu": "ReLU", "abs": "Abs", None: "None"}
 
 
 def _processors(channels: int, device: Device) -> int:
-    return (1 << processors_per_pass(channels, device.processors)) - 1
+    return (
+        1 << processors_per_pass(channels, device.processors, device.processors_sharing_memory)
+    ) - 1
 
 
 def _pair(values: tuple[int, ...]) -> str:

@@ -39,6 +39,9 @@ class FusedLayer:
     dilations: tuple[int, int] = (1, 1)
     group: int = 1
     activation: str | None = None  # relu | sigmoid | tanh
+    # a float Clip(0, hi) taken as the ReLU: the activation's range, which quantization maps
+    # to 127 so the tail block's saturation is the clip
+    act_bound: float | None = None
     activation_node: str | None = None
     pool: PoolSpec | None = None
     flatten: bool = False  # a linear layer reading a (C, H, W) tensor

@@ -64,8 +64,15 @@ def decode_cmd(args: argparse.Namespace) -> int:
     if not path.is_file():
         what = "is a folder, not a program file" if path.is_dir() else "no such file"
         raise EdgesynthError(what, file=str(path))
+    data = path.read_bytes()
+    if data.startswith((b"\x93NUMPY", b"PK\x03\x04")):
+        what = "a NumPy .npy file" if data[:1] == b"\x93" else "a zip archive (a checkpoint?)"
+        raise EdgesynthError(
+            f"is {what}, not a Gati program (program.bin or a .dwp stream from `gati compile`).",
+            file=str(path),
+        )
     try:
-        text = describe(path.read_bytes(), args.format)
+        text = describe(data, args.format)
     except EdgesynthError as err:
         if err.file is None:
             err.file = str(path)

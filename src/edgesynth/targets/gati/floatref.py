@@ -53,6 +53,8 @@ def layer_forward(x: np.ndarray, layer: FusedLayer) -> tuple[np.ndarray, np.ndar
     else:
         pre = x
     act = evaluate(_node(g.Activation, kind=layer.activation), pre) if layer.activation else pre
+    if layer.act_bound is not None:
+        act = np.minimum(act, layer.act_bound)
     y = evaluate(_pool(layer.pool), act) if layer.pool is not None else act
     return pre, act, y
 

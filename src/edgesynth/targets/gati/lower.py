@@ -185,7 +185,9 @@ class _Fuser:
         if node.rank != 2:
             raise self.fail(f"{node.rank}-D convolution: Gati's CONV takes (C, H, W) maps")
         out = self.shape_of(node)
-        bias = node.bias if node.bias is not None else np.zeros(node.out_channels)
+        bias = (
+            node.bias if node.bias is not None else np.zeros(node.out_channels, node.weight.dtype)
+        )
         layer = FusedLayer(
             node.name,
             "conv",
@@ -215,7 +217,11 @@ class _Fuser:
             flatten, in_map = True, self.cur_shape
         elif len(self.cur_shape) != 1:
             raise self.fail(f"input of shape {self.cur_shape} must be flattened first")
-        bias = node.bias if node.bias is not None else np.zeros(node.weight.shape[0])
+        bias = (
+            node.bias
+            if node.bias is not None
+            else np.zeros(node.weight.shape[0], node.weight.dtype)
+        )
         layer = FusedLayer(
             node.name,
             "linear",
@@ -258,6 +264,15 @@ class _Fuser:
         top = requant.hi if requant is not None and self.last_is_live() else None
         if node.lo == 0 and top is not None and node.hi >= top:
             self.set_activation(node, "relu")
+            return
+        float_graph = self.graph.tensors[node.output].qtype is None
+        if float_graph and node.lo == 0 and node.hi > 0:
+            # float ReLU with an upper bound: the ReLU, with the bound as the quantized range
+            self.set_activation(node, "relu")
+            layer = self.last
+            assert layer is not None
+            bound = float(node.hi)
+            layer.act_bound = bound if layer.act_bound is None else min(layer.act_bound, bound)
             return
         raise self.fail(
             f"Clip to [{node.lo}, {node.hi}] has no Gati tail block (a ReLU is a Clip to [0, "

@@ -163,7 +163,8 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
             gl.quant_scale, gl.quant_shift = 1, 0
             gl.out_scale = s_in
         else:
-            target = act_max[i] / QMAX if act_max[i] > 0 else gl.acc_scale
+            top = act_max[i] if fl.act_bound is None else min(act_max[i], fl.act_bound)
+            target = top / QMAX if top > 0 else gl.acc_scale
             gl.quant_scale, gl.quant_shift = fit_multiplier(gl.acc_scale / target, where)
             gl.out_scale = gl.acc_scale * 2.0**gl.quant_shift / gl.quant_scale
         g_layers.append(gl)

@@ -16,7 +16,6 @@ is also sent back), `on_chip_acc_bytes` (the partial-sum buffer assumed for OnCh
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,7 +24,6 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import Graph, QType
 from edgesynth.targets.base import (
-    MANIFEST,
     CompileOptions,
     Program,
     Target,
@@ -86,11 +84,19 @@ class GatiTarget(Target):
         extra = {
             "model": model,
             "sample": sample,
-            "host_post": model.chain.host_post,
             "options": dict(options.options),
             "integer": fused.graph.is_integer,
         }
-        return Program(self.name, hw_graph, model.layers, inputs, outputs, warnings, extra=extra)
+        return Program(
+            self.name,
+            hw_graph,
+            model.layers,
+            inputs,
+            outputs,
+            warnings,
+            extra=extra,
+            host_post=model.chain.host_post,
+        )
 
     # -- check, plan ----------------------------------------------------------------------
     def check(self, program: Program) -> None:
@@ -151,10 +157,7 @@ class GatiTarget(Target):
         if program.plan is None:
             self.plan(program)
         _, files = write_files(program.plan, Path(folder), program.extra.get("sample"))
-        manifest = self.manifest(program, files)
-        manifest["host_post"] = program.extra.get("host_post")
-        (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        return [*files, MANIFEST]
+        return self.write_manifest(program, Path(folder), files)
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         from edgesynth.targets.gati.artifacts import load_outputs
@@ -170,10 +173,18 @@ class GatiTarget(Target):
             "model": model,
             "stream": stream,
             "host": host,
-            "host_post": manifest.get("host_post"),
         }
         warnings = list(manifest.get("warnings", []))
-        return Program(self.name, graph, model.layers, inputs, outputs, warnings, extra=extra)
+        return Program(
+            self.name,
+            graph,
+            model.layers,
+            inputs,
+            outputs,
+            warnings,
+            extra=extra,
+            host_post=manifest.get("host_post"),
+        )
 
 
 TARGETS = [GatiTarget]

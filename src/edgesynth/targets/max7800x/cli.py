@@ -1,4 +1,5 @@
-"""The MAX7800x commands: `edgesynth izer` (the vendor's command line) and `edgesynth simulate`.
+"""The MAX7800x commands: `edgesynth izer` (the vendor's command line), `edgesynth simulate`,
+`edgesynth synth` (the C project, native option names) and `edgesynth build` (cross-compile it).
 
 Only argparse here; the handlers import the synthesizer when they run.
 """
@@ -32,6 +33,39 @@ def _simulate(args: argparse.Namespace) -> int:
         avg_pool_rounding=args.avg_pool_rounding,
         overwrite=args.overwrite,
     )
+    return 0
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from edgesynth.targets.max7800x.synth_cmd import SynthOptions, run_synth
+
+    run_synth(
+        SynthOptions(
+            network=args.network,
+            checkpoint=args.checkpoint,
+            out=args.out,
+            device=args.device,
+            sample_input=args.sample_input,
+            softmax=args.softmax,
+            fifo=args.fifo,
+            fast_fifo=args.fast_fifo,
+            riscv=args.riscv,
+            timer=args.timer,
+            known_answer=args.known_answer,
+            unload=args.unload,
+            boost=args.boost,
+            overwrite=args.overwrite,
+            verbose=args.verbose,
+            izer_options=list(args.izer_option or []),
+        )
+    )
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from edgesynth.targets.max7800x.synth_cmd import run_build
+
+    run_build(args.project, device=args.device, riscv=args.riscv)
     return 0
 
 
@@ -86,3 +120,81 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="round average pooling",
     )
     sim.set_defaults(handler=_simulate)
+
+    synth = subparsers.add_parser(
+        "synth",
+        help="write the MAX78000/MAX78002 C project for a network (native option names)",
+        description="Write the MSDK C project for a network: the files the vendor tool writes "
+        "(cnn.c, cnn.h, weights.h, main.c, sampledata.h, sampleoutput.h, Makefile ...), "
+        "write for write identical to the vendor's. `edgesynth izer` takes the vendor's options.",
+    )
+    synth.add_argument("network", type=Path, metavar="NETWORK", help="YAML network description")
+    synth.add_argument(
+        "checkpoint",
+        type=Path,
+        nargs="?",
+        metavar="CHECKPOINT",
+        help="quantized checkpoint (.pth.tar; omit for `arch: test`)",
+    )
+    synth.add_argument(
+        "-o", "--out", type=Path, required=True, metavar="FOLDER", help="project folder to write"
+    )
+    synth.add_argument(
+        "--device", type=device_name, default="MAX78000", help="MAX78000 or MAX78002"
+    )
+    synth.add_argument(
+        "--sample-input",
+        type=Path,
+        metavar="NPY",
+        help="sample .npy (default: tests/sample_<dataset>.npy)",
+    )
+    synth.add_argument("--softmax", action="store_true", help="add the software softmax")
+    synth.add_argument("--fifo", action="store_true", help="feed the input through the FIFOs")
+    synth.add_argument(
+        "--fast-fifo", action="store_true", help="feed the input through the fast FIFO"
+    )
+    synth.add_argument("--riscv", action="store_true", help="run the network from the RISC-V core")
+    synth.add_argument("--timer", type=int, metavar="N", help="time the inference with timer N")
+    synth.add_argument(
+        "--known-answer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="generate the known-answer check",
+    )
+    synth.add_argument(
+        "--unload",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="generate cnn_unload()",
+    )
+    synth.add_argument("--boost", metavar="PORT.PIN", help="boost circuit port.pin, e.g. 2.5")
+    synth.add_argument(
+        "--overwrite", action="store_true", help="replace the files of an existing project"
+    )
+    synth.add_argument("--verbose", action="store_true", help="print the plan")
+    synth.add_argument(
+        "--izer-option",
+        action="append",
+        metavar="OPT",
+        help="any other vendor option, e.g. --izer-option=--mlator (repeatable)",
+    )
+    synth.set_defaults(handler=_synth)
+
+    build = subparsers.add_parser(
+        "build",
+        help="compile a generated project for the chip and print its size",
+        description="Compile a generated MAX78000/MAX78002 project with Debian's cross "
+        "compilers (arm-none-eabi-gcc, riscv64-unknown-elf-gcc), -Wall -Wextra -Werror, and "
+        "print the size of each memory region.",
+    )
+    build.add_argument("project", type=Path, metavar="PROJECT", help="a generated project folder")
+    build.add_argument(
+        "--device", type=device_name, help="MAX78000 or MAX78002 (default: the project's)"
+    )
+    build.add_argument(
+        "--riscv",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="build the RISC-V program too (default: when the project has one)",
+    )
+    build.set_defaults(handler=_build)

@@ -60,7 +60,8 @@ def configure_layer(
     elif ls.kernel_size is not None:
         kernel = ls.kernel_size
     else:
-        kernel = (9, 1) if is_1d else (3, 3)
+        device = opts.device
+        kernel = (device.max_kernel_1d, 1) if is_1d else (device.max_kernel_2d,) * 2
 
     # `op: none`, `linear` and the element-wise operations set their own zero padding.
     own_zero_pad = operation in ("none", "linear")

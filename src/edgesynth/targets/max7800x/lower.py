@@ -62,6 +62,13 @@ class HwLayer:
         return "conv1d" if self.op.rank == 1 else "conv2d"
 
 
+def _layer_name(node_name: str) -> str:
+    """A hardware layer's name from its operator's: the first path part (`conv1` of
+    `/conv1/Conv`, `layer3` of `layer3/conv2d`)."""
+    parts = [p for p in node_name.split("/") if p]
+    return parts[0] if parts else node_name
+
+
 def _fail(node: g.Node, message: str) -> EdgesynthError:
     where = f" ({node.source})" if node.source else ""
     return EdgesynthError(f"operator `{node.name}`{where}: {message}")
@@ -246,7 +253,7 @@ class _Fuser:
         position = {n.name: i for i, n in enumerate(self.graph.nodes)}
         for node in self.graph.nodes:
             if isinstance(node, g.Conv | g.Linear):
-                layer = HwLayer(name=node.name.split("/")[0])
+                layer = HwLayer(name=_layer_name(node.name))
                 self.take(layer, node)
                 layer.op = node
                 source = node.inputs[0]
@@ -279,7 +286,7 @@ class _Fuser:
             if node.name in self.used:
                 continue
             if isinstance(node, g.Pool | g.Clip):
-                layer = HwLayer(name=node.name.split("/")[0])
+                layer = HwLayer(name=_layer_name(node.name))
                 self.inputs(layer, node.output, None)
                 if not layer.nodes:
                     raise _fail(node, "a lone clip has no MAX7800x layer")
@@ -288,7 +295,14 @@ class _Fuser:
         for node in self.graph.nodes:
             if node.name not in self.used and not isinstance(node, g.Reshape | g.Flatten):
                 raise _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
-        return [layer for _, layer in sorted(layers, key=lambda p: p[0])]
+        ordered = [layer for _, layer in sorted(layers, key=lambda p: p[0])]
+        seen: dict[str, int] = {}
+        for layer in ordered:  # YAML layer names must be unique
+            count = seen.get(layer.name, 0)
+            seen[layer.name] = count + 1
+            if count:
+                layer.name = f"{layer.name}_{count}"
+        return ordered
 
 
 def fuse(graph: g.Graph) -> list[HwLayer]:

@@ -27,7 +27,7 @@ from edgesynth.sim.graph import evaluate
 from edgesynth.targets.max7800x.device import Device
 
 QMAX = 127
-_SHARE_SCALE = (g.Pool, g.GlobalPool, g.Flatten, g.Reshape, g.Concat, g.Slice, g.Activation)
+_SHARE_SCALE = (g.Pool, g.GlobalPool, g.Flatten, g.Reshape, g.Concat, g.Slice, g.Activation, g.Clip)
 
 
 class _Scales:
@@ -126,6 +126,9 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
     for t, m in maxabs.items():
         root = scales.find(t)
         group_max[root] = max(group_max.get(root, 0.0), m)
+    for node in nodes:  # a clip bounds its tensor: that range mapped to 127 codes makes the
+        if isinstance(node, g.Clip) and node.lo <= 0 < node.hi:  # chip's saturation the clip
+            group_max[scales.find(node.output)] = max(float(node.hi), -float(node.lo))
 
     def scale(t: str) -> float:
         m = group_max.get(scales.find(t), 0.0)
@@ -234,6 +237,30 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
             out.add(clip, shape, qtype(node.output))
         elif isinstance(node, g.Activation | g.Flatten | g.Reshape | g.Concat | g.Slice):
             out.add(node, shape, qtype(node.output))
+        elif isinstance(node, g.Clip) and node.lo <= 0:
+            # The chip saturates every output at its 8-bit range (set to the clip's range
+            # above); a clip at zero is its ReLU.
+            if node.lo == 0:
+                relu = g.Activation(
+                    name=node.name,
+                    inputs=node.inputs,
+                    outputs=node.outputs,
+                    kind="relu",
+                    source=node.source,
+                )
+                out.add(relu, shape, qtype(node.output))
+            else:
+                out.add(
+                    g.Reshape(
+                        name=node.name,
+                        inputs=node.inputs,
+                        outputs=node.outputs,
+                        shape=shape,
+                        source=node.source,
+                    ),
+                    shape,
+                    qtype(node.output),
+                )
         else:
             raise EdgesynthError(
                 f"operator `{node.name}` ({node.op}) has no MAX7800x equivalent"

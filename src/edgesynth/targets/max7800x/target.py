@@ -99,8 +99,7 @@ class Max7800xTarget(Target):
         from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
 
         job = SynthesisJob(
-            str(folder / NETWORK_FILE),
-            BuildOptions(device=get_device(self.device_name), base_dir=folder),
+            NETWORK_FILE, BuildOptions(device=get_device(self.device_name), base_dir=folder)
         )
         net, _ = load_network(job)
         return net
@@ -139,7 +138,8 @@ class Max7800xTarget(Target):
 
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:
-        return _write_description(folder, program.extra["description"], program.extra["sample"])
+        files = _write_description(folder, program.extra["description"], program.extra["sample"])
+        return self.write_manifest(program, folder, files)
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         net = self._load_network(Path(folder))

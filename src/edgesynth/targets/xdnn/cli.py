@@ -4,7 +4,6 @@ plain functions the commands and the tests call."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,38 +12,40 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import Graph
-from edgesynth.outputs import save_npy_atomic, staged_directory
-from edgesynth.targets.base import MANIFEST, CompileOptions, TensorFormat
 
 
 # -- plain functions ------------------------------------------------------------------------
 def compile_graph(
-    graph: Graph, calibration: np.ndarray, out: Path, *, engine: str = "28x32", bits: int = 8
+    graph: Graph,
+    calibration: np.ndarray,
+    out: Path,
+    *,
+    engine: str = "28x32",
+    bits: int = 8,
+    overwrite: bool = False,
+    inputs: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
-    """Lower, check, plan and emit `graph` into `out` (staged: nothing is left on error)."""
-    from edgesynth.targets.xdnn.target import XdnnTarget
+    """Lower, check, plan and emit `graph` into `out` (the output-folder rules: staged, nothing
+    else in the folder touched)."""
+    from edgesynth.flow import compile_to
 
-    target = XdnnTarget()
-    program = target.compile(graph, CompileOptions(calibration, {"engine": engine, "bits": bits}))
-    with staged_directory(Path(out)) as stage:
-        files = target.emit(program, stage)
-        manifest = target.manifest(program, files)
-        manifest["host_tail"] = program.extra["lowered"].host_tail
-        manifest["engine"] = engine
-        manifest["bits"] = bits
-        (stage / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-    return {"program": program, "manifest": manifest}
+    program, files = compile_to(
+        graph,
+        "xdnn",
+        calibration=calibration,
+        options={"engine": engine, "bits": bits},
+        out=out,
+        overwrite=overwrite,
+        inputs=inputs,
+    )
+    return {"program": program, "files": files}
 
 
 def read_onnx_graph(model: Path) -> Graph:
     """The float graph of an ONNX model, from the shared ONNX front end."""
-    try:
-        from edgesynth.frontends.onnx import read_onnx  # type: ignore[attr-defined]
-    except ImportError:
-        raise EdgesynthError(
-            "the ONNX front end (edgesynth.frontends.onnx) is not part of this build yet"
-        ) from None
-    return read_onnx(model)
+    from edgesynth.flow import load_model
+
+    return load_model(model)
 
 
 def decode_file(path: Path) -> str:
@@ -69,32 +70,12 @@ def decode_file(path: Path) -> str:
 
 
 def run_program(folder: Path, x: np.ndarray) -> np.ndarray:
-    """Float inputs through the functional model; dequantized float outputs, one row each."""
-    from edgesynth.targets.base import read_manifest
-    from edgesynth.targets.xdnn.target import run_folder
+    """Inputs through the functional model on the folder's files; dequantized outputs with the
+    host's softmax when the model ends in one, one row per input."""
+    from edgesynth.flow import run_folder
 
-    manifest = read_manifest(Path(folder))
-    fmt_in = TensorFormat.from_json(manifest["inputs"][0])
-    fmt_out = TensorFormat.from_json(manifest["outputs"][0])
-    x = np.asarray(x)
-    if tuple(x.shape[1:]) != tuple(fmt_in.shape):
-        raise EdgesynthError(
-            f"the program takes N x {'x'.join(map(str, fmt_in.shape))} inputs, not "
-            f"{'x'.join(map(str, x.shape))}",
-            key="--input",
-        )
-    q = fmt_in.quantize(x) if np.issubdtype(x.dtype, np.floating) else x.astype(np.int64)
-    y = fmt_out.dequantize(run_folder(Path(folder), q))
-    tail = manifest.get("host_tail")
-    if tail:
-        z = y - y.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        y = (
-            np.log(e / e.sum(axis=1, keepdims=True))
-            if tail == "logsoftmax"
-            else e / e.sum(axis=1, keepdims=True)
-        )
-    return y
+    result = run_folder(folder, x)
+    return result.program.postprocess(result.values)
 
 
 def check_quant_file(path: Path) -> tuple[str, int]:
@@ -121,88 +102,104 @@ def check_quant_file(path: Path) -> tuple[str, int]:
     return "\n".join(lines), int(bool(report.mismatches or report.out_of_field))
 
 
-def _load_npy(path: Path, what: str) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise EdgesynthError(f"cannot read {what} {path}: {err}") from None
+def compile_cmd(args: argparse.Namespace) -> int:
+    """Compile a float ONNX CNN into the xDNN files."""
+    from edgesynth.flow import load_array
 
-
-# -- argparse -------------------------------------------------------------------------------
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("xdnn", help="Xilinx xDNN: compile, decode, run, check-quant")
-    sub = p.add_subparsers(dest="xdnn_command", required=True)
-    c = sub.add_parser("compile", help="compile a float ONNX CNN")
-    c.add_argument("model", type=Path)
-    c.add_argument("--calibration", "-c", type=Path, required=True)
-    c.add_argument("--engine", default="28x32", choices=["14x32", "28x32", "56x32"])
-    c.add_argument("--bits", type=int, default=8, choices=[8, 16])
-    c.add_argument("--output", "-o", type=Path, required=True)
-    c.set_defaults(xdnn_func=_cmd_compile)
-    d = sub.add_parser("decode", help="print every command of script.bin, .cmd or .json")
-    d.add_argument("file", type=Path)
-    d.set_defaults(xdnn_func=_cmd_decode)
-    r = sub.add_parser("run", help="run a compiled program on the functional model")
-    r.add_argument("program", type=Path)
-    r.add_argument("--input", "-i", type=Path, required=True)
-    r.add_argument("--output", "-o", type=Path, required=True)
-    r.set_defaults(xdnn_func=_cmd_run)
-    q = sub.add_parser("check-quant", help="recompute every channel's (pre, scale, post)")
-    q.add_argument("file", type=Path)
-    q.set_defaults(xdnn_func=_cmd_check_quant)
-    p.set_defaults(func=dispatch)
-    return p
-
-
-def dispatch(args: argparse.Namespace) -> int:
-    try:
-        return int(args.xdnn_func(args) or 0)
-    except EdgesynthError as err:
-        print(f"edgesynth: error: {err.render()}", file=sys.stderr)
-        return 1
-
-
-def _cmd_compile(args: argparse.Namespace) -> int:
     graph = read_onnx_graph(args.model)
-    calib = _load_npy(args.calibration, "calibration data")
-    result = compile_graph(graph, calib, args.output, engine=args.engine, bits=args.bits)
+    calib = load_array(args.calibration, "calibration data", "--calibration")
+    result = compile_graph(
+        graph,
+        calib,
+        args.output,
+        engine=args.engine,
+        bits=args.bits,
+        overwrite=args.overwrite,
+        inputs=(args.model, args.calibration),
+    )
     prog = result["program"]
     print(
         f"{args.model.name}: {len(prog.layers)} xDNN commands on the {args.engine} engine, "
         f"{args.bits}-bit; IMEM peak {prog.plan.peak} bytes ({prog.plan.mode} regions)"
     )
     for w in prog.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    print(f"wrote {', '.join(result['manifest']['files'])} in {args.output}")
+        print(f"edgesynth: warning: {w}", file=sys.stderr)
+    print(f"wrote {', '.join(result['files'])} in {args.output}")
     return 0
 
 
-def _cmd_decode(args: argparse.Namespace) -> int:
+def decode_cmd(args: argparse.Namespace) -> int:
+    """Print every command of a script.bin, .cmd or compiler .json, by field name."""
     print(decode_file(args.file))
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    x = _load_npy(args.input, "input")
+def run_cmd(args: argparse.Namespace) -> int:
+    """Run a compiled folder on the functional model; write the float outputs."""
+    from edgesynth.flow import load_array
+    from edgesynth.outputs import check_output_npy, save_npy_atomic
+
+    inputs = [args.input, args.program]
+    check_output_npy(args.output, inputs=inputs, option="--output")
+    x = load_array(args.input, "input", "--input")
     y = run_program(args.program, x)
-    written = save_npy_atomic(args.output, y.astype(np.float32))
-    print(f"ran {len(x)} inputs; wrote {written} {tuple(y.shape)}")
+    written = save_npy_atomic(args.output, y.astype(np.float32), inputs=inputs, option="--output")
+    print(f"ran {len(y)} inputs; wrote {written} {tuple(y.shape)}")
     return 0
 
 
-def _cmd_check_quant(args: argparse.Namespace) -> int:
+def check_quant_cmd(args: argparse.Namespace) -> int:
+    """Recompute every channel's (pre-shift, scale, post-shift) of an ml-suite quantization file."""
     text, status = check_quant_file(args.file)
     print(text)
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m edgesynth.targets.xdnn.cli ...` until the main CLI wires `register` in."""
-    parser = argparse.ArgumentParser(prog="edgesynth")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `xdnn compile | decode | run | check-quant` to the `edgesynth` command line."""
+    xdnn = subparsers.add_parser(
+        "xdnn",
+        help="Xilinx xDNN target: compile, decode, run, check-quant",
+        description="Xilinx xDNN: compile float ONNX CNNs to XN* commands, a CSR script, an IMEM "
+        "map and a filter image; decode programs; run the functional model.",
+    )
+    commands = xdnn.add_subparsers(
+        title="commands", dest="xdnn_command", metavar="COMMAND", required=True
+    )
+    c = commands.add_parser(
+        "compile",
+        help="compile a float ONNX CNN",
+        description="Compile MODEL into program.cmd, program.json, script.bin, filters.bin, "
+        "quant.json, imem_map.json and compiled.json in the output folder.",
+    )
+    c.add_argument("model", type=Path, metavar="MODEL", help="float ONNX model")
+    c.add_argument(
+        "--calibration",
+        "-c",
+        type=Path,
+        required=True,
+        metavar="NPY",
+        help="calibration inputs (.npy, float, N x input)",
+    )
+    c.add_argument("--engine", default="28x32", choices=["14x32", "28x32", "56x32"])
+    c.add_argument("--bits", type=int, default=8, choices=[8, 16])
+    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the compiler's files in a non-empty output folder (nothing else)",
+    )
+    c.set_defaults(handler=compile_cmd)
+    d = commands.add_parser("decode", help="print every command of script.bin, .cmd or .json")
+    d.add_argument("file", type=Path, metavar="FILE")
+    d.set_defaults(handler=decode_cmd)
+    r = commands.add_parser("run", help="run a compiled program on the functional model")
+    r.add_argument("program", type=Path, metavar="DIR", help="folder written by `xdnn compile`")
+    r.add_argument("--input", "-i", type=Path, required=True, metavar="NPY", help="inputs (.npy)")
+    r.add_argument(
+        "--output", "-o", type=Path, required=True, metavar="NPY", help="float outputs (.npy)"
+    )
+    r.set_defaults(handler=run_cmd)
+    q = commands.add_parser("check-quant", help="recompute every channel's (pre, scale, post)")
+    q.add_argument("file", type=Path, metavar="FILE", help="an ml-suite quantization .json")
+    q.set_defaults(handler=check_quant_cmd)

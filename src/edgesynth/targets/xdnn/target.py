@@ -52,6 +52,7 @@ class XdnnTarget(Target):
             [out],
             list(low.warnings),
             extra={"lowered": low, "engine": engine, "bits": bits},
+            host_post=low.host_tail,
         )
 
     def check(self, program: Program) -> None:
@@ -79,7 +80,13 @@ class XdnnTarget(Target):
     def emit(self, program: Program, folder: Path) -> list[str]:
         from edgesynth.targets.xdnn.emit import emit
 
-        return emit(program, Path(folder))
+        return self.write_manifest(program, Path(folder), emit(program, Path(folder)))
+
+    def manifest(self, program: Program, files: list[str]) -> dict[str, Any]:
+        manifest = super().manifest(program, files)
+        manifest["engine"] = program.extra["engine"].name
+        manifest["bits"] = program.extra["bits"]
+        return manifest
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         inputs = [TensorFormat.from_json(d) for d in manifest["inputs"]]
@@ -91,7 +98,8 @@ class XdnnTarget(Target):
             inputs,
             outputs,
             list(manifest.get("warnings", [])),
-            extra={"folder": Path(folder), "host_tail": manifest.get("host_tail")},
+            extra={"folder": Path(folder)},
+            host_post=manifest.get("host_post"),
         )
 
 

@@ -77,7 +77,12 @@ class Context:
                 return self.net.spec.output_map
             if layer.output_processors is not None:
                 return layer.output_processors
-            return (1 << output_processors_needed(layer, self.max_proc)) - 1
+            return (
+                1
+                << output_processors_needed(
+                    layer, self.max_proc, self.device.processors_sharing_memory
+                )
+            ) - 1
         if layer.output_processors is not None:
             return layer.output_processors
         following = layer.next_sequence

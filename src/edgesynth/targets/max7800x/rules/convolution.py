@@ -18,18 +18,23 @@ from edgesynth.targets.max7800x.rules.text import hex16, map64, pool_key
 
 def kernel_size(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     kh, kw = layer.kernel_size
-    if layer.operation == "conv2d" and (kh, kw) not in ((1, 1), (3, 3)):
+    sizes = ctx.device.conv2d_kernel_sizes
+    transpose = ctx.device.transpose_kernel_size
+    if layer.operation == "conv2d" and not (kh == kw and kh in sizes):
+        allowed = " or ".join(f"{k}x{k}" for k in sizes)
+        largest = max(sizes)
         yield ctx.error(
             layer,
             "kernel_size",
-            f"{kh}x{kw} is not a Conv2d kernel size the hardware has; use 1x1 or 3x3 (stack "
-            "3x3 layers for a larger receptive field).",
+            f"{kh}x{kw} is not a Conv2d kernel size the hardware has; use {allowed} (stack "
+            f"{largest}x{largest} layers for a larger receptive field).",
         )
-    elif layer.operation == "convtranspose2d" and (kh, kw) != (3, 3):
+    elif layer.operation == "convtranspose2d" and (kh, kw) != (transpose, transpose):
         yield ctx.error(
             layer,
             "kernel_size",
-            f"{kh}x{kw} is not supported for ConvTranspose2d; the only kernel size is 3x3.",
+            f"{kh}x{kw} is not supported for ConvTranspose2d; the only kernel size is "
+            f"{transpose}x{transpose}.",
         )
     elif layer.is_1d and not 1 <= kh <= ctx.device.max_kernel_1d:
         yield ctx.error(
@@ -120,15 +125,17 @@ def transpose_padding(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
 
 def stride(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     sh, sw = layer.stride
+    up = ctx.device.transpose_stride
     if layer.operation == "convtranspose2d":
-        if (sh, sw) != (2, 2):
+        if (sh, sw) != (up, up):
             yield ctx.error(
                 layer,
                 "stride",
-                f"{sh}: ConvTranspose2d always upsamples with stride 2; remove `stride`.",
+                f"{sh}: ConvTranspose2d always upsamples with stride {up}; remove `stride`.",
             )
         return
-    if sh != 1 or (not layer.is_1d and sw != 1):
+    one = ctx.device.conv1d_stride
+    if sh != one or (not layer.is_1d and sw != one):
         shown = str(sh) if layer.is_1d or sh == sw else f"{sh}x{sw}"
         yield ctx.error(
             layer,

@@ -225,10 +225,17 @@ def kernel_memory(ctx: Context) -> Iterator[EdgesynthError]:
         if out_map is None:
             continue
         quad = ctx.options.fast_fifo_quad and layer.index == ctx.start
-        words = kernel_words(layer, out_map, ctx.max_proc, quad, hw_kernel(ctx, layer))
+        words = kernel_words(
+            layer,
+            out_map,
+            ctx.max_proc,
+            ctx.device.processors_sharing_memory,
+            quad,
+            hw_kernel(ctx, layer),
+        )
         if not words:
             continue
-        pmap = layer.processors & (0xFFFF if quad else -1)
+        pmap = layer.processors & ((1 << ctx.device.processors_per_group) - 1 if quad else -1)
         for p in range(ctx.device.processors):
             if pmap >> p & 1:
                 needed[p] += words

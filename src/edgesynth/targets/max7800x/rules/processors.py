@@ -77,7 +77,7 @@ def input_processors(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     pmap = layer.processors
     if pmap is None:
         return
-    need = input_processors_needed(layer, ctx.max_proc)
+    need = input_processors_needed(layer, ctx.max_proc, ctx.device.processors_sharing_memory)
     have = popcount(pmap)
     if have != need:
         p = input_passes(layer, ctx.max_proc)
@@ -111,7 +111,8 @@ def _also_output_of(ctx: Context, layer: Layer) -> str:
         and other.output_processors is None
         and other.index != ctx.final
         and layer.processors is not None
-        and popcount(layer.processors) != output_processors_needed(other, ctx.max_proc)
+        and popcount(layer.processors)
+        != output_processors_needed(other, ctx.max_proc, ctx.device.processors_sharing_memory)
     ]
     if not producers:
         return ""
@@ -138,7 +139,7 @@ def output_processors(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     out_map = ctx.output_map(layer)
     if out_map is None:
         return
-    need = output_processors_needed(layer, ctx.max_proc)
+    need = output_processors_needed(layer, ctx.max_proc, ctx.device.processors_sharing_memory)
     have = popcount(out_map)
     if have != need and not _reported_by_next_layer(ctx, layer, out_map):
         p = output_passes(layer, ctx.max_proc)
@@ -163,7 +164,8 @@ def _reported_by_next_layer(ctx: Context, layer: Layer, out_map: int) -> bool:
     return (
         following.processors == out_map
         and following.index in ctx.previous
-        and popcount(out_map) != input_processors_needed(following, ctx.max_proc)
+        and popcount(out_map)
+        != input_processors_needed(following, ctx.max_proc, ctx.device.processors_sharing_memory)
     )
 
 

@@ -44,16 +44,16 @@ def memory_instances(processor_map: int, shared: int = 4) -> int:
     return result
 
 
-def passes(channels: int, max_proc: int = 64) -> int:
+def passes(channels: int, max_proc: int) -> int:
     """Passes ("multi-pass expansion") needed to process `channels` on `max_proc` processors."""
     return max(1, ceil_div(channels, max_proc))
 
 
-def processors_per_pass(channels: int, max_proc: int = 64, shared: int = 4) -> int:
+def processors_per_pass(channels: int, max_proc: int, shared: int) -> int:
     """Processors a map must enable for `channels` channels: one per channel and pass.
 
-    With more channels than processors, each pass uses a multiple of 4 processors (one memory
-    instance's worth), at most `max_proc`.
+    With more channels than processors, each pass uses a multiple of `shared` processors (one
+    memory instance's worth: `Device.processors_sharing_memory`), at most `max_proc`.
     """
     expand = passes(channels, max_proc)
     per_pass = ceil_div(channels, expand)
@@ -62,20 +62,20 @@ def processors_per_pass(channels: int, max_proc: int = 64, shared: int = 4) -> i
     return per_pass
 
 
-def input_passes(layer: Layer, max_proc: int = 64) -> int:
+def input_passes(layer: Layer, max_proc: int) -> int:
     return passes(layer.in_channels, max_proc)
 
 
-def output_passes(layer: Layer, max_proc: int = 64) -> int:
+def output_passes(layer: Layer, max_proc: int) -> int:
     return passes(layer.out_channels, max_proc)
 
 
-def input_processors_needed(layer: Layer, max_proc: int = 64) -> int:
-    return processors_per_pass(layer.in_channels, max_proc)
+def input_processors_needed(layer: Layer, max_proc: int, shared: int) -> int:
+    return processors_per_pass(layer.in_channels, max_proc, shared)
 
 
-def output_processors_needed(layer: Layer, max_proc: int = 64) -> int:
-    return processors_per_pass(layer.out_channels, max_proc)
+def output_processors_needed(layer: Layer, max_proc: int, shared: int) -> int:
+    return processors_per_pass(layer.out_channels, max_proc, shared)
 
 
 def dilated_conv1d_mode(layer: Layer, device: Device) -> str:
@@ -139,7 +139,7 @@ def output_words_per_instance(layer: Layer, device: Device, max_proc: int | None
     return output_bytes(layer, device, max_proc) // 4
 
 
-def input_bytes(layer: Layer, max_proc: int = 64) -> int:
+def input_bytes(layer: Layer, max_proc: int) -> int:
     """Bytes of one data-memory instance the layer's input occupies from `in_offset`.
 
     HWC packs 4 channels per 32-bit word (one word per pixel and pass); CHW gives each channel
@@ -155,14 +155,15 @@ def input_bytes(layer: Layer, max_proc: int = 64) -> int:
     )
 
 
-def input_words_per_instance(layer: Layer, max_proc: int = 64) -> int:
+def input_words_per_instance(layer: Layer, max_proc: int) -> int:
     return ceil_div(input_bytes(layer, max_proc), 4)
 
 
 def kernel_words(
     layer: Layer,
     output_map: int,
-    max_proc: int = 64,
+    max_proc: int,
+    shared: int,
     quad: bool = False,
     kernel: tuple[int, int] | None = None,
 ) -> int:
@@ -171,7 +172,8 @@ def kernel_words(
     `kernel` is the kernel as the hardware runs it (see `hw_kernel`; default: the layer's).
     Kernels for 1-, 2- and 4-bit weights pack 8, 4 and 2 to a byte position; the kernels of
     every output processor from the first (rounded down to its memory instance when there are
-    several output passes) to the last are stored, once per input and output pass.
+    several output passes) to the last are stored, once per input and output pass. `shared`:
+    processors per data-memory instance (`Device.processors_sharing_memory`).
     """
     if layer.operation == "none" or layer.spec.bypass or output_map <= 0:
         return 0
@@ -179,14 +181,14 @@ def kernel_words(
     out_exp = output_passes(layer, max_proc)
     first = ffs(output_map)
     if out_exp > 1:
-        first -= first % 4
+        first -= first % shared
     span = 1 + fls(output_map) - first
     if layer.flatten:
         per_kernel = (
             layer.in_channels
             * layer.pooled_dim[0]
             * layer.pooled_dim[1]
-            // processors_per_pass(layer.in_channels, max_proc)
+            // processors_per_pass(layer.in_channels, max_proc, shared)
         )
         count = span * out_exp - (out_exp * popcount(output_map) - layer.out_channels)
         count *= per_kernel
@@ -207,7 +209,7 @@ def has_bias(layer: Layer) -> bool:
     return layer.bias is not None and bool((layer.bias != 0).any())
 
 
-def bias_bytes(layer: Layer, output_map: int, device: Device, max_proc: int = 64) -> int:
+def bias_bytes(layer: Layer, output_map: int, device: Device, max_proc: int) -> int:
     """Bytes of one quadrant's bias memory a (non-depthwise) layer's bias values take."""
     if not has_bias(layer):
         return 0
@@ -231,17 +233,18 @@ def emulated_1x1(ctx: Context, layer: Layer) -> bool:
 
 def hw_padding(ctx: Context, layer: Layer) -> tuple[int, int]:
     """Padding as the hardware applies it."""
+    full = ctx.device.max_kernel_2d - 1  # the padding of a full-size (3x3) kernel
     if emulated_1x1(ctx, layer) or dilated_conv1d_mode(layer, ctx.device) == "conv2d":
-        return (1, 1)
+        return (full // 2, full // 2)
     if layer.operation == "convtranspose2d":
-        return (2 - layer.pad[0], 2 - layer.pad[1])
+        return (full - layer.pad[0], full - layer.pad[1])
     return layer.pad
 
 
 def hw_kernel(ctx: Context, layer: Layer) -> tuple[int, int]:
     """Kernel rows x columns as the hardware runs them."""
     if emulated_1x1(ctx, layer) or dilated_conv1d_mode(layer, ctx.device) == "conv2d":
-        return (3, 3)
+        return (ctx.device.max_kernel_2d, ctx.device.max_kernel_2d)
     if dilated_conv1d_mode(layer, ctx.device) == "stretch":
         return ((layer.kernel_size[0] - 1) * layer.dilation[0] + 1, 1)
     return layer.kernel_size

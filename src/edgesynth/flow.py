@@ -1,0 +1,186 @@
+"""One flow for every target: a model file -> the network graph -> a target's program -> files,
+and a compiled folder -> outputs for a batch of inputs.
+
+    graph = load_model("net.onnx")                                   # or .yaml [+ checkpoint]
+    program = compile_to(graph, "gati", calibration=x, out="out/")   # emit + compiled.json
+    y = run_folder("out/", x)                                         # the target's bit-exact model
+
+Front ends are chosen by the model's file type: `.onnx` (float, or integer in the NEMO /
+Quantlab / RequantShift dialects when that front end is installed), `.yaml` (the vendor's network
+description, with a checkpoint or its synthetic weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir.graph import Graph
+from edgesynth.outputs import output_folder
+from edgesynth.targets.base import (
+    CompileOptions,
+    Program,
+    TensorFormat,
+    get_target,
+    read_manifest,
+)
+
+MODEL_KINDS = ".onnx (float or integer ONNX), .yaml (the vendor's network description)"
+
+
+def load_model(
+    model: str | Path,
+    *,
+    checkpoint: str | Path | None = None,
+    device: str = "MAX78000",
+    sample_input: str | Path | None = None,
+    base_dir: str | Path = ".",
+) -> Graph:
+    """The network graph of a model file (see the module docstring)."""
+    path = Path(model)
+    suffixes = "".join(path.suffixes[-2:]).lower()
+    if path.suffix.lower() == ".onnx":
+        if checkpoint is not None:
+            raise EdgesynthError(
+                "an ONNX model carries its weights: drop the checkpoint", file=str(checkpoint)
+            )
+        return _load_onnx(path)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return _load_vendor(path, checkpoint, device, sample_input, Path(base_dir))
+    if suffixes.endswith((".pth.tar", ".pth")):
+        raise EdgesynthError(
+            "a checkpoint needs its network description: pass the YAML as the model and the "
+            "checkpoint with --checkpoint (`edgesynth compile NET.yaml --checkpoint CK.pth.tar`)",
+            file=str(path),
+        )
+    raise EdgesynthError(f"unknown model type; edgesynth reads {MODEL_KINDS}", file=str(path))
+
+
+def _load_onnx(path: Path) -> Graph:
+    if not path.is_file():
+        raise EdgesynthError("no such file", file=str(path))
+    from edgesynth.frontends import onnx_int
+
+    if onnx_int.is_integer_model(path):
+        net = onnx_int.load_integer_onnx(path)
+        net.graph.source = f"{path} ({net.dialect})"
+        net.graph.meta["path"] = str(path)
+        return net.graph
+    from edgesynth.frontends.onnx import load_onnx
+    from edgesynth.ir import passes
+
+    graph = passes.simplify(load_onnx(path))
+    graph.meta["path"] = str(path)
+    return graph
+
+
+def _load_vendor(
+    path: Path, checkpoint: str | Path | None, device: str, sample: str | Path | None, base: Path
+) -> Graph:
+    from edgesynth.frontends.ai8x import graph_from_network
+    from edgesynth.targets.max7800x.build import BuildOptions
+    from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
+
+    job = SynthesisJob(
+        str(path),
+        BuildOptions(
+            device=get_device(device),
+            checkpoint=None if checkpoint is None else str(checkpoint),
+            sample_input=None if sample is None else str(sample),
+            base_dir=base,
+        ),
+    )
+    net, _ = load_network(job)
+    return graph_from_network(net)
+
+
+def load_array(path: str | Path, what: str, option: str) -> np.ndarray:
+    """A .npy array the user gave (inputs, calibration data), with one clear message."""
+    from edgesynth.ir.npyfile import load_npy_arrays
+
+    arrays = load_npy_arrays(Path(path), what=what)
+    if len(arrays) != 1:
+        raise EdgesynthError(
+            f"{what} must be one array, the file holds {len(arrays)}", file=str(path), key=option
+        )
+    return np.asarray(arrays[0])
+
+
+def compile_to(
+    graph: Graph,
+    target_name: str,
+    *,
+    calibration: np.ndarray | None = None,
+    options: dict[str, Any] | None = None,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    inputs: Iterable[str | Path | None] = (),
+) -> tuple[Program, list[str]]:
+    """Lower, check and plan `graph` for the target; with `out`, emit its files and the
+    manifest through the output-folder rules (staged; nothing else in the folder is touched)."""
+    target = get_target(target_name)
+    plan = None
+    if out is not None:  # refuse a bad output folder before the long work starts
+        plan = output_folder(out, overwrite=overwrite, inputs=inputs, option="--output")
+    program = target.compile(graph, CompileOptions(calibration, dict(options or {})))
+    files: list[str] = []
+    if plan is not None:
+        with plan as folder:
+            files = target.emit(program, folder.staging)
+    return program, files
+
+
+@dataclass
+class RunResult:
+    program: Program
+    codes: np.ndarray  # the target's integer outputs, (N, *shape)
+    values: np.ndarray  # dequantized with the output scale (float64)
+
+
+def prepare_inputs(fmt: TensorFormat, x: np.ndarray, what: str = "input") -> np.ndarray:
+    """A batch of inputs as the program's integer codes: float arrays are quantized with the
+    program's input scale; integer arrays are taken as codes already (range checked). One
+    sample without the batch axis is a batch of one."""
+    x = np.asarray(x)
+    if x.ndim == len(fmt.shape):
+        x = x[None]
+    if tuple(x.shape[1:]) != tuple(fmt.shape):
+        raise EdgesynthError(
+            f"{what} has shape {x.shape}; the program takes (N, {', '.join(map(str, fmt.shape))})"
+            f" or one ({', '.join(map(str, fmt.shape))}) sample"
+        )
+    if x.dtype.kind == "f":
+        if not np.isfinite(x).all():
+            raise EdgesynthError(f"{what} holds NaN or infinite values")
+        return fmt.quantize(x)
+    if x.dtype.kind not in "iu":
+        raise EdgesynthError(f"{what} must hold numbers, not {x.dtype}")
+    lo = -(1 << (fmt.bits - 1)) if fmt.signed else 0
+    hi = (1 << (fmt.bits - 1)) - 1 if fmt.signed else (1 << fmt.bits) - 1
+    if x.size and (x.min() < lo or x.max() > hi):
+        raise EdgesynthError(
+            f"{what} holds integers {int(x.min())}..{int(x.max())}, outside the program's "
+            f"{fmt.bits}-bit {'signed' if fmt.signed else 'unsigned'} input codes {lo}..{hi}; "
+            "pass float data to have it quantized with the program's input scale"
+        )
+    return x.astype(np.int64)
+
+
+def run_program(program: Program, x: np.ndarray) -> RunResult:
+    target = get_target(program.target)
+    codes = target.simulate(program, [prepare_inputs(program.inputs[0], x)])[0]
+    return RunResult(program, codes, program.outputs[0].dequantize(codes))
+
+
+def run_folder(folder: str | Path, x: np.ndarray) -> RunResult:
+    """Run a batch through a compiled folder's program (the target's bit-exact model)."""
+    manifest = read_manifest(Path(folder))
+    target = get_target(manifest["target"])
+    program = target.load(Path(folder), manifest)
+    return run_program(program, x)

@@ -1,0 +1,174 @@
+"""`edgesynth compile` and `edgesynth run`: one command line for every target (see `flow`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from edgesynth.errors import EdgesynthError
+
+
+def _options(pairs: list[str] | None) -> dict[str, object]:
+    """`--option KEY=VALUE` pairs; integers stay integers."""
+    out: dict[str, object] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise EdgesynthError(f"`{pair}` is not KEY=VALUE", key="--option")
+        out[key.replace("-", "_")] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
+def compile_cmd(args: argparse.Namespace) -> int:
+    """Compile MODEL for one target into the output folder."""
+    from edgesynth.flow import compile_to, load_array, load_model
+    from edgesynth.outputs import output_folder
+    from edgesynth.targets.base import get_target
+
+    target = get_target(args.target)  # an unknown target is refused before any work
+    inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
+    output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
+    device = "MAX78002" if target.name == "max78002" else "MAX78000"
+    graph = load_model(
+        args.model, checkpoint=args.checkpoint, device=device, sample_input=args.sample_input
+    )
+    calibration = None
+    if args.calibration is not None:
+        calibration = load_array(args.calibration, "calibration data", "--calibration")
+    options = _options(args.option)
+    if args.sample_input is not None and target.name.startswith("max7800"):
+        options.setdefault("sample", load_array(args.sample_input, "sample", "--sample-input"))
+    program, files = compile_to(
+        graph,
+        target.name,
+        calibration=calibration,
+        options=options,
+        out=args.output,
+        overwrite=args.overwrite,
+        inputs=inputs,
+    )
+    for w in program.warnings:
+        print(f"edgesynth: warning: {w}", file=sys.stderr)
+    fmt = program.inputs[0]
+    kind = f"{'' if fmt.signed else 'u'}int{fmt.bits}"
+    print(
+        f"{Path(args.model).name} -> {target.name}: {len(program.layers)} hardware layers, "
+        f"input {'x'.join(map(str, fmt.shape))} {kind}"
+    )
+    print(f"wrote {', '.join(files)} in {args.output}")
+    return 0
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    """Run a batch through a compiled folder; write the outputs, one row per input."""
+    import numpy as np
+
+    from edgesynth.flow import load_array, run_folder
+    from edgesynth.outputs import check_output_npy, save_npy_atomic
+
+    inputs = [args.input, args.program]
+    if args.output is not None:
+        check_output_npy(args.output, inputs=inputs, option="--output")
+    x = load_array(args.input, "input", "--input")
+    result = run_folder(args.program, x)
+    if args.integer:
+        y = result.codes
+    else:
+        y = result.program.postprocess(result.values).astype(np.float32)
+    target = result.program.target
+    print(f"ran {len(y)} inputs on {target}'s bit-exact model; outputs {tuple(y.shape[1:])}")
+    if y.ndim == 2 and y.shape[1] > 1:
+        top = y.argmax(axis=1)
+        shown = ", ".join(map(str, top[:10])) + (" ..." if len(top) > 10 else "")
+        print(f"top-1: {shown}")
+    if args.output is not None:
+        written = save_npy_atomic(args.output, y, inputs=inputs, option="--output")
+        print(f"wrote {written}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `compile` and `run` to the `edgesynth` command line."""
+    from edgesynth.flow import MODEL_KINDS
+
+    c = subparsers.add_parser(
+        "compile",
+        help="compile a model for one target (max78000, max78002, gati, xdnn, ...)",
+        description="Read MODEL into the network graph, lower it for --target (quantizing a "
+        "float model with --calibration), check every device rule, plan it and write the "
+        "target's files and compiled.json into the output folder. MODEL: " + MODEL_KINDS + ".",
+    )
+    c.add_argument("model", type=Path, metavar="MODEL", help="the model file")
+    c.add_argument(
+        "--target",
+        "-t",
+        required=True,
+        metavar="NAME",
+        help="the accelerator (`edgesynth targets` lists them)",
+    )
+    c.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="PTH",
+        help="trained weights for a vendor YAML (.pth.tar)",
+    )
+    c.add_argument(
+        "--calibration",
+        "-c",
+        type=Path,
+        metavar="NPY",
+        help="float inputs (N x input) to quantize a float model with",
+    )
+    c.add_argument(
+        "--sample-input",
+        type=Path,
+        metavar="NPY",
+        help="a vendor YAML's sample (default tests/sample_<dataset>.npy)",
+    )
+    c.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a target option, e.g. engine=56x32 or bits=16 for xdnn (repeatable)",
+    )
+    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the compiler's files in a non-empty output folder (nothing else)",
+    )
+    c.set_defaults(handler=compile_cmd)
+
+    r = subparsers.add_parser(
+        "run",
+        help="run inputs through a compiled folder's bit-exact model",
+        description="Run the inputs through the target's bit-exact model of the compiled "
+        "program. Float inputs are quantized with the program's input scale; integer inputs "
+        "are taken as the program's codes. Outputs are dequantized floats (with the host's "
+        "softmax when the model ends in one), or the raw integers with --integer.",
+    )
+    r.add_argument("program", type=Path, metavar="DIR", help="a folder written by compile")
+    r.add_argument(
+        "--input",
+        "-i",
+        type=Path,
+        required=True,
+        metavar="NPY",
+        help="inputs (.npy): N x input, or one sample",
+    )
+    r.add_argument("--output", "-o", type=Path, metavar="NPY", help="write the outputs (.npy)")
+    r.add_argument("--integer", action="store_true", help="write the integer output codes")
+    r.set_defaults(handler=run_cmd)
+
+    t = subparsers.add_parser("targets", help="list the targets `compile --target` takes")
+    t.set_defaults(handler=targets_cmd)
+
+
+def targets_cmd(args: argparse.Namespace) -> int:
+    """Print every registered target with its one-line summary."""
+    from edgesynth.targets.base import get_target, target_names
+
+    for name in target_names():
+        print(f"{name:<10} {get_target(name).summary}")
+    return 0

@@ -1,0 +1,357 @@
+"""Render a plan into the files of an MSDK project: one Jinja2 template per file.
+
+Every number comes from the plan; the templates only lay the C out. Large arrays (the kernel
+image, the sample input, the known answer) are formatted with NumPy (`carrays`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, StrictUndefined
+
+from edgesynth.targets.max7800x import regmap as rm
+from edgesynth.targets.max7800x.emit.carrays import define
+from edgesynth.targets.max7800x.emit.unload import unload_runs
+from edgesynth.targets.max7800x.plan.plan import Plan
+from edgesynth.targets.max7800x.plan.writes import Check, Fill, Note, Wait, Write, Writes
+
+RISCV_FLASH = '__attribute__ ((section(".rvflash_section")))\n'
+CLOCKS = {"MAX78000": {"ipo": 100, "pll": 0}, "MAX78002": {"ipo": 120, "pll": 200}}
+MAX_NO_PIPELINE_MHZ = 50
+
+
+def _bytecode_cache() -> FileSystemBytecodeCache | None:
+    """Compiled templates are kept in the user's cache folder (compiling them costs more than
+    rendering); without a writable cache they are compiled on every run."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = root / "edgesynth" / "templates"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return FileSystemBytecodeCache(str(folder))
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    return Environment(
+        loader=PackageLoader("edgesynth.targets.max7800x", "templates"),
+        bytecode_cache=_bytecode_cache(),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=StrictUndefined,
+        autoescape=False,
+    )
+
+
+def render(template: str, **context: Any) -> str:
+    return _environment().get_template(template).render(**context)
+
+
+def c_statements(writes: Writes, verify: bool = False) -> list[str]:
+    """The writes as C statements (a register clear wait becomes a spin loop); with `verify`
+    every readable register is read back (--verify-writes)."""
+    lines = []
+    for item in writes.items:
+        if isinstance(item, Write):
+            comment = f" // {item.comment}" if item.comment else ""
+            target = f"*((volatile uint32_t *) 0x{item.address:08x})"
+            lines.append(f"  {target} = 0x{item.value:08x};{comment}")
+            if verify and item.verify:
+                lines.append(f"  if ({target} != 0x{item.value:08x}) return CNN_FAIL;")
+        elif isinstance(item, Wait):
+            lines.append(
+                f"  while ((*((volatile uint32_t *) 0x{item.address:08x}) & 0x{item.mask:x}) "
+                f"!= 0x{item.value:x}); // {item.comment}"
+            )
+        elif isinstance(item, Check):
+            lines.append(
+                f"  if ((*((volatile uint32_t *) 0x{item.address:08x}) & 0x{item.mask:x}) "
+                f"!= 0x{item.value:x}) return CNN_FAIL; // {item.comment}"
+            )
+        elif isinstance(item, Fill):
+            lines.append(
+                f"  memset((uint32_t *) 0x{item.address:08x}, 0, {item.size}); // {item.comment}"
+            )
+        elif isinstance(item, Note):
+            lines.append(f"  // {item.text}")
+    return lines
+
+
+@dataclass
+class Clocking:
+    source: str  # PCLK | IPLL
+    name: str  # for comments
+    divider: int  # the CNN clock divider the network runs with
+    enable_divider: int  # the divider cnn_enable() selects
+    switch: bool  # raise the clock only while the accelerator runs (PLL + pipeline)
+
+
+def clocking(opts: Any, device: str) -> Clocking:
+    clocks = CLOCKS[device]
+    apb = clocks["ipo"] // 2
+    speed = clocks["pll"] if opts.pll else apb
+    divider = opts.clock_divider
+    if divider is None:
+        if opts.pipeline:
+            divider = 1
+        else:
+            divider = max(1, -(-speed // MAX_NO_PIPELINE_MHZ))
+            divider = 1 << (divider - 1).bit_length()
+    name = f"PLL ({clocks['pll']} MHz)" if opts.pll else f"APB ({apb} MHz)"
+    return Clocking(
+        source="IPLL" if opts.pll else "PCLK",
+        name=name,
+        divider=divider,
+        enable_divider=4 if opts.pll and opts.balance_speed else divider,
+        switch=bool(opts.pll and opts.pipeline and opts.balance_speed),
+    )
+
+
+def _select_clock(divider: int) -> str:
+    return (
+        "MXC_GCR->pclkdiv = (MXC_GCR->pclkdiv & ~(MXC_F_GCR_PCLKDIV_CNNCLKDIV | "
+        "MXC_F_GCR_PCLKDIV_CNNCLKSEL))\n"
+        f"                     | MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV{divider} | "
+        "MXC_S_GCR_PCLKDIV_CNNCLKSEL_IPLL;"
+    )
+
+
+def layer_description(plan: Plan) -> list[str]:
+    lines = [f"{len(plan.hw)} layers, input {'CHW' if plan.hw[0].big_data else 'HWC'}:"]
+    for h in plan.hw:
+        dims = "x".join(str(d) for d in (h.input_chan, *h.input_dim))
+        pool = (
+            f"{'avg' if h.pool_average else 'max'} pool {h.pool[0]}x{h.pool[1]} "
+            f"stride {h.pool_stride[0]}"
+            if h.pooling
+            else "no pooling"
+        )
+        op = h.operator if h.operator != "none" else "passthrough"
+        extra = ""
+        if h.operator not in ("none", "linear"):
+            extra = f" {h.kernel_size[0]}x{h.kernel_size[1]} pad {h.padding[0]}"
+        if h.operands > 1:
+            extra += f", {h.operands}-operand {h.eltwise}"
+        out = "x".join(str(d) for d in (h.output_chan, *h.output_dim))
+        act = f", {h.activation}" if h.activation else ""
+        lines.append(f"Layer {h.index}: {dims} in, {pool}, {op}{extra}{act}, {out} out")
+    return lines
+
+
+def memory_summary(plan: Plan) -> list[str]:
+    s = plan.settings
+    kernel_words = int((s.kernels.owner >= 0).sum())
+    weight_bytes = sum(
+        int(h.kernel.size) * h.bits // 8
+        for h in plan.hw
+        if h.kernel is not None and h.kernel_source == h.index
+    )
+    bias_bytes = sum(int(v.size) for v in plan.bias.values)
+    lines = [
+        f"Weight memory: {kernel_words:,} kernel words used ({weight_bytes:,} bytes of weights)",
+        f"Bias memory: {bias_bytes:,} bytes used per quadrant {plan.bias.used}",
+    ]
+    if plan.latency is not None:
+        rough = " (rough: streaming layers)" if plan.latency.rough else ""
+        lines.append(f"Estimated latency: {plan.latency.total:,} cycles{rough}")
+    return lines
+
+
+@dataclass
+class Project:
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
+    """Every file of the project, as text."""
+    s = plan.settings
+    regs = s.chip.regs
+    device = s.chip.device.name
+    clock = clocking(opts, device)
+    term = s.by_index[s.terminating]
+    groups_mask = sum(1 << g for g in s.groups_used)
+    func_flash = RISCV_FLASH if opts.riscv_flash and not opts.riscv_cache else ""
+    data_flash = RISCV_FLASH if opts.riscv_flash else ""
+    streaming = any(h.streaming for h in s.hw)
+    if opts.one_shot and device == "MAX78002":
+        isr_clear = "1<<12"
+    elif streaming:
+        isr_clear = "(1<<12) | (1<<14) | 1"
+    else:
+        isr_clear = "(1<<12) | 1"
+    riscv = bool(opts.riscv)
+    output_dims = plan.output_shape[1:] if len(plan.output_shape) > 1 else (1,)
+    num_outputs = int(np.prod(plan.output_shape))
+    common = {
+        "name": name,
+        "device": device,
+        "config_file": config_file,
+        "riscv": riscv,
+        "func_flash": func_flash,
+        "data_flash": data_flash,
+        "energy": bool(opts.energy),
+        "energy_gpio": bool(opts.energy) and device == "MAX78002",
+        "weights_header": opts.weight_filename,
+        "sample_header": opts.sample_filename,
+        "result_header": opts.result_filename,
+    }
+    api = opts.api_filename if opts.api_filename.lower() != "none" else "cnn.c"
+    main_name = f"{opts.c_filename}.c"
+    stride = regs.mask_stride
+    bias_groups = [
+        {"group": g, "address": regs.apb_base + regs.bias(g), "length": int(v.size)}
+        for g, v in enumerate(plan.bias.values)
+        if v.size
+    ]
+    files: dict[str, str] = {}
+    files[api] = render(
+        "cnn.c.j2",
+        **common,
+        description=layer_description(plan),
+        isr_declaration=(
+            'void __attribute__((interrupt("machine"))) CNN_IRQHandler' if riscv else "void CNN_ISR"
+        ),
+        quadrant_controls=[regs.apb_base + regs.ctl(g, rm.REG_CTL) for g in s.groups_used],
+        isr_clear=isr_clear,
+        master_control=regs.apb_base + regs.ctl(s.groups_used[0], rm.REG_CTL),
+        mexpress=bool(opts.mexpress),
+        verify_weights=bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader)),
+        mexpress_base_mask=~(stride - 1) & 0xFFFFFFFF,
+        mexpress_offset_mask=stride - 1,
+        bias_groups=bias_groups,
+        init=c_statements(plan.init, opts.verify_writes),
+        configure=c_statements(plan.configure, opts.verify_writes),
+        start=c_statements(plan.start, opts.verify_writes),
+        go=c_statements(plan.go, opts.verify_writes),
+        unload=unload_runs(plan, bool(opts.mlator), opts.unroll_mlator),
+        output_description="x".join(str(d) for d in plan.output_shape)
+        + f", {term.output_width}-bit",
+        quadrant_mask=groups_mask,
+        quadrant_unmask=~groups_mask & 0xF,
+        enable_delay=opts.enable_delay,
+        pll_device=s.chip.device.supports_pll,
+    )
+    files["cnn.h"] = render(
+        "cnn.h.j2",
+        **common,
+        summary=memory_summary(plan),
+        num_outputs=num_outputs,
+        timer=opts.timer,
+        isr_name="CNN_IRQHandler" if riscv else "CNN_ISR",
+    )
+    kernel_table = _kernel_table(plan)
+    files[opts.weight_filename] = render(
+        "weights.h.j2",
+        name=name,
+        kernels=define("KERNELS", kernel_table),
+        bias=[
+            define(f"BIAS_{g}", v, digits=2, per_line=16)
+            for g, v in enumerate(plan.bias.values)
+            if v.size
+        ],
+    )
+    sample_blocks = []
+    for block in plan.inputs.blocks:
+        words = block.words
+        if plan.inputs.synthesize is not None:
+            words = words[: plan.inputs.synthesize_words]
+        sample_blocks.append(define(f"SAMPLE_INPUT_{block.label}", words))
+    files[opts.sample_filename] = render("sampledata.h.j2", name=name, blocks=sample_blocks)
+    kat = bool(opts.generate_kat) and opts.result_filename is not None
+    if kat:
+        from edgesynth.targets.max7800x.plan.kat import sample_output_array
+
+        files[opts.result_filename] = render(
+            "sampleoutput.h.j2",
+            name=name,
+            sample_output=define("SAMPLE_OUTPUT", sample_output_array(plan.kat)),
+        )
+    inputs = plan.inputs
+    main = render(
+        "main.c.j2",
+        **common,
+        inputs=inputs,
+        fifo=bool(opts.fifo),
+        fifo_wait=bool(opts.fifo_wait),
+        fifo_words=max((b.words.size for b in inputs.blocks), default=0),
+        kat=kat,
+        kat_layers=", ".join(str(i) for i in _kat_layers(plan)),
+        softmax=bool(opts.softmax),
+        softmax_shift=(8 - term.bits) if not term.bypass else 0,
+        unload=bool(opts.unload),
+        output_width=term.output_width,
+        forever=bool(opts.forever),
+        riscv_debug=bool(opts.riscv_debug),
+        riscv_cache=bool(opts.riscv_cache),
+        ipo_mhz=CLOCKS[device]["ipo"],
+        pll=bool(opts.pll),
+        debugwait=opts.debugwait if not riscv else 0,
+        clock_name=clock.name,
+        clock_source=clock.source,
+        enable_divider=clock.enable_divider,
+        boost=opts.boost,
+        zero_sram=bool(opts.zero_sram),
+        verify_weights=bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader)),
+        verify_writes=bool(opts.verify_writes),
+        has_bias=s.any_bias,
+        clock_switch=clock.switch,
+        clock_fast=_select_clock(clock.divider),
+        clock_slow=_select_clock(4),
+        stop_start=bool(opts.stop_start),
+        wfi=bool(opts.wfi),
+        sleep_call=_sleep_call(opts),
+        one_shot=s.terminating if opts.one_shot else 0,
+        clock_trim=opts.clock_trim,
+    )
+    if riscv:
+        files[f"{opts.c_filename}_riscv.c"] = main
+        files[main_name] = render(
+            "main_arm.c.j2",
+            **common,
+            wfi=bool(opts.wfi),
+            pll=bool(opts.pll),
+            ipo_mhz=CLOCKS[device]["ipo"],
+            riscv_cache=bool(opts.riscv_cache),
+            riscv_exclusive=bool(opts.riscv_exclusive),
+            debugwait=opts.debugwait,
+            deepsleep=bool(opts.deepsleep),
+            sleep_call="MXC_LP_EnterLowPowerMode()"
+            if opts.deepsleep
+            else "MXC_LP_EnterSleepMode()",
+        )
+    else:
+        files[main_name] = main
+    files["softmax.c"] = render("softmax.c.j2", name=name)
+    del output_dims
+    return Project(files=files)
+
+
+def _sleep_call(opts: Any) -> str:
+    if opts.riscv:
+        return 'asm volatile("wfi")'
+    return "MXC_LP_EnterLowPowerMode()" if opts.deepsleep else "MXC_LP_EnterSleepMode()"
+
+
+def _kat_layers(plan: Plan) -> list[int]:
+    s = plan.settings
+    outputs = [h.index for h in s.hw if h.layer.output]
+    if s.terminating not in outputs:
+        outputs.append(s.terminating)
+    return sorted(outputs)
+
+
+def _kernel_table(plan: Plan) -> np.ndarray:
+    parts: list[np.ndarray] = []
+    for block in plan.kernels:
+        parts.append(np.array([block.address, block.length], dtype=np.uint32))
+        parts.append(block.words)
+    parts.append(np.zeros(1, dtype=np.uint32))
+    return np.concatenate(parts)

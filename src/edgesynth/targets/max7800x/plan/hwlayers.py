@@ -1,0 +1,435 @@
+"""Each layer as the hardware runs it: passes, processor maps, and the kernel as stored.
+
+The network's layers say what is computed. The hardware computes some of them differently:
+a streamed 1x1 convolution runs on 3x3 hardware, a dilated Conv1d runs with a stretched kernel or
+folded onto 3x3 Conv2d hardware, ConvTranspose2d pads the other way round. `HwLayer` holds both
+views, every derived count the registers and memories need (input/output passes, processors per
+pass, TRAM rows), and the layer's vendor-format kernel (rows of one output x input channel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgesynth.ir.network import Layer, Network
+from edgesynth.targets.max7800x.compat.sequence import stopped_layer_output_map
+from edgesynth.targets.max7800x.plan.chip import Chip
+from edgesynth.targets.max7800x.rules.context import Context
+from edgesynth.targets.max7800x.rules.options import RuleOptions
+from edgesynth.targets.max7800x.rules.sizes import ffs, fls, popcount
+
+Pair = tuple[int, int]
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def passes_and_threshold(channels: int, max_proc: int, shared: int = 4) -> tuple[int, int]:
+    """(passes, processors per pass) for `channels` channels on `max_proc` processors."""
+    expand = max(1, ceil_div(channels, max_proc))
+    threshold = ceil_div(channels, expand)
+    if channels > max_proc:
+        threshold = min(ceil_div(threshold, shared) * shared, max_proc)
+    return expand, threshold
+
+
+@dataclass
+class HwLayer:
+    index: int
+    layer: Layer
+    operator: str  # as configured: conv1d | conv2d | convtranspose2d | linear | none
+    hw_operator: str  # as the hardware runs it
+    input_chan: int
+    output_chan: int
+    input_dim: Pair
+    pooled_dim: Pair
+    output_dim: Pair
+    hw_input_dim: Pair
+    hw_pooled_dim: Pair
+    hw_output_dim: Pair
+    kernel_size: Pair  # after the 1x1 streaming emulation
+    hw_kernel_size: Pair
+    padding: Pair
+    hw_padding: Pair
+    hw_dilation: Pair
+    in_expand: int
+    in_expand_thresh: int
+    in_expand_invol: int
+    out_expand: int
+    out_expand_thresh: int
+    tcalc: bool
+    calcx4: bool
+    rd_ahead: bool
+    processor_map: int
+    output_processor_map: int
+    in_offset: int
+    out_offset: int
+    quantization: int  # weight bits, -1 for binary (+1/-1) weights
+    out_pad: int = 0  # extra output pixels (dilated Conv1d folded onto 3x3)
+    out_ignore: int = 0  # bytes written before out_offset (same)
+    tram_max: int = 0
+    kernel: np.ndarray | None = None  # vendor layout: (rows, kh, kw) or (rows, k)
+    prev: int = -1  # the layer executed before this one
+    emulate_eltwise: bool = False
+    broadcast: bool = False
+    avgpool_reset: bool = False
+    hw_add: int = 0  # hidden layers inserted before (and including) this one
+    timeslots: int = 1
+    kernel_source: int = -1  # the layer whose identical kernels this layer shares (itself)
+    bias_source: int = -1  # the layer whose identical bias values this layer shares (itself)
+
+    # Layer settings used by registers and memories, under the vendor's names.
+    @property
+    def name(self) -> str:
+        return self.layer.name
+
+    @property
+    def eltwise(self) -> str | None:
+        return self.layer.eltwise
+
+    @property
+    def operands(self) -> int:
+        return self.layer.operands
+
+    @property
+    def big_data(self) -> bool:
+        return self.layer.data_format == "CHW"
+
+    @property
+    def streaming(self) -> bool:
+        return self.layer.streaming
+
+    @property
+    def flatten(self) -> bool:
+        return self.layer.flatten
+
+    @property
+    def groups(self) -> int:
+        return self.layer.groups
+
+    @property
+    def bypass(self) -> bool:
+        return bool(self.layer.spec.bypass)
+
+    @property
+    def pool(self) -> Pair:
+        return self.layer.pool
+
+    @property
+    def pool_stride(self) -> Pair:
+        return self.layer.pool_stride
+
+    @property
+    def pool_dilation(self) -> Pair:
+        return self.layer.pool_dilation
+
+    @property
+    def pooling(self) -> bool:
+        return self.pool[0] > 1 or self.pool[1] > 1
+
+    @property
+    def pool_average(self) -> bool:
+        return self.layer.pool_type == "avg"
+
+    @property
+    def stride(self) -> Pair:
+        return self.layer.stride
+
+    @property
+    def dilation(self) -> Pair:
+        return self.layer.dilation
+
+    @property
+    def activation(self) -> str | None:
+        return self.layer.activation
+
+    @property
+    def output_shift(self) -> int:
+        return self.layer.output_shift
+
+    @property
+    def output_width(self) -> int:
+        return self.layer.output_width
+
+    @property
+    def write_gap(self) -> int:
+        return self.layer.write_gap
+
+    @property
+    def input_skip(self) -> int:
+        return self.layer.read_gap
+
+    @property
+    def bits(self) -> int:
+        return abs(self.quantization)
+
+    @property
+    def has_kernel(self) -> bool:
+        return self.hw_operator != "none"
+
+    @property
+    def bias(self) -> np.ndarray | None:
+        return self.layer.bias
+
+
+def _vendor_quantization(layer: Layer) -> int:
+    if layer.operation == "none" or layer.spec.bypass:
+        configured = layer.spec.quantization  # the vendor's default here is 0 (no weights)
+        if configured is None:
+            return 0
+        return -1 if configured == "binary" else int(configured)
+    if layer.binary:
+        return -1
+    return layer.quantization
+
+
+def _vendor_kernel(layer: Layer, kernel: Pair) -> np.ndarray | None:
+    """The weights as the vendor stores them: one row per (output, input) channel pair."""
+    if layer.weights is None or layer.operation == "none" or layer.spec.bypass:
+        return None
+    w = np.asarray(layer.weights, dtype=np.int64)
+    if layer.operation == "conv1d":
+        return w.reshape(-1, w.shape[-1])
+    if layer.operation == "linear":
+        return w.reshape(-1, 1, 1)
+    return w.reshape(-1, kernel[0], kernel[1])
+
+
+def build_hw_layers(
+    net: Network,
+    chip: Chip,
+    options: RuleOptions,
+    stop_index: int | None = None,
+    deduplicate: bool = True,
+) -> list[HwLayer]:
+    """The executed layers, in index order (the order the registers are written)."""
+    ctx = Context(net, chip.device, options)
+    order = ctx.order
+    first, last = min(order), max(order)
+    device = chip.device
+    hw: list[HwLayer] = []
+    del first, last
+    for index in sorted(order):  # layers the sequence jumps over are not configured
+        layer = net.layers[index]
+        prev = ctx.previous.get(index, -1)
+        in_expand, in_thresh = passes_and_threshold(layer.in_channels, chip.max_proc)
+        out_expand, out_thresh = passes_and_threshold(layer.out_channels, chip.max_proc)
+        rd_ahead = ctx.read_ahead(layer)
+        tcalc = layer.spec.tcalc if layer.spec.tcalc is not None else rd_ahead and in_expand > 1
+        in_dim = tuple(layer.in_dim)
+        pooled = tuple(layer.pooled_dim)
+        out_dim = tuple(layer.out_dim)
+        kernel = tuple(layer.kernel_size)
+        padding = tuple(layer.pad)
+        weights = _vendor_kernel(layer, kernel)
+        hw_kernel_size, hw_padding, hw_dilation = kernel, padding, tuple(layer.dilation)
+        hw_in, hw_pooled, hw_out = in_dim, pooled, out_dim
+        hw_operator = layer.operation
+        out_pad = out_ignore = 0
+
+        # A streamed 1x1 convolution runs on the 3x3 hardware (first streaming layers only).
+        prev_streams = prev >= 0 and net.layers[prev].streaming
+        if (
+            device.emulates_1x1_streaming
+            and index <= device.max_stream_layers
+            and kernel == (1, 1)
+            and layer.operation in ("conv2d", "convtranspose2d")
+            and (layer.streaming or prev_streams)
+        ):
+            if weights is not None:
+                w33 = np.zeros((weights.shape[0], 3, 3), dtype=np.int64)
+                w33[:, 1, 1] = weights[:, 0, 0]
+                weights = w33
+            kernel = hw_kernel_size = (3, 3)
+            padding = hw_padding = (1, 1)
+
+        if layer.dilation[0] > 1 and layer.operation == "conv1d":
+            k, d = kernel[0], layer.dilation[0]
+            if (k - 1) * d < device.max_dilated_1d_span:
+                if weights is not None:  # stretch: 0 1 2 -> 0 x x 1 x x 2
+                    zeros = [s for s in range(1, k) for _ in range(d - 1)]
+                    weights = np.insert(weights, zeros, 0, axis=1)
+                hw_kernel_size = ((k - 1) * d + 1, 1)
+            else:  # fold onto 3x3 Conv2d hardware, `d` columns
+                hw_operator = "conv2d"
+                hw_in = (ceil_div(in_dim[0], d), d)
+                hw_pooled = hw_out = hw_in
+                hw_padding = (1, 1)
+                hw_kernel_size = (3, 3)
+                hw_dilation = (1, 1)
+                out_pad = hw_in[0] * hw_in[1] - out_dim[0]
+                if weights is not None:
+                    w = weights.reshape(layer.out_channels, -1, k, 1)
+                    w = np.insert(w, [0, 1], 0, axis=3)
+                    if k == 2:
+                        w = np.insert(w, 0, 0, axis=2)
+                    elif k == 1:
+                        w = np.insert(w, [0, 1], 0, axis=2)
+                    weights = w.reshape(-1, 3, 3)
+                if k == 3:
+                    out_ignore = 4 * d * out_expand
+
+        if hw_operator == "none":
+            tram_max = 1
+        elif hw_operator == "convtranspose2d":
+            hw_padding = (
+                hw_dilation[0] * (hw_kernel_size[0] - 1) - hw_padding[0],
+                hw_dilation[1] * (hw_kernel_size[1] - 1) - hw_padding[1],
+            )
+            tram_max = (
+                max(
+                    0,
+                    (hw_pooled[1] - 1) * layer.stride[1]
+                    + 1
+                    + layer.output_padding[1]
+                    + 2 * hw_padding[1]
+                    - hw_kernel_size[1],
+                )
+                + 1
+            )
+        else:
+            tram_max = max(0, hw_pooled[1] + 2 * hw_padding[1] - hw_kernel_size[1]) + 1
+
+        processor_map = layer.processors or 0
+        output_map = stopped_layer_output_map(net, layer, stop_index)
+        if output_map is None:
+            output_map = ctx.output_map(layer) or 0
+        hw.append(
+            HwLayer(
+                index=index,
+                layer=layer,
+                operator=layer.operation,
+                hw_operator=hw_operator,
+                input_chan=layer.in_channels,
+                output_chan=layer.out_channels,
+                input_dim=in_dim,
+                pooled_dim=pooled,
+                output_dim=out_dim,
+                hw_input_dim=hw_in,
+                hw_pooled_dim=hw_pooled,
+                hw_output_dim=hw_out,
+                kernel_size=kernel,
+                hw_kernel_size=hw_kernel_size,
+                padding=padding,
+                hw_padding=hw_padding,
+                hw_dilation=hw_dilation,
+                in_expand=in_expand,
+                in_expand_thresh=in_thresh,
+                in_expand_invol=(in_expand + 3) & ~3 if tcalc else in_expand,
+                out_expand=out_expand,
+                out_expand_thresh=out_thresh,
+                tcalc=bool(tcalc),
+                calcx4=ctx.calcx4(layer),
+                rd_ahead=rd_ahead,
+                processor_map=processor_map,
+                output_processor_map=output_map,
+                in_offset=ctx.in_offset(layer) or 0,
+                out_offset=layer.out_offset or 0,
+                quantization=_vendor_quantization(layer),
+                out_pad=out_pad,
+                out_ignore=out_ignore,
+                tram_max=tram_max,
+                kernel=weights,
+                prev=prev,
+            )
+        )
+    _mark_modes(hw, chip, ctx)
+    _share_duplicates(hw, deduplicate)
+    return hw
+
+
+def _share_duplicates(hw: list[HwLayer], enabled: bool) -> None:
+    """Layers with identical kernels (same shape, weight bits and processors) share one copy
+    in kernel memory; layers with identical bias values share bias memory."""
+    for i, h in enumerate(hw):
+        h.kernel_source = h.index
+        h.bias_source = h.index
+        if not enabled:
+            continue
+        for other in hw[:i]:
+            if other.kernel_source != other.index or h.kernel is None or other.kernel is None:
+                continue
+            if (
+                h.kernel.shape == other.kernel.shape
+                and h.quantization == other.quantization
+                and h.processor_map == other.processor_map
+                and np.array_equal(h.kernel, other.kernel)
+            ):
+                h.kernel_source = other.index
+                break
+        for other in hw[:i]:
+            if other.bias_source != other.index or h.bias is None or other.bias is None:
+                continue
+            if h.bias.shape == other.bias.shape and np.array_equal(h.bias, other.bias):
+                h.bias_source = other.index
+                break
+
+
+def _mark_modes(hw: list[HwLayer], chip: Chip, ctx: Context) -> None:
+    """Element-wise emulation, depthwise broadcast, hidden avg-pool reset layers, time slots."""
+    hidden = 0
+    by_index = {h.index: h for h in hw}
+    for h in hw:
+        if (
+            chip.device.emulates_multipass_eltwise
+            and h.operands > 1
+            and h.in_expand > 1
+            and h.operands * h.in_expand != h.operands + h.in_expand
+        ):
+            h.emulate_eltwise = True
+        if h.groups > 1 and h.processor_map == h.output_processor_map:
+            h.broadcast = True
+        prev = by_index.get(h.prev)
+        if (
+            chip.device.requires_avgpool_reset_after_eltwise
+            and h.index > 0
+            and prev is not None
+            and prev.operands > 1
+            and h.pool_average
+        ):
+            h.avgpool_reset = True
+            hidden += 1
+        h.hw_add = hidden
+        h.timeslots = _timeslots(h, chip)
+
+
+def _timeslots(h: HwLayer, chip: Chip) -> int:
+    """Output time slots per pixel: passthrough and depthwise layers move data by slots."""
+    tscnt = 0
+    for group in range(chip.groups):
+        bits = chip.group_bits(h.processor_map, group)
+        count = popcount(bits)
+        if h.hw_operator == "none":
+            if count:
+                tscnt = max(tscnt, (count * h.output_width // 8 - 1) // 4)
+        elif h.groups > 1:
+            if h.broadcast:
+                tscnt = max(tscnt, (min(count - 1, 3) + 1) * (h.output_width // 8) - 1)
+            else:
+                tscnt = max(tscnt, (count * h.output_width + 7) // 8 - 1)
+    slots = tscnt + 1
+    if h.flatten:
+        slots *= h.hw_pooled_dim[0] * h.hw_pooled_dim[1]
+    return slots
+
+
+def tscnt_max(h: HwLayer) -> int:
+    slots = h.timeslots
+    if h.flatten:
+        slots //= h.hw_pooled_dim[0] * h.hw_pooled_dim[1]
+    return slots - 1
+
+
+__all__ = [
+    "HwLayer",
+    "build_hw_layers",
+    "ceil_div",
+    "ffs",
+    "fls",
+    "passes_and_threshold",
+    "popcount",
+    "tscnt_max",
+]
