@@ -65,3 +65,22 @@ def test_frontends_import_no_target_but_the_vendor_builder() -> None:
             assert "ai8x" in path.parts and name.startswith("edgesynth.targets.max7800x"), (
                 f"{path.relative_to(SRC)} imports {name}"
             )
+
+
+def test_virtual_device_is_independent_of_the_code_generator() -> None:
+    """The virtual device decodes writes from the hardware documentation alone: it imports
+    nothing of the max7800x synthesizer (plan, emit, regmap, rules, ...) but the device facts
+    and the marked vendor behaviour (compat), and nothing outside it imports it but the command
+    line."""
+    allowed = tuple(
+        f"edgesynth.targets.max7800x.{name}" for name in ("vdevice", "device", "compat")
+    )
+    for path in files("targets/max7800x/vdevice"):
+        for name in imports(path):
+            if name.startswith("edgesynth.targets"):
+                assert name.startswith(allowed), f"{path.relative_to(SRC)} imports {name}"
+    for path in SRC.rglob("*.py"):
+        if "vdevice" in path.parts or (path.name == "cli.py" and path.parent == SRC):
+            continue
+        bad = [n for n in imports(path) if ".vdevice" in n]
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}"

@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "edgesynth.targets.gati.cli",  # gati compile | decode | run
     "edgesynth.targets.xdnn.cli",  # xdnn compile | decode | run | check-quant
     "edgesynth.targets.pulp.cli",  # pulp simulate | compile | run | report
+    "edgesynth.targets.max7800x.vdevice.cli",  # device decode | run (the virtual device)
 ]
 
 # Optional parts: the top-level module a command imports -> the extra that installs it.

@@ -28,9 +28,10 @@ YAML = "networks/mnist-chw-ai85.yaml"
 CKPT = "trained/ai85-mnist-qat8-q.pth.tar"
 SAMPLE = "tests/sample_mnist.npy"
 SENTINEL = "sentinel.txt"
+KAT = "trace/kat.npz"
 PULP_CASE = CASE.parents[1].parent / "pulp" / "cases" / "eegnet_1d_8b_Hx1"
 XDNN_QUANT = CASE.parents[1].parent / "xdnn" / "ml-suite" / "googlenet_v1_8b.json"
-GROUPS = ("gati", "xdnn", "pulp")  # commands with sub-commands
+GROUPS = ("gati", "xdnn", "pulp", "device")  # commands with sub-commands
 
 
 @dataclass
@@ -284,6 +285,22 @@ COMMANDS = [
         swapped=["pulp", "report", "pulp/data.npz"],
         bad_value=["extra"],
     ),
+    Command(
+        "device decode",
+        lambda out: ["device", "decode", "trace/trace.bin"],
+        None,
+        input_folder="trace",
+        input_file="trace/trace.bin",
+        swapped=["device", "decode", "trace/kat.npz"],
+    ),
+    Command(
+        "device run",
+        lambda out: ["device", "run", "--trace", "trace/trace.bin", "--kat", KAT, "--output", out],
+        "file",
+        input_folder="trace",
+        input_file="trace/kat.npz",
+        swapped=["device", "run", "--trace", "trace/kat.npz", "--kat", "trace/trace.bin"],
+    ),
 ]
 
 
@@ -370,6 +387,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )  # fmt: skip
     finally:
         os.chdir(here)
+    (root / "trace").mkdir()
+    for name in ("trace.bin", "kat.npz"):
+        shutil.copy(CASE / "mnist" / name, root / "trace" / name)
     (root / "train").mkdir()
     (root / "train" / "policy.yaml").write_text("start_epoch: 0\nweight_bits: 8\n")
     (root / SENTINEL).write_text("the user's file\n")
@@ -422,8 +442,8 @@ def scenarios() -> list[tuple[Command, str]]:
         names += ["swapped"] if command.swapped else []
         if command.output:
             names += ["out-cwd", "out-input-folder", "out-home", "out-non-empty"]
-        if command.output == "file":
-            names += ["out-input-file"]
+        if command.output == "file" and command.input_file.endswith(command.suffix):
+            names += ["out-input-file"]  # (np.save naming gives other inputs a new name)
         if command.overwrite:
             names += ["overwrite-keeps-other-files"]
         rows += [(command, name) for name in names]

@@ -88,8 +88,12 @@ def test_argparse_registration_and_exit_status(tmp_path, capsys):
     args = parser.parse_args(["device", "run", "--trace", str(MNIST / "trace.bin")])
     assert args.handler(args) == 0
     assert "5 layers run" in capsys.readouterr().out
-    assert cli.main(["device", "run", "--trace", str(tmp_path / "missing.bin")]) == 1
+    from edgesynth.cli import main
+
+    assert main(["device", "run", "--trace", str(tmp_path / "missing.bin")]) == 1
     assert "cannot read the trace" in capsys.readouterr().err
+    assert main(["device", "run"]) == 2  # neither a project nor --trace: a usage error
+    assert "give either a project folder or --trace TRACE" in capsys.readouterr().err
 
 
 def _project_from_trace(trace_path: Path, folder: Path) -> None:
@@ -125,12 +129,10 @@ def test_project_folder_needs_cnn_c(tmp_path):
         cli.run_device(project=tmp_path)
 
 
-def test_wired_into_the_edgesynth_command_line(monkeypatch, capsys):
-    """What the lead's one-line wiring (COMMAND_MODULES) gives: `edgesynth device ...`."""
+def test_wired_into_the_edgesynth_command_line(capsys):
+    """`edgesynth device ...` through the one command line."""
     import edgesynth.cli as top
 
-    module = "edgesynth.targets.max7800x.vdevice.cli"
-    monkeypatch.setattr(top, "COMMAND_MODULES", [*top.COMMAND_MODULES, module])
     code = top.run(
         ["device", "run", "--trace", str(MNIST / "trace.bin"), "--kat", str(MNIST / "kat.npz")]
     )

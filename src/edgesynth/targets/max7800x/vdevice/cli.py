@@ -1,7 +1,8 @@
 """`edgesynth device decode | run`: the virtual MAX78000/MAX78002 on the command line.
 
-`register(subparsers)` adds the `device` command to an argparse parser; `decode_trace` and
-`run_device` are the plain functions behind it (the tests call them).
+`register(subparsers)` adds the `device` command to `edgesynth` (listed in
+`edgesynth.cli.COMMAND_MODULES`); `decode_trace` and `run_device` are the plain functions behind
+it (the tests call them).
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from edgesynth.cliargs import device_name
 from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import output_folder, save_npy_atomic
 from edgesynth.targets.max7800x.device import get_device
@@ -229,7 +230,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     dec = commands.add_parser("decode", help="print the accelerator state a trace leaves, by name")
     dec.add_argument("trace", type=Path, help="a devtrace recording (trace.bin)")
-    dec.add_argument("--device", help="MAX78000 or MAX78002 (default: from the trace)")
+    dec.add_argument(
+        "--device", type=device_name, help="MAX78000 or MAX78002 (default: from the trace)"
+    )
     dec.add_argument("--no-memories", action="store_true", help="registers only, no memory summary")
     dec.add_argument(
         "--contents", action="store_true", help="every kernel word and bias entry's value"
@@ -243,7 +246,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "project", nargs="?", type=Path, help="a generated project folder (compiled with devtrace)"
     )
     run_p.add_argument("--trace", type=Path, help="a devtrace recording instead of a project")
-    run_p.add_argument("--device", help="MAX78000 or MAX78002 (default: from the trace)")
+    run_p.add_argument(
+        "--device", type=device_name, help="MAX78000 or MAX78002 (default: from the trace)"
+    )
     run_p.add_argument("--kat", type=Path, help="known answer: kat.npz or sampleoutput.h")
     run_p.add_argument("--output", type=Path, help="save the last layer's output (C x H x W)")
     run_p.add_argument("--layers", type=Path, help="folder for every layer's output")
@@ -254,7 +259,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     run_p.add_argument(
         "--overwrite", action="store_true", help="write into an existing --layers folder"
     )
-    run_p.set_defaults(handler=_run_main)
+    run_p.set_defaults(handler=_run_main, usage_parser=run_p)
     return parser
 
 
@@ -264,6 +269,8 @@ def _decode_main(args: argparse.Namespace) -> int:
 
 
 def _run_main(args: argparse.Namespace) -> int:
+    if (args.trace is None) == (args.project is None):
+        args.usage_parser.error("give either a project folder or --trace TRACE")
     report = run_device(
         trace=args.trace,
         project=args.project,
@@ -277,20 +284,3 @@ def _run_main(args: argparse.Namespace) -> int:
     )
     print("\n".join(report.lines))
     return 0 if report.ok else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (`python -m edgesynth.targets.max7800x.vdevice.cli device ...`)
-    until the lead wires `register` into `edgesynth`."""
-    parser = argparse.ArgumentParser(prog="edgesynth")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.handler(args))
-    except EdgesynthError as err:
-        print(f"edgesynth: error: {err.render()}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
