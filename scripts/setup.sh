@@ -5,6 +5,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+# The chips' C compilers and qemu (Debian packages): `edgesynth build`, `pulp run --rv32` and
+# their tests use them. Installed with apt-get when missing and this user may; otherwise the
+# tests that need them are skipped with the apt-get line to run.
+TOOLS="arm-none-eabi-gcc riscv64-unknown-elf-gcc qemu-riscv32"
+PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi gcc-riscv64-unknown-elf \
+picolibc-riscv64-unknown-elf qemu-user"
+missing=""
+for tool in $TOOLS; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
+if [ -n "$missing" ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "[setup] installing the cross compilers and qemu ($PACKAGES) for:$missing" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    # shellcheck disable=SC2086
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends $PACKAGES; } \
+      >/dev/null 2>&1 || echo "[setup] apt-get failed; the tests that need$missing are skipped" >&2
+  else
+    echo "[setup] not found:$missing; install them with: sudo apt-get install $PACKAGES" >&2
+  fi
+fi
 stamp=.venv/.edgesynth-installed
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
