@@ -201,3 +201,10 @@ def test_arch_test_without_weights_file(project: Path, capsys) -> None:
     edit_yaml(project, "arch: ai85net5", "arch: test")
     err = refused(izer(checkpoint=None), capsys)
     assert "weights_mnist.npy" in err
+
+
+def test_command_line_remarks_are_printed(project: Path, capsys) -> None:
+    """The vendor's non-fatal remarks about the options reach the user (once, on stderr)."""
+    assert main(izer("--energy", "--timer", "0")) == 0
+    err = capsys.readouterr().err
+    assert err.count("edgesynth: warning: `--timer` is ignored with `--energy`") == 1, err

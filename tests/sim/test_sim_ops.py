@@ -58,6 +58,12 @@ def test_activations_clip_to_127_even_on_wide_values() -> None:
     wide = np.array([-100000, -5, 0, 5, 100000])
     np.testing.assert_array_equal(ops.activate(wide, "relu"), simref.relu(wide))
     np.testing.assert_array_equal(ops.activate(wide, "abs"), simref.absolute(wide))
+    np.testing.assert_array_equal(ops.activate(wide, None), wide)
+
+
+def test_unknown_activation_is_an_error_not_a_pass_through() -> None:
+    with pytest.raises(ValueError, match="unknown activation `sigmoid`"):
+        ops.activate(np.zeros(3, dtype=np.int64), "sigmoid")
 
 
 POOLS_2D = [

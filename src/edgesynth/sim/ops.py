@@ -272,12 +272,15 @@ def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
 
 
 def activate(data: np.ndarray, activation: str | None) -> np.ndarray:
-    """ReLU clips to [0, 127]; Abs takes |x| clipped to 127 (also on 32-bit outputs)."""
+    """ReLU clips to [0, 127]; Abs takes |x| clipped to 127 (also on 32-bit outputs); None
+    passes the data unchanged. Anything else is a bug upstream (the YAML loader refuses it)."""
     if activation == "relu":
         return np.clip(data, 0, 127)
     if activation == "abs":
         return np.minimum(np.abs(data), 127)
-    return data
+    if activation is None:
+        return data
+    raise ValueError(f"unknown activation `{activation}`; the hardware has relu, abs or none")
 
 
 def tree_average(values: list[np.ndarray]) -> np.ndarray:

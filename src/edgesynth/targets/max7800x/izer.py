@@ -86,6 +86,8 @@ def run_izer(argv: list[str]) -> SynthesisResult:
     if problems:
         raise problems[0] if len(problems) == 1 else MultipleErrors(problems)
     refuse_empty_run(opts)
+    for remark in opts.warnings:  # the vendor's non-fatal remarks about the command line
+        print(f"edgesynth: warning: {remark}", file=sys.stderr)
     if opts.result_numpy:
         name = Path(opts.result_numpy)
         if name.is_absolute() or ".." in name.parts:
