@@ -34,9 +34,12 @@ def largest_cases(count: int) -> list[Path]:
 
 
 def run_once(case: Path, out: Path) -> tuple[float, int]:
+    """One fresh process writing the project into a new folder under `out` (izer refuses an
+    existing TEST_DIR/PREFIX, as the vendor tool does)."""
     info = json.loads((case / "case.json").read_text())
+    prefix = f"{info['name']}-{len(list(out.iterdir()))}"
     argv = [sys.executable, "-m", "edgesynth", "izer", *info["args"]]
-    argv += ["--test-dir", str(out), "--prefix", info["name"], "--sample-numpy-filename", "kat"]
+    argv += ["--test-dir", str(out), "--prefix", prefix, "--sample-numpy-filename", "kat"]
     script = (
         "import resource, subprocess, sys, time;"
         "t = time.perf_counter();"

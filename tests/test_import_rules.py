@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,22 @@ def test_no_target_imports_another(target: str) -> None:
                 assert not name.startswith(f"edgesynth.targets.{other}"), (
                     f"{path.relative_to(SRC)} imports {name}"
                 )
+
+
+def test_sim_knows_no_vendor_command_line_flag() -> None:
+    """`sim/` is the reference arithmetic: a vendor option (izer's `--legacy-test`,
+    `--reshape-inputs`, ...) never appears there, by name or by its parsed name. An operator
+    parameter with the meaning of an option (`rounding` for --avg-pool-rounding) is named for
+    the arithmetic, not the option."""
+    from edgesynth.targets.max7800x.izer_args import OPTIONS
+
+    names = {f for o in OPTIONS for f in o.flags if f.startswith("--")}
+    names |= {o.dest for o in OPTIONS if len(o.dest) > 3}
+    for path in files("sim"):
+        text = path.read_text()
+        words = set(re.findall(r"--[a-z0-9][a-z0-9-]+|\b[a-z][a-z0-9_]+\b", text))
+        bad = sorted(n for n in names & words if n.startswith("--") or "_" in n)
+        assert not bad, f"{path.relative_to(SRC)} names vendor options {bad}"
 
 
 def test_sim_imports_no_target() -> None:

@@ -206,8 +206,8 @@ def pool2d(
 ) -> np.ndarray:
     """In-flight max or average pooling of (C, H, W) data. Pool size 1 only subsamples.
 
-    `rounding` (--avg-pool-rounding) rounds averages half away from zero, as the newest
-    vendor sources do (older ones used np.round, half to even).
+    `rounding` rounds averages half away from zero, as the newest vendor sources do (older
+    ones used np.round, half to even); without it averages are truncated toward zero.
     """
     if pool == (1, 1):
         return data[:, :: stride[0], :: stride[1]]
@@ -227,7 +227,7 @@ def pool1d(
 ) -> np.ndarray:
     """In-flight pooling of (C, L) data, as the vendor's 1D reference computes it.
 
-    Averages are truncated toward zero whatever --avg-pool-rounding says, and a dilated window
+    Averages are always truncated toward zero (no rounding option), and a dilated window
     that runs past the end averages only the samples it covers. Max pooling reads `pool`
     consecutive samples even when `pool_dilation` is set.
     """

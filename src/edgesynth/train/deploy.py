@@ -71,9 +71,9 @@ def simulator_check(
     avg_pool_rounding: bool = False,
 ) -> SimCheck:
     """Run the first `count` test images through the synthesizer's simulator."""
-    from edgesynth.sim.simulate import SimOptions, simulate
     from edgesynth.targets.max7800x.build import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.network_sim import SimOptions, simulate
     from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
 
     test = dataset.test

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.outputs import output_folder
-from edgesynth.sim.simulate import SimOptions
 from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.izer_args import (
     IzerOptions,
     option_rule_errors,
     parse_izer_args,
 )
+from edgesynth.targets.max7800x.network_sim import SimOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize
 
 

@@ -17,7 +17,6 @@ from edgesynth.ir.checkpoint import Checkpoint, CheckpointLayer
 from edgesynth.ir.network import Network
 from edgesynth.ir.spec import NetworkSpec
 from edgesynth.ir.yamlcfg import load_spec
-from edgesynth.sim.simulate import LayerResult, SimOptions, simulate
 from edgesynth.targets.max7800x import rules
 from edgesynth.targets.max7800x.build import (
     BuildOptions,
@@ -25,6 +24,7 @@ from edgesynth.targets.max7800x.build import (
     build_network,
     checkpoint_takers,
 )
+from edgesynth.targets.max7800x.network_sim import LayerResult, SimOptions, simulate
 
 
 @dataclass

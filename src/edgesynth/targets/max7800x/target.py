@@ -125,7 +125,7 @@ class Max7800xTarget(Target):
         ]
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        from edgesynth.sim.simulate import simulate
+        from edgesynth.targets.max7800x.network_sim import simulate
 
         net = program.extra["network"]
         batch = np.asarray(inputs[0], dtype=np.int64)

@@ -1,5 +1,6 @@
-"""Run a whole `Network` on a sample, layer by layer, exactly as the vendor's known-answer
-simulation computes it.
+"""Run a whole vendor `Network` on a sample, layer by layer, exactly as the vendor's
+known-answer simulation computes it (`SimOptions` carries the izer options that change the
+numbers). The operators themselves are `edgesynth.sim.ops`, the one reference arithmetic.
 
 One layer: gather the input (`in_sequences` concatenated, or the data buffer), split it into
 operands, drop channels (--reshape-inputs), element-wise first (`pool_first: false`), crop rows
