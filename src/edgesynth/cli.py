@@ -98,13 +98,30 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: looks the version up only when asked (importlib.metadata is slow to load)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings,
+            argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="print the version and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"edgesynth {version()}")
+        parser.exit()
+
+
 def build_parser() -> CommandParser:
     parser = CommandParser(
         prog="edgesynth",
         description="Take a CNN from PyTorch to ultra-low-power accelerators, bit-exact.",
         epilog="`edgesynth COMMAND --help` describes a command.",
     )
-    parser.add_argument("--version", action="version", version=f"edgesynth {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", required=True
     )

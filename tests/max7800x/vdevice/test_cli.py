@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.vdevice import cli
+from edgesynth.targets.max7800x.vdevice import cli, commands
 from edgesynth.targets.max7800x.vdevice.knownanswer import load_kat, parse_sampleoutput
 from edgesynth.targets.max7800x.vdevice.trace import PHASES, read_trace
 
@@ -33,7 +33,7 @@ def _sampleoutput(kat_path: Path) -> str:
 
 
 def test_decode_names_registers_and_fields():
-    text = cli.decode_trace(MNIST / "trace.bin")  # device detected from the trace
+    text = commands.decode_trace(MNIST / "trace.bin")  # device detected from the trace
     assert text.startswith("device MAX78000")
     assert "LCTRL0" in text and "act_en=1" in text and "mcnt_max=472" in text
     assert "processor  0: words 0-59, 128-146" in text  # layers 0 and 4; 146: block padding
@@ -41,7 +41,7 @@ def test_decode_names_registers_and_fields():
 
 
 def test_run_writes_output_and_layers(tmp_path):
-    report = cli.run_device(
+    report = commands.run_device(
         trace=MNIST / "trace.bin",
         device="MAX78000",
         kat=MNIST / "kat.npz",
@@ -62,7 +62,7 @@ def test_mismatch_fails_with_the_layer(tmp_path):
     arrays["data"][0] ^= 1
     bad = tmp_path / "bad.npz"
     np.savez(bad, **arrays)
-    report = cli.run_device(trace=MNIST / "trace.bin", kat=bad)
+    report = commands.run_device(trace=MNIST / "trace.bin", kat=bad)
     assert not report.ok
     assert any("1 of 10 words differ" in line and "layer 4" in line for line in report.lines)
 
@@ -118,7 +118,7 @@ def test_project_folder_is_recorded_and_checked(tmp_path):
     project = tmp_path / "mnist"
     _project_from_trace(MNIST / "trace.bin", project)
     (project / "sampleoutput.h").write_text(_sampleoutput(MNIST / "kat.npz"))
-    report = cli.run_device(project=project, output=tmp_path / "out.npy")
+    report = commands.run_device(project=project, output=tmp_path / "out.npy")
     assert report.ok, report.lines
     assert any("all 10 words match" in line for line in report.lines)
     assert np.array_equal(np.load(tmp_path / "out.npy"), np.load(MNIST / "expected_output.npy"))
@@ -126,7 +126,7 @@ def test_project_folder_is_recorded_and_checked(tmp_path):
 
 def test_project_folder_needs_cnn_c(tmp_path):
     with pytest.raises(EdgesynthError, match=r"no cnn\.c"):
-        cli.run_device(project=tmp_path)
+        commands.run_device(project=tmp_path)
 
 
 def test_wired_into_the_edgesynth_command_line(capsys):
