@@ -2,9 +2,10 @@
 
 lower: (quantize a float graph) -> fuse into hardware layers -> the vendor's network description
 (YAML + synthetic weight/bias files), read back by the same builder `edgesynth izer` uses, so the
-device rules, the simulator and (soon) the C code generator see exactly what the vendor tool
-would. emit writes that description; `edgesynth izer --config-file network.yaml` (ours or the
-vendor's) runs on the emitted folder as it is.
+device rules, the simulator and the C code generator see exactly what the vendor tool would.
+emit writes that description and the MSDK C project generated from it (`project/`, what
+`edgesynth izer --config-file network.yaml --prefix project` writes in the emitted folder, with
+the known answer of the program's sample: the first calibration input, or the given sample).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat
 
 NETWORK_FILE = "network.yaml"
 DATASET = "network"
+PROJECT = "project"  # the C project's folder inside the emitted folder
 
 
 def _write_description(folder: Path, desc: Any, sample: np.ndarray) -> list[str]:
@@ -73,6 +75,11 @@ class Max7800xTarget(Target):
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
         in_t = graph.tensors[graph.inputs[0]]
         sample = options.options.get("sample")
+        in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
+        if sample is None and options.calibration is not None and in_format.scale is not None:
+            # the known answer of the generated project: the first calibration input
+            first = np.asarray(options.calibration)[:1].reshape(1, *in_t.shape)
+            sample = in_format.quantize(first)[0]
         if sample is None:
             sample = np.zeros(in_t.shape, dtype=np.int64)
         net = self._build(desc, np.asarray(sample))
@@ -81,7 +88,7 @@ class Max7800xTarget(Target):
             target=self.name,
             graph=graph,
             layers=layers,
-            inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
+            inputs=[in_format],
             outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
             warnings=warnings,
             extra={"description": desc, "network": net, "sample": np.asarray(sample)},
@@ -139,7 +146,24 @@ class Max7800xTarget(Target):
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:
         files = _write_description(folder, program.extra["description"], program.extra["sample"])
+        files += self._write_project(Path(folder))
         return self.write_manifest(program, folder, files)
+
+    def _write_project(self, folder: Path) -> list[str]:
+        """The C project for the description in `folder`, as `edgesynth izer` writes it."""
+        from edgesynth.targets.max7800x.codegen import project_files
+        from edgesynth.targets.max7800x.izer import job_from_options
+        from edgesynth.targets.max7800x.izer_args import parse_izer_args
+        from edgesynth.targets.max7800x.pipeline import synthesize
+
+        argv = ["--device", self.device_name, "--config-file", NETWORK_FILE]
+        opts = parse_izer_args([*argv, "--test-dir", ".", "--prefix", PROJECT])
+        result = synthesize(job_from_options(opts, base_dir=folder))
+        _, texts = project_files(result, opts, PROJECT)
+        (folder / PROJECT).mkdir(exist_ok=True)
+        for name, text in texts.items():
+            (folder / PROJECT / name).write_text(text)
+        return [f"{PROJECT}/{name}" for name in sorted(texts)]
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         net = self._load_network(Path(folder))
