@@ -3,7 +3,8 @@
 Sizes follow the hardware documentation: data memory in 32-bit words per instance (MAX78000:
 16 instances of 8192 x 32 bits = 512 KiB; MAX78002: 16 sections of 80 KiB = 1,280 KiB), kernel
 memory in 9-byte kernel words (one 3x3 kernel of 8-bit weights) per processor, bias memory in
-bytes (one 8-bit bias per output channel) per quadrant.
+bytes (one 8-bit bias per output channel) per quadrant. Register and memory addresses are in
+`regmap.py` (the code generator's) and, written independently, `vdevice/regmap.py`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,7 @@ class Device:
     processors_per_group: int
     processors_sharing_memory: int  # processors that share one data-memory instance
     max_row_col: int  # largest input height/width
-    data_mem_base: int  # AHB address of group 0's data memory
-    data_group_stride: int  # AHB address step between groups of 4 processors
     instance_words: int  # usable 32-bit words per data-memory instance (shared by 4 processors)
-    instance_stride_words: int  # address space per instance (includes holes on MAX78002)
     mask_width_large: int  # kernel words in the first processor of each group
     mask_width_small: int  # kernel words in every other processor
     bias_words_per_group: int  # 8-bit bias values per quadrant's bias memory
@@ -125,10 +123,7 @@ MAX78000 = Device(
     processors_per_group=16,
     processors_sharing_memory=4,
     max_row_col=1024,
-    data_mem_base=0x50400000,
-    data_group_stride=0x8000,
     instance_words=8192,
-    instance_stride_words=8192,
     mask_width_large=768,
     mask_width_small=768,
     bias_words_per_group=512,
@@ -162,10 +157,7 @@ MAX78002 = Device(
     processors_per_group=16,
     processors_sharing_memory=4,
     max_row_col=2048,
-    data_mem_base=0x51800000,
-    data_group_stride=0x20000,
     instance_words=20480,
-    instance_stride_words=32768,
     mask_width_large=4 * 1024 + 4 * 256,
     mask_width_small=4 * 1024,
     bias_words_per_group=2048,
