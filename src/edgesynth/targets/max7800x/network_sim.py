@@ -19,6 +19,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
 from edgesynth.sim import ops
+from edgesynth.targets.max7800x.compat import operands as compat_operands
 
 DATA_BUFFER = -2  # as in targets.max7800x.build: `in_sequences` naming the data buffer
 
@@ -104,13 +105,14 @@ def _split(layer: Layer, data: np.ndarray, interleaved: bool) -> np.ndarray:
     if layer.operands == 1:
         return data[None]
     if interleaved:
-        if data.shape[2] % layer.operands:
+        split = compat_operands.legacy_test_operands(data, layer.operands)
+        if split is None:
             raise _mismatch(
                 layer,
                 f"--legacy-test: its {data.shape[2]} columns cannot be split into "
                 f"{layer.operands} interleaved operands",
             )
-        return np.array([data[:, :, i :: layer.operands] for i in range(layer.operands)])
+        return split
     if data.shape[0] % layer.operands:
         raise _mismatch(
             layer,
