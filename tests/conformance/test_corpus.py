@@ -20,6 +20,8 @@ from edgesynth.cli import main
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases"
 CASES = sorted(p.parent for p in CORPUS.glob("*/*/case.json"))
 
+pytestmark = pytest.mark.corpus
+
 
 def test_corpus_is_present() -> None:
     assert len(CASES) >= 554, f"expected the full reference corpus at {CORPUS}"

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 MNIST = REPO.parent / "shared" / "data" / "mnist"
+
+pytestmark = [pytest.mark.train, pytest.mark.slow]
 
 
 def test_mnist_qat_benchmark_smoke(tmp_path: Path) -> None:
