@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.frontends import MODEL_KINDS
 from edgesynth.ir.graph import Graph
 from edgesynth.outputs import output_folder
 from edgesynth.targets.base import (
@@ -29,8 +30,6 @@ from edgesynth.targets.base import (
     get_target,
     read_manifest,
 )
-
-MODEL_KINDS = ".onnx (float or integer ONNX), .yaml (the vendor's network description)"
 
 
 def load_model(

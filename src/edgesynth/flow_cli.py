@@ -90,7 +90,7 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `compile` and `run` to the `edgesynth` command line."""
-    from edgesynth.flow import MODEL_KINDS
+    from edgesynth.frontends import MODEL_KINDS
 
     c = subparsers.add_parser(
         "compile",

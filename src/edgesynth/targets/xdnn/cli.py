@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.graph import Graph
+
+if TYPE_CHECKING:  # the graph module is loaded by the handlers, not by `edgesynth --help`
+    from edgesynth.ir.graph import Graph
 
 
 # -- plain functions ------------------------------------------------------------------------
