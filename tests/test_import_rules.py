@@ -64,7 +64,7 @@ def test_sim_imports_no_target() -> None:
         assert not bad, f"{path.relative_to(SRC)} imports {bad}"
 
 
-@pytest.mark.parametrize("package", ["nn", "quant"])
+@pytest.mark.parametrize("package", ["nn", "quant", "train"])
 def test_training_layers_reach_a_device_only_through_its_description(package: str) -> None:
     for path in files(package):
         for name in imports(path):

@@ -22,6 +22,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.frontends import MODEL_KINDS
 from edgesynth.ir.graph import Graph
+from edgesynth.ir.network import Network
 from edgesynth.outputs import output_folder
 from edgesynth.targets.base import (
     CompileOptions,
@@ -39,8 +40,12 @@ def load_model(
     device: str = "MAX78000",
     sample_input: str | Path | None = None,
     base_dir: str | Path = ".",
+    avg_pool_rounding: bool = False,
+    check_rules: bool = False,
 ) -> Graph:
-    """The network graph of a model file (see the module docstring)."""
+    """The network graph of a model file (see the module docstring). For a vendor YAML:
+    `avg_pool_rounding` rounds its average pooling half away from zero (izer's
+    --avg-pool-rounding); `check_rules` checks the description against the device rules."""
     path = Path(model)
     suffixes = "".join(path.suffixes[-2:]).lower()
     if path.suffix.lower() == ".onnx":
@@ -50,7 +55,9 @@ def load_model(
             )
         return _load_onnx(path)
     if path.suffix.lower() in (".yaml", ".yml"):
-        return _load_vendor(path, checkpoint, device, sample_input, Path(base_dir))
+        return _load_vendor(
+            path, checkpoint, device, sample_input, Path(base_dir), avg_pool_rounding, check_rules
+        )
     if suffixes.endswith((".pth.tar", ".pth")):
         raise EdgesynthError(
             "a checkpoint needs its network description: pass the YAML as the model and the "
@@ -78,13 +85,20 @@ def _load_onnx(path: Path) -> Graph:
     return graph
 
 
-def _load_vendor(
-    path: Path, checkpoint: str | Path | None, device: str, sample: str | Path | None, base: Path
-) -> Graph:
-    from edgesynth.frontends.ai8x import graph_from_network
+def load_vendor_network(
+    path: str | Path,
+    checkpoint: str | Path | None,
+    device: str = "MAX78000",
+    sample: str | Path | None = None,
+    base: str | Path = ".",
+    *,
+    check: bool = False,
+) -> Network:
+    """A vendor YAML (+ checkpoint or synthetic weights) read by the MAX7800x builder: the
+    hardware layers the YAML describes, arithmetic only (the device rules with `check`)."""
     from edgesynth.targets.max7800x.build import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
-    from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
+    from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
 
     job = SynthesisJob(
         str(path),
@@ -92,11 +106,30 @@ def _load_vendor(
             device=get_device(device),
             checkpoint=None if checkpoint is None else str(checkpoint),
             sample_input=None if sample is None else str(sample),
-            base_dir=base,
+            base_dir=Path(base),
         ),
     )
     net, _ = load_network(job)
-    return graph_from_network(net)
+    if check:
+        check_network(net, job)
+    return net
+
+
+def _load_vendor(
+    path: Path,
+    checkpoint: str | Path | None,
+    device: str,
+    sample: str | Path | None,
+    base: Path,
+    avg_pool_rounding: bool = False,
+    check_rules: bool = False,
+) -> Graph:
+    from edgesynth.frontends.ai8x import graph_from_network
+    from edgesynth.targets.max7800x.device import get_device
+
+    net = load_vendor_network(path, checkpoint, device, sample, base, check=check_rules)
+    bias_div = get_device(device).bias_div
+    return graph_from_network(net, bias_div=bias_div, avg_pool_rounding=avg_pool_rounding)
 
 
 def load_array(path: str | Path, what: str, option: str) -> np.ndarray:

@@ -17,6 +17,8 @@ from edgesynth.train.loop import evaluate
 from edgesynth.train.metrics import Metrics
 from edgesynth.train.models import create_model
 
+SIM_BATCH = 256  # images per batch through the graph reference (bounds the memory)
+
 
 @dataclass
 class SimCheck:
@@ -70,28 +72,32 @@ def simulator_check(
     net: nn.Module | None = None,
     avg_pool_rounding: bool = False,
 ) -> SimCheck:
-    """Run the first `count` test images through the synthesizer's simulator."""
-    from edgesynth.targets.max7800x.build import BuildOptions
-    from edgesynth.targets.max7800x.device import get_device
-    from edgesynth.targets.max7800x.network_sim import SimOptions, simulate
-    from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
+    """Run the first `count` test images through the synthesizer: the YAML and checkpoint
+    read and checked by the device rules, then the network graph's reference arithmetic (the
+    arithmetic every target's simulator equals), in one batch."""
+    from edgesynth.flow import load_model
+    from edgesynth.sim.graph import run
 
     test = dataset.test
     count = min(count, len(test))
     first = save_sample(test, 0, yaml_path.parent, "check")
-    job = SynthesisJob(
-        config_file=str(yaml_path),
-        sim=SimOptions(avg_pool_rounding=avg_pool_rounding),
-        build=BuildOptions(
-            device=get_device(device),
-            checkpoint=str(checkpoint),
-            sample_input=str(first),
-            base_dir=Path("."),
-        ),
-    )
-    network, _ = load_network(job)
-    check_network(network, job)
-    first.unlink()
+    try:
+        graph = load_model(
+            yaml_path,
+            checkpoint=checkpoint,
+            device=device,
+            sample_input=first,
+            avg_pool_rounding=avg_pool_rounding,
+            check_rules=True,
+        )
+    finally:
+        first.unlink()
+    chunks = [
+        run(graph, np.stack([to_chip(x) for x in test.x[i : i + SIM_BATCH]]), keep=False)
+        for i in range(0, count, SIM_BATCH)
+    ]
+    outputs = [c[graph.outputs[0]].reshape(len(c[graph.outputs[0]]), -1) for c in chunks]
+    outputs = np.concatenate(outputs) if outputs else np.zeros((0, 0), dtype=np.int64)
     preds = np.zeros(count, dtype=np.int64)
     exact = 0
     outputs_model = None
@@ -101,7 +107,7 @@ def simulator_check(
         with enn.use(device, simulate=True, avg_pool_rounding=avg_pool_rounding), torch.no_grad():
             outputs_model = net(torch.round(test.x[:count].double() * 128)).numpy()
     for i in range(count):
-        out = simulate(network, to_chip(test.x[i]), job.sim)[-1].output.reshape(-1)
+        out = outputs[i]
         preds[i] = int(out.argmax())
         if outputs_model is not None:
             exact += int(np.array_equal(out, outputs_model[i].reshape(-1).astype(np.int64)))

@@ -127,16 +127,8 @@ def model_for_network(
 ) -> nn.Module:
     """The edgesynth.nn model of a network description + checkpoint, as the synthesizer
     loads them (any architecture, no registry entry needed)."""
+    from edgesynth.flow import load_vendor_network
     from edgesynth.nn.network import from_network
-    from edgesynth.targets.max7800x.build import BuildOptions
-    from edgesynth.targets.max7800x.device import get_device
-    from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
 
-    job = SynthesisJob(
-        config_file=str(network),
-        build=BuildOptions(
-            device=get_device(device), checkpoint=str(checkpoint), sample_input=str(sample_input)
-        ),
-    )
-    net, _ = load_network(job)  # arithmetic only: placement rules are the synthesizer's job
-    return from_network(net)
+    # arithmetic only: placement rules are the synthesizer's job
+    return from_network(load_vendor_network(network, checkpoint, device, sample_input))

@@ -16,15 +16,12 @@ from torch import nn
 from edgesynth.errors import EdgesynthError
 from edgesynth.nn.layers import Conv1d, ConvTranspose2d, HardwareLayer, Linear
 from edgesynth.targets.max7800x.device import Device, get_device
-from edgesynth.targets.max7800x.rules import processors_per_pass
 
 _ACTIVATE = {"relu": "ReLU", "abs": "Abs", None: "None"}
 
 
 def _processors(channels: int, device: Device) -> int:
-    return (
-        1 << processors_per_pass(channels, device.processors, device.processors_sharing_memory)
-    ) - 1
+    return (1 << device.processors_for(channels)) - 1
 
 
 def _pair(values: tuple[int, ...]) -> str:

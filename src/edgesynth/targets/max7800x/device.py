@@ -108,6 +108,10 @@ class Device:
         instances = self.processors // self.processors_sharing_memory
         return instances * self.instance_words * 4
 
+    def processors_for(self, channels: int) -> int:
+        """Processors a map enables for `channels` channels (see `processors_per_pass`)."""
+        return processors_per_pass(channels, self.processors, self.processors_sharing_memory)
+
     @property
     def max_out_offset(self) -> int:
         """`out_offset`/`in_offset` (bytes) must be below this (0x20000 / 0x50000)."""
@@ -201,6 +205,28 @@ ALIASES: dict[str, str] = {
     "AI87": "MAX78002",
     "87": "MAX78002",
 }
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def passes(channels: int, max_proc: int) -> int:
+    """Passes ("multi-pass expansion") needed to process `channels` on `max_proc` processors."""
+    return max(1, _ceil_div(channels, max_proc))
+
+
+def processors_per_pass(channels: int, max_proc: int, shared: int) -> int:
+    """Processors a map must enable for `channels` channels: one per channel and pass.
+
+    With more channels than processors, each pass uses a multiple of `shared` processors (one
+    memory instance's worth: `Device.processors_sharing_memory`), at most `max_proc`.
+    """
+    expand = passes(channels, max_proc)
+    per_pass = _ceil_div(channels, expand)
+    if channels > max_proc:
+        per_pass = min(_ceil_div(per_pass, shared) * shared, max_proc)
+    return per_pass
 
 
 def get_device(name: str) -> Device:

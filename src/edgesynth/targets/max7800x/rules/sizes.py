@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgesynth.ir.network import Layer
-from edgesynth.targets.max7800x.device import Device
+
+# passes and processors_per_pass are device arithmetic (device.py); the rules use them from here
+from edgesynth.targets.max7800x.device import Device, passes, processors_per_pass
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.rules.context import Context
@@ -42,24 +44,6 @@ def memory_instances(processor_map: int, shared: int = 4) -> int:
             result |= 1 << p // shared
         p += 1
     return result
-
-
-def passes(channels: int, max_proc: int) -> int:
-    """Passes ("multi-pass expansion") needed to process `channels` on `max_proc` processors."""
-    return max(1, ceil_div(channels, max_proc))
-
-
-def processors_per_pass(channels: int, max_proc: int, shared: int) -> int:
-    """Processors a map must enable for `channels` channels: one per channel and pass.
-
-    With more channels than processors, each pass uses a multiple of `shared` processors (one
-    memory instance's worth: `Device.processors_sharing_memory`), at most `max_proc`.
-    """
-    expand = passes(channels, max_proc)
-    per_pass = ceil_div(channels, expand)
-    if channels > max_proc:
-        per_pass = min(ceil_div(per_pass, shared) * shared, max_proc)
-    return per_pass
 
 
 def input_passes(layer: Layer, max_proc: int) -> int:
