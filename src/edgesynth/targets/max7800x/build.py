@@ -28,6 +28,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Network
 from edgesynth.ir.spec import NetworkSpec
 from edgesynth.targets.max7800x.buffers import DATA_BUFFER, check_buffers
+from edgesynth.targets.max7800x.compat.weight_lists import line_up, zero_every_seventh
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.layer_config import configure_layer, shared_default_pad
 from edgesynth.targets.max7800x.sequence import (
@@ -42,10 +43,8 @@ from edgesynth.targets.max7800x.weights import (
     WeightLayer,
     attach_weights,
     checkpoint_params,
-    line_up,
     synthetic_biases,
     synthetic_params,
-    zero_every_seventh,
 )
 
 __all__ = [

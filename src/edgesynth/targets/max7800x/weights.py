@@ -14,8 +14,8 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir.checkpoint import CheckpointLayer, resolve_quantization
 from edgesynth.ir.network import Layer
 from edgesynth.ir.spec import NetworkSpec
+from edgesynth.targets.max7800x.compat.weight_lists import synthetic_takers, takes_no_weights
 from edgesynth.targets.max7800x.layer_config import layer_error
-from edgesynth.targets.max7800x.sequence import References
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.build import BuildOptions
@@ -32,10 +32,6 @@ class WeightLayer:
     output_shift: int | None  # from the checkpoint; None when the source has none
     source: str  # for messages: "checkpoint.pth.tar: conv1.op.weight"
     weight_bits: int = 8  # the checkpoint's `weight_bits` (8 when absent)
-
-
-def _takes_no_weights(layer: Layer) -> bool:
-    return layer.operation == "none" or bool(layer.spec.bypass)
 
 
 def _fls(value: int) -> int:
@@ -84,7 +80,7 @@ def checkpoint_params(
     spec: NetworkSpec, layers: list[Layer], sources: list[WeightLayer], opts: BuildOptions
 ) -> tuple[list[_Params], list[np.ndarray | None], dict[int, int]]:
     """Weights, biases and total shifts of the layers that read the checkpoint, in order."""
-    takers = [x for x in layers if not _takes_no_weights(x) and x.spec.weight_source is None]
+    takers = [x for x in layers if not takes_no_weights(x) and x.spec.weight_source is None]
     if len(sources) < len(takers):
         missing = takers[len(sources)]
         raise layer_error(
@@ -131,33 +127,11 @@ def checkpoint_params(
     return params, biases, shifts
 
 
-def _synthetic_takers(layers: list[Layer]) -> list[Layer]:
-    """The layers that consume synthetic weight arrays, in the vendor's order.
-
-    The vendor skips passthrough layers, but tests `bypass` on the layer numbered by how many
-    arrays were consumed so far rather than on the layer itself; reproduced because it decides
-    which array lands where. `weight_source` does not exempt a layer here.
-    """
-    takers: list[Layer] = []
-    seq = 0
-    while seq < len(layers):
-        while seq < len(layers) and (
-            layers[seq].operation == "none"
-            or (len(takers) < len(layers) and layers[len(takers)].spec.bypass)
-        ):
-            seq += 1
-        if seq >= len(layers):
-            break
-        takers.append(layers[seq])
-        seq += 1
-    return takers
-
-
 def synthetic_params(
     spec: NetworkSpec, layers: list[Layer], arrays: list[np.ndarray], source: str
 ) -> tuple[list[_Params], dict[int, int]]:
     """Synthetic test weights: requantized to the YAML's width by shifting right."""
-    takers = _synthetic_takers(layers)
+    takers = synthetic_takers(layers)
     if len(arrays) < len(takers):
         raise layer_error(
             spec,
@@ -198,13 +172,13 @@ def synthetic_biases(
     """One array per layer with weights (not passthrough, not bypass), stored compactly.
 
     A layer in `--no-bias` still uses up its array. The list is one entry per YAML layer,
-    filled from the front; the vendor shifts it into place later (see `line_up`).
+    filled from the front; the vendor shifts it into place later (`compat.weight_lists.line_up`).
     """
     biases: list[np.ndarray | None] = [None] * len(layers)
     remaining = iter(arrays)
     seq = 0
     for layer in layers:
-        if _takes_no_weights(layer):
+        if takes_no_weights(layer):
             continue
         array = next(remaining, None)
         if array is None:
@@ -213,87 +187,6 @@ def synthetic_biases(
             biases[seq] = np.asarray(array, dtype=np.int64)
         seq += 1
     return biases
-
-
-def line_up(
-    spec: NetworkSpec,
-    layers: list[Layer],
-    params: list[_Params],
-    biases: list[np.ndarray | None],
-    shifts: dict[int, int],
-    refs: References,
-) -> tuple[list[_Params | None], list[np.ndarray | None]]:
-    """The vendor's per-layer weight and bias lists.
-
-    When there are fewer weight arrays than YAML layers, the vendor walks the layers and
-    inserts an empty entry at each passthrough/bypass layer and a copy of the source layer's
-    entry at each `weight_source` layer, into lists that are only lined up up to that point.
-    A bypass layer gets no bias entry inserted, so later layers take the next layer's bias.
-    """
-    weights: list[_Params | None] = list(params)
-    bias_list = list(biases)
-    if len(layers) > len(weights):
-        for layer in layers:
-            ll = layer.index
-            if _takes_no_weights(layer):
-                weights.insert(ll, None)
-                if not layer.spec.bypass:
-                    bias_list.insert(ll, None)
-            elif layer.spec.weight_source is not None:
-                val = refs.resolve(layer.spec, "weight_source", layer.spec.weight_source)
-                if not -len(weights) <= val < len(weights):
-                    raise layer_error(
-                        spec,
-                        layer.spec,
-                        "weight_source",
-                        f"refers to layer {val}, but the network has layers 0 to "
-                        f"{len(layers) - 1}.",
-                    )
-                weights.insert(ll, weights[val])
-                bias_list.insert(
-                    ll, bias_list[val] if -len(bias_list) <= val < len(bias_list) else None
-                )
-                shifts[ll] = shifts.get(val, 0)
-                layer.weight_source = val
-    if len(weights) != len(layers):
-        raise EdgesynthError(
-            f"the YAML configures {len(layers)} layers but the weights cover {len(weights)} "
-            "(layers with weights, plus passthrough/bypass layers and `weight_source` copies); "
-            "the vendor refuses such a network.",
-            file=spec.path,
-        )
-    return weights, bias_list
-
-
-def zero_every_seventh(spec: NetworkSpec, layers: list[Layer], weights: list) -> None:
-    """--zero-sram/--pretend-zero-sram clear every 7th kernel of every layer's weights.
-
-    The vendor keeps each layer's kernels as one array of (out x in) kernels and clears entries
-    0, 7, 14, ... of it; a checkpoint Linear layer is one (1, out, in) block, so it is cleared
-    entirely. Layers without weights make the vendor tool fail.
-    """
-    for layer, entry in zip(layers, weights, strict=True):
-        if entry is None:
-            raise layer_error(
-                spec,
-                layer.spec,
-                None,
-                "--zero-sram/--pretend-zero-sram: this layer has no weights "
-                "(passthrough, element-wise or bypass), which the vendor tool cannot handle "
-                "with these options.",
-            )
-    done: set[int] = set()
-    for entry in weights:
-        if id(entry) in done:
-            continue
-        done.add(id(entry))
-        w = entry.weight
-        if entry.flat_2d_linear:
-            entry.weight = np.zeros_like(w)
-            continue
-        flat = w.reshape(-1, *w.shape[2:]).copy() if w.ndim > 2 else w.copy()
-        flat[::7] = 0
-        entry.weight = flat.reshape(w.shape)
 
 
 def attach_weights(
@@ -327,7 +220,7 @@ def attach_weights(
         else:
             layer.weights = entry.weight
             layer.output_shift = shifts.get(ll, layer.spec.output_shift or 0)
-        # The vendor indexes the bias list by layer even for bypass layers (see `line_up`).
+        # The vendor indexes the bias list by layer even for bypass layers (see compat's `line_up`).
         if layer.operation != "none":
             if ll >= len(biases):
                 raise layer_error(
