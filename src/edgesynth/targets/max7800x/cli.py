@@ -69,6 +69,27 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _network_arguments(parser: argparse.ArgumentParser) -> None:
+    """NETWORK [CHECKPOINT] --device --sample-input: a vendor network and what it runs on."""
+    parser.add_argument("network", type=Path, metavar="NETWORK", help="YAML network description")
+    parser.add_argument(
+        "checkpoint",
+        type=Path,
+        nargs="?",
+        metavar="CHECKPOINT",
+        help="quantized checkpoint (.pth.tar; omit for `arch: test`)",
+    )
+    parser.add_argument(
+        "--device", type=device_name, default="MAX78000", help="MAX78000 or MAX78002"
+    )
+    parser.add_argument(
+        "--sample-input",
+        type=Path,
+        metavar="NPY",
+        help="sample .npy (default: tests/sample_<dataset>.npy)",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     izer = subparsers.add_parser(
         "izer",
@@ -83,21 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Simulate a MAX78000/MAX78002 network bit-exactly and print a per-layer "
         "summary (shapes, operations, weight bits, shift, min/max).",
     )
-    sim.add_argument("network", type=Path, metavar="NETWORK", help="YAML network description")
-    sim.add_argument(
-        "checkpoint",
-        type=Path,
-        nargs="?",
-        metavar="CHECKPOINT",
-        help="quantized checkpoint (.pth.tar; omit for `arch: test`)",
-    )
-    sim.add_argument("--device", type=device_name, default="MAX78000", help="MAX78000 or MAX78002")
-    sim.add_argument(
-        "--sample-input",
-        type=Path,
-        metavar="NPY",
-        help="sample .npy (default: tests/sample_<dataset>.npy)",
-    )
+    _network_arguments(sim)
     sim.add_argument(
         "--save",
         type=Path,
@@ -128,25 +135,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(cnn.c, cnn.h, weights.h, main.c, sampledata.h, sampleoutput.h, Makefile ...), "
         "write for write identical to the vendor's. `edgesynth izer` takes the vendor's options.",
     )
-    synth.add_argument("network", type=Path, metavar="NETWORK", help="YAML network description")
-    synth.add_argument(
-        "checkpoint",
-        type=Path,
-        nargs="?",
-        metavar="CHECKPOINT",
-        help="quantized checkpoint (.pth.tar; omit for `arch: test`)",
-    )
+    _network_arguments(synth)
     synth.add_argument(
         "-o", "--out", type=Path, required=True, metavar="FOLDER", help="project folder to write"
-    )
-    synth.add_argument(
-        "--device", type=device_name, default="MAX78000", help="MAX78000 or MAX78002"
-    )
-    synth.add_argument(
-        "--sample-input",
-        type=Path,
-        metavar="NPY",
-        help="sample .npy (default: tests/sample_<dataset>.npy)",
     )
     synth.add_argument("--softmax", action="store_true", help="add the software softmax")
     synth.add_argument("--fifo", action="store_true", help="feed the input through the FIFOs")
