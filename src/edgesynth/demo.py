@@ -53,32 +53,34 @@ def run_trained_demo(folder: Path, device: str = "MAX78000") -> Path:
     """Train, synthesize and compare inside `folder` (the staging folder of --out); returns
     the known answer's path relative to it."""
     folder = folder.resolve()
-    print("== 1/3 train + QAT + quantize on the built-in digits ==", flush=True)
-    _run([
-        "train", "--dataset", "digits", "--device", device, "--deterministic", "--seed", "1",
-        "--out-dir", str(folder), "--name", "run", "--simulate", "297", "--save-sample", "0",
-        "--no-progress",
-    ])  # fmt: skip
+    # Every step runs inside the (staging) folder with relative paths, so what the steps
+    # print names the files as they will be once the folder is in place.
+    with _working_directory(folder):
+        print("== 1/3 train + QAT + quantize on the built-in digits ==", flush=True)
+        _run([
+            "train", "--dataset", "digits", "--device", device, "--deterministic", "--seed", "1",
+            "--out-dir", ".", "--name", "run", "--simulate", "297", "--save-sample", "0",
+            "--no-progress",
+        ])  # fmt: skip
     run = folder / "run"
     yaml = next(run.glob("*.yaml"))
     checkpoint = next(run.glob("*-q.pth.tar"))
     sample = next(run.glob("sample_*.npy"))
 
-    print("== 2/3 synthesize: device rules + known-answer output ==", flush=True)
     with _working_directory(run):
+        print("== 2/3 synthesize: device rules + known-answer output ==", flush=True)
         _run([
             "izer", "--device", device, "--config-file", yaml.name,
             "--checkpoint-file", checkpoint.name, "--sample-input", sample.name,
             "--test-dir", ".", "--prefix", "kat", "--sample-numpy-filename", "output",
             "--verbose", "--softmax",
         ])  # fmt: skip
+        print("== 3/3 the same sample through the 8-bit training model ==", flush=True)
+        _run([
+            "evaluate", "--device", device, "--checkpoint", checkpoint.name,
+            "--sample-input", sample.name, "--8-bit", "--output", "evaluate.npy",
+        ])  # fmt: skip
     kat = run / "kat" / "output.npy"
-
-    print("== 3/3 the same sample through the 8-bit training model ==", flush=True)
-    _run([
-        "evaluate", "--device", device, "--checkpoint", str(checkpoint),
-        "--sample-input", str(sample), "--8-bit", "--output", str(run / "evaluate.npy"),
-    ])  # fmt: skip
     synthesized, trained = np.load(kat), np.load(run / "evaluate.npy")
     if not np.array_equal(synthesized, trained):
         raise EdgesynthError(
