@@ -1,8 +1,9 @@
 """Real data: a LeNet-style CNN and a small inception-style CNN trained on MNIST, calibrated on
 300 training images, run through the xDNN functional model on 1,000 other real images.
 
-The float graphs are built from the trained PyTorch weights directly (the shared ONNX front end
-is not in this branch yet); the ONNX path will replace `_graph_*` when it lands.
+The float graphs of the two networks are built from the trained PyTorch weights directly; the
+third-party test writes the LeNet as an opset-8 ONNX file (as a non-PyTorch exporter does) and
+goes through the ONNX front end and `edgesynth compile -t xdnn`.
 """
 
 from __future__ import annotations
@@ -210,3 +211,75 @@ def test_mnist_functional_model(name: str, mnist, tmp_path: Path) -> None:  # ty
     assert acc["float"] >= 0.95
     assert abs(acc[16] - acc["float"]) <= 0.005, acc
     print(name, acc)
+
+
+def _third_party_onnx(m, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The trained LeNet written the way a non-PyTorch exporter writes it: opset 8, NCHW,
+    MaxPool, Reshape with a shape initializer, Gemm with transB (the weights as stored)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    def init(name: str, value: np.ndarray):  # type: ignore[no-untyped-def]
+        return numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
+
+    params = [
+        init("conv1.w", _np(m[0].weight)), init("conv1.b", _np(m[0].bias)),
+        init("conv2.w", _np(m[3].weight)), init("conv2.b", _np(m[3].bias)),
+        init("fc1.w", _np(m[7].weight)), init("fc1.b", _np(m[7].bias)),
+        init("fc2.w", _np(m[9].weight)), init("fc2.b", _np(m[9].bias)),
+        numpy_helper.from_array(np.array([-1, 16 * 7 * 7], dtype=np.int64), "flat.shape"),
+    ]  # fmt: skip
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["input", "conv1.w", "conv1.b"], ["c1"], kernel_shape=[3, 3], pads=[1] * 4),
+        node("Relu", ["c1"], ["r1"]),
+        node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Conv", ["p1", "conv2.w", "conv2.b"], ["c2"], kernel_shape=[3, 3], pads=[1] * 4),
+        node("Relu", ["c2"], ["r2"]),
+        node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Reshape", ["p2", "flat.shape"], ["flat"]),
+        node("Gemm", ["flat", "fc1.w", "fc1.b"], ["g1"], transB=1),
+        node("Relu", ["g1"], ["r3"]),
+        node("Gemm", ["r3", "fc2.w", "fc2.b"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "lenet_opset8",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 1, 28, 28])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])],
+        params,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)])
+    model.ir_version = 4
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_third_party_onnx_mnist(mnist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A third-party MNIST CNN in ONNX (opset 8): through the ONNX front end and
+    `edgesynth compile -t xdnn`, the functional model equals the integer reference and agrees
+    with ONNX Runtime's float top-1 on at least 99% of 1,000 real images."""
+    ort = pytest.importorskip("onnxruntime")
+    from edgesynth.flow import compile_to, load_model
+
+    model_path = tmp_path / "lenet_opset8.onnx"
+    _third_party_onnx(_trained("lenet", lenet, mnist), model_path)
+    x, y = mnist
+    xe, ye = x[EVAL], y[EVAL]
+    session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    logits = np.concatenate(
+        [session.run(None, {"input": xe[i : i + 1]})[0] for i in range(len(xe))]
+    )
+    float_top1 = logits.argmax(1)
+    assert (float_top1 == ye).mean() >= 0.95
+    out = tmp_path / "compiled"
+    program, _ = compile_to(load_model(model_path), "xdnn", calibration=x[:300], out=out)
+    xq = program.inputs[0].quantize(xe)
+    reference = run(program.graph, xq, keep=False)[program.graph.outputs[0]]
+    executed = run_folder(out, xq)
+    np.testing.assert_array_equal(executed, reference.reshape(executed.shape))
+    agree = float((run_program(out, xe).argmax(1) == float_top1).mean())
+    assert agree >= 0.99, agree
+    print(f"third-party ONNX LeNet: 8-bit top-1 agreement with ONNX Runtime {agree:.3f}")
