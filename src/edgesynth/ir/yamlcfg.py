@@ -569,10 +569,6 @@ class _Loader:
                 found["avg_pool"].key,
                 layer,
             )
-        if "processors" not in found:
-            self.error(
-                "is missing; every layer needs `processors`", layer.line, "processors", layer
-            )
         return layer
 
     def check_references(self, spec: NetworkSpec) -> None:

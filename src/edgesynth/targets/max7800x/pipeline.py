@@ -25,6 +25,7 @@ from edgesynth.targets.max7800x.build import (
     checkpoint_takers,
 )
 from edgesynth.targets.max7800x.network_sim import LayerResult, SimOptions, simulate
+from edgesynth.targets.max7800x.placement import Placement, needs_placement, place
 
 
 @dataclass
@@ -33,6 +34,7 @@ class SynthesisJob:
     build: BuildOptions
     sim: SimOptions = field(default_factory=SimOptions)
     rules: object | None = None  # rules.RuleOptions, when the caller has global options
+    placement: Placement | None = None  # set when edgesynth chose the placement
 
 
 @dataclass
@@ -237,15 +239,20 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
                 line=spec.lines.get("arch"),
             )
         weights = _checkpoint_weights(spec, _resolve(opts.base_dir, opts.checkpoint), opts)
-        net = build_network(spec, sample, opts, checkpoint_layers=weights)
+
+        def build(s: NetworkSpec) -> Network:
+            return build_network(s, sample, opts, checkpoint_layers=weights)
+
     else:
-        net = build_network(
-            spec,
-            sample,
-            opts,
-            synthetic_weights=_synthetic_weights(spec, opts.base_dir, opts),
-            synthetic_bias=_synthetic_bias(spec, opts.base_dir, opts),
-        )
+        synthetic = _synthetic_weights(spec, opts.base_dir, opts)
+        bias = _synthetic_bias(spec, opts.base_dir, opts)
+
+        def build(s: NetworkSpec) -> Network:
+            return build_network(s, sample, opts, synthetic_weights=synthetic, synthetic_bias=bias)
+
+    net = build(spec)
+    if needs_placement(spec, net.order):
+        net, job.placement = place(net, opts.device, rules.rule_options(job.rules), build)
     return net, sample
 
 

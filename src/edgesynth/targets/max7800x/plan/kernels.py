@@ -74,6 +74,15 @@ class _Stream:
     unit_slot: np.ndarray  # (units,): the slot each unit belongs to
 
 
+class KernelMemoryExhausted(EdgesynthError):
+    """A layer's kernels do not fit: `overflow` columns past the end of `processor`'s memory."""
+
+    def __init__(self, *, processor: int, overflow: int, message: str, **where: object) -> None:
+        super().__init__(message, **where)
+        self.processor = processor
+        self.overflow = overflow
+
+
 class KernelPlanner:
     def __init__(self, chip: Chip, opts: KernelOptions) -> None:
         self.chip = chip
@@ -87,9 +96,11 @@ class KernelPlanner:
 
     # -- errors -------------------------------------------------------------------------------
     def _exhausted(self, h: HwLayer, p: int, offs: int, length: int) -> EdgesynthError:
-        return EdgesynthError(
-            f"kernel memory exhausted at processor {p}: the layer needs {length} kernel words "
-            f"from column {offs} (0x{offs:04x}), but the processor holds "
+        return KernelMemoryExhausted(
+            processor=p,
+            overflow=offs + length - self.chip.mask_width(p),
+            message=f"kernel memory exhausted at processor {p}: the layer needs {length} kernel "
+            f"words from column {offs} (0x{offs:04x}), but the processor holds "
             f"{self.chip.mask_width(p)}. Use fewer or smaller layers (fewer channels, smaller "
             "kernels, fewer weight bits) or spread the layers over other processors.",
             layer=h.index,

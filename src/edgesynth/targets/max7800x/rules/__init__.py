@@ -43,7 +43,7 @@ from edgesynth.targets.max7800x.rules.network import (
     option_violations,
     spec_violations,
 )
-from edgesynth.targets.max7800x.rules.options import RuleOptions
+from edgesynth.targets.max7800x.rules.options import RuleOptions, rule_options
 from edgesynth.targets.max7800x.rules.sizes import (
     bias_bytes,
     dilated_conv1d_mode,
@@ -119,6 +119,7 @@ __all__ = [
     "popcount",
     "processors_per_pass",
     "quadrants_used",
+    "rule_options",
     "spec_violations",
     "stream_buffers",
     "stream_rollover",

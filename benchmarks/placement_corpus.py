@@ -1,0 +1,170 @@
+"""Automatic placement on the vendor corpus: every placement key removed, placed, proven.
+
+For every `expect: ok` case of ../shared/corpus: the YAML is loaded, `processors`,
+`output_processors`, `in_offset` and `out_offset` are removed from every layer, and the case is
+synthesized with edgesynth choosing them. The placed network's known-answer output must equal
+the case's expected_output.npy, and the project's writes, run on the virtual device, must
+reproduce the known answer with no memory hazard. Reported: the share of networks placed, the
+reasons for the rest, the planner's time per network, and (MAX78000) the latency estimate of the
+automatic placement against the vendor's hand placement.
+
+    python benchmarks/placement_corpus.py [--jobs 2] [--filter TEXT] [--markdown FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CORPUS = SHARED / "corpus" / "cases"
+KEYS = ("processors", "output_processors", "in_offset", "out_offset")
+
+
+def stripped_yaml(source: Path, target: Path) -> None:
+    """The YAML at `source` without any placement key, written to `target`."""
+    data = yaml.safe_load(source.read_text())
+    for layer in data.get("layers") or []:
+        for key in KEYS:
+            layer.pop(key, None)
+    data.pop("output_map", None)
+    target.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def config_arg(args: list[str]) -> int:
+    for flag in ("--config-file", "-c"):
+        if flag in args:
+            return args.index(flag) + 1
+    raise ValueError("no --config-file")
+
+
+def check_case(case: Path) -> dict:
+    from edgesynth.errors import EdgesynthError
+    from edgesynth.targets.max7800x.izer import job_from_options
+    from edgesynth.targets.max7800x.izer_args import parse_izer_args
+    from edgesynth.targets.max7800x.network_sim import simulate
+    from edgesynth.targets.max7800x.pipeline import SynthesisResult, check_network, load_network
+    from edgesynth.targets.max7800x.placement.verify import device_check
+    from edgesynth.targets.max7800x.plan.plan import make_plan
+
+    info = json.loads((case / "case.json").read_text())
+    row: dict = {"case": f"{case.parent.name}/{case.name}", "device": case.parent.name}
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        args = list(info["args"])
+        at = config_arg(args)
+        yaml_path = Path(tmp) / "placed.yaml"
+        try:
+            stripped_yaml(case / args[at], yaml_path)
+        except yaml.YAMLError as err:
+            row.update(status="yaml", reason=str(err).splitlines()[0])
+            return row
+        args[at] = str(yaml_path)
+        os.chdir(case)
+        try:
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
+                opts = parse_izer_args([*args, "--test-dir", tmp, "--prefix", "p"])
+                job = job_from_options(opts)
+                start = time.perf_counter()
+                net, sample = load_network(job)
+                row["plan_s"] = time.perf_counter() - start
+                check_network(net, job)
+                result = SynthesisResult(net, sample, simulate(net, sample, job.sim))
+                plan = make_plan(result, opts)
+        except EdgesynthError as err:
+            row.update(status="refused", reason=err.message.split(";")[0][:160])
+            return row
+        finally:
+            os.chdir(cwd)
+    expected = np.load(case / "expected_output.npy")
+    row["kat"] = bool(
+        result.output.shape == expected.shape and np.array_equal(result.output, expected)
+    )
+    row["rounds"] = job.placement.rounds if job.placement else 0
+    check = device_check(plan, case.parent.name)
+    row["device_ok"] = bool(check.ok)
+    row["hazards"] = check.hazards[:3]
+    row["device_output"] = bool(
+        check.output.shape == expected.shape and np.array_equal(check.output, expected)
+    )
+    if plan.latency is not None:
+        vendor = json.loads((case / "plan.json").read_text()).get("Estimated latency")
+        if vendor:
+            row["latency"] = plan.latency.total
+            row["vendor_latency"] = vendor["total"]
+    ok = row["kat"] and row["device_ok"] and row["device_output"]
+    row["status"] = "ok" if ok else "wrong"
+    return row
+
+
+def cases(pattern: str | None) -> list[Path]:
+    found = []
+    for path in sorted(CORPUS.glob("*/*/case.json")):
+        if json.loads(path.read_text())["expect"] != "ok":
+            continue
+        if pattern and pattern not in str(path.parent):
+            continue
+        found.append(path.parent)
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--filter")
+    parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    todo = cases(args.filter)
+    with Pool(args.jobs) as pool:
+        rows = pool.map(check_case, todo, chunksize=1)
+    status = Counter(r["status"] for r in rows)
+    reasons = Counter(r.get("reason", "") for r in rows if r["status"] != "ok")
+    lines = [f"cases: {len(rows)}", *(f"  {k}: {v}" for k, v in status.most_common())]
+    lines.append("not placed or wrong, by reason:")
+    lines += [f"  {n:4d}  {k}" for k, n in reasons.most_common()]
+    for r in rows:
+        if r["status"] == "wrong":
+            lines.append(
+                f"  WRONG {r['case']}: kat={r['kat']} device={r['device_ok']} {r['hazards']}"
+            )
+    times = [r["plan_s"] for r in rows if "plan_s" in r]
+    if times:
+        lines.append(
+            f"time to load+place: median {statistics.median(times):.2f} s, max {max(times):.2f} s"
+        )
+    ratios = [r["latency"] / r["vendor_latency"] for r in rows if r.get("vendor_latency")]
+    if ratios:
+        slower = sum(1 for x in ratios if x > 1)
+        lines.append(
+            f"latency vs vendor placement (MAX78000, {len(ratios)} networks): median ratio "
+            f"{statistics.median(ratios):.4f}, best {min(ratios):.4f}, worst {max(ratios):.4f}, "
+            f"slower on {slower}"
+        )
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text("```\n" + text + "\n```\n")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Automatic placement for MAX78000/MAX78002: `processors`, `output_processors`, `in_offset`,
+`out_offset` (and `write_gap` for interleaved element-wise operands) chosen by a search.
+
+`place(net, device, options, rebuild)` takes a network built from a YAML that may omit those keys
+on any layer, searches a placement (`problem` states what must hold, `solve` is the CP-SAT
+model), writes it into a copy of the YAML's layer specs, rebuilds the network with `rebuild`, and
+checks the result with the device rules and the kernel allocator the code generator uses. If the
+allocator cannot fit the kernels where the model's per-processor sums said they fit (it keeps
+each layer's kernels in one run of columns common to all its processors), the capacity of the
+memory that overflowed is lowered and the search runs again.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from edgesynth.errors import EdgesynthError, MultipleErrors
+from edgesynth.ir.network import NETWORK_INPUT, Network
+from edgesynth.ir.spec import NetworkSpec
+from edgesynth.targets.max7800x.device import Device
+from edgesynth.targets.max7800x.placement.problem import (
+    SINGLE,
+    Problem,
+    Unplaceable,
+    build_problem,
+)
+from edgesynth.targets.max7800x.placement.solve import (
+    Solution,
+    member_map,
+    reader_map,
+    solve,
+)
+from edgesynth.targets.max7800x.rules import RuleOptions
+
+PLACEMENT_KEYS = ("processors", "output_processors", "in_offset", "out_offset")
+MAX_ROUNDS = 6
+
+
+@dataclass
+class LayerPlacement:
+    processors: int
+    output_processors: int
+    in_offset: int
+    out_offset: int
+    write_gap: int
+
+
+@dataclass
+class Placement:
+    """The chosen placement, per executed layer, and what the search worked with."""
+
+    layers: dict[int, LayerPlacement]
+    problem: Problem
+    solution: Solution
+    chosen: dict[int, list[str]] = field(default_factory=dict)  # layer -> keys edgesynth set
+    rounds: int = 1
+
+
+def needs_placement(spec: NetworkSpec, order: list[int]) -> bool:
+    """Some executed layer leaves `processors` to edgesynth."""
+    return any(spec.layers[i].processors is None for i in order)
+
+
+def layer_placements(problem: Problem, solution: Solution) -> dict[int, LayerPlacement]:
+    result = {}
+    for index in problem.net.order:
+        reader = problem.readers[index]
+        source = problem.blocks[problem.block_of[reader.tensors[0]]]
+        member_in = source.member(reader.tensors[0])
+        own = problem.blocks[problem.block_of[index]]
+        member = own.member(index)
+        in_word = solution.word[source.index] + (member_in.word if reader.kind == SINGLE else 0)
+        result[index] = LayerPlacement(
+            processors=reader_map(problem, index, solution.instance),
+            output_processors=member_map(problem, own, member, solution.instance[own.index]),
+            in_offset=4 * in_word,
+            out_offset=4 * (solution.word[own.index] + member.word),
+            write_gap=member.write_gap,
+        )
+    return result
+
+
+def apply_placement(
+    spec: NetworkSpec, placements: dict[int, LayerPlacement]
+) -> tuple[NetworkSpec, dict[int, list[str]]]:
+    """A copy of `spec` with every placement key the YAML leaves out filled in."""
+    placed = copy.copy(spec)
+    placed.layers = [copy.copy(layer) for layer in spec.layers]
+    chosen: dict[int, list[str]] = {}
+    for index, values in placements.items():
+        layer = placed.layers[index]
+        keys = []
+        for key in (*PLACEMENT_KEYS, "write_gap"):
+            if getattr(layer, key) is None and (key != "write_gap" or values.write_gap):
+                setattr(layer, key, getattr(values, key))
+                keys.append(key)
+        chosen[index] = keys
+    return placed, chosen
+
+
+def _check(net: Network, device: Device, options: RuleOptions) -> None:
+    """The device rules and the kernel allocator on the placed network."""
+    from edgesynth.targets.max7800x import rules
+    from edgesynth.targets.max7800x.plan.chip import Chip
+    from edgesynth.targets.max7800x.plan.hwlayers import build_hw_layers
+    from edgesynth.targets.max7800x.plan.kernels import KernelOptions, plan_kernels
+
+    rules.check_network(net, device, options)
+    chip = Chip.of(device, options.max_proc)
+    plan_kernels(build_hw_layers(net, chip, options), chip, KernelOptions())
+
+
+def place(
+    net: Network,
+    device: Device,
+    options: RuleOptions,
+    rebuild: Callable[[NetworkSpec], Network],
+) -> tuple[Network, Placement]:
+    """The network with its placement chosen, and the placement (see the module docstring)."""
+    from edgesynth.targets.max7800x.plan.kernels import KernelMemoryExhausted
+
+    problem = build_problem(net, device, options)
+    capacity = [device.mask_width_small] * problem.instances
+    for rounds in range(1, MAX_ROUNDS + 1):
+        solution = solve(problem, capacity)
+        placements = layer_placements(problem, solution)
+        spec, chosen = apply_placement(net.spec, placements)
+        placed = rebuild(spec)
+        try:
+            _check(placed, device, options)
+        except KernelMemoryExhausted as full:
+            instance = full.processor // device.processors_sharing_memory
+            capacity[instance] -= max(1, full.overflow)
+            continue
+        except (EdgesynthError, MultipleErrors) as err:
+            raise EdgesynthError(
+                "the automatic placement breaks a device rule (a defect in edgesynth's planner; "
+                f"please report it with this YAML): {err}",
+                file=net.spec.path,
+            ) from None
+        return placed, Placement(placements, problem, solution, chosen, rounds)
+    raise EdgesynthError(
+        "the kernels do not fit in kernel memory with any placement tried "
+        f"({MAX_ROUNDS} rounds); use fewer or smaller layers, or give `processors` by hand.",
+        file=net.spec.path,
+    )
+
+
+__all__ = [
+    "NETWORK_INPUT",
+    "PLACEMENT_KEYS",
+    "LayerPlacement",
+    "Placement",
+    "Unplaceable",
+    "apply_placement",
+    "needs_placement",
+    "place",
+]

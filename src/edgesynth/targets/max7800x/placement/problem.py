@@ -1,0 +1,507 @@
+"""What the placement search decides, built from a network whose layers may lack placement keys.
+
+Every tensor the network passes between layers (the input, each layer's output) lives in the
+data memory of the processors that read it. Tensors that one layer reads together share a
+*block*: the parts of a concatenation sit on consecutive processors at one offset; the operands
+of an element-wise layer sit on the same processors, interleaved word by word (operand `j` at
+`offset + 4 j` bytes, written with `write_gap` = operands - 1). Any other tensor is a block of
+its own. The search chooses, per block, its first memory instance (four processors each; the
+block's processors then follow from its members' channel counts) and its word offset.
+
+A block occupies, in every memory instance it touches, the words from its offset for its size,
+from the step its first member is written until the step its last reader runs. Two blocks that
+share an instance and a step must not share a word. Each layer with weights needs kernel words in
+every processor it enables. Everything the user gave (`processors`, `output_processors`,
+`in_offset`, `out_offset`, `write_gap`) is a constraint, never changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
+from edgesynth.targets.max7800x.device import Device
+from edgesynth.targets.max7800x.rules import (
+    Context,
+    RuleOptions,
+    ffs,
+    hw_kernel,
+    input_bytes,
+    input_passes,
+    input_processors_needed,
+    kernel_words,
+    output_bytes,
+    output_processors_needed,
+    output_skip_bytes,
+    popcount,
+)
+from edgesynth.targets.max7800x.rules.sizes import ceil_div
+
+SINGLE, CONCAT, ELTWISE = "single", "concat", "eltwise"
+
+
+@dataclass
+class Member:
+    """One tensor inside its block."""
+
+    tensor: int  # producing layer, or NETWORK_INPUT
+    channels: int  # processors it occupies (one per channel and pass)
+    first_processor: int  # relative to the block's first processor
+    word: int  # relative to the block's offset (element-wise operand position)
+    write_gap: int  # words its producer skips after each word
+
+
+@dataclass
+class Block:
+    index: int
+    members: list[Member]
+    chw: bool  # the network input read as CHW: one channel per memory instance
+    words: int  # words per memory instance, from the block's offset
+    skip_words: int  # words written before the offset (folded dilated conv1d)
+    born: int  # step at which the first member is written (0: the input, before layer 1)
+    dies: int  # last step at which a member is read
+    fixed_processor: int | None = None  # first processor, when the user fixed a map
+    fixed_word: int | None = None  # offset in words, when the user fixed one
+    fixed_by: list[str] = field(default_factory=list)  # what fixed them, for messages
+
+    @property
+    def processors(self) -> int:
+        """Processors the block spans (CHW: memory instances, one processor each)."""
+        return max(m.first_processor + m.channels for m in self.members)
+
+    def instances(self, shared: int) -> int:
+        return self.processors if self.chw else ceil_div(self.processors, shared)
+
+    def member(self, tensor: int) -> Member:
+        return next(m for m in self.members if m.tensor == tensor)
+
+
+@dataclass
+class Reader:
+    """How one layer reads its input: which tensors, in which layout."""
+
+    layer: int
+    kind: str  # SINGLE, CONCAT or ELTWISE
+    tensors: list[int]
+
+
+@dataclass
+class KernelUse:
+    layer: int
+    block: int  # the block the layer reads
+    words: int  # kernel words in each processor it enables
+
+
+@dataclass
+class Problem:
+    net: Network
+    device: Device
+    max_proc: int
+    blocks: list[Block]
+    block_of: dict[int, int]  # tensor -> block
+    readers: dict[int, Reader]  # layer -> how it reads
+    kernels: list[KernelUse]
+    steps: int  # last step (the host reads the outputs after it)
+    passthrough: list[int]  # layers without a convolution (output map tied to input map)
+
+    @property
+    def shared(self) -> int:
+        return self.device.processors_sharing_memory
+
+    @property
+    def instances(self) -> int:
+        return self.max_proc // self.shared
+
+
+class Unplaceable(EdgesynthError):
+    """The network uses a feature the planner does not place; the YAML must give the keys."""
+
+
+def _unsupported(net: Network, options: RuleOptions) -> str | None:
+    if options.uses_fifo:
+        return "FIFO input (--fifo/--fast-fifo)"
+    if net.spec.data_buffer:
+        return "`data_buffer`"
+    for index in net.order:
+        layer = net.layers[index]
+        ls = layer.spec
+        for key, on in (
+            ("streaming", layer.streaming),
+            ("buffer_shift", layer.buffer_shift),
+            ("buffer_insert", layer.buffer_insert),
+            ("readahead", bool(ls.readahead) or options.rd_ahead),
+            ("read_gap", layer.read_gap),
+            ("in_crop", layer.in_crop != (0, 0)),
+            ("snoop_sequence", ls.snoop_sequence is not None),
+            ("simulated_sequence", ls.simulated_sequence is not None),
+        ):
+            if on:
+                return f"`{key}` (layer {layer.name})"
+    return None
+
+
+def _sources(net: Network, position: int) -> list[int]:
+    layer = net.layers[net.order[position]]
+    if layer.in_sequences:
+        return list(layer.in_sequences)
+    return [net.order[position - 1] if position else NETWORK_INPUT]
+
+
+def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem:
+    """The blocks, readers and kernel needs of `net`; `Unplaceable` for features not handled."""
+    why = _unsupported(net, options)
+    if why is not None:
+        raise Unplaceable(
+            f"automatic placement does not handle {why} yet; give `processors` and `out_offset` "
+            "(and `output_processors`/`in_offset` where they differ from the defaults) for every "
+            "layer.",
+            file=net.spec.path,
+        )
+    max_proc = options.max_proc or device.processors
+    shared = device.processors_sharing_memory
+    ctx = Context(net, device, options)
+    order = net.order
+    step = {index: i + 1 for i, index in enumerate(order)}
+    final_step = len(order) + 1  # the host reads the outputs after the last layer
+
+    channels: dict[int, int] = {}  # tensor -> processors it occupies
+    words: dict[int, int] = {}
+    skip: dict[int, int] = {}
+    first = net.layers[order[0]]
+    channels[NETWORK_INPUT] = input_processors_needed(first, max_proc, shared)
+    words[NETWORK_INPUT] = 0
+    skip[NETWORK_INPUT] = 0
+    for index in order:
+        layer = net.layers[index]
+        channels[index] = output_processors_needed(layer, max_proc, shared)
+        words[index] = ceil_div(output_bytes(layer, device, max_proc), 4)
+        skip[index] = ceil_div(output_skip_bytes(layer, device), 4)
+
+    readers: dict[int, Reader] = {}
+    last_read: dict[int, int] = {}
+    for position, index in enumerate(order):
+        layer = net.layers[index]
+        sources = _sources(net, position)
+        for s in sources:
+            if s != NETWORK_INPUT and s not in step:
+                raise Unplaceable(
+                    f"layer {layer.name} reads layer {s}, which does not run; automatic "
+                    "placement needs every input to be produced by a running layer.",
+                    file=net.spec.path,
+                )
+            last_read[s] = max(last_read.get(s, 0), step[index])
+        if len(sources) == 1:
+            kind = SINGLE
+        elif layer.eltwise is not None:
+            kind = ELTWISE
+        else:
+            kind = CONCAT
+        readers[index] = Reader(index, kind, sources)
+        need = input_processors_needed(layer, max_proc, shared)
+        if kind == SINGLE:
+            s = sources[0]
+            if channels[s] != need and s != NETWORK_INPUT:
+                raise Unplaceable(
+                    f"layer {layer.name} reads {need} processors' worth of channels from a "
+                    f"tensor that occupies {channels[s]}; automatic placement needs them equal.",
+                    file=net.spec.path,
+                )
+            channels[s] = max(channels[s], need)
+            words[s] = max(words[s], ceil_div(input_bytes(layer, max_proc), 4))
+        elif kind == CONCAT and input_passes(layer, max_proc) > 1:
+            raise Unplaceable(
+                f"layer {layer.name} concatenates {layer.in_channels} channels (more than one "
+                "pass); automatic placement concatenates only up to one pass of processors.",
+                file=net.spec.path,
+            )
+
+    blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc)
+    for block in blocks:
+        block.born = min(0 if m.tensor == NETWORK_INPUT else step[m.tensor] for m in block.members)
+        block.dies = max(
+            last_read.get(m.tensor, final_step)
+            if m.tensor != order[-1] and not _is_output(net, m.tensor)
+            else final_step
+            for m in block.members
+        )
+        if any(m.tensor == NETWORK_INPUT for m in block.members):
+            block.chw = first.data_format == "CHW"
+
+    kernels = []
+    for index in order:
+        layer = net.layers[index]
+        out_map = (1 << channels[index]) - 1
+        if layer.weight_source is not None:
+            continue
+        need = kernel_words(layer, out_map, max_proc, shared, False, hw_kernel(ctx, layer))
+        if need:
+            kernels.append(KernelUse(index, block_of[readers[index].tensors[0]], need))
+    passthrough = [i for i in order if net.layers[i].operation == "none"]
+    problem = Problem(
+        net=net,
+        device=device,
+        max_proc=max_proc,
+        blocks=blocks,
+        block_of=block_of,
+        readers=readers,
+        kernels=kernels,
+        steps=final_step,
+        passthrough=passthrough,
+    )
+    _fix_given(problem)
+    return problem
+
+
+def _tensor_name(net: Network, tensor: int) -> str:
+    if tensor == NETWORK_INPUT:
+        return "the network input"
+    return f"the output of layer {net.layers[tensor].name}"
+
+
+def _is_output(net: Network, tensor: int) -> bool:
+    return tensor != NETWORK_INPUT and net.layers[tensor].output
+
+
+def _blocks(
+    net: Network,
+    readers: dict[int, Reader],
+    channels: dict[int, int],
+    words: dict[int, int],
+    skip: dict[int, int],
+    max_proc: int,
+) -> tuple[list[Block], dict[int, int]]:
+    grouped: dict[int, tuple[int, Reader]] = {}  # tensor -> (position, the reader grouping it)
+    groups: list[Reader] = []
+    for reader in readers.values():
+        if reader.kind == SINGLE:
+            continue
+        same = [grouped[t][1] for t in reader.tensors if t in grouped]
+        if (
+            same
+            and all(r.kind == reader.kind and r.tensors == reader.tensors for r in same)
+            and len(same) == len(reader.tensors)
+        ):
+            continue  # another layer reads the same group the same way
+        if same or len(set(reader.tensors)) != len(reader.tensors):
+            layer = net.layers[reader.layer]
+            raise Unplaceable(
+                f"layer {layer.name} reads a tensor that another layer reads in a different "
+                "layout (concatenated or interleaved with other tensors); automatic placement "
+                "needs each tensor in one layout.",
+                file=net.spec.path,
+            )
+        groups.append(reader)
+        for position, t in enumerate(reader.tensors):
+            grouped[t] = (position, reader)
+
+    for reader in readers.values():
+        t = reader.tensors[0]
+        if reader.kind == SINGLE and t in grouped and grouped[t][1].kind == ELTWISE:
+            layer, source = net.layers[reader.layer], _tensor_name(net, t)
+            raise Unplaceable(
+                f"layer {layer.name} reads {source} as it is, but layer "
+                f"{net.layers[grouped[t][1].layer].name} reads it interleaved with other "
+                "element-wise operands; the hardware cannot read interleaved data as one "
+                "tensor: add a passthrough layer (`op: none`) that copies it for one of them.",
+                file=net.spec.path,
+            )
+
+    blocks: list[Block] = []
+    block_of: dict[int, int] = {}
+    for reader in groups:
+        layer = net.layers[reader.layer]
+        members = []
+        at = 0
+        k = len(reader.tensors)
+        if reader.kind == ELTWISE:
+            counts = {channels[t] for t in reader.tensors}
+            if len(counts) != 1:
+                raise Unplaceable(
+                    f"layer {layer.name} adds operands of different widths; element-wise "
+                    "operands need the same channel count.",
+                    file=net.spec.path,
+                )
+        for j, t in enumerate(reader.tensors):
+            if reader.kind == ELTWISE:
+                members.append(Member(t, channels[t], 0, j, k - 1))
+            else:
+                members.append(Member(t, channels[t], at, 0, 0))
+                at += channels[t]
+        size = max(words[t] for t in reader.tensors)
+        size = size * k if reader.kind == ELTWISE else size
+        size = max(size, ceil_div(input_bytes(layer, max_proc), 4))
+        block = Block(
+            index=len(blocks),
+            members=members,
+            chw=False,
+            words=size,
+            skip_words=max(skip[t] for t in reader.tensors),
+            born=0,
+            dies=0,
+        )
+        for t in reader.tensors:
+            block_of[t] = block.index
+        blocks.append(block)
+    for t in [NETWORK_INPUT, *net.order]:
+        if t in block_of:
+            continue
+        block = Block(
+            index=len(blocks),
+            members=[Member(t, channels[t], 0, 0, 0)],
+            chw=False,
+            words=words[t],
+            skip_words=skip[t],
+            born=0,
+            dies=0,
+        )
+        block_of[t] = block.index
+        blocks.append(block)
+    return blocks, block_of
+
+
+def _fix_given(problem: Problem) -> None:
+    """Turn the keys the YAML gives into fixed block positions (and check they agree)."""
+    net = problem.net
+    for index in net.order:
+        layer = net.layers[index]
+        reader = problem.readers[index]
+        first_block = problem.blocks[problem.block_of[reader.tensors[0]]]
+        if layer.processors is not None:
+            member = first_block.member(reader.tensors[0])
+            count = first_block.processors if reader.kind == CONCAT else member.channels
+            _fix_map(
+                problem,
+                first_block,
+                layer,
+                "processors",
+                layer.processors,
+                member.first_processor,
+                count,
+            )
+        if layer.in_offset is not None:
+            word = first_block.member(reader.tensors[0]).word
+            _fix_word(problem, first_block, layer, "in_offset", layer.in_offset, word)
+        own = problem.blocks[problem.block_of[index]]
+        member = own.member(index)
+        if layer.output_processors is not None:
+            _fix_map(
+                problem,
+                own,
+                layer,
+                "output_processors",
+                layer.output_processors,
+                member.first_processor,
+                member.channels,
+            )
+        if layer.spec.out_offset is not None:
+            _fix_word(problem, own, layer, "out_offset", layer.spec.out_offset, member.word)
+        if layer.spec.write_gap is not None and layer.spec.write_gap != member.write_gap:
+            raise _given_error(
+                net,
+                layer,
+                "write_gap",
+                f"{layer.spec.write_gap}, but this layer's output is "
+                + (
+                    f"operand {member.word} of {member.write_gap + 1} interleaved element-wise "
+                    f"operands, which needs `write_gap: {member.write_gap}`"
+                    if member.write_gap
+                    else "read as it is, which needs `write_gap: 0`"
+                ),
+            )
+    if net.spec.output_map is not None:
+        final = net.layers[net.order[-1]]
+        own = problem.blocks[problem.block_of[final.index]]
+        member = own.member(final.index)
+        _fix_map(
+            problem,
+            own,
+            final,
+            "output_map",
+            net.spec.output_map,
+            member.first_processor,
+            member.channels,
+        )
+
+
+def _given_error(net: Network, layer: Layer, key: str, message: str) -> EdgesynthError:
+    return EdgesynthError(
+        message + "; change it or leave it out for edgesynth to choose.",
+        file=net.spec.path,
+        line=layer.spec.lines.get(key, layer.spec.line),
+        layer=layer.index,
+        layer_name=layer.spec.name,
+        key=key,
+    )
+
+
+def _fix_map(
+    problem: Problem,
+    block: Block,
+    layer: Layer,
+    key: str,
+    value: int,
+    relative: int,
+    count: int,
+) -> None:
+    shared = problem.shared
+    start = ffs(value)
+    step = shared if block.chw else 1
+    expected = 0
+    for i in range(count):
+        expected |= 1 << (start + i * step)
+    if value != expected:
+        run = "one processor per memory instance" if block.chw else "consecutive processors"
+        raise Unplaceable(
+            f"layer {layer.name}: `{key}` {value:#018x} enables {popcount(value)} processors; "
+            f"automatic placement keeps a given map only when it is a run of {count} {run} "
+            "(the data it holds); give every layer's placement by hand, or leave this key out.",
+            file=problem.net.spec.path,
+            line=layer.spec.lines.get(key, layer.spec.line),
+        )
+    first = start - relative * step
+    if block.chw:
+        if first % shared:
+            raise _given_error(
+                problem.net,
+                layer,
+                key,
+                f"{value:#018x} starts inside a memory instance; CHW input needs one channel per "
+                "instance",
+            )
+    elif first % shared:
+        raise _given_error(
+            problem.net,
+            layer,
+            key,
+            f"{value:#018x}: automatic placement starts blocks at a multiple of "
+            f"{shared} processors (a memory instance)",
+        )
+    if block.fixed_processor is not None and block.fixed_processor != first:
+        raise _given_error(
+            problem.net,
+            layer,
+            key,
+            f"{value:#018x} disagrees with {block.fixed_by[-1]}, which places the same data on "
+            "other processors",
+        )
+    block.fixed_processor = first
+    block.fixed_by.append(f"`{key}` of layer {layer.name}")
+
+
+def _fix_word(
+    problem: Problem, block: Block, layer: Layer, key: str, value: int, relative: int
+) -> None:
+    if value % 4:
+        raise _given_error(problem.net, layer, key, f"{value:#06x} is not a multiple of 4")
+    word = value // 4 - relative
+    if block.fixed_word is not None and block.fixed_word != word:
+        raise _given_error(
+            problem.net,
+            layer,
+            key,
+            f"{value:#06x} disagrees with {block.fixed_by[-1]}, which places the same data at "
+            f"{4 * (block.fixed_word + relative):#06x}",
+        )
+    block.fixed_word = word
+    block.fixed_by.append(f"`{key}` of layer {layer.name}")

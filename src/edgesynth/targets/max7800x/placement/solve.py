@@ -1,0 +1,288 @@
+"""The placement search: a CP-SAT model over the blocks of a `Problem`.
+
+Variables: per block its first memory instance (one Boolean per candidate) and its word offset.
+Constraints: in every data-memory instance, blocks alive at the same step do not share a word
+(one `NoOverlap2D` per instance: steps x words); every processor's kernel memory holds the
+kernels of the layers that enable it; a passthrough layer writes each quadrant's channels to the
+same quadrant; keys the YAML gives are fixed. Objective, in this order: the fullest kernel
+memory (room for the kernel allocator), the highest data-memory word used, then the lowest
+processors (a readable map).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.placement.problem import (
+    CONCAT,
+    ELTWISE,
+    SINGLE,
+    Block,
+    Member,
+    Problem,
+)
+from edgesynth.targets.max7800x.rules import ffs, input_passes, popcount
+
+TIME_LIMIT_S = 10.0
+
+
+@dataclass
+class Solution:
+    instance: dict[int, int]  # block -> first memory instance
+    word: dict[int, int]  # block -> offset in words
+    optimal: bool
+
+
+def member_map(problem: Problem, block: Block, member: Member, instance: int) -> int:
+    """The processor map of one member when its block starts at memory `instance`."""
+    shared = problem.shared
+    if block.chw:
+        first = instance + member.first_processor
+        return sum(1 << (shared * (first + i)) for i in range(member.channels))
+    first = instance * shared + member.first_processor
+    return ((1 << member.channels) - 1) << first
+
+
+def block_map(problem: Problem, block: Block, instance: int) -> int:
+    result = 0
+    for member in block.members:
+        result |= member_map(problem, block, member, instance)
+    return result
+
+
+def reader_map(problem: Problem, layer: int, instance_of: dict[int, int]) -> int:
+    """The `processors` of a layer, given the blocks' first instances."""
+    reader = problem.readers[layer]
+    block = problem.blocks[problem.block_of[reader.tensors[0]]]
+    start = instance_of[block.index]
+    if reader.kind == CONCAT:
+        return block_map(problem, block, start)
+    return member_map(problem, block, block.member(reader.tensors[0]), start)
+
+
+def passthrough_ok(problem: Problem, in_map: int, out_map: int) -> bool:
+    """A passthrough layer writes each quadrant's channels packed into the same quadrant."""
+    per = problem.device.processors_per_group
+    mask = (1 << per) - 1
+    for group in range(problem.max_proc // per):
+        got = out_map >> group * per & mask
+        if got:
+            got >>= ffs(got)
+        if got != (1 << popcount(in_map >> group * per & mask)) - 1:
+            return False
+    return True
+
+
+def candidates(problem: Problem, block: Block) -> list[int]:
+    if block.fixed_processor is not None:
+        return [block.fixed_processor // problem.shared]
+    span = block.instances(problem.shared)
+    return list(range(problem.instances - span + 1))
+
+
+def solve(problem: Problem, kernel_capacity: list[int]) -> Solution:
+    """An optimal (or, past the time limit, the best found) placement; error if none exists."""
+    from ortools.sat.python import cp_model
+
+    model = cp_model.CpModel()
+    words = problem.device.instance_words
+    instances = problem.instances
+    choice: dict[int, dict[int, cp_model.IntVar]] = {}
+    present: dict[tuple[int, int], cp_model.LinearExpr] = {}
+    offset: dict[int, cp_model.IntVar] = {}
+    for block in problem.blocks:
+        span = block.instances(problem.shared)
+        options = candidates(problem, block)
+        if not options or span > instances:
+            raise _no_room(problem, block, "it spans more processors than the device has")
+        choice[block.index] = {q: model.NewBoolVar(f"b{block.index}q{q}") for q in options}
+        model.AddExactlyOne(choice[block.index].values())
+        for i in range(instances):
+            hits = [v for q, v in choice[block.index].items() if q <= i < q + span]
+            if hits:
+                present[block.index, i] = sum(hits)
+        low, high = block.skip_words, words - block.words
+        if block.fixed_word is not None:
+            low = high = block.fixed_word
+        if high < low:
+            raise _no_room(problem, block, "it is larger than a data-memory instance")
+        offset[block.index] = model.NewIntVar(low, high, f"b{block.index}off")
+
+    for i in range(instances):
+        xs, ys = [], []
+        for block in problem.blocks:
+            lit = present.get((block.index, i))
+            if lit is None:
+                continue
+            on = model.NewBoolVar(f"b{block.index}i{i}")
+            model.Add(on == lit)
+            xs.append(
+                model.NewOptionalFixedSizeIntervalVar(
+                    block.born, block.dies + 1 - block.born, on, f"t{block.index}.{i}"
+                )
+            )
+            start = offset[block.index] - block.skip_words
+            ys.append(
+                model.NewOptionalFixedSizeIntervalVar(
+                    start, max(1, block.words + block.skip_words), on, f"m{block.index}.{i}"
+                )
+            )
+        if len(xs) > 1:
+            model.AddNoOverlap2D(xs, ys)
+
+    worst = model.NewIntVar(0, max(kernel_capacity), "kernel_max")
+    for i in range(instances):
+        terms = [
+            use.words * present[use.block, i]
+            for use in problem.kernels
+            if (use.block, i) in present
+        ]
+        if terms:
+            model.Add(sum(terms) <= kernel_capacity[i])
+            model.Add(sum(terms) <= worst)
+
+    for layer in problem.passthrough:
+        _tie_passthrough(model, problem, layer, choice)
+    # Quadrant 0 drives the accelerator: some layer must use it.
+    per = problem.device.processors_per_group // problem.shared
+    model.AddBoolOr(
+        [model.NewConstant(0)]
+        + [
+            _as_bool(model, present[b.index, i])
+            for b in problem.blocks
+            for i in range(per)
+            if (b.index, i) in present
+        ]
+    )
+
+    peak = model.NewIntVar(0, words, "peak")
+    for block in problem.blocks:
+        model.Add(peak >= offset[block.index] + block.words)
+    lowest = sum(q * v for c in choice.values() for q, v in c.items())
+    span_q = instances * len(problem.blocks) + 1
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = TIME_LIMIT_S
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 1
+    cycles = _passthrough_cycles(problem, choice)
+    if cycles is not None:  # first the latency the placement decides, then the rest
+        model.Minimize(cycles)
+        status = solver.Solve(model)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            raise _infeasible(problem, status == cp_model.INFEASIBLE)
+        model.Add(cycles <= round(solver.ObjectiveValue()))
+    model.Minimize((worst * (words + 1) + peak) * span_q + lowest)
+    status = solver.Solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise _infeasible(problem, status == cp_model.INFEASIBLE)
+    return Solution(
+        instance={
+            b: next(q for q, v in c.items() if solver.BooleanValue(v)) for b, c in choice.items()
+        },
+        word={b: solver.Value(v) for b, v in offset.items()},
+        optimal=status == cp_model.OPTIMAL,
+    )
+
+
+def _as_bool(model, expr):
+    flag = model.NewBoolVar("")
+    model.Add(expr >= 1).OnlyEnforceIf(flag)
+    model.Add(expr == 0).OnlyEnforceIf(flag.Not())
+    return flag
+
+
+def passthrough_slots(problem: Problem, layer: int, in_map: int) -> int:
+    """Output time slots per pixel of a passthrough layer: its fullest quadrant's words."""
+    width = problem.net.layers[layer].output_width
+    per = problem.device.processors_per_group
+    mask = (1 << per) - 1
+    counts = [popcount(in_map >> g * per & mask) for g in range(problem.max_proc // per)]
+    return 1 + max(((c * width // 8 - 1) // 4 for c in counts if c), default=0)
+
+
+def _passthrough_cycles(problem: Problem, choice):
+    """The cycles of the passthrough layers that depend on the placement (None: no such layer).
+
+    A passthrough layer spends one cycle per output time slot for every pooled pixel and input
+    pass (the vendor's latency model); the slots are the words its fullest quadrant moves.
+    """
+    terms = []
+    for layer in problem.passthrough:
+        h = problem.net.layers[layer]
+        source = problem.blocks[problem.block_of[problem.readers[layer].tensors[0]]]
+        weight = h.pooled_dim[0] * h.pooled_dim[1] * input_passes(h, problem.max_proc)
+        slots = {
+            q: passthrough_slots(problem, layer, reader_map(problem, layer, {source.index: q}))
+            for q in choice[source.index]
+        }
+        if len(set(slots.values())) > 1:
+            terms += [weight * n * choice[source.index][q] for q, n in slots.items()]
+    return sum(terms) if terms else None
+
+
+def _tie_passthrough(model, problem: Problem, layer: int, choice) -> None:
+    """Allowed (input block start, output block start) pairs of a passthrough layer."""
+    reader = problem.readers[layer]
+    source = problem.blocks[problem.block_of[reader.tensors[0]]]
+    target = problem.blocks[problem.block_of[layer]]
+    member = target.member(layer)
+    if source.index == target.index:
+        for q, v in choice[source.index].items():
+            if not passthrough_ok(
+                problem,
+                reader_map(problem, layer, {source.index: q}),
+                member_map(problem, target, member, q),
+            ):
+                model.Add(v == 0)
+        return
+    for q_in, v_in in choice[source.index].items():
+        in_map = reader_map(problem, layer, {source.index: q_in})
+        for q_out, v_out in choice[target.index].items():
+            if not passthrough_ok(problem, in_map, member_map(problem, target, member, q_out)):
+                model.AddBoolOr([v_in.Not(), v_out.Not()])
+
+
+def _no_room(problem: Problem, block: Block, why: str) -> EdgesynthError:
+    names = ", ".join(_tensor(problem, m.tensor) for m in block.members)
+    return EdgesynthError(
+        f"cannot place {names}: {why} ({block.words:,} words per instance of "
+        f"{problem.device.instance_words:,}).",
+        file=problem.net.spec.path,
+    )
+
+
+def _tensor(problem: Problem, tensor: int) -> str:
+    if tensor < 0:
+        return "the network input"
+    return f"the output of layer {problem.net.layers[tensor].name}"
+
+
+def _infeasible(problem: Problem, proven: bool) -> EdgesynthError:
+    live = max(
+        sum(b.words for b in problem.blocks if b.born <= s <= b.dies)
+        for s in range(problem.steps + 1)
+    )
+    kernels = sum(k.words for k in problem.kernels)
+    what = "no placement exists" if proven else "no placement was found in the time limit"
+    return EdgesynthError(
+        f"{what} for this network on the {problem.device.name}: at the busiest step the live "
+        f"tensors need {live:,} words per memory instance if stacked in one instance "
+        f"({problem.device.instance_words:,} available per instance, {problem.instances} "
+        f"instances), and the layers need {kernels:,} kernel words in all; reduce tensor "
+        "sizes (pooling, fewer channels) or weights, or give some placement keys by hand.",
+        file=problem.net.spec.path,
+    )
+
+
+__all__ = [
+    "CONCAT",
+    "ELTWISE",
+    "SINGLE",
+    "Solution",
+    "block_map",
+    "member_map",
+    "reader_map",
+    "solve",
+]
