@@ -88,7 +88,7 @@ def check_case(case: Path) -> dict:
                 result = SynthesisResult(net, sample, simulate(net, sample, job.sim))
                 plan = make_plan(result, opts)
         except EdgesynthError as err:
-            row.update(status="refused", reason=err.message.split(";")[0][:160])
+            row.update(status="refused", reason=err.message[:400])
             return row
         finally:
             os.chdir(cwd)

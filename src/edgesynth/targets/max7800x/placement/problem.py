@@ -35,6 +35,7 @@ from edgesynth.targets.max7800x.rules import (
     output_processors_needed,
     output_skip_bytes,
     popcount,
+    stream_rollover,
 )
 from edgesynth.targets.max7800x.rules.sizes import ceil_div
 
@@ -61,6 +62,7 @@ class Block:
     skip_words: int  # words written before the offset (folded dilated conv1d)
     born: int  # step at which the first member is written (0: the input, before layer 1)
     dies: int  # last step at which a member is read
+    fixed_map: int | None = None  # the processor map, when the hardware fixes it (FIFO input)
     fixed_processor: int | None = None  # first processor, when the user fixed a map
     fixed_word: int | None = None  # offset in words, when the user fixed one
     fixed_by: list[str] = field(default_factory=list)  # what fixed them, for messages
@@ -71,6 +73,9 @@ class Block:
         return max(m.first_processor + m.channels for m in self.members)
 
     def instances(self, shared: int) -> int:
+        """Memory instances the block spans from its first one."""
+        if self.fixed_map is not None:
+            return 1 + (self.fixed_map.bit_length() - 1) // shared
         return self.processors if self.chw else ceil_div(self.processors, shared)
 
     def member(self, tensor: int) -> Member:
@@ -111,7 +116,7 @@ class Problem:
 
     @property
     def instances(self) -> int:
-        return self.max_proc // self.shared
+        return ceil_div(self.max_proc, self.shared)
 
 
 class Unplaceable(EdgesynthError):
@@ -119,15 +124,14 @@ class Unplaceable(EdgesynthError):
 
 
 def _unsupported(net: Network, options: RuleOptions) -> str | None:
-    if options.uses_fifo:
-        return "FIFO input (--fifo/--fast-fifo)"
+    if options.fast_fifo_quad:
+        return "--fast-fifo-quad"
     if net.spec.data_buffer:
         return "`data_buffer`"
     for index in net.order:
         layer = net.layers[index]
         ls = layer.spec
         for key, on in (
-            ("streaming", layer.streaming),
             ("buffer_shift", layer.buffer_shift),
             ("buffer_insert", layer.buffer_insert),
             ("readahead", bool(ls.readahead) or options.rd_ahead),
@@ -227,6 +231,9 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
         )
         if any(m.tensor == NETWORK_INPUT for m in block.members):
             block.chw = first.data_format == "CHW"
+            if options.uses_fifo:
+                block.fixed_map = fifo_map(first.in_channels, block.chw, device)
+    _streaming(net, ctx, readers, blocks, block_of, step)
 
     kernels = []
     for index in order:
@@ -251,6 +258,71 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
     )
     _fix_given(problem)
     return problem
+
+
+def fifo_map(channels: int, chw: bool, device: Device) -> int:
+    """The processors FIFO input reaches: FIFO `f` feeds the first processors of quadrant `f`,
+    one channel each (CHW) or four channels packed in a word (HWC)."""
+    per_fifo = 1 if chw else device.processors_sharing_memory
+    result = 0
+    for c in range(channels):
+        result |= 1 << (device.processors_per_group * (c // per_fifo) + c % per_fifo)
+    return result
+
+
+def _streaming(
+    net: Network,
+    ctx: Context,
+    readers: dict[int, Reader],
+    blocks: list[Block],
+    block_of: dict[int, int],
+    step: dict[int, int],
+) -> None:
+    """Streaming layers run at the same time, each reading a circular buffer of its input.
+
+    With FIFO input, a streaming layer keeps only `rollover` words of its input (the buffer is
+    `rollover` + 1 words: the vendor's bound is inclusive); its output may not come closer to
+    that buffer than the buffer's own size. Everything the streaming layers read or write is
+    alive from the start until the last streaming layer is done.
+    """
+    streaming = [i for i in net.order if net.layers[i].streaming]
+    if not streaming:
+        return
+    end = max(step[i] for i in streaming)
+    buffers = {}
+    for index in streaming:
+        layer = net.layers[index]
+        source = readers[index].tensors
+        if len(source) != 1:
+            raise Unplaceable(
+                f"streaming layer {layer.name} reads several tensors; automatic placement "
+                "streams only single-input layers.",
+                file=net.spec.path,
+            )
+        source_block = blocks[block_of[source[0]]]
+        if ctx.options.uses_fifo:
+            if len(source_block.members) != 1 or _read_by_others(readers, source[0], index):
+                raise Unplaceable(
+                    f"the input of streaming layer {layer.name} is also read by another layer; "
+                    "automatic placement needs a streaming layer's input for itself.",
+                    file=net.spec.path,
+                )
+            buffers[index] = stream_rollover(ctx, layer) + 1
+            source_block.words = buffers[index]
+    touched = set()
+    for index in streaming:
+        source_block = blocks[block_of[readers[index].tensors[0]]]
+        own = blocks[block_of[index]]
+        own.words = max(own.words, buffers.get(index, 0))
+        touched |= {source_block.index, own.index}
+    for b in touched:  # the vendor's bounds are inclusive: keep one word between neighbours
+        blocks[b].words += 1
+        blocks[b].born = 0
+        blocks[b].dies = max(blocks[b].dies, end)
+
+
+def _read_by_others(readers: dict[int, Reader], tensor: int, layer: int) -> bool:
+    return any(tensor in r.tensors for r in readers.values() if r.layer != layer)
 
 
 def _tensor_name(net: Network, tensor: int) -> str:

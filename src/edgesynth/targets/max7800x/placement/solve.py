@@ -22,7 +22,7 @@ from edgesynth.targets.max7800x.placement.problem import (
     Member,
     Problem,
 )
-from edgesynth.targets.max7800x.rules import ffs, input_passes, popcount
+from edgesynth.targets.max7800x.rules import ffs, input_passes, memory_instances, popcount
 
 TIME_LIMIT_S = 10.0
 
@@ -37,6 +37,8 @@ class Solution:
 def member_map(problem: Problem, block: Block, member: Member, instance: int) -> int:
     """The processor map of one member when its block starts at memory `instance`."""
     shared = problem.shared
+    if block.fixed_map is not None:
+        return block.fixed_map
     if block.chw:
         first = instance + member.first_processor
         return sum(1 << (shared * (first + i)) for i in range(member.channels))
@@ -75,10 +77,15 @@ def passthrough_ok(problem: Problem, in_map: int, out_map: int) -> bool:
 
 
 def candidates(problem: Problem, block: Block) -> list[int]:
+    if block.fixed_map is not None:
+        return [0]
     if block.fixed_processor is not None:
         return [block.fixed_processor // problem.shared]
-    span = block.instances(problem.shared)
-    return list(range(problem.instances - span + 1))
+    if block.chw:  # one processor (the first) of each instance
+        last = (problem.max_proc - 1) // problem.shared - block.processors + 1
+    else:
+        last = (problem.max_proc - block.processors) // problem.shared
+    return list(range(last + 1))
 
 
 def solve(problem: Problem, kernel_capacity: list[int]) -> Solution:
@@ -98,8 +105,14 @@ def solve(problem: Problem, kernel_capacity: list[int]) -> Solution:
             raise _no_room(problem, block, "it spans more processors than the device has")
         choice[block.index] = {q: model.NewBoolVar(f"b{block.index}q{q}") for q in options}
         model.AddExactlyOne(choice[block.index].values())
+        fixed = None
+        if block.fixed_map is not None:
+            fixed = memory_instances(block.fixed_map, problem.shared)
         for i in range(instances):
-            hits = [v for q, v in choice[block.index].items() if q <= i < q + span]
+            if fixed is not None:
+                hits = list(choice[block.index].values()) if fixed >> i & 1 else []
+            else:
+                hits = [v for q, v in choice[block.index].items() if q <= i < q + span]
             if hits:
                 present[block.index, i] = sum(hits)
         low, high = block.skip_words, words - block.words
