@@ -47,8 +47,8 @@ step 2 "upgrading pip"
 pip_install --upgrade pip
 step 3 "installing torch 2.13.0 (CPU build; the largest download, a few minutes the first time)"
 pip_install "torch==2.13.0"
-step 4 "installing edgesynth with its extras: -e .[dev,train,onnx,pulp]"
-pip_install -e ".[dev,train,onnx,pulp]"
+step 4 "installing edgesynth with its extras: -e .[dev,train,onnx,pulp,plot]"
+pip_install -e ".[dev,train,onnx,pulp,plot]"
 echo "$want" > "$stamp"
 echo "[setup] done in $((SECONDS - start)) s; run commands as .venv/bin/edgesynth" \
   "(or \`source .venv/bin/activate\`, then edgesynth)" >&2

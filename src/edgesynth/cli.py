@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 
 COMMAND_MODULES = [
-    "edgesynth.targets.max7800x.cli",  # izer, simulate, synth, build
+    "edgesynth.targets.max7800x.cli",  # izer, simulate, synth, plan, build
     "edgesynth.demo",  # demo
     "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate
     "edgesynth.flow_cli",  # compile, run (every target)
@@ -45,7 +45,7 @@ EXTRAS = {
     "tqdm": "train",
     "onnx": "onnx",
     "onnxruntime": "onnx",
-    "ortools": "pulp",
+    "matplotlib": "plot",
 }
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(.*?)' \(choose from (.*)\)")

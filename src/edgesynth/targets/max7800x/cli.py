@@ -1,5 +1,6 @@
 """The MAX7800x commands: `edgesynth izer` (the vendor's command line), `edgesynth simulate`,
-`edgesynth synth` (the C project, native option names) and `edgesynth build` (cross-compile it).
+`edgesynth synth` (the C project, native option names), `edgesynth plan` (automatic placement
+and memory maps) and `edgesynth build` (cross-compile it).
 
 Only argparse here; the handlers import the synthesizer when they run.
 """
@@ -57,6 +58,25 @@ def _synth(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             verbose=args.verbose,
             izer_options=list(args.izer_option or []),
+        )
+    )
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from edgesynth.targets.max7800x.placement.command import PlanOptions, run_plan
+
+    run_plan(
+        PlanOptions(
+            network=args.network,
+            checkpoint=args.checkpoint,
+            device=args.device,
+            sample_input=args.sample_input,
+            output=args.out,
+            picture=args.picture,
+            overwrite=args.overwrite,
+            device_check=args.check,
+            izer_options=tuple(args.izer_option or ()),
         )
     )
     return 0
@@ -170,6 +190,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="any other vendor option, e.g. --izer-option=--mlator (repeatable)",
     )
     synth.set_defaults(handler=_synth)
+
+    plan = subparsers.add_parser(
+        "plan",
+        help="choose processors and memory offsets for a network and show its memory maps",
+        description="Place a MAX78000/MAX78002 network: every layer whose YAML leaves out "
+        "`processors`, `output_processors`, `in_offset` or `out_offset` gets them from a "
+        "constraint search (OR-Tools CP-SAT) that keeps live data apart, fits the kernels and "
+        "minimizes latency and memory. Prints the data-memory, kernel-memory and bias-memory "
+        "maps and the latency estimate, and runs the project's writes on the virtual device.",
+    )
+    _network_arguments(plan)
+    plan.add_argument(
+        "-o", "--out", type=Path, metavar="PLANNED.yaml", help="write the YAML with the placement"
+    )
+    plan.add_argument(
+        "--picture", type=Path, metavar="MAP.png", help="draw the memory maps (.png, .svg, .pdf)"
+    )
+    plan.add_argument(
+        "--overwrite", action="store_true", help="replace existing -o/--picture files"
+    )
+    plan.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the project's writes on the virtual device (default: on)",
+    )
+    plan.add_argument(
+        "--izer-option",
+        action="append",
+        metavar="OPT",
+        help="a vendor option that changes the network, e.g. --izer-option=--fifo (repeatable)",
+    )
+    plan.set_defaults(handler=_plan)
 
     build = subparsers.add_parser(
         "build",

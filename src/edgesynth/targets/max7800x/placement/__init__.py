@@ -119,12 +119,13 @@ def place(
     rebuild: Callable[[NetworkSpec], Network],
 ) -> tuple[Network, Placement]:
     """The network with its placement chosen, and the placement (see the module docstring)."""
-    from edgesynth.targets.max7800x.plan.kernels import KernelMemoryExhausted
+    from edgesynth.targets.max7800x.plan.kernels import KernelClash, KernelMemoryExhausted
 
     problem = build_problem(net, device, options)
     capacity = [device.mask_width_small] * problem.instances
+    forbidden: dict[int, set[int]] = {}
     for rounds in range(1, MAX_ROUNDS + 1):
-        solution = solve(problem, capacity)
+        solution = solve(problem, capacity, forbidden)
         placements = layer_placements(problem, solution)
         spec, chosen = apply_placement(net.spec, placements)
         placed = rebuild(spec)
@@ -133,6 +134,12 @@ def place(
         except KernelMemoryExhausted as full:
             instance = full.processor // device.processors_sharing_memory
             capacity[instance] -= max(1, full.overflow)
+            continue
+        except KernelClash as clash:  # the vendor's allocator overlaps two layers here
+            if clash.layer is None or clash.layer not in problem.readers:
+                raise
+            block = problem.block_of[problem.readers[clash.layer].tensors[0]]
+            forbidden.setdefault(block, set()).add(solution.instance[block])
             continue
         except (EdgesynthError, MultipleErrors) as err:
             raise EdgesynthError(

@@ -6,7 +6,8 @@ data memory of the processors that read it. Tensors that one layer reads togethe
 of an element-wise layer sit on the same processors, interleaved word by word (operand `j` at
 `offset + 4 j` bytes, written with `write_gap` = operands - 1). Any other tensor is a block of
 its own. The search chooses, per block, its first memory instance (four processors each; the
-block's processors then follow from its members' channel counts) and its word offset.
+block's processors then follow from its members' channel counts; each part of a concatenation
+starts a memory instance of its own) and its word offset.
 
 A block occupies, in every memory instance it touches, the words from its offset for its size,
 from the step its first member is written until the step its last reader runs. Two blocks that
@@ -34,7 +35,6 @@ from edgesynth.targets.max7800x.rules import (
     output_bytes,
     output_processors_needed,
     output_skip_bytes,
-    popcount,
     stream_rollover,
 )
 from edgesynth.targets.max7800x.rules.sizes import ceil_div
@@ -119,6 +119,11 @@ class Problem:
         return ceil_div(self.max_proc, self.shared)
 
 
+def label(layer: Layer) -> str:
+    """`layer 3`, or `layer 3 (conv2)` for a named layer."""
+    return f"layer {layer.index}" + (f" ({layer.spec.name})" if layer.spec.name else "")
+
+
 class Unplaceable(EdgesynthError):
     """The network uses a feature the planner does not place; the YAML must give the keys."""
 
@@ -141,7 +146,7 @@ def _unsupported(net: Network, options: RuleOptions) -> str | None:
             ("simulated_sequence", ls.simulated_sequence is not None),
         ):
             if on:
-                return f"`{key}` (layer {layer.name})"
+                return f"`{key}` ({label(layer)})"
     return None
 
 
@@ -190,7 +195,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
         for s in sources:
             if s != NETWORK_INPUT and s not in step:
                 raise Unplaceable(
-                    f"layer {layer.name} reads layer {s}, which does not run; automatic "
+                    f"{label(layer)} reads layer {s}, which does not run; automatic "
                     "placement needs every input to be produced by a running layer.",
                     file=net.spec.path,
                 )
@@ -207,7 +212,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             s = sources[0]
             if channels[s] != need and s != NETWORK_INPUT:
                 raise Unplaceable(
-                    f"layer {layer.name} reads {need} processors' worth of channels from a "
+                    f"{label(layer)} reads {need} processors' worth of channels from a "
                     f"tensor that occupies {channels[s]}; automatic placement needs them equal.",
                     file=net.spec.path,
                 )
@@ -215,12 +220,12 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             words[s] = max(words[s], ceil_div(input_bytes(layer, max_proc), 4))
         elif kind == CONCAT and input_passes(layer, max_proc) > 1:
             raise Unplaceable(
-                f"layer {layer.name} concatenates {layer.in_channels} channels (more than one "
+                f"{label(layer)} concatenates {layer.in_channels} channels (more than one "
                 "pass); automatic placement concatenates only up to one pass of processors.",
                 file=net.spec.path,
             )
 
-    blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc)
+    blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc, shared)
     for block in blocks:
         block.born = min(0 if m.tensor == NETWORK_INPUT else step[m.tensor] for m in block.members)
         block.dies = max(
@@ -295,7 +300,7 @@ def _streaming(
         source = readers[index].tensors
         if len(source) != 1:
             raise Unplaceable(
-                f"streaming layer {layer.name} reads several tensors; automatic placement "
+                f"streaming {label(layer)} reads several tensors; automatic placement "
                 "streams only single-input layers.",
                 file=net.spec.path,
             )
@@ -303,7 +308,7 @@ def _streaming(
         if ctx.options.uses_fifo:
             if len(source_block.members) != 1 or _read_by_others(readers, source[0], index):
                 raise Unplaceable(
-                    f"the input of streaming layer {layer.name} is also read by another layer; "
+                    f"the input of streaming {label(layer)} is also read by another layer; "
                     "automatic placement needs a streaming layer's input for itself.",
                     file=net.spec.path,
                 )
@@ -328,7 +333,7 @@ def _read_by_others(readers: dict[int, Reader], tensor: int, layer: int) -> bool
 def _tensor_name(net: Network, tensor: int) -> str:
     if tensor == NETWORK_INPUT:
         return "the network input"
-    return f"the output of layer {net.layers[tensor].name}"
+    return f"the output of {label(net.layers[tensor])}"
 
 
 def _is_output(net: Network, tensor: int) -> bool:
@@ -342,6 +347,7 @@ def _blocks(
     words: dict[int, int],
     skip: dict[int, int],
     max_proc: int,
+    shared: int,
 ) -> tuple[list[Block], dict[int, int]]:
     grouped: dict[int, tuple[int, Reader]] = {}  # tensor -> (position, the reader grouping it)
     groups: list[Reader] = []
@@ -358,7 +364,7 @@ def _blocks(
         if same or len(set(reader.tensors)) != len(reader.tensors):
             layer = net.layers[reader.layer]
             raise Unplaceable(
-                f"layer {layer.name} reads a tensor that another layer reads in a different "
+                f"{label(layer)} reads a tensor that another layer reads in a different "
                 "layout (concatenated or interleaved with other tensors); automatic placement "
                 "needs each tensor in one layout.",
                 file=net.spec.path,
@@ -372,8 +378,8 @@ def _blocks(
         if reader.kind == SINGLE and t in grouped and grouped[t][1].kind == ELTWISE:
             layer, source = net.layers[reader.layer], _tensor_name(net, t)
             raise Unplaceable(
-                f"layer {layer.name} reads {source} as it is, but layer "
-                f"{net.layers[grouped[t][1].layer].name} reads it interleaved with other "
+                f"{label(layer)} reads {source} as it is, but "
+                f"{label(net.layers[grouped[t][1].layer])} reads it interleaved with other "
                 "element-wise operands; the hardware cannot read interleaved data as one "
                 "tensor: add a passthrough layer (`op: none`) that copies it for one of them.",
                 file=net.spec.path,
@@ -390,14 +396,15 @@ def _blocks(
             counts = {channels[t] for t in reader.tensors}
             if len(counts) != 1:
                 raise Unplaceable(
-                    f"layer {layer.name} adds operands of different widths; element-wise "
+                    f"{label(layer)} adds operands of different widths; element-wise "
                     "operands need the same channel count.",
                     file=net.spec.path,
                 )
         for j, t in enumerate(reader.tensors):
             if reader.kind == ELTWISE:
                 members.append(Member(t, channels[t], 0, j, k - 1))
-            else:
+            else:  # every part starts a memory instance: unaligned output maps waste kernels
+                at = ceil_div(at, shared) * shared
                 members.append(Member(t, channels[t], at, 0, 0))
                 at += channels[t]
         size = max(words[t] for t in reader.tensors)
@@ -440,32 +447,19 @@ def _fix_given(problem: Problem) -> None:
         reader = problem.readers[index]
         first_block = problem.blocks[problem.block_of[reader.tensors[0]]]
         if layer.processors is not None:
-            member = first_block.member(reader.tensors[0])
-            count = first_block.processors if reader.kind == CONCAT else member.channels
-            _fix_map(
-                problem,
-                first_block,
-                layer,
-                "processors",
-                layer.processors,
-                member.first_processor,
-                count,
+            read = (
+                first_block.members
+                if reader.kind == CONCAT
+                else [first_block.member(reader.tensors[0])]
             )
+            _fix_map(problem, first_block, layer, "processors", layer.processors, read)
         if layer.in_offset is not None:
             word = first_block.member(reader.tensors[0]).word
             _fix_word(problem, first_block, layer, "in_offset", layer.in_offset, word)
         own = problem.blocks[problem.block_of[index]]
         member = own.member(index)
         if layer.output_processors is not None:
-            _fix_map(
-                problem,
-                own,
-                layer,
-                "output_processors",
-                layer.output_processors,
-                member.first_processor,
-                member.channels,
-            )
+            _fix_map(problem, own, layer, "output_processors", layer.output_processors, [member])
         if layer.spec.out_offset is not None:
             _fix_word(problem, own, layer, "out_offset", layer.spec.out_offset, member.word)
         if layer.spec.write_gap is not None and layer.spec.write_gap != member.write_gap:
@@ -485,15 +479,7 @@ def _fix_given(problem: Problem) -> None:
         final = net.layers[net.order[-1]]
         own = problem.blocks[problem.block_of[final.index]]
         member = own.member(final.index)
-        _fix_map(
-            problem,
-            own,
-            final,
-            "output_map",
-            net.spec.output_map,
-            member.first_processor,
-            member.channels,
-        )
+        _fix_map(problem, own, final, "output_map", net.spec.output_map, [member])
 
 
 def _given_error(net: Network, layer: Layer, key: str, message: str) -> EdgesynthError:
@@ -508,48 +494,24 @@ def _given_error(net: Network, layer: Layer, key: str, message: str) -> Edgesynt
 
 
 def _fix_map(
-    problem: Problem,
-    block: Block,
-    layer: Layer,
-    key: str,
-    value: int,
-    relative: int,
-    count: int,
+    problem: Problem, block: Block, layer: Layer, key: str, value: int, members: list[Member]
 ) -> None:
+    """Fix `block`'s first processor so that `members` occupy exactly the map `value`."""
     shared = problem.shared
-    start = ffs(value)
-    step = shared if block.chw else 1
-    expected = 0
-    for i in range(count):
-        expected |= 1 << (start + i * step)
-    if value != expected:
-        run = "one processor per memory instance" if block.chw else "consecutive processors"
+    relative = 0  # the members' map with the block at memory instance 0
+    for m in members:
+        relative |= member_map(shared, block, m, 0)
+    shift = ffs(value) - ffs(relative)
+    if shift < 0 or value != relative << shift or shift % shared:
+        layout = "one processor per memory instance" if block.chw else "consecutive processors"
         raise Unplaceable(
-            f"layer {layer.name}: `{key}` {value:#018x} enables {popcount(value)} processors; "
-            f"automatic placement keeps a given map only when it is a run of {count} {run} "
-            "(the data it holds); give every layer's placement by hand, or leave this key out.",
+            f"{label(layer)}: `{key}` {value:#018x}: automatic placement keeps a given map only "
+            f"in the layout it uses ({layout}, {relative:#x} shifted by a multiple of {shared} "
+            "processors); give every layer's placement by hand, or leave this key out.",
             file=problem.net.spec.path,
             line=layer.spec.lines.get(key, layer.spec.line),
         )
-    first = start - relative * step
-    if block.chw:
-        if first % shared:
-            raise _given_error(
-                problem.net,
-                layer,
-                key,
-                f"{value:#018x} starts inside a memory instance; CHW input needs one channel per "
-                "instance",
-            )
-    elif first % shared:
-        raise _given_error(
-            problem.net,
-            layer,
-            key,
-            f"{value:#018x}: automatic placement starts blocks at a multiple of "
-            f"{shared} processors (a memory instance)",
-        )
-    if block.fixed_processor is not None and block.fixed_processor != first:
+    if block.fixed_processor is not None and block.fixed_processor != shift:
         raise _given_error(
             problem.net,
             layer,
@@ -557,8 +519,19 @@ def _fix_map(
             f"{value:#018x} disagrees with {block.fixed_by[-1]}, which places the same data on "
             "other processors",
         )
-    block.fixed_processor = first
-    block.fixed_by.append(f"`{key}` of layer {layer.name}")
+    block.fixed_processor = shift
+    block.fixed_by.append(f"`{key}` of {label(layer)}")
+
+
+def member_map(shared: int, block: Block, member: Member, instance: int) -> int:
+    """The processor map of one member when its block starts at memory `instance`."""
+    if block.fixed_map is not None:
+        return block.fixed_map
+    if block.chw:
+        first = instance + member.first_processor
+        return sum(1 << (shared * (first + i)) for i in range(member.channels))
+    first = instance * shared + member.first_processor
+    return ((1 << member.channels) - 1) << first
 
 
 def _fix_word(
@@ -576,4 +549,4 @@ def _fix_word(
             f"{4 * (block.fixed_word + relative):#06x}",
         )
     block.fixed_word = word
-    block.fixed_by.append(f"`{key}` of layer {layer.name}")
+    block.fixed_by.append(f"`{key}` of {label(layer)}")

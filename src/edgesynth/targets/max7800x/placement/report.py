@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from edgesynth.ir.network import NETWORK_INPUT
 from edgesynth.targets.max7800x.placement import Placement
+from edgesynth.targets.max7800x.placement.problem import label
 from edgesynth.targets.max7800x.placement.solve import block_map
 from edgesynth.targets.max7800x.plan.plan import Plan
 from edgesynth.targets.max7800x.rules import ffs, fls
@@ -42,7 +43,7 @@ def _step_name(placement: Placement, step: int) -> str:
         return "input loader"
     if step > len(order):
         return "host (output)"
-    return f"layer {placement.problem.net.layers[order[step - 1]].name}"
+    return label(placement.problem.net.layers[order[step - 1]])
 
 
 def tensors(placement: Placement) -> list[TensorPlace]:
@@ -58,7 +59,7 @@ def tensors(placement: Placement) -> list[TensorPlace]:
             else:
                 layer = net.layers[m.tensor]
                 dims = "x".join(map(str, layer.out_dim))
-                names.append(f"layer {layer.name} out {layer.out_channels}x{dims}")
+                names.append(f"{label(layer)} out {layer.out_channels}x{dims}")
         start = solution.word[block.index] - block.skip_words
         result.append(
             TensorPlace(
@@ -102,9 +103,7 @@ def kernel_map(plan: Plan) -> list[str]:
         if layout is None or not layout.length:
             continue
         cols = f"{layout.offset}-{layout.offset + layout.length - 1}"
-        lines.append(
-            f"  {'layer ' + h.layer.name:24} {processor_range(h.processor_map):>10}  {cols}"
-        )
+        lines.append(f"  {label(h.layer):24} {processor_range(h.processor_map):>10}  {cols}")
     return lines
 
 
@@ -113,15 +112,16 @@ def bias_map(plan: Plan) -> list[str]:
     lines = ["bias memory (bytes per quadrant):", f"  {'layer':24} quadrant  bytes"]
     for h in s.hw:
         offsets = s.bias.offsets.get(h.index)
-        if not offsets:
+        group = s.bias.group.get(h.index)
+        if not offsets or group is None:
             continue
-        for quadrant, offset in enumerate(offsets):
+        quadrants = range(len(offsets)) if group == "all" else [group]
+        for quadrant in quadrants:
+            offset = offsets[quadrant]
             if offset is None:
                 continue
-            size = h.output_chan if hasattr(h, "output_chan") else 0
-            lines.append(
-                f"  {'layer ' + h.layer.name:24} {quadrant:>8}  {offset}-{offset + size - 1}"
-            )
+            end = offset + h.output_chan - 1
+            lines.append(f"  {label(h.layer):24} {quadrant:>8}  {offset}-{end}")
     used = ", ".join(f"{u}" for u in s.bias.used)
     lines.append(f"  used per quadrant: {used}")
     return lines

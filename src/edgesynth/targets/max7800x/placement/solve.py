@@ -21,7 +21,9 @@ from edgesynth.targets.max7800x.placement.problem import (
     Block,
     Member,
     Problem,
+    label,
 )
+from edgesynth.targets.max7800x.placement.problem import member_map as problem_member_map
 from edgesynth.targets.max7800x.rules import ffs, input_passes, memory_instances, popcount
 
 TIME_LIMIT_S = 10.0
@@ -36,14 +38,7 @@ class Solution:
 
 def member_map(problem: Problem, block: Block, member: Member, instance: int) -> int:
     """The processor map of one member when its block starts at memory `instance`."""
-    shared = problem.shared
-    if block.fixed_map is not None:
-        return block.fixed_map
-    if block.chw:
-        first = instance + member.first_processor
-        return sum(1 << (shared * (first + i)) for i in range(member.channels))
-    first = instance * shared + member.first_processor
-    return ((1 << member.channels) - 1) << first
+    return problem_member_map(problem.shared, block, member, instance)
 
 
 def block_map(problem: Problem, block: Block, instance: int) -> int:
@@ -88,7 +83,9 @@ def candidates(problem: Problem, block: Block) -> list[int]:
     return list(range(last + 1))
 
 
-def solve(problem: Problem, kernel_capacity: list[int]) -> Solution:
+def solve(
+    problem: Problem, kernel_capacity: list[int], forbidden: dict[int, set[int]] | None = None
+) -> Solution:
     """An optimal (or, past the time limit, the best found) placement; error if none exists."""
     from ortools.sat.python import cp_model
 
@@ -100,7 +97,9 @@ def solve(problem: Problem, kernel_capacity: list[int]) -> Solution:
     offset: dict[int, cp_model.IntVar] = {}
     for block in problem.blocks:
         span = block.instances(problem.shared)
-        options = candidates(problem, block)
+        options = [
+            q for q in candidates(problem, block) if q not in (forbidden or {}).get(block.index, ())
+        ]
         if not options or span > instances:
             raise _no_room(problem, block, "it spans more processors than the device has")
         choice[block.index] = {q: model.NewBoolVar(f"b{block.index}q{q}") for q in options}
@@ -269,7 +268,7 @@ def _no_room(problem: Problem, block: Block, why: str) -> EdgesynthError:
 def _tensor(problem: Problem, tensor: int) -> str:
     if tensor < 0:
         return "the network input"
-    return f"the output of layer {problem.net.layers[tensor].name}"
+    return f"the output of {label(problem.net.layers[tensor])}"
 
 
 def _infeasible(problem: Problem, proven: bool) -> EdgesynthError:

@@ -83,6 +83,10 @@ class KernelMemoryExhausted(EdgesynthError):
         self.overflow = overflow
 
 
+class KernelClash(EdgesynthError):
+    """The vendor's allocator gave a layer columns another layer already holds."""
+
+
 class KernelPlanner:
     def __init__(self, chip: Chip, opts: KernelOptions) -> None:
         self.chip = chip
@@ -411,7 +415,7 @@ class KernelPlanner:
         clash = (owners != FREE) & (owners != h.index)
         if clash.any():
             k = int(np.flatnonzero(clash)[0])
-            raise EdgesynthError(
+            raise KernelClash(
                 f"the kernels would share processor {int(procs[k])}'s kernel word "
                 f"{int(cols[k])} with layer {int(owners[k])} (the vendor's allocator reserves "
                 "too little room for this layer's unaligned output processors); align the "

@@ -1,0 +1,128 @@
+"""`edgesynth plan NET.yaml [CHECKPOINT] --device D [-o PLANNED.yaml] [--picture MAP.png]`.
+
+Loads the network (placing every layer whose YAML leaves the placement out), checks it with the
+device rules, plans the project as `synth` would, runs the project's writes on the virtual
+device, and prints the data-memory, kernel-memory and bias-memory maps and the latency
+estimate. `-o` writes the YAML with the chosen keys added (the user's lines kept as written).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.outputs import check_output_file, write_file_atomic
+
+
+@dataclass
+class PlanOptions:
+    network: Path
+    checkpoint: Path | None
+    device: str = "MAX78000"
+    sample_input: Path | None = None
+    output: Path | None = None
+    picture: Path | None = None
+    overwrite: bool = False
+    device_check: bool = True
+    izer_options: tuple[str, ...] = ()
+
+
+def _izer_argv(o: PlanOptions, folder: str) -> list[str]:
+    argv = ["--device", o.device, "--config-file", str(o.network)]
+    argv += ["--test-dir", folder, "--prefix", "plan"]
+    if o.checkpoint is not None:
+        argv += ["--checkpoint-file", str(o.checkpoint)]
+    if o.sample_input is not None:
+        argv += ["--sample-input", str(o.sample_input)]
+    return argv + list(o.izer_options)
+
+
+def _check_outputs(o: PlanOptions) -> None:
+    inputs = [o.network, o.checkpoint, o.sample_input]
+    for path, option, suffixes in (
+        (o.output, "-o", (".yaml", ".yml")),
+        (o.picture, "--picture", (".png", ".svg", ".pdf")),
+    ):
+        if path is None:
+            continue
+        check_output_file(path, inputs=inputs, option=option)
+        if path.suffix.lower() not in suffixes:
+            raise EdgesynthError(f"{path}: name a {' or '.join(suffixes)} file.", key=option)
+        if path.exists() and not o.overwrite:
+            raise EdgesynthError(f"{path} exists; pass --overwrite to replace it.", key=option)
+
+
+def run_plan(o: PlanOptions) -> list[str]:
+    """Plan the network; returns the report lines (also printed)."""
+    from edgesynth.targets.max7800x.izer import job_from_options
+    from edgesynth.targets.max7800x.izer_args import parse_izer_args
+    from edgesynth.targets.max7800x.network_sim import simulate
+    from edgesynth.targets.max7800x.pipeline import (
+        SynthesisResult,
+        check_network,
+        load_network,
+    )
+    from edgesynth.targets.max7800x.placement import report
+    from edgesynth.targets.max7800x.placement.verify import device_check
+    from edgesynth.targets.max7800x.placement.yamltext import with_placement
+    from edgesynth.targets.max7800x.plan.plan import make_plan
+
+    _check_outputs(o)
+    with tempfile.TemporaryDirectory(prefix="edgesynth-plan-") as folder:
+        opts = parse_izer_args(_izer_argv(o, folder))
+    job = job_from_options(opts)
+    net, sample = load_network(job)
+    check_network(net, job)
+    result = SynthesisResult(net, sample, simulate(net, sample, job.sim))
+    plan = make_plan(result, opts)
+    placement = job.placement
+
+    lines: list[str] = []
+    if placement is None:
+        lines.append(f"{o.network}: the YAML places every layer; nothing to choose.")
+    else:
+        chosen = sum(1 for keys in placement.chosen.values() if keys)
+        state = "optimal" if placement.solution.optimal else "best found in the time limit"
+        lines.append(
+            f"{o.network}: placed {chosen} of {len(net.order)} layers ({state}; "
+            f"{len(placement.problem.blocks)} tensors in data memory)."
+        )
+        lines += report.memory_map(placement)
+    lines += report.kernel_map(plan)
+    lines += report.bias_map(plan)
+    lines += report.latency_lines(plan)
+    if o.device_check:
+        check = device_check(plan, net.device)
+        if check.ok:
+            lines.append(
+                "virtual device: the project's writes reproduce the known answer, no memory hazard."
+            )
+        else:
+            problems = check.hazards + check.details
+            raise EdgesynthError(
+                "the virtual device finds the placement wrong (a defect in edgesynth; please "
+                "report it with this YAML): " + "; ".join(problems[:5]),
+                file=str(o.network),
+            )
+    if o.output is not None:
+        values = {}
+        if placement is not None:
+            for index, keys in placement.chosen.items():
+                chosen_values = placement.layers[index]
+                values[index] = {k: getattr(chosen_values, k) for k in keys}
+        text = Path(o.network).read_text()
+        written = write_file_atomic(
+            o.output,
+            with_placement(text, net.spec, values, str(o.network)),
+            inputs=[o.network, o.checkpoint, o.sample_input],
+            option="-o",
+        )
+        lines.append(f"wrote {written}")
+    if o.picture is not None and placement is not None:
+        from edgesynth.targets.max7800x.placement.picture import draw
+
+        lines.append(f"wrote {draw(placement, plan, o.picture)}")
+    print("\n".join(lines))
+    return lines

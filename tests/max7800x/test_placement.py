@@ -1,0 +1,232 @@
+"""Automatic placement: YAML text insertion, given keys kept, and random networks with residual and
+concatenation branches placed and proven on the virtual device."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir.yamlcfg import load_spec
+from edgesynth.targets.max7800x.placement.command import PlanOptions, run_plan
+from edgesynth.targets.max7800x.placement.yamltext import with_placement
+
+HERE = Path(__file__).resolve().parent
+MNIST = HERE.parents[2] / "shared" / "corpus" / "cases" / "MAX78000" / "mnist"
+
+
+@contextlib.contextmanager
+def inside(folder: Path):
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+# -- the YAML text ------------------------------------------------------------------------------
+
+BLOCK_YAML = """\
+---
+# a comment that stays
+arch: test
+dataset: t
+
+layers:
+  # first
+  - op: conv2d
+    in_sequences:
+      - -1
+    pad: 1
+
+  # second: given keys are kept
+  - processors: 0x00000000000000ff
+    op: conv2d  # trailing comment
+  - {op: none, pad: 0}
+"""
+
+
+def test_chosen_keys_go_inside_each_entry_and_the_rest_is_kept(tmp_path):
+    path = tmp_path / "net.yaml"
+    path.write_text(BLOCK_YAML)
+    spec = load_spec(path)
+    chosen = {
+        0: {"processors": 0x7, "out_offset": 0x1000},
+        1: {"out_offset": 0},
+        2: {"in_offset": 0x2000},
+    }
+    text = with_placement(BLOCK_YAML, spec, chosen, str(path))
+    for line in BLOCK_YAML.splitlines():
+        assert line in text.splitlines() or line.startswith("  - {")
+    data = yaml.safe_load(text)
+    first, second, third = data["layers"]
+    assert first["in_sequences"] == [-1] and first["processors"] == 7
+    assert first["out_offset"] == 0x1000 and first["pad"] == 1
+    assert second["processors"] == 0xFF and second["out_offset"] == 0
+    assert third == {"op": "none", "pad": 0, "in_offset": 0x2000}
+    placed = tmp_path / "placed.yaml"
+    placed.write_text(text)
+    again = load_spec(placed)
+    assert again.layers[0].out_offset == 0x1000 and again.layers[2].in_offset == 0x2000
+    assert again.layers[1].processors == 0xFF
+
+
+# -- the command on the real MNIST network ----------------------------------------------------
+
+
+def _stripped_mnist(tmp_path: Path, keep: dict[int, dict[str, int]] | None = None) -> Path:
+    source = MNIST / "networks" / "mnist-chw-ai85.yaml"
+    data = yaml.safe_load(source.read_text())
+    for i, layer in enumerate(data["layers"]):
+        for key in ("processors", "output_processors", "in_offset", "out_offset"):
+            layer.pop(key, None)
+        layer.update((keep or {}).get(i, {}))
+    path = tmp_path / "mnist.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.skipif(not MNIST.is_dir(), reason="needs ../shared/corpus")
+def test_plan_writes_a_yaml_that_synthesizes_to_the_same_answer(tmp_path, capsys):
+    yaml_path = _stripped_mnist(tmp_path)
+    out = tmp_path / "planned.yaml"
+    checkpoint = MNIST / "trained" / "ai85-mnist-qat8-q.pth.tar"
+    with inside(MNIST):
+        lines = run_plan(PlanOptions(network=yaml_path, checkpoint=checkpoint, output=out))
+    assert any("no memory hazard" in line for line in lines)
+    planned = load_spec(out)
+    assert all(layer.processors is not None for layer in planned.layers)
+    assert all(layer.out_offset is not None for layer in planned.layers)
+    # The planned YAML needs no choice any more and gives the vendor's known answer.
+    with inside(MNIST):
+        again = run_plan(PlanOptions(network=out, checkpoint=checkpoint))
+    assert "nothing to choose" in again[0]
+    # An existing -o file is kept unless --overwrite.
+    with inside(MNIST), pytest.raises(EdgesynthError, match="--overwrite"):
+        run_plan(PlanOptions(network=yaml_path, checkpoint=checkpoint, output=out))
+    capsys.readouterr()
+
+
+@pytest.mark.skipif(not MNIST.is_dir(), reason="needs ../shared/corpus")
+def test_given_keys_are_kept(tmp_path, capsys):
+    keep = {1: {"processors": 0x00000FFFFFFFFFFF0 >> 4 << 4 | 0, "out_offset": 0x4000}}
+    keep = {1: {"processors": 0x0FFFFFFFFFFFFFFF, "out_offset": 0x4000}}
+    yaml_path = _stripped_mnist(tmp_path, keep)
+    out = tmp_path / "planned.yaml"
+    with inside(MNIST):
+        run_plan(
+            PlanOptions(
+                network=yaml_path,
+                checkpoint=MNIST / "trained" / "ai85-mnist-qat8-q.pth.tar",
+                output=out,
+            )
+        )
+    planned = load_spec(out)
+    assert planned.layers[1].processors == 0x0FFFFFFFFFFFFFFF
+    assert planned.layers[1].out_offset == 0x4000
+    # layer 0 writes what layer 1 reads: its output map follows the given `processors`
+    assert planned.layers[0].output_processors == 0x0FFFFFFFFFFFFFFF
+    capsys.readouterr()
+
+
+@pytest.mark.skipif(not MNIST.is_dir(), reason="needs ../shared/corpus")
+def test_conflicting_given_keys_are_refused_with_the_key(tmp_path):
+    keep = {0: {"out_offset": 0x1000}, 1: {"in_offset": 0x2000}}
+    yaml_path = _stripped_mnist(tmp_path, keep)
+    with inside(MNIST), pytest.raises(EdgesynthError) as err:
+        run_plan(
+            PlanOptions(
+                network=yaml_path, checkpoint=MNIST / "trained" / "ai85-mnist-qat8-q.pth.tar"
+            )
+        )
+    assert err.value.key == "in_offset" and err.value.layer == 1
+    assert "disagrees with `out_offset` of layer 0" in err.value.message
+
+
+# -- random networks ----------------------------------------------------------------------------
+
+
+@st.composite
+def networks(draw):
+    """A random HWC network of convolutions, residual additions and concatenations.
+
+    Returns (layers as YAML dicts, weight shapes in YAML order, input shape)."""
+    channels = draw(st.integers(1, 8))
+    size = draw(st.integers(4, 12))
+    layers: list[dict] = []
+    weights: list[tuple[int, ...]] = []
+    width = channels  # channels of the newest tensor
+
+    def conv(source: int | None, out: int, in_ch: int) -> int:
+        entry = {"op": "conv2d", "kernel_size": "3x3", "pad": 1, "activate": "ReLU"}
+        if source is not None:
+            entry["in_sequences"] = [source]
+        layers.append(entry)
+        weights.append((out, in_ch, 3, 3))
+        return len(layers) - 1
+
+    current = conv(None, draw(st.integers(1, 24)), channels)
+    layers[0]["data_format"] = "HWC"
+    width = weights[-1][0]
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["conv", "add", "concat", "skip"]))
+        if kind == "conv":
+            current = conv(None, draw(st.integers(1, 80)), width)
+            width = weights[-1][0]
+        elif kind == "add":  # two branches from the same tensor, added element-wise
+            out = draw(st.integers(1, 32))
+            a = conv(current, out, width)
+            b = conv(current, out, width)
+            layers.append({"op": "none", "eltwise": "add", "in_sequences": [a, b]})
+            current, width = len(layers) - 1, out
+        elif kind == "concat":  # two branches concatenated into one convolution
+            a_out, b_out = draw(st.integers(1, 16)), draw(st.integers(1, 16))
+            a = conv(current, a_out, width)
+            b = conv(current, b_out, width)
+            layers.append({"op": "conv2d", "kernel_size": "1x1", "pad": 0, "in_sequences": [a, b]})
+            weights.append((draw(st.integers(1, 32)), a_out + b_out, 1, 1))
+            current, width = len(layers) - 1, weights[-1][0]
+        else:  # a long-lived tensor: copied, then added after a branch of convolutions
+            layers.append({"op": "none", "in_sequences": [current]})
+            copy = len(layers) - 1
+            branch = conv(current, width, width)
+            for _ in range(draw(st.integers(0, 2))):
+                branch = conv(None, width, width)
+            layers.append({"op": "none", "eltwise": "add", "in_sequences": [copy, branch]})
+            current = len(layers) - 1
+    return layers, weights, (channels, size, size)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(networks(), st.integers(0, 2**31 - 1), st.sampled_from(["MAX78000", "MAX78002"]))
+def test_random_networks_are_placed_without_hazards(tmp_path_factory, net, seed, device):
+    layers, shapes, input_shape = net
+    folder = tmp_path_factory.mktemp("net")
+    (folder / "tests").mkdir()
+    rng = np.random.default_rng(seed)
+    with open(folder / "tests" / "weights_rand.npy", "wb") as stream:
+        for shape in shapes:
+            np.save(stream, rng.integers(-128, 128, size=shape, dtype=np.int64))
+    np.save(
+        folder / "tests" / "sample_rand.npy",
+        rng.integers(-128, 128, size=input_shape, dtype=np.int64),
+    )
+    spec = {"arch": "test", "dataset": "rand", "layers": layers}
+    (folder / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    with inside(folder), contextlib.redirect_stdout(None):
+        lines = run_plan(PlanOptions(network=Path("net.yaml"), checkpoint=None, device=device))
+    # run_plan raises when the virtual device finds a hazard or a wrong known-answer word
+    assert lines[-1].startswith("virtual device: the project's writes reproduce")
