@@ -35,6 +35,7 @@ from edgesynth.targets.max7800x.rules import (
     output_bytes,
     output_processors_needed,
     output_skip_bytes,
+    popcount,
     stream_rollover,
 )
 from edgesynth.targets.max7800x.rules.sizes import ceil_div
@@ -96,6 +97,7 @@ class KernelUse:
     layer: int
     block: int  # the block the layer reads
     words: int  # kernel words in each processor it enables
+    calcx4: bool = False  # kernels spread over the four quarters of kernel memory (MAX78002)
 
 
 @dataclass
@@ -108,7 +110,7 @@ class Problem:
     readers: dict[int, Reader]  # layer -> how it reads
     kernels: list[KernelUse]
     steps: int  # last step (the host reads the outputs after it)
-    passthrough: list[int]  # layers without a convolution (output map tied to input map)
+    passthrough: list[int]  # passthrough and depthwise layers (output map tied to input map)
 
     @property
     def shared(self) -> int:
@@ -248,8 +250,22 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             continue
         need = kernel_words(layer, out_map, max_proc, shared, False, hw_kernel(ctx, layer))
         if need:
-            kernels.append(KernelUse(index, block_of[readers[index].tensors[0]], need))
-    passthrough = [i for i in order if net.layers[i].operation == "none"]
+            x4 = ctx.calcx4(layer) and device.supports_calcx4
+            kernels.append(KernelUse(index, block_of[readers[index].tensors[0]], need, x4))
+    # Layers that move each channel within its quadrant: passthrough and depthwise layers.
+    passthrough = [
+        i for i in order if net.layers[i].operation == "none" or net.layers[i].groups > 1
+    ]
+    for index in passthrough:  # a tied layer reading a fixed map writes the same map
+        source = blocks[block_of[readers[index].tensors[0]]]
+        own = blocks[block_of[index]]
+        if (
+            source.fixed_map is not None
+            and own.fixed_map is None
+            and len(own.members) == 1
+            and popcount(source.fixed_map) == own.members[0].channels
+        ):
+            own.fixed_map = source.fixed_map
     problem = Problem(
         net=net,
         device=device,

@@ -21,6 +21,7 @@ from edgesynth.targets.max7800x.placement.problem import (
     Block,
     Member,
     Problem,
+    Unplaceable,
     label,
 )
 from edgesynth.targets.max7800x.placement.problem import member_map as problem_member_map
@@ -154,6 +155,15 @@ def solve(
             model.Add(sum(terms) <= kernel_capacity[i])
             model.Add(sum(terms) <= worst)
 
+    # The vendor's allocator reserves calcx4 kernels as if they were ordinary ones, but they
+    # land spread over the four quarters of kernel memory: keep them apart from the others.
+    x4 = [u for u in problem.kernels if u.calcx4]
+    plain = [u for u in problem.kernels if not u.calcx4]
+    for i in range(instances):
+        for a in x4:
+            for b in plain:
+                if (a.block, i) in present and (b.block, i) in present and a.block != b.block:
+                    model.Add(present[a.block, i] + present[b.block, i] <= 1)
     for layer in problem.passthrough:
         _tie_passthrough(model, problem, layer, choice)
     # Quadrant 0 drives the accelerator: some layer must use it.
@@ -223,6 +233,8 @@ def _passthrough_cycles(problem: Problem, choice):
     terms = []
     for layer in problem.passthrough:
         h = problem.net.layers[layer]
+        if h.operation != "none":
+            continue
         source = problem.blocks[problem.block_of[problem.readers[layer].tensors[0]]]
         weight = h.pooled_dim[0] * h.pooled_dim[1] * input_passes(h, problem.max_proc)
         slots = {
@@ -278,6 +290,14 @@ def _infeasible(problem: Problem, proven: bool) -> EdgesynthError:
     )
     kernels = sum(k.words for k in problem.kernels)
     what = "no placement exists" if proven else "no placement was found in the time limit"
+    if any(u.calcx4 for u in problem.kernels) and not all(u.calcx4 for u in problem.kernels):
+        return Unplaceable(
+            f"automatic placement does not handle this mix of calcx4 and other layers: {what} "
+            "that keeps the calcx4 layers' kernels on processors of their own (the vendor's "
+            "kernel allocator would overlap them with the other layers' kernels); use calcx4 on "
+            "every layer or on none, or give the placement by hand.",
+            file=problem.net.spec.path,
+        )
     return EdgesynthError(
         f"{what} for this network on the {problem.device.name}: at the busiest step the live "
         f"tensors need {live:,} words per memory instance if stacked in one instance "
