@@ -27,12 +27,15 @@ from edgesynth.targets.max7800x.rules import (
     Context,
     RuleOptions,
     ffs,
+    hw_input_dim,
     hw_kernel,
     input_bytes,
     input_passes,
     input_processors_needed,
     kernel_words,
     output_bytes,
+    output_passes,
+    output_pixels,
     output_processors_needed,
     output_skip_bytes,
     popcount,
@@ -101,6 +104,15 @@ class KernelUse:
 
 
 @dataclass
+class ReadAhead:
+    """A layer that reads ahead: its input and output must start, and end, in different banks."""
+
+    layer: int
+    in_words: int
+    out_words: int
+
+
+@dataclass
 class Problem:
     net: Network
     device: Device
@@ -111,6 +123,7 @@ class Problem:
     kernels: list[KernelUse]
     steps: int  # last step (the host reads the outputs after it)
     passthrough: list[int]  # passthrough and depthwise layers (output map tied to input map)
+    read_ahead: list[ReadAhead] = field(default_factory=list)
 
     @property
     def shared(self) -> int:
@@ -141,7 +154,6 @@ def _unsupported(net: Network, options: RuleOptions) -> str | None:
         for key, on in (
             ("buffer_shift", layer.buffer_shift),
             ("buffer_insert", layer.buffer_insert),
-            ("readahead", bool(ls.readahead) or options.rd_ahead),
             ("read_gap", layer.read_gap),
             ("in_crop", layer.in_crop != (0, 0)),
             ("snoop_sequence", ls.snoop_sequence is not None),
@@ -266,6 +278,16 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             and popcount(source.fixed_map) == own.members[0].channels
         ):
             own.fixed_map = source.fixed_map
+    read_ahead = []
+    if device.supports_read_ahead:
+        for index in order:
+            layer = net.layers[index]
+            if not ctx.read_ahead(layer):
+                continue
+            rows, cols = hw_input_dim(layer, device)
+            in_words = layer.operands * input_passes(layer, max_proc) * rows * cols
+            out_words = output_passes(layer, max_proc) * output_pixels(layer, device)
+            read_ahead.append(ReadAhead(index, in_words, out_words))
     problem = Problem(
         net=net,
         device=device,
@@ -276,6 +298,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
         kernels=kernels,
         steps=final_step,
         passthrough=passthrough,
+        read_ahead=read_ahead,
     )
     _fix_given(problem)
     return problem

@@ -166,6 +166,7 @@ def solve(
                     model.Add(present[a.block, i] + present[b.block, i] <= 1)
     for layer in problem.passthrough:
         _tie_passthrough(model, problem, layer, choice)
+    _separate_banks(model, problem, offset)
     # Quadrant 0 drives the accelerator: some layer must use it.
     per = problem.device.processors_per_group // problem.shared
     model.AddBoolOr(
@@ -206,6 +207,51 @@ def solve(
         word={b: solver.Value(v) for b, v in offset.items()},
         optimal=status == cp_model.OPTIMAL,
     )
+
+
+def _separate_banks(model, problem: Problem, offset) -> None:
+    """Read-ahead: input and output in different banks at both ends; every streaming
+    read-ahead layer's input buffer in a bank of its own."""
+    if not problem.read_ahead:
+        return
+    words = problem.device.instance_words
+    bank = words // problem.device.instance_banks
+
+    def bank_of(expr, name: str):
+        value = model.NewIntVar(0, words, name)
+        model.Add(value == expr)
+        result = model.NewIntVar(0, problem.device.instance_banks, name + "_bank")
+        model.AddDivisionEquality(result, value, bank)
+        return result
+
+    def first_input(layer: int):
+        reader = problem.readers[layer]
+        source = problem.blocks[problem.block_of[reader.tensors[0]]]
+        extra = source.member(reader.tensors[0]).word if reader.kind == SINGLE else 0
+        return offset[source.index] + extra
+
+    streaming = {
+        i: bank_of(first_input(i), f"s{i}")
+        for i in problem.net.order
+        if problem.net.layers[i].streaming
+    }
+    for ra in problem.read_ahead:
+        reader = problem.readers[ra.layer]
+        source = problem.blocks[problem.block_of[reader.tensors[0]]]
+        own = problem.blocks[problem.block_of[ra.layer]]
+        extra = source.member(reader.tensors[0]).word if reader.kind == SINGLE else 0
+        first_in = offset[source.index] + extra
+        first_out = offset[own.index] + own.member(ra.layer).word
+        in_start = bank_of(first_in, f"ra{ra.layer}is")
+        out_start = bank_of(first_out, f"ra{ra.layer}os")
+        model.Add(in_start != out_start)
+        in_end = bank_of(first_in + ra.in_words - 1, f"ra{ra.layer}ie")
+        out_end = bank_of(first_out + ra.out_words - 1, f"ra{ra.layer}oe")
+        model.Add(in_end != out_end)
+        if ra.layer in streaming:
+            for other, start in streaming.items():
+                if other != ra.layer:
+                    model.Add(streaming[ra.layer] != start)
 
 
 def _as_bool(model, expr):
