@@ -61,6 +61,8 @@ def test_template_content() -> None:
     model = create_model("ai85net5", num_classes=10, num_channels=1, dimensions=(28, 28))
     text = yaml_template(model, arch="ai85net5", dataset="MNIST", input_channels=1)
     assert "arch: ai85net5\ndataset: MNIST\n" in text
-    assert "  - name: conv2\n    processors: 0x0fffffffffffffff\n" in text
-    assert "    max_pool: 2\n    pool_stride: 2\n" in text
+    assert "  - name: conv2\n    max_pool: 2\n    pool_stride: 2\n" in text
+    # the placement is left to edgesynth (see test_template_synthesizes_to_the_known_answer)
+    assert "processors" not in text.replace("chooses processors", "")
+    assert "offset" not in text.replace("memory offsets", "")
     assert "    operation: mlp\n    flatten: true\n    activate: None\n    output_width: 32" in text

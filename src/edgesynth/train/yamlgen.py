@@ -3,8 +3,9 @@
 The model's edgesynth.nn layers are taken in the order they were defined (the order the
 vendor's models run them in; models with branches need their YAML written by hand). Each
 layer gets its operation, kernel, padding, pooling, activation, flatten and 32-bit output from
-the module; processors enable one processor per input channel (per pass, as multi-pass does
-for more than 64 channels); outputs alternate between the two halves of data memory.
+the module. The placement (`processors`, `output_processors`, `in_offset`, `out_offset`) is left
+out: edgesynth's synthesizer chooses it (`edgesynth plan NET.yaml CHECKPOINT -o PLANNED.yaml`
+writes it into the YAML for tools that need it written).
 """
 
 from __future__ import annotations
@@ -15,13 +16,9 @@ from torch import nn
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.nn.layers import Conv1d, ConvTranspose2d, HardwareLayer, Linear
-from edgesynth.targets.max7800x.device import Device, get_device
+from edgesynth.targets.max7800x.device import get_device
 
 _ACTIVATE = {"relu": "ReLU", "abs": "Abs", None: "None"}
-
-
-def _processors(channels: int, device: Device) -> int:
-    return (1 << device.processors_for(channels)) - 1
 
 
 def _pair(values: tuple[int, ...]) -> str:
@@ -39,23 +36,19 @@ def yaml_template(
     model: nn.Module, *, arch: str, dataset: str, input_channels: int, device: str = "MAX78000"
 ) -> str:
     dev = get_device(device)
-    half = dev.instance_words * 4 // 2
     lines = [
         "---",
         f"# {arch} for {dev.name}: written by `edgesynth train --yaml-template`.",
-        "# Check processors and offsets against your data sizes before deploying.",
+        "# edgesynth chooses processors and memory offsets; `edgesynth plan` writes them out.",
         "",
         f"arch: {arch}",
         f"dataset: {dataset}",
         "",
         "layers:",
     ]
-    channels = input_channels
     spatial = True
     for i, (name, layer) in enumerate(_layers(model)):
         entry: list[str] = [f"name: {name}"]
-        entry.append(f"processors: 0x{_processors(channels, dev):016x}")
-        entry.append(f"out_offset: 0x{half if i % 2 == 0 else 0:04x}")
         if i == 0:
             entry.append("data_format: HWC")
         if layer.pooling:
@@ -95,12 +88,6 @@ def yaml_template(
             entry.append("output_width: 32")
         lines.append("  - " + entry[0])
         lines.extend("    " + e for e in entry[1:])
-        if op is not None:
-            channels = (
-                op.weight.shape[1] * op.groups
-                if isinstance(layer, ConvTranspose2d)
-                else op.weight.shape[0]
-            )
     return "\n".join(lines) + "\n"
 
 
