@@ -104,6 +104,13 @@ COMMANDS = [
         overwrite=True,
     ),
     Command(
+        "plan",
+        lambda out: ["plan", YAML, CKPT, "--sample-input", SAMPLE, "-o", out],
+        "file",
+        swapped=["plan", CKPT, YAML],
+        suffix=".yaml",
+    ),
+    Command(
         "build",
         lambda out: ["build", "project-c"],
         None,

@@ -13,8 +13,7 @@ or, without a Conv/Linear, a passthrough layer of pooling and element-wise opera
 accumulator that is a graph output stays 32 bits wide (`output_width: 32`).
 
 Placement: what the graph's hints give (a vendor YAML's processors and offsets) is kept; the
-rest comes from a simple rule (one processor per channel, outputs alternating between the two
-halves of data memory) until the planner of the placement issue replaces it.
+rest is left out of the description, for the synthesizer's planner (`placement/`) to choose.
 """
 
 from __future__ import annotations
@@ -336,14 +335,6 @@ def weight_bits(w: np.ndarray) -> int:
     return 8
 
 
-def _processor_mask(channels: int, device: Device) -> int:
-    per_pass = min(channels, device.groups * device.processors_per_group)
-    if channels > per_pass:  # multi-pass: channels spread evenly over the passes
-        passes = -(-channels // per_pass)
-        per_pass = -(-channels // passes)
-    return (1 << per_pass) - 1
-
-
 @dataclass
 class Description:
     """The vendor description of a lowered program: YAML text and synthetic weights/biases."""
@@ -360,7 +351,6 @@ def describe(
     """The YAML (with `weights:`/`bias:` naming the synthetic files) for fused layers."""
     tensor_layer = {layer.output: i for i, layer in enumerate(layers)}
     tensor_layer[graph.inputs[0]] = INPUT_LAYER
-    half = device.instance_words * 4 // 2
     entries: list[dict[str, Any]] = []
     weights: list[np.ndarray] = []
     biases: list[np.ndarray] = []
@@ -372,17 +362,9 @@ def describe(
             if t not in tensor_layer:
                 raise EdgesynthError(f"layer {layer.name}: reads `{t}`, which no layer produces")
             sources.append(tensor_layer[t])
-        in_channels = sum(graph.tensors[t].shape[0] for t in layer.inputs)
-        entry["processors"] = hints.get("processors") or _processor_mask(in_channels, device)
-        if hints.get("output_processors"):
-            entry["output_processors"] = hints["output_processors"]
-        entry["out_offset"] = (
-            hints.get("out_offset")
-            if hints.get("out_offset") is not None
-            else (half if i % 2 == 0 else 0)
-        )
-        if hints.get("in_offset") is not None:
-            entry["in_offset"] = hints["in_offset"]
+        for key in ("processors", "output_processors", "in_offset", "out_offset"):
+            if hints.get(key) is not None:
+                entry[key] = hints[key]
         if i == 0:
             entry["data_format"] = hints.get("data_format") or "HWC"
         if layer.in_dim is not None:
