@@ -112,6 +112,8 @@ def test_readme_command_examples(clean_copy: Path) -> None:
     np.testing.assert_array_equal(kat, expected)
     np.testing.assert_array_equal(np.load(project / "kat.npy"), expected)
     assert len(list((project / "layers").glob("layer*.npy"))) == 5
+    assert "processors" in (project / "networks" / "mnist-planned.yaml").read_text()
+    assert (project / "out" / "auto" / "cnn.c").is_file()
     assert (clean_copy / "digits-out.npy").is_file() and (clean_copy / "mnist.yaml").is_file()
     assert (clean_copy / "logs" / "mnist" / "qat_best-q.pth.tar").is_file()
 

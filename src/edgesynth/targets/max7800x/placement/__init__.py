@@ -13,6 +13,7 @@ memory that overflowed is lowered and the search runs again.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ class Placement:
     solution: Solution
     chosen: dict[int, list[str]] = field(default_factory=dict)  # layer -> keys edgesynth set
     rounds: int = 1
+    seconds: float = 0.0  # time the search and its checks took
 
 
 def needs_placement(spec: NetworkSpec, order: list[int]) -> bool:
@@ -121,6 +123,7 @@ def place(
     """The network with its placement chosen, and the placement (see the module docstring)."""
     from edgesynth.targets.max7800x.plan.kernels import KernelClash, KernelMemoryExhausted
 
+    started = time.perf_counter()
     problem = build_problem(net, device, options)
     capacity = [device.mask_width_small] * problem.instances
     forbidden: dict[int, set[int]] = {}
@@ -147,7 +150,8 @@ def place(
                 f"please report it with this YAML): {err}",
                 file=net.spec.path,
             ) from None
-        return placed, Placement(placements, problem, solution, chosen, rounds)
+        seconds = time.perf_counter() - started
+        return placed, Placement(placements, problem, solution, chosen, rounds, seconds)
     raise EdgesynthError(
         "the kernels do not fit in kernel memory with any placement tried "
         f"({MAX_ROUNDS} rounds); use fewer or smaller layers, or give `processors` by hand.",
