@@ -489,10 +489,16 @@ def test_two_aliases_of_one_key(tmp_path: Path) -> None:
     assert error.message == "means the same as `op` on line 5; give only one of them"
 
 
-def test_missing_processors(tmp_path: Path) -> None:
-    error = error_of(tmp_path, "arch: a\ndataset: b\nlayers:\n  - pad: 1\n")
-    assert (error.line, error.layer, error.key) == (4, 0, "processors")
-    assert "every layer needs `processors`" in error.message
+def test_missing_placement_is_left_to_the_planner(tmp_path: Path) -> None:
+    path = tmp_path / "net.yaml"
+    path.write_text("arch: a\ndataset: b\nlayers:\n  - pad: 1\n")
+    layer = load_spec(path).layers[0]
+    assert (layer.processors, layer.output_processors, layer.in_offset, layer.out_offset) == (
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 def test_unknown_layer_name(tmp_path: Path) -> None:
