@@ -67,6 +67,7 @@ class Block:
     born: int  # step at which the first member is written (0: the input, before layer 1)
     dies: int  # last step at which a member is read
     fixed_map: int | None = None  # the processor map, when the hardware fixes it (FIFO input)
+    copies: int = 0  # processors the block also occupies (--fast-fifo-quad: every quadrant)
     fixed_processor: int | None = None  # first processor, when the user fixed a map
     fixed_word: int | None = None  # offset in words, when the user fixed one
     fixed_by: list[str] = field(default_factory=list)  # what fixed them, for messages
@@ -79,7 +80,7 @@ class Block:
     def instances(self, shared: int) -> int:
         """Memory instances the block spans from its first one."""
         if self.fixed_map is not None:
-            return 1 + (self.fixed_map.bit_length() - 1) // shared
+            return 1 + ((self.fixed_map | self.copies).bit_length() - 1) // shared
         return self.processors if self.chw else ceil_div(self.processors, shared)
 
     def member(self, tensor: int) -> Member:
@@ -144,8 +145,6 @@ class Unplaceable(EdgesynthError):
 
 
 def _unsupported(net: Network, options: RuleOptions) -> str | None:
-    if options.fast_fifo_quad:
-        return "--fast-fifo-quad"
     if net.spec.data_buffer:
         return "`data_buffer`"
     for index in net.order:
@@ -252,6 +251,9 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             block.chw = first.data_format == "CHW"
             if options.uses_fifo:
                 block.fixed_map = fifo_map(first.in_channels, block.chw, device)
+            if options.fast_fifo_quad:  # layer 0 runs in all four quadrants at once
+                per = device.processors_per_group
+                block.copies = sum(block.fixed_map << g * per for g in range(1, 4))
     _streaming(net, ctx, readers, blocks, block_of, step)
 
     kernels = []
@@ -260,7 +262,8 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
         out_map = (1 << channels[index]) - 1
         if layer.weight_source is not None:
             continue
-        need = kernel_words(layer, out_map, max_proc, shared, False, hw_kernel(ctx, layer))
+        quad = options.fast_fifo_quad and index == order[0]
+        need = kernel_words(layer, out_map, max_proc, shared, quad, hw_kernel(ctx, layer))
         if need:
             x4 = ctx.calcx4(layer) and device.supports_calcx4
             kernels.append(KernelUse(index, block_of[readers[index].tensors[0]], need, x4))

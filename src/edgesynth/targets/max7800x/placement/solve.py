@@ -107,7 +107,7 @@ def solve(
         model.AddExactlyOne(choice[block.index].values())
         fixed = None
         if block.fixed_map is not None:
-            fixed = memory_instances(block.fixed_map, problem.shared)
+            fixed = memory_instances(block.fixed_map | block.copies, problem.shared)
         for i in range(instances):
             if fixed is not None:
                 hits = list(choice[block.index].values()) if fixed >> i & 1 else []
