@@ -8,11 +8,6 @@ goes through the ONNX front end and `edgesynth compile -t xdnn`.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import inspect
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,44 +17,14 @@ from xdnn_graphs import Builder
 from edgesynth.sim.graph import run
 from edgesynth.targets.xdnn.cli import compile_graph, run_program
 from edgesynth.targets.xdnn.target import run_folder
+from mnist_lenet import EVAL, lenet, load_mnist, third_party_onnx, trained
 
 torch = pytest.importorskip("torch")
-MNIST = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mnist"
-CACHE = Path(tempfile.gettempdir()) / "edgesynth-test-cache"
-EVAL = slice(9000, 10000)
-
-
-def _idx(path: Path) -> np.ndarray:
-    if path.suffix == ".gz":
-        with gzip.open(path) as f:
-            raw = f.read()
-    else:
-        raw = path.read_bytes()
-    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(raw[3])]
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * raw[3]).reshape(dims)
 
 
 @pytest.fixture(scope="module")
 def mnist() -> tuple[np.ndarray, np.ndarray]:
-    x = _idx(MNIST / "t10k-images-idx3-ubyte.gz").astype(np.float32) / 255.0
-    y = _idx(MNIST / "t10k-labels-idx1-ubyte.gz").astype(np.int64)
-    return ((x - 0.1307) / 0.3081)[:, None], y
-
-
-def lenet():  # type: ignore[no-untyped-def]
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 6, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 7 * 7, 64),
-        nn.ReLU(),
-        nn.Linear(64, 10),
-    )
+    return load_mnist()
 
 
 class Inception(torch.nn.Module):
@@ -93,42 +58,8 @@ class Inception(torch.nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def _trained(name: str, build, mnist, epochs: int = 3):  # type: ignore[no-untyped-def]
-    key = hashlib.sha256(
-        (
-            inspect.getsource(build if name == "lenet" else Inception)
-            + name
-            + str(epochs)
-            + torch.__version__
-        ).encode()
-    ).hexdigest()[:16]
-    path = CACHE / f"xdnn-{name}-{key}.pt"
-    model = build()
-    if path.is_file():
-        model.load_state_dict(torch.load(path, weights_only=True))
-        return model.eval()
-    x, y = mnist
-    torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    xt, yt = torch.from_numpy(x[:8000]), torch.from_numpy(y[:8000])
-    gen = torch.Generator().manual_seed(0)
-    model.train()
-    for _ in range(epochs):
-        order = torch.randperm(len(xt), generator=gen)
-        for i in range(0, len(xt), 64):
-            idx = order[i : i + 64]
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
-            opt.step()
-    torch.set_num_threads(threads)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".pt")
-    os.close(fd)
-    torch.save(model.state_dict(), tmp)
-    os.replace(tmp, path)
-    return model.eval()
+def _trained(name: str, build, mnist):  # type: ignore[no-untyped-def]
+    return trained(name, build, mnist, source=None if name == "lenet" else Inception)
 
 
 def _np(t) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -213,48 +144,6 @@ def test_mnist_functional_model(name: str, mnist, tmp_path: Path) -> None:  # ty
     print(name, acc)
 
 
-def _third_party_onnx(m, path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The trained LeNet written the way a non-PyTorch exporter writes it: opset 8, NCHW,
-    MaxPool, Reshape with a shape initializer, Gemm with transB (the weights as stored)."""
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
-
-    def init(name: str, value: np.ndarray):  # type: ignore[no-untyped-def]
-        return numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
-
-    params = [
-        init("conv1.w", _np(m[0].weight)), init("conv1.b", _np(m[0].bias)),
-        init("conv2.w", _np(m[3].weight)), init("conv2.b", _np(m[3].bias)),
-        init("fc1.w", _np(m[7].weight)), init("fc1.b", _np(m[7].bias)),
-        init("fc2.w", _np(m[9].weight)), init("fc2.b", _np(m[9].bias)),
-        numpy_helper.from_array(np.array([-1, 16 * 7 * 7], dtype=np.int64), "flat.shape"),
-    ]  # fmt: skip
-    node = helper.make_node
-    nodes = [
-        node("Conv", ["input", "conv1.w", "conv1.b"], ["c1"], kernel_shape=[3, 3], pads=[1] * 4),
-        node("Relu", ["c1"], ["r1"]),
-        node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
-        node("Conv", ["p1", "conv2.w", "conv2.b"], ["c2"], kernel_shape=[3, 3], pads=[1] * 4),
-        node("Relu", ["c2"], ["r2"]),
-        node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
-        node("Reshape", ["p2", "flat.shape"], ["flat"]),
-        node("Gemm", ["flat", "fc1.w", "fc1.b"], ["g1"], transB=1),
-        node("Relu", ["g1"], ["r3"]),
-        node("Gemm", ["r3", "fc2.w", "fc2.b"], ["logits"], transB=1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "lenet_opset8",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 1, 28, 28])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])],
-        params,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)])
-    model.ir_version = 4
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-
-
 @pytest.mark.slow
 @pytest.mark.train
 def test_third_party_onnx_mnist(mnist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -265,7 +154,7 @@ def test_third_party_onnx_mnist(mnist, tmp_path: Path) -> None:  # type: ignore[
     from edgesynth.flow import compile_to, load_model
 
     model_path = tmp_path / "lenet_opset8.onnx"
-    _third_party_onnx(_trained("lenet", lenet, mnist), model_path)
+    third_party_onnx(_trained("lenet", lenet, mnist), model_path)
     x, y = mnist
     xe, ye = x[EVAL], y[EVAL]
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])

@@ -440,5 +440,5 @@ def describe(
         document["bias"] = dataset
     document["layers"] = entries
     text = "---\n# Written by edgesynth compile: the network as MAX7800x hardware layers.\n"
-    text += yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=100)
+    text += yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=100)
     return Description(text, weights, biases, layers)

@@ -158,7 +158,17 @@ class Max7800xTarget(Target):
 
         argv = ["--device", self.device_name, "--config-file", NETWORK_FILE]
         opts = parse_izer_args([*argv, "--test-dir", ".", "--prefix", PROJECT])
-        result = synthesize(job_from_options(opts, base_dir=folder))
+        job = job_from_options(opts, base_dir=folder)
+        result = synthesize(job)
+        if job.placement is not None:  # the description gets the placement the planner chose
+            from edgesynth.targets.max7800x.placement import chosen_values
+            from edgesynth.targets.max7800x.placement.yamltext import with_placement
+
+            path = folder / NETWORK_FILE
+            text = with_placement(
+                path.read_text(), result.network.spec, chosen_values(job.placement), str(path)
+            )
+            path.write_text(text)
         _, texts = project_files(result, opts, PROJECT)
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():

@@ -60,6 +60,14 @@ class Placement:
     seconds: float = 0.0  # time the search and its checks took
 
 
+def chosen_values(placement: Placement) -> dict[int, dict[str, int]]:
+    """Layer -> {key: value} of the keys edgesynth chose (for writing them into a YAML)."""
+    return {
+        index: {key: getattr(placement.layers[index], key) for key in keys}
+        for index, keys in placement.chosen.items()
+    }
+
+
 def needs_placement(spec: NetworkSpec, order: list[int]) -> bool:
     """Some executed layer leaves `processors` to edgesynth."""
     return any(spec.layers[i].processors is None for i in order)
@@ -166,6 +174,7 @@ __all__ = [
     "Placement",
     "Unplaceable",
     "apply_placement",
+    "chosen_values",
     "needs_placement",
     "place",
 ]

@@ -64,7 +64,7 @@ def run_plan(o: PlanOptions) -> list[str]:
         check_network,
         load_network,
     )
-    from edgesynth.targets.max7800x.placement import report
+    from edgesynth.targets.max7800x.placement import chosen_values, report
     from edgesynth.targets.max7800x.placement.verify import device_check
     from edgesynth.targets.max7800x.placement.yamltext import with_placement
     from edgesynth.targets.max7800x.plan.plan import make_plan
@@ -107,11 +107,7 @@ def run_plan(o: PlanOptions) -> list[str]:
                 file=str(o.network),
             )
     if o.output is not None:
-        values = {}
-        if placement is not None:
-            for index, keys in placement.chosen.items():
-                chosen_values = placement.layers[index]
-                values[index] = {k: getattr(chosen_values, k) for k in keys}
+        values = chosen_values(placement) if placement is not None else {}
         text = Path(o.network).read_text()
         written = write_file_atomic(
             o.output,
