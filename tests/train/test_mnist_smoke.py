@@ -1,4 +1,4 @@
-"""A small version of benchmarks/mnist_qat.py on the real MNIST files: two epochs on 2,000
+"""A small version of benchmarks/mnist_qat.py on the real MNIST files: two epochs on 1,000
 images, then the 8-bit model and the simulator on all 2,000 held-out images."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def test_mnist_qat_benchmark_smoke(tmp_path: Path) -> None:
             "--qat-start",
             "1",
             "--train-limit",
-            "2000",
+            "1000",
             "--out-dir",
             str(tmp_path),
         ],
