@@ -151,12 +151,12 @@ def _unsupported(net: Network, options: RuleOptions) -> str | None:
         layer = net.layers[index]
         ls = layer.spec
         for key, on in (
+            ("snoop_sequence", ls.snoop_sequence is not None),
+            ("simulated_sequence", ls.simulated_sequence is not None),
             ("buffer_shift", layer.buffer_shift),
             ("buffer_insert", layer.buffer_insert),
             ("read_gap", layer.read_gap),
             ("in_crop", layer.in_crop != (0, 0)),
-            ("snoop_sequence", ls.snoop_sequence is not None),
-            ("simulated_sequence", ls.simulated_sequence is not None),
         ):
             if on:
                 return f"`{key}` ({label(layer)})"
@@ -239,12 +239,15 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             )
 
     blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc, shared)
+    # what the host reads after the run: the last layer, `output: true` layers, and the last
+    # layer of the known-answer simulation (`simulated_sequence` may end elsewhere)
+    outputs = {order[-1], *(i for i in order if net.layers[i].output)}
+    if net.sim_order:
+        outputs.add(net.sim_order[-1])
     for block in blocks:
         block.born = min(0 if m.tensor == NETWORK_INPUT else step[m.tensor] for m in block.members)
         block.dies = max(
-            last_read.get(m.tensor, final_step)
-            if m.tensor != order[-1] and not _is_output(net, m.tensor)
-            else final_step
+            final_step if m.tensor in outputs else last_read.get(m.tensor, final_step)
             for m in block.members
         )
         if any(m.tensor == NETWORK_INPUT for m in block.members):
@@ -376,10 +379,6 @@ def _tensor_name(net: Network, tensor: int) -> str:
     if tensor == NETWORK_INPUT:
         return "the network input"
     return f"the output of {label(net.layers[tensor])}"
-
-
-def _is_output(net: Network, tensor: int) -> bool:
-    return tensor != NETWORK_INPUT and net.layers[tensor].output
 
 
 def _blocks(
