@@ -122,27 +122,7 @@ def solve(
             raise _no_room(problem, block, "it is larger than a data-memory instance")
         offset[block.index] = model.NewIntVar(low, high, f"b{block.index}off")
 
-    for i in range(instances):
-        xs, ys = [], []
-        for block in problem.blocks:
-            lit = present.get((block.index, i))
-            if lit is None:
-                continue
-            on = model.NewBoolVar(f"b{block.index}i{i}")
-            model.Add(on == lit)
-            xs.append(
-                model.NewOptionalFixedSizeIntervalVar(
-                    block.born, block.dies + 1 - block.born, on, f"t{block.index}.{i}"
-                )
-            )
-            start = offset[block.index] - block.skip_words
-            ys.append(
-                model.NewOptionalFixedSizeIntervalVar(
-                    start, max(1, block.words + block.skip_words), on, f"m{block.index}.{i}"
-                )
-            )
-        if len(xs) > 1:
-            model.AddNoOverlap2D(xs, ys)
+    _keep_live_data_apart(model, problem, present, offset, instances)
 
     worst = model.NewIntVar(0, max(kernel_capacity), "kernel_max")
     for i in range(instances):
@@ -207,6 +187,33 @@ def solve(
         word={b: solver.Value(v) for b, v in offset.items()},
         optimal=status == cp_model.OPTIMAL,
     )
+
+
+def _keep_live_data_apart(model, problem: Problem, present, offset, instances: int) -> None:
+    """Two blocks alive at a common step that share a memory instance share no word.
+
+    Only pairs whose lifetimes overlap are constrained (a sequential network has a few per
+    block), each with one Boolean "shares an instance" implied by the presence literals."""
+    blocks = problem.blocks
+    for n, a in enumerate(blocks):
+        for b in blocks[n + 1 :]:
+            if a.dies < b.born or b.dies < a.born:
+                continue
+            common = [
+                i for i in range(instances) if (a.index, i) in present and (b.index, i) in present
+            ]
+            if not common:
+                continue
+            shared = model.NewBoolVar(f"share{a.index}.{b.index}")
+            for i in common:
+                model.Add(shared >= present[a.index, i] + present[b.index, i] - 1)
+            a_low = offset[a.index] - a.skip_words
+            b_low = offset[b.index] - b.skip_words
+            below = model.NewBoolVar(f"below{a.index}.{b.index}")
+            above = model.NewBoolVar(f"above{a.index}.{b.index}")
+            model.Add(offset[a.index] + a.words <= b_low).OnlyEnforceIf(below)
+            model.Add(offset[b.index] + b.words <= a_low).OnlyEnforceIf(above)
+            model.AddBoolOr([below, above]).OnlyEnforceIf(shared)
 
 
 def _separate_banks(model, problem: Problem, offset) -> None:
