@@ -7,7 +7,12 @@ model), writes it into a copy of the YAML's layer specs, rebuilds the network wi
 checks the result with the device rules and the kernel allocator the code generator uses. If the
 allocator cannot fit the kernels where the model's per-processor sums said they fit (it keeps
 each layer's kernels in one run of columns common to all its processors), the capacity of the
-memory that overflowed is lowered and the search runs again.
+memory that overflowed is lowered and the search runs again; if it would overlap two layers'
+kernels, that start of the layer's input is forbidden and the search runs again.
+
+Placement starts when an executed layer has no `processors`; then every key the YAML leaves out
+is chosen. A YAML that gives every layer's `processors` keeps the vendor's defaults for the
+rest (`out_offset` 0, `in_offset` the previous layer's `out_offset`, ...).
 """
 
 from __future__ import annotations
