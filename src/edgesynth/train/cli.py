@@ -129,7 +129,10 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", help="architecture (default: the dataset's)")
     p.add_argument(
-        "--dataset", default="digits", help="digits | mnist | mnist-test-split | synthetic"
+        "--dataset",
+        default="digits",
+        help="digits | mnist | mnist-test-split | fashionmnist | cifar10 | cifar100 | svhn | "
+        "imagefolder | synthetic",
     )
     p.add_argument("--data", type=Path, help="dataset folder (MNIST: the IDX files)")
     p.add_argument(

@@ -10,6 +10,8 @@ clipped to [-128, 127], divided by 128 for training (so inputs sit on the chip's
 - `digits`: scikit-learn's bundled 8x8 digits upsampled to 16x16 (1,797 images; no files, no
   network): the default.
 - `synthetic`: generated 1x12x12 patterns of 4 classes, for fast tests.
+- `fashionmnist`: Fashion-MNIST, the same IDX file names as MNIST, in its own --data folder.
+- `cifar10`, `cifar100`, `svhn`, `imagefolder`: see `image_datasets`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ MNIST_MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
 )
+FASHION_MIRRORS = ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",)
+FASHION_CLASSES = [
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+]  # fmt: skip
 
 
 @dataclass
@@ -142,7 +149,9 @@ def _check_present(folder: Path, which: tuple[str, ...], allow_download: bool) -
     )
 
 
-def _mnist_file(folder: Path, key: str, allow_download: bool) -> Path:
+def _mnist_file(
+    folder: Path, key: str, allow_download: bool, mirrors: tuple[str, ...] = MNIST_MIRRORS
+) -> Path:
     stem = MNIST_FILES[key]
     found = _find(folder, stem)
     if found is not None:
@@ -150,7 +159,7 @@ def _mnist_file(folder: Path, key: str, allow_download: bool) -> Path:
     if not allow_download:
         raise EdgesynthError(f"MNIST file `{stem}[.gz]` is missing.", file=str(folder))
     errors = []
-    for mirror in MNIST_MIRRORS:
+    for mirror in mirrors:
         try:
             target = folder / (stem + ".gz")
             download(mirror + stem + ".gz", target)
@@ -166,9 +175,11 @@ def _mnist_file(folder: Path, key: str, allow_download: bool) -> Path:
     )
 
 
-def _mnist_pair(folder: Path, which: str, allow_download: bool) -> tuple[np.ndarray, np.ndarray]:
-    images = _read_idx(_mnist_file(folder, f"{which}_images", allow_download), 2051)
-    labels = _read_idx(_mnist_file(folder, f"{which}_labels", allow_download), 2049)
+def _mnist_pair(
+    folder: Path, which: str, allow_download: bool, mirrors: tuple[str, ...] = MNIST_MIRRORS
+) -> tuple[np.ndarray, np.ndarray]:
+    images = _read_idx(_mnist_file(folder, f"{which}_images", allow_download, mirrors), 2051)
+    labels = _read_idx(_mnist_file(folder, f"{which}_labels", allow_download, mirrors), 2049)
     if images.shape[0] != labels.shape[0]:
         raise EdgesynthError(f"MNIST {which} images and labels differ in count.", file=str(folder))
     return images, labels
@@ -199,6 +210,16 @@ def load_mnist_test_split(data: Path | None, allow_download: bool = False) -> Da
     train = _mnist_split(images[:8000], labels[:8000])
     test = _mnist_split(images[-2000:], labels[-2000:])
     return Dataset("MNIST", train, test, 10, [str(i) for i in range(10)], augment=True)
+
+
+def load_fashion_mnist(data: Path | None, allow_download: bool = False) -> Dataset:
+    """Fashion-MNIST: the same four IDX file names as MNIST, its own images (28x28, 10 kinds
+    of clothing)."""
+    folder = _data_folder(data, "fashionmnist")
+    _check_present(folder, ("train", "test"), allow_download)
+    train = _mnist_split(*_mnist_pair(folder, "train", allow_download, FASHION_MIRRORS))
+    test = _mnist_split(*_mnist_pair(folder, "test", allow_download, FASHION_MIRRORS))
+    return Dataset("FashionMNIST", train, test, 10, list(FASHION_CLASSES), augment=True)
 
 
 def _data_folder(data: Path | None, default: str) -> Path:
@@ -258,6 +279,17 @@ class DatasetInfo:
     default_model: str
 
 
+def _image_dataset(name: str) -> Callable[..., Dataset]:
+    """A loader of `image_datasets` (imported when used)."""
+
+    def load(data: Path | None, allow_download: bool = False) -> Dataset:
+        from edgesynth.train import image_datasets
+
+        return getattr(image_datasets, name)(data, allow_download)
+
+    return load
+
+
 DATASETS: dict[str, DatasetInfo] = {
     d.name: d
     for d in (
@@ -271,6 +303,30 @@ DATASETS: dict[str, DatasetInfo] = {
         ),
         DatasetInfo(
             "synthetic", load_synthetic, "generated 12x12 patterns, 4 classes", "ai85netextrasmall"
+        ),
+        DatasetInfo(
+            "fashionmnist", load_fashion_mnist, "Fashion-MNIST from IDX files in --data", "ai85net5"
+        ),
+        DatasetInfo(
+            "cifar10",
+            _image_dataset("load_cifar10"),
+            "CIFAR-10 python batches in --data",
+            "ai85nascifarnet",
+        ),
+        DatasetInfo(
+            "cifar100",
+            _image_dataset("load_cifar100"),
+            "CIFAR-100 python batches in --data",
+            "ai85nascifarnet",
+        ),
+        DatasetInfo(
+            "svhn", _image_dataset("load_svhn"), "SVHN .mat files in --data", "ai85nascifarnet"
+        ),
+        DatasetInfo(
+            "imagefolder",
+            _image_dataset("load_image_folder"),
+            "your images: --data/train/<class>/*.png, --data/test/<class>/*.png",
+            "ai85nascifarnet",
         ),
     )
 }
