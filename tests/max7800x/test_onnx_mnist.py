@@ -20,8 +20,6 @@ import pytest
 from edgesynth.cli import main
 from mnist_lenet import EVAL, lenet, load_mnist, third_party_onnx, trained
 
-# the trained LeNet is shared through a file cache: one worker trains it (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("mnist-lenet")
 DEVTRACE = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "devtrace" / "run.sh"
 
 

@@ -20,8 +20,6 @@ from edgesynth.targets.xdnn.target import run_folder
 from mnist_lenet import EVAL, lenet, load_mnist, third_party_onnx, trained
 
 torch = pytest.importorskip("torch")
-# the trained LeNet is shared through a file cache: one worker trains it (--dist loadgroup)
-pytestmark = pytest.mark.xdist_group("mnist-lenet")
 
 
 @pytest.fixture(scope="module")
