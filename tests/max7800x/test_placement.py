@@ -227,6 +227,11 @@ def test_random_networks_are_placed_without_hazards(tmp_path_factory, net, seed,
     spec = {"arch": "test", "dataset": "rand", "layers": layers}
     (folder / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     with inside(folder), contextlib.redirect_stdout(None):
-        lines = run_plan(PlanOptions(network=Path("net.yaml"), checkpoint=None, device=device))
+        try:
+            lines = run_plan(PlanOptions(network=Path("net.yaml"), checkpoint=None, device=device))
+        except EdgesynthError as err:
+            # a network too large for the chip may be refused; a wrong placement never passes
+            assert "no placement exists" in err.message or "do not fit" in err.message, err
+            return
     # run_plan raises when the virtual device finds a hazard or a wrong known-answer word
     assert lines[-1].startswith("virtual device: the project's writes reproduce")

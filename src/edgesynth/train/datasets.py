@@ -150,7 +150,7 @@ def _check_present(folder: Path, which: tuple[str, ...], allow_download: bool) -
 
 
 def _mnist_file(
-    folder: Path, key: str, allow_download: bool, mirrors: tuple[str, ...] = MNIST_MIRRORS
+    folder: Path, key: str, allow_download: bool, mirrors: tuple[str, ...] | None = None
 ) -> Path:
     stem = MNIST_FILES[key]
     found = _find(folder, stem)
@@ -159,7 +159,7 @@ def _mnist_file(
     if not allow_download:
         raise EdgesynthError(f"MNIST file `{stem}[.gz]` is missing.", file=str(folder))
     errors = []
-    for mirror in mirrors:
+    for mirror in mirrors or MNIST_MIRRORS:
         try:
             target = folder / (stem + ".gz")
             download(mirror + stem + ".gz", target)
@@ -176,7 +176,7 @@ def _mnist_file(
 
 
 def _mnist_pair(
-    folder: Path, which: str, allow_download: bool, mirrors: tuple[str, ...] = MNIST_MIRRORS
+    folder: Path, which: str, allow_download: bool, mirrors: tuple[str, ...] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     images = _read_idx(_mnist_file(folder, f"{which}_images", allow_download, mirrors), 2051)
     labels = _read_idx(_mnist_file(folder, f"{which}_labels", allow_download, mirrors), 2049)
