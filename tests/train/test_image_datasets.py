@@ -100,7 +100,7 @@ def test_offline_download_is_one_clear_error(tmp_path: Path, monkeypatch) -> Non
     with pytest.raises(EdgesynthError) as err:
         load_dataset("cifar10", tmp_path / "new", allow_download=True)
     assert "cifar-10-python.tar.gz" in err.value.message and "offline" in err.value.message
-    assert not any((tmp_path / "new").rglob("*"))  # no file left behind
+    assert not (tmp_path / "new").exists()  # the folder it made is gone again, nothing left
 
 
 def test_svhn_mat_files(tmp_path: Path) -> None:
@@ -153,3 +153,28 @@ def test_image_folder(tmp_path: Path) -> None:
     with pytest.raises(EdgesynthError, match="resize all images to one size") as err:
         load_dataset("imagefolder", tmp_path)
     assert err.value.file.endswith("b.png")
+
+
+def test_download_unpacks_only_the_batches_folder(tmp_path: Path, monkeypatch) -> None:
+    import io
+    import tarfile
+
+    from edgesynth.train import image_datasets
+
+    source = tmp_path / "src" / "cifar-10-batches-py"
+    source.mkdir(parents=True)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        data = RNG.integers(0, 256, size=(2, 3072), dtype=np.uint8)
+        _write_pickle(source / name, {b"data": data, b"labels": [1, 2]})
+    archive = tmp_path / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source, arcname="cifar-10-batches-py")
+        evil = tarfile.TarInfo("../escaped.txt")
+        evil.size = 3
+        tar.addfile(evil, io.BytesIO(b"bad"))
+    monkeypatch.setitem(image_datasets.CIFAR, 10, ("cifar-10-batches-py", archive.as_uri()))
+    data = tmp_path / "data"
+    ds = load_dataset("cifar10", data, allow_download=True)
+    assert len(ds.train) == 10 and ds.train.y.tolist()[:2] == [1, 2]
+    assert sorted(p.name for p in data.iterdir()) == ["cifar-10-batches-py"]
+    assert not (tmp_path / "escaped.txt").exists()

@@ -8,8 +8,11 @@ normalizes pixels the chip's way (`datasets.normalize`), as the vendor's trainin
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
 import tarfile
+import tempfile
 import urllib.error
 from pathlib import Path
 from typing import ClassVar
@@ -76,24 +79,46 @@ def _cifar_split(paths: list[Path], label_key: bytes) -> Split:
     return Split(normalize(x / 255.0), torch.from_numpy(y))
 
 
-def _fetch_archive(url: str, folder: Path, inner: str) -> None:
-    """Download a .tar.gz and extract only the members under `inner/` into `folder`."""
-    archive = folder / url.rsplit("/", 1)[-1]
+def _download(url: str, target: Path, hint: str) -> None:
+    """`datasets.download` with one clear error naming the URL when it fails (offline)."""
     try:
-        download(url, archive)
+        download(url, target)
     except (urllib.error.URLError, OSError, TimeoutError) as err:
         raise EdgesynthError(
-            f"cannot download {url} ({getattr(err, 'reason', err)}); offline? Download it "
-            f"yourself and extract it here (it holds the folder `{inner}`).",
-            file=str(folder),
+            f"cannot download {url} ({getattr(err, 'reason', err)}); offline? {hint}",
+            file=str(target.parent),
         ) from None
+
+
+def _fetch_archive(url: str, folder: Path, inner: str) -> None:
+    """Download a .tar.gz and put its folder `inner/` (regular files only) into `folder`.
+
+    The archive is unpacked in a staging folder beside it and `inner/` is moved into place
+    whole, so a failed or interrupted run leaves `folder` as it was."""
+    hint = f"Download it yourself and extract it here (it holds the folder `{inner}`)."
+    staging = Path(tempfile.mkdtemp(prefix=".edgesynth-staging-", dir=folder))
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            members = [m for m in tar.getmembers() if m.name.startswith(inner + "/") and m.isfile()]
-            tar.extractall(folder, members=members, filter="data")
-    except (tarfile.TarError, OSError) as err:
-        raise EdgesynthError(f"cannot extract the archive ({err}).", file=str(archive)) from None
-    archive.unlink(missing_ok=True)
+        archive = staging / url.rsplit("/", 1)[-1]
+        _download(url, archive, hint)
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                members = [
+                    m
+                    for m in tar.getmembers()
+                    if m.isfile()
+                    and Path(m.name).parts[:1] == (inner,)
+                    and ".." not in Path(m.name).parts
+                ]
+                tar.extractall(staging, members=members)
+        except (tarfile.TarError, OSError) as err:
+            raise EdgesynthError(f"cannot extract {url} ({err}).", file=str(folder)) from None
+        if (folder / inner).exists():
+            raise EdgesynthError(
+                f"`{inner}` already exists; it is left as it is.", file=str(folder)
+            )
+        os.replace(staging / inner, folder / inner)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def load_cifar(classes: int, data: Path | None, allow_download: bool) -> Dataset:
@@ -108,8 +133,14 @@ def load_cifar(classes: int, data: Path | None, allow_download: bool) -> Dataset
         train_files, test_files, key = [root / "train"], [root / "test"], b"fine_labels"
     missing = [p.name for p in train_files + test_files if not p.is_file()]
     if missing and allow_download:
+        created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
-        _fetch_archive(url, folder, inner)
+        try:
+            _fetch_archive(url, folder, inner)
+        except BaseException:
+            if created:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
         return load_cifar(classes, folder, False)
     if missing:
         raise EdgesynthError(
@@ -181,14 +212,7 @@ def load_svhn(data: Path | None, allow_download: bool = False) -> Dataset:
                 f"({SVHN_URL}) here, or pass --download to fetch them.",
                 file=str(folder),
             )
-        try:
-            download(SVHN_URL + path.name, path)
-        except (urllib.error.URLError, OSError, TimeoutError) as err:
-            raise EdgesynthError(
-                f"cannot download {SVHN_URL}{path.name} ({getattr(err, 'reason', err)}); "
-                f"offline? Place the {name} file here yourself.",
-                file=str(folder),
-            ) from None
+        _download(SVHN_URL + path.name, path, f"Place the {name} file here yourself.")
     return Dataset(
         "SVHN",
         _svhn_split(files["train"]),

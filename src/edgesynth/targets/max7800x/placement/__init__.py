@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
-from edgesynth.ir.network import NETWORK_INPUT, Network
+from edgesynth.ir.network import Network
 from edgesynth.ir.spec import NetworkSpec
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.placement.problem import (
@@ -173,7 +173,6 @@ def place(
 
 
 __all__ = [
-    "NETWORK_INPUT",
     "PLACEMENT_KEYS",
     "LayerPlacement",
     "Placement",

@@ -42,6 +42,7 @@ from edgesynth.targets.max7800x.rules import (
     stream_rollover,
 )
 from edgesynth.targets.max7800x.rules.sizes import ceil_div
+from edgesynth.targets.max7800x.rules.text import layer_name
 
 SINGLE, CONCAT, ELTWISE = "single", "concat", "eltwise"
 
@@ -137,16 +138,17 @@ class Problem:
 
 def label(layer: Layer) -> str:
     """`layer 3`, or `layer 3 (conv2)` for a named layer."""
-    return f"layer {layer.index}" + (f" ({layer.spec.name})" if layer.spec.name else "")
+    return f"layer {layer_name(layer)}"
 
 
 class Unplaceable(EdgesynthError):
     """The network uses a feature the planner does not place; the YAML must give the keys."""
 
 
-def _unsupported(net: Network, options: RuleOptions) -> str | None:
+def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
+    """(what, layer, YAML key) of the first feature the planner does not place."""
     if net.spec.data_buffer:
-        return "`data_buffer`"
+        return "`data_buffer`", None, "data_buffer"
     for index in net.order:
         layer = net.layers[index]
         ls = layer.spec
@@ -159,7 +161,7 @@ def _unsupported(net: Network, options: RuleOptions) -> str | None:
             ("in_crop", layer.in_crop != (0, 0)),
         ):
             if on:
-                return f"`{key}` ({label(layer)})"
+                return f"`{key}`", layer, key
     return None
 
 
@@ -172,13 +174,19 @@ def _sources(net: Network, position: int) -> list[int]:
 
 def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem:
     """The blocks, readers and kernel needs of `net`; `Unplaceable` for features not handled."""
-    why = _unsupported(net, options)
-    if why is not None:
+    found = _unsupported(net)
+    if found is not None:
+        what, layer, key = found
+        line = layer.spec.lines.get(key, layer.spec.line) if layer else net.spec.lines.get(key)
         raise Unplaceable(
-            f"automatic placement does not handle {why} yet; give `processors` and `out_offset` "
+            f"automatic placement does not handle {what} yet; give `processors` and `out_offset` "
             "(and `output_processors`/`in_offset` where they differ from the defaults) for every "
             "layer.",
             file=net.spec.path,
+            line=line,
+            layer=layer.index if layer else None,
+            layer_name=layer.spec.name if layer else None,
+            key=key,
         )
     max_proc = options.max_proc or device.processors
     shared = device.processors_sharing_memory

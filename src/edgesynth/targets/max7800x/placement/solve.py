@@ -25,7 +25,9 @@ from edgesynth.targets.max7800x.placement.problem import (
     label,
 )
 from edgesynth.targets.max7800x.placement.problem import member_map as problem_member_map
-from edgesynth.targets.max7800x.rules import ffs, input_passes, memory_instances, popcount
+from edgesynth.targets.max7800x.plan.hwlayers import passthrough_slot_index
+from edgesynth.targets.max7800x.rules import input_passes, memory_instances, popcount
+from edgesynth.targets.max7800x.rules.layers import passthrough_group_mismatch
 
 TIME_LIMIT_S = 10.0
 
@@ -62,14 +64,7 @@ def reader_map(problem: Problem, layer: int, instance_of: dict[int, int]) -> int
 def passthrough_ok(problem: Problem, in_map: int, out_map: int) -> bool:
     """A passthrough layer writes each quadrant's channels packed into the same quadrant."""
     per = problem.device.processors_per_group
-    mask = (1 << per) - 1
-    for group in range(problem.max_proc // per):
-        got = out_map >> group * per & mask
-        if got:
-            got >>= ffs(got)
-        if got != (1 << popcount(in_map >> group * per & mask)) - 1:
-            return False
-    return True
+    return passthrough_group_mismatch(in_map, out_map, per, problem.max_proc // per) is None
 
 
 def candidates(problem: Problem, block: Block) -> list[int]:
@@ -274,7 +269,7 @@ def passthrough_slots(problem: Problem, layer: int, in_map: int) -> int:
     per = problem.device.processors_per_group
     mask = (1 << per) - 1
     counts = [popcount(in_map >> g * per & mask) for g in range(problem.max_proc // per)]
-    return 1 + max(((c * width // 8 - 1) // 4 for c in counts if c), default=0)
+    return 1 + max((passthrough_slot_index(c, width) for c in counts if c), default=0)
 
 
 def _passthrough_cycles(problem: Problem, choice):

@@ -396,6 +396,12 @@ def _mark_modes(hw: list[HwLayer], chip: Chip, ctx: Context) -> None:
         h.timeslots = _timeslots(h, chip)
 
 
+def passthrough_slot_index(count: int, output_width: int) -> int:
+    """The last output time slot a passthrough layer needs for `count` channels in a quadrant:
+    one slot per 32-bit word the quadrant writes."""
+    return (count * output_width // 8 - 1) // 4
+
+
 def _timeslots(h: HwLayer, chip: Chip) -> int:
     """Output time slots per pixel: passthrough and depthwise layers move data by slots."""
     tscnt = 0
@@ -404,7 +410,7 @@ def _timeslots(h: HwLayer, chip: Chip) -> int:
         count = popcount(bits)
         if h.hw_operator == "none":
             if count:
-                tscnt = max(tscnt, (count * h.output_width // 8 - 1) // 4)
+                tscnt = max(tscnt, passthrough_slot_index(count, h.output_width))
         elif h.groups > 1:
             if h.broadcast:
                 tscnt = max(tscnt, (min(count - 1, 3) + 1) * (h.output_width // 8) - 1)

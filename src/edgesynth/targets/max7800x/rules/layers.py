@@ -215,31 +215,44 @@ def passthrough(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     yield from _passthrough_maps(ctx, layer)
 
 
+def passthrough_group_mismatch(
+    in_map: int, out_map: int, per_group: int, groups: int
+) -> int | None:
+    """The first quadrant where a passthrough layer's output map is not its input processors'
+    count, packed (the layer writes each quadrant's channels to consecutive processors of the
+    same quadrant); None when every quadrant agrees."""
+    mask = (1 << per_group) - 1
+    for group in range(groups):
+        wanted = (1 << popcount(in_map >> group * per_group & mask)) - 1
+        got = out_map >> group * per_group & mask
+        if got:
+            got >>= ffs(got)
+        if got != wanted:
+            return group
+    return None
+
+
 def _passthrough_maps(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     in_map, out_map = layer.processors, ctx.output_map(layer)
     if in_map is None or out_map is None:
         return
     per_group = ctx.device.processors_per_group
     mask = (1 << per_group) - 1
-    for group in range(ctx.device.groups):
-        wanted = (1 << popcount(in_map >> group * per_group & mask)) - 1
-        got = out_map >> group * per_group & mask
-        if got:
-            got >>= ffs(got)
-        if got != wanted:
-            key, origin = ctx.output_map_origin(layer)
-            yield ctx.error(
-                layer,
-                key,
-                f"{map64(out_map)} (from {origin}): a passthrough layer writes each quadrant's "
-                "channels to consecutive processors of the same quadrant, so in every quadrant "
-                "the output processors must be as many as the input processors, without gaps "
-                f"(`processors` {map64(in_map)}, quadrant {group}: "
-                f"{popcount(in_map >> group * per_group & mask)} input processors, output "
-                f"{map64(out_map >> group * per_group & mask)}); e.g. use "
-                f"{map64(_packed_map(in_map, per_group, ctx.device.groups))}.",
-            )
-            return
+    group = passthrough_group_mismatch(in_map, out_map, per_group, ctx.device.groups)
+    if group is None:
+        return
+    key, origin = ctx.output_map_origin(layer)
+    yield ctx.error(
+        layer,
+        key,
+        f"{map64(out_map)} (from {origin}): a passthrough layer writes each quadrant's "
+        "channels to consecutive processors of the same quadrant, so in every quadrant "
+        "the output processors must be as many as the input processors, without gaps "
+        f"(`processors` {map64(in_map)}, quadrant {group}: "
+        f"{popcount(in_map >> group * per_group & mask)} input processors, output "
+        f"{map64(out_map >> group * per_group & mask)}); e.g. use "
+        f"{map64(_packed_map(in_map, per_group, ctx.device.groups))}.",
+    )
 
 
 def _packed_map(in_map: int, per_group: int, groups: int) -> int:
