@@ -10,6 +10,7 @@ The last QAT checkpoint is quantized; the held-out images are then classified by
   the share of images where it predicts the same class as the 8-bit model.
 
     python benchmarks/mnist_qat.py --data ../shared/data/mnist [--epochs 12] [--qat-start 7]
+        [--nproc-per-node 2]   (data-parallel: the same training in 2 processes)
 
 The last line reads `float_top1=<percent> quant_top1=<percent> sim_agree=<percent>`.
 """
@@ -41,7 +42,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--device", default="MAX78000")
+    parser.add_argument("--device", default="MAX78000", help="the MAX chip")
+    parser.add_argument("--torch-device", default="auto", help="auto, cpu, cuda, mps")
+    parser.add_argument(
+        "--nproc-per-node", type=int, default=None, help="data-parallel processes (Gloo/NCCL)"
+    )
     parser.add_argument("--out-dir", type=Path, default=None, help="keep the run folder here")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
     parser.add_argument(
@@ -50,7 +55,8 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.qat_start < args.epochs:
         parser.error("--qat-start must leave at least one float and one QAT epoch")
-    torch.set_num_threads(args.threads)
+    if args.nproc_per_node is None:
+        torch.set_num_threads(args.threads)
 
     started = time.time()
     out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="mnist-qat-"))
@@ -65,18 +71,23 @@ def main() -> None:
             model="ai85net5",
             dataset="mnist-test-split",
             data=args.data,
-            device=args.device,
+            chip=args.device,
+            device=args.torch_device,
             epochs=args.epochs,
             batch_size=args.batch_size,
             lr=args.lr,
             qat_policy=str(policy_file),
             out_dir=out_dir,
+            name="run",
             seed=args.seed,
+            nproc_per_node=args.nproc_per_node,
+            threads=None if args.nproc_per_node is None else args.threads // args.nproc_per_node,
             progress=args.progress,
             train_limit=args.train_limit,
         )
     )
-    assert run_dir is not None
+    run_dir = run_dir or out_dir / "run"  # a data-parallel run's rank 0 made it
+    torch.set_num_threads(args.threads)
     trained = time.time()
 
     # The last epoch of each phase, not the best one: nothing is selected on held-out images.

@@ -21,7 +21,7 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
@@ -166,8 +166,13 @@ def _missing_extra(err: ModuleNotFoundError, argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: every outcome is an exit status and at most one message, no traceback."""
     args = sys.argv[1:] if argv is None else list(argv)
+    return guarded(lambda: run(args), args)
+
+
+def guarded(job: Callable[[], int], args: Sequence[str]) -> int:
+    """Run `job`; every way it can end becomes an exit status and at most one message."""
     try:
-        return run(args)
+        return job()
     except UsageError as err:
         print(err.report(), file=sys.stderr)
         return EXIT_USAGE

@@ -261,7 +261,10 @@ class HardwareLayer(nn.Module):
         Data and weights are small integers, so every product and every partial sum of a
         layer is an integer; when each output's sum of |w| times max |x|, plus its bias, stays
         below 2^24, float32 holds all of them exactly, whatever order the convolution adds in.
+        Only on the CPU: a GPU may run float32 convolutions at reduced precision (TF32).
         """
+        if x.device.type != "cpu":
+            return torch.float64
         if isinstance(self.op, nn.ConvTranspose2d):  # (in, out/groups, kh, kw)
             per_output = w.abs().sum(dim=(0, 2, 3))
         else:

@@ -61,7 +61,7 @@ def output_shift_for(params: torch.Tensor, quantile: float = 1.0) -> torch.Tenso
     else:
         limit = torch.quantile(mags, quantile)
     if limit <= 0:
-        return torch.tensor(-float(MAX_SHIFT))
+        return torch.tensor(-float(MAX_SHIFT), device=params.device)
     return torch.ceil(torch.log2(limit)).clamp(-MAX_SHIFT, MAX_SHIFT)
 
 

@@ -28,17 +28,24 @@ def folded(
     *,
     transposed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weights and bias with the batchnorm folded in (per output channel)."""
-    inv = torch.rsqrt(var.double() + eps)
-    scale = inv * (gamma.double() if gamma is not None else 1.0)
-    shift = beta.double() if beta is not None else torch.zeros_like(inv)
-    b = bias.double() if bias is not None else torch.zeros_like(inv)
+    """Weights and bias with the batchnorm folded in (per output channel).
+
+    Computed in float64 on the CPU (not every GPU has float64), returned where `weight` is.
+    """
+
+    def exact(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().cpu().double()
+
+    inv = torch.rsqrt(exact(var) + eps)
+    scale = inv * (exact(gamma) if gamma is not None else 1.0)
+    shift = exact(beta) if beta is not None else torch.zeros_like(inv)
+    b = exact(bias) if bias is not None else torch.zeros_like(inv)
     axis = 1 if transposed else 0
     shape = [1] * weight.dim()
     shape[axis] = -1
-    w_new = weight.double() * scale.reshape(shape)
-    b_new = (b - mean.double()) * scale + shift
-    return w_new.to(weight.dtype), b_new.to(weight.dtype)
+    w_new = exact(weight) * scale.reshape(shape)
+    b_new = (b - exact(mean)) * scale + shift
+    return w_new.to(weight.device, weight.dtype), b_new.to(weight.device, weight.dtype)
 
 
 def fuse_layer(layer: HardwareLayer) -> bool:

@@ -263,6 +263,18 @@ def model_state(model: nn.Module) -> OrderedDict[str, torch.Tensor]:
     return OrderedDict((k, v.detach().cpu().clone()) for k, v in model.state_dict().items())
 
 
+def _on_cpu(value: Any) -> Any:
+    """`value` with every tensor in it moved to the CPU (a GPU run's checkpoint loads
+    anywhere)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _on_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
+
+
 def write_checkpoint(
     path: str | Path,
     *,
@@ -281,7 +293,7 @@ def write_checkpoint(
         "epoch": epoch,
         "state_dict": OrderedDict(state_dict),
         "arch": arch,
-        "optimizer_state_dict": optimizer.state_dict() if optimizer is not None else {},
+        "optimizer_state_dict": _on_cpu(optimizer.state_dict()) if optimizer is not None else {},
         "optimizer_type": type(optimizer) if optimizer is not None else None,
         "compression_sched": {},
         "extras": dict(extras or {}),

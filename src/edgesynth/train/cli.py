@@ -140,7 +140,12 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="fetch missing MNIST files into --data (never done without this option)",
     )
-    _add_device(p)
+    p.add_argument(
+        "--device",
+        help="PyTorch device: auto (default: CUDA, then MPS, then the CPU), cpu, cuda, "
+        "cuda:N, mps; or, as in the vendor's training, the MAX chip (MAX78000, MAX78002)",
+    )
+    p.add_argument("--chip", type=device_name, help="the MAX chip to train for (default MAX78000)")
     p.add_argument("--epochs", type=positive_int, default=defaults.EPOCHS, help="epochs to train")
     p.add_argument(
         "--batch-size", "-b", type=positive_int, default=defaults.BATCH_SIZE, help="batch size"
@@ -195,6 +200,28 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     _flag(p, "--avg-pool-rounding", False, "round average pooling")
     _flag(p, "--use-bias", None, "give the model's convolutions a bias")
     p.add_argument("--threads", type=positive_int, help="CPU threads for torch")
+    _flag(p, "--compile", None, "torch.compile the model (default: on for CUDA)")
+    _flag(p, "--amp", False, "mixed precision in the float epochs (QAT stays exact)")
+    p.add_argument(
+        "--workers", type=non_negative_int, default=0, help="data-loader worker processes"
+    )
+    _flag(p, "--pin-memory", None, "page-locked batches (default: on for CUDA)")
+    dp = p.add_argument_group(
+        "data-parallel training (torch.distributed; NCCL on GPUs, Gloo on CPUs)"
+    )
+    dp.add_argument(
+        "--nproc-per-node",
+        type=positive_int,
+        metavar="N",
+        help="train in N processes on this node (one per GPU); --batch-size is split among "
+        "all processes",
+    )
+    dp.add_argument("--nnodes", type=positive_int, default=1, help="nodes taking part")
+    dp.add_argument(
+        "--node-rank", type=non_negative_int, default=0, help="this node's number (0 first)"
+    )
+    dp.add_argument("--master-addr", default="127.0.0.1", help="address of node 0 (several nodes)")
+    dp.add_argument("--master-port", type=positive_int, help="port on node 0 (default: a free one)")
     p.add_argument(
         "--train-limit",
         type=positive_int,

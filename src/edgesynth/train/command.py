@@ -7,9 +7,10 @@ atomically into a new folder under --out-dir; an earlier run is never overwritte
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -20,7 +21,7 @@ from edgesynth.outputs import check_output_file
 from edgesynth.quant.files import quantize_file
 from edgesynth.quant.ptq import QuantizeOptions
 from edgesynth.targets.max7800x.device import get_device
-from edgesynth.train import defaults, deploy
+from edgesynth.train import accel, defaults, deploy, distributed
 from edgesynth.train.datasets import Split, get_dataset_info, load_dataset
 from edgesynth.train.loop import TrainConfig, build_model, evaluate, run
 from edgesynth.train.metrics import format_confusion
@@ -37,7 +38,8 @@ class TrainArgs:
     dataset: str = "digits"
     data: Path | None = None
     download: bool = False  # fetch missing MNIST files into `data`
-    device: str = defaults.DEVICE
+    device: str | None = None  # a MAX chip (the vendor's spelling) or a PyTorch device
+    chip: str | None = None  # the MAX chip (default MAX78000)
     epochs: int = defaults.EPOCHS
     batch_size: int = defaults.BATCH_SIZE
     lr: float = defaults.LEARNING_RATE
@@ -62,6 +64,30 @@ class TrainArgs:
     use_bias: bool | None = None
     threads: int | None = None
     train_limit: int | None = None  # only the first N training items (quick experiments)
+    compile: bool | None = None  # torch.compile (default: on for CUDA)
+    amp: bool = False  # mixed precision in the float phase
+    workers: int = 0  # data-loader worker processes
+    pin_memory: bool | None = None  # page-locked batches (default: on for CUDA)
+    nproc_per_node: int | None = None  # data-parallel processes on this node
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+
+
+_PATH_FIELDS = ("data", "out_dir", "resume", "checkpoint", "yaml_template")
+
+
+def train_args_to_json(args: TrainArgs) -> str:
+    """The settings as JSON, for the processes of a data-parallel run."""
+    return json.dumps({k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items()})
+
+
+def train_args_from_json(text: str) -> TrainArgs:
+    raw = json.loads(text)
+    known = {f.name for f in fields(TrainArgs)}
+    values = {k: (Path(v) if k in _PATH_FIELDS and v is not None else v) for k, v in raw.items()}
+    return TrainArgs(**{k: v for k, v in values.items() if k in known})
 
 
 def default_policy(epochs: int) -> QatPolicy:
@@ -84,15 +110,23 @@ def _check_numbers(args: TrainArgs) -> None:
 
 
 def train_main(args: TrainArgs, log: Log = print) -> Path | None:
-    """Run the command; returns the run folder (None for --evaluate)."""
+    """Run the command; returns the run folder (None for --evaluate and for the launcher of
+    a data-parallel run, whose rank 0 prints it)."""
     _check_numbers(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = get_device(args.device).name
+    chip, spec = accel.split_device(args.device, args.chip)
+    device = get_device(chip).name
+    ctx = distributed.from_env()
+    launching = args.nproc_per_node is not None and not distributed.in_launched_process()
+    launch = _launch_spec(args, spec) if launching else None
+    torch_device = accel.resolve(spec, ctx.local_rank if ctx.active else None)
     ds_info = get_dataset_info(args.dataset)
     model = get_model_info(args.model or ds_info.default_model).name
     if args.evaluate:
-        return _evaluate_only(args, model, device, log)
+        if launch is not None:
+            raise EdgesynthError("--evaluate runs in one process; drop --nproc-per-node.")
+        return _evaluate_only(args, model, device, torch_device, log)
     policy = resolve_policy(args)
     dataset = load_dataset(args.dataset, args.data, allow_download=args.download)
     if args.train_limit is not None:
@@ -101,6 +135,8 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
         dataset.train = Split(
             dataset.train.x[: args.train_limit], dataset.train.y[: args.train_limit]
         )
+    if args.workers < 0:
+        raise EdgesynthError(f"--workers must be 0 or more, got {args.workers}.", key="--workers")
     seed = args.seed if args.seed is not None else (1 if args.deterministic else None)
     cfg = TrainConfig(
         model=model,
@@ -120,23 +156,64 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
         progress=args.progress,
         tensorboard=args.tensorboard,
         resume=args.resume,
+        torch_device=torch_device,
+        amp=args.amp,
+        compile=accel.compile_default(torch_device, args.compile),
+        workers=args.workers,
+        pin_memory=torch_device.type == "cuda" if args.pin_memory is None else args.pin_memory,
+        dist=ctx,
     )
     if args.optimizer not in ("adam", "sgd"):
         raise EdgesynthError(f"unknown optimizer `{args.optimizer}`; choose adam or sgd.")
-    probe = build_model(cfg)  # refuses what the device cannot run, before any file is written
-    check_model_takes_data(probe, cfg)
-    if policy is not None:
-        check_policy_fits(probe, policy, args.qat_policy or "QAT policy")
-    if args.resume is not None:
-        from edgesynth.train.loop import resume_state
+    if ctx.is_main:
+        # refuse what the device cannot run, before any file is written or process started
+        probe = build_model(cfg)
+        check_model_takes_data(probe, cfg)
+        if policy is not None:
+            check_policy_fits(probe, policy, args.qat_policy or "QAT policy")
+        if args.resume is not None:
+            from edgesynth.train.loop import resume_state
 
-        resume_state(cfg, probe)
+            resume_state(cfg, probe)
     inputs = [args.data, args.resume, args.qat_policy if args.qat_policy != "None" else None]
-    if args.yaml_template is not None:
+    if args.yaml_template is not None and ctx.is_main:
         check_output_file(args.yaml_template, inputs=inputs, option="--yaml-template")
-    with run_folder(args.out_dir, args.name) as run_dir:
-        _train_in(args, cfg, policy, run_dir, log)
-    return run_dir
+    if launch is not None:
+        total = launch.nproc_per_node * launch.nnodes
+        log(
+            f"Data-parallel training: {total} processes ({launch.nproc_per_node} on this node), "
+            f"backend {'NCCL' if torch_device.type == 'cuda' else 'Gloo'}"
+        )
+        distributed.launch(launch, [train_args_to_json(args)], args.threads)
+        return None
+    distributed.start(ctx, torch_device)
+    try:
+        if not ctx.is_main:
+            _train_in(args, cfg, policy, None, lambda line: None)
+            return None
+        with run_folder(args.out_dir, args.name) as run_dir:
+            _train_in(args, cfg, policy, run_dir, log)
+        return run_dir
+    finally:
+        distributed.stop(ctx)
+
+
+def _launch_spec(args: TrainArgs, spec: str) -> distributed.Launch:
+    launch = distributed.Launch(
+        nproc_per_node=int(args.nproc_per_node or 1),
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+    )
+    launch.check()
+    if ":" in spec and launch.nproc_per_node > 1:
+        raise EdgesynthError(
+            f"--device {spec} puts every process on one GPU; with --nproc-per-node each "
+            "process takes the GPU of its local rank: use --device cuda.",
+            key="--device",
+        )
+    return launch
 
 
 def check_model_takes_data(model: torch.nn.Module, cfg: TrainConfig) -> None:
@@ -161,16 +238,23 @@ def check_model_takes_data(model: torch.nn.Module, cfg: TrainConfig) -> None:
 
 
 def _train_in(
-    args: TrainArgs, cfg: TrainConfig, policy: QatPolicy | None, run_dir: Path, log: Log
+    args: TrainArgs, cfg: TrainConfig, policy: QatPolicy | None, run_dir: Path | None, log: Log
 ) -> None:
+    """Train; then, on rank 0 (the only process with a `run_dir`), quantize and check."""
     model, dataset, device = cfg.model, cfg.dataset, cfg.device
     log(
         f"Training {model} on {dataset.name} ({len(dataset.train)} train / "
         f"{len(dataset.test)} test) for {device}; run folder {run_dir}"
     )
+    extras = [f"compile {'on' if cfg.compile else 'off'}", f"amp {'on' if cfg.amp else 'off'}"]
+    if cfg.dist.active:
+        extras.append(f"{cfg.dist.world_size} processes")
+    log(f"PyTorch device: {accel.describe(cfg.torch_device)} ({', '.join(extras)})")
     if policy is not None:
         log(f"QAT policy: {policy.to_dict()}")
     result = run(cfg, run_dir, log)
+    if run_dir is None:
+        return
     last = result.history[-1].test if result.history else None
     if last is not None:
         log("Confusion matrix (rows: true class, columns: predicted):")
@@ -216,13 +300,15 @@ def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, 
         )
 
 
-def _evaluate_only(args: TrainArgs, model: str, device: str, log: Log) -> None:
+def _evaluate_only(
+    args: TrainArgs, model: str, device: str, torch_device: torch.device, log: Log
+) -> None:
     if args.checkpoint is None:
         raise EdgesynthError("--evaluate needs --checkpoint CK.pth.tar.")
     dataset = load_dataset(args.dataset, args.data, allow_download=args.download)
     net = deploy.load_model(args.checkpoint, model, dataset, device)
     m = evaluate(
-        net,
+        net.to(torch_device),
         dataset.test,
         num_classes=dataset.num_classes,
         device=device,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import sys
@@ -20,7 +21,7 @@ import edgesynth.nn as enn
 from edgesynth.errors import EdgesynthError
 from edgesynth.nn.qat import QatPolicy, check_policy_fits, enable_qat, is_qat
 from edgesynth.quant.checkpoint import load_state, model_state, read_checkpoint, write_checkpoint
-from edgesynth.train import defaults
+from edgesynth.train import accel, defaults, distributed
 from edgesynth.train.datasets import Dataset, Split
 from edgesynth.train.metrics import MetricAccumulator, Metrics
 from edgesynth.train.models import create_model, get_model_info
@@ -48,6 +49,17 @@ class TrainConfig:
     tensorboard: bool = False
     resume: Path | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    torch_device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    amp: bool = False  # mixed precision in the float phase (never in QAT)
+    compile: bool = False  # torch.compile the training forward pass
+    workers: int = 0  # data-loader worker processes
+    pin_memory: bool = False
+    dist: distributed.Context = distributed.SINGLE
+
+    @property
+    def rank_batch_size(self) -> int:
+        """Each process's share of --batch-size (the batch of one optimizer step)."""
+        return math.ceil(self.batch_size / self.dist.world_size)
 
 
 @dataclass
@@ -118,9 +130,66 @@ def lr_at(cfg: TrainConfig, epoch: int) -> float:
 # --- data ---------------------------------------------------------------------------------
 
 
+class _Batches(torch.utils.data.Dataset):
+    """A split indexed by lists of positions: one `__getitem__` per batch, no collation."""
+
+    def __init__(self, split: Split) -> None:
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, idx: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.split.x[idx], self.split.y[idx]
+
+
+def loader(
+    split: Split,
+    batch_size: int,
+    *,
+    shuffle: bool,
+    seed: int | None = None,
+    epoch: int = 0,
+    dist: distributed.Context = distributed.SINGLE,
+    workers: int = 0,
+    pin_memory: bool = False,
+) -> torch.utils.data.DataLoader:
+    """Batches of `split`: shuffled per epoch (the same order on every process of a
+    data-parallel run, each taking its own share), prefetched by `workers` processes."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+    from torch.utils.data.distributed import DistributedSampler
+
+    data = _Batches(split)
+    sampler: torch.utils.data.Sampler[int]
+    if dist.active:
+        sampler = DistributedSampler(
+            data,
+            num_replicas=dist.world_size,
+            rank=dist.rank,
+            shuffle=shuffle,
+            seed=seed or 0,
+        )
+        sampler.set_epoch(epoch)
+    elif shuffle:
+        gen = torch.Generator()
+        gen.manual_seed((seed if seed is not None else torch.seed()) + epoch)
+        sampler = RandomSampler(data, generator=gen)
+    else:
+        sampler = SequentialSampler(data)
+    return DataLoader(
+        data,
+        sampler=BatchSampler(sampler, batch_size, drop_last=False),
+        batch_size=None,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        persistent_workers=False,
+    )
+
+
 def batches(
     split: Split, batch_size: int, shuffle: bool, gen: torch.Generator | None = None
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Batches of `split` in this process (evaluation, quick checks)."""
     n = len(split)
     order = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
     for start in range(0, n, batch_size):
@@ -133,7 +202,7 @@ def augment(x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
     if x.dim() != 4:
         return x
     n = x.shape[0]
-    r = torch.rand(n, 4, generator=gen) * 2 - 1
+    r = (torch.rand(n, 4, generator=gen) * 2 - 1).to(x.device)
     angle = r[:, 0] * math.radians(10)
     scale = 1 + r[:, 1] * 0.1
     shift = r[:, 2:] * (2.0 / x.shape[-1]) * 2  # up to 2 pixels
@@ -159,32 +228,71 @@ def _progress(iterable: Any, total: int, desc: str, enabled: bool) -> Any:
 
 
 def train_epoch(
-    model: nn.Module,
+    step_model: nn.Module,
     data: Split,
     optimizer: torch.optim.Optimizer,
     cfg: TrainConfig,
     gen: torch.Generator | None,
     desc: str,
     num_classes: int,
+    *,
+    epoch: int = 0,
+    qat: bool = False,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> tuple[float, float]:
-    model.train()
+    """One epoch of `step_model` (the model, or its DDP/compiled wrapper); returns the
+    loss and top-1 over every process's share."""
+    step_model.train()
+    device = cfg.torch_device
+    precision = accel.Precision(device.type, cfg.amp)
     acc = MetricAccumulator(num_classes)
-    steps = math.ceil(len(data) / cfg.batch_size)
+    batches_ = loader(
+        data,
+        cfg.rank_batch_size,
+        shuffle=True,
+        seed=cfg.seed,
+        epoch=epoch,
+        dist=cfg.dist,
+        workers=cfg.workers,
+        pin_memory=cfg.pin_memory,
+    )
     use_aug = cfg.dataset.augment if cfg.augment is None else cfg.augment
     with enn.use(cfg.device, simulate=False, avg_pool_rounding=cfg.avg_pool_rounding):
-        for x, y in _progress(batches(data, cfg.batch_size, True, gen), steps, desc, cfg.progress):
+        for x, y in _progress(batches_, len(batches_), desc, cfg.progress and cfg.dist.is_main):
+            x = x.to(device, non_blocking=cfg.pin_memory)
+            y_dev = y.to(device, non_blocking=cfg.pin_memory)
             if use_aug:
                 x = augment(x, gen)
-            if x.dim() == 4:  # oneDNN convolutions run fastest on channels-last data
+            if x.dim() == 4:  # oneDNN and cuDNN convolutions run fastest on channels-last data
                 x = x.contiguous(memory_format=torch.channels_last)
-            logits = model(x)
-            loss = F.cross_entropy(logits, y)
+            with precision.autocast(active=not qat):
+                logits = step_model(x)
+                loss = F.cross_entropy(logits.float(), y_dev)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            acc.add(logits, y, float(loss.detach()))
-    m = acc.result()
-    return m.loss, m.top1
+            if scaler is not None and scaler.is_enabled():
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+            acc.add(logits.detach().float().cpu(), y, float(loss.detach()))
+    loss_sum, correct, n = distributed.sum_over_ranks(
+        cfg.dist, [acc.loss_sum, float(acc.correct1), float(acc.n)], _reduce_device(cfg)
+    )
+    n = max(n, 1.0)
+    return loss_sum / n, 100.0 * correct / n
+
+
+def _reduce_device(cfg: TrainConfig) -> torch.device:
+    # NCCL reduces GPU tensors only; Gloo CPU tensors.
+    return cfg.torch_device if cfg.torch_device.type == "cuda" else torch.device("cpu")
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")
 
 
 @torch.no_grad()
@@ -198,14 +306,19 @@ def evaluate(
     avg_pool_rounding: bool = False,
     batch_size: int = 256,
 ) -> Metrics:
-    """Accuracy on `data`, in float or in 8-bit mode (the chip's integers)."""
+    """Accuracy on `data`, in float or in 8-bit mode (the chip's integers), on the device
+    the model is on (8-bit mode needs float64: on Apple's GPU it runs on the CPU)."""
+    where = _model_device(model)
+    if eight_bit and where.type == "mps":
+        model, where = copy.deepcopy(model).cpu(), torch.device("cpu")
     model.eval()
     acc = MetricAccumulator(num_classes)
     with enn.use(device, simulate=eight_bit, avg_pool_rounding=avg_pool_rounding):
         for x, y in batches(data, batch_size, shuffle=False):
+            x = x.to(where)
             inp = torch.round(x.double() * 128) if eight_bit else x
-            logits = model(inp)
-            loss = float(F.cross_entropy(logits.float() / (2**14 if eight_bit else 1), y))
+            logits = model(inp).float().cpu()
+            loss = float(F.cross_entropy(logits / (2**14 if eight_bit else 1), y))
             acc.add(logits, y, loss)
     return acc.result()
 
@@ -244,24 +357,42 @@ def resume_state(cfg: TrainConfig, model: nn.Module) -> tuple[int, dict[str, Any
     )
 
 
-def run(cfg: TrainConfig, run_dir: Path, log: Log = print) -> TrainResult:
-    """Train (and QAT) `cfg.model` on `cfg.dataset`, writing checkpoints into `run_dir`."""
-    gen = seed_everything(cfg.seed, cfg.deterministic) if cfg.seed is not None else None
+def _step_model(model: nn.Module, cfg: TrainConfig) -> nn.Module:
+    """What the training steps call: the model, wrapped for data parallelism (which copies
+    rank 0's weights to every process) and compiled when asked."""
+    wrapped = distributed.wrap(model, cfg.dist, cfg.torch_device)
+    return torch.compile(wrapped) if cfg.compile else wrapped
+
+
+def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult:
+    """Train (and QAT) `cfg.model` on `cfg.dataset`, writing checkpoints into `run_dir`.
+
+    In a data-parallel run every process calls this; only rank 0 has a `run_dir` and
+    evaluates, logs and writes; the others train their share and wait for it.
+    """
+    ctx = cfg.dist
+    seed = distributed.shared_seed(ctx, cfg.seed)
+    if seed is not None and cfg.seed is None:
+        cfg = _with_seed(cfg, seed)
+    gen = seed_everything(cfg.seed + ctx.rank, cfg.deterministic) if cfg.seed is not None else None
     model = build_model(cfg)
-    if len(cfg.dataset.input_shape) == 3:
-        model = model.to(memory_format=torch.channels_last)
     if cfg.qat_policy is not None:
         check_policy_fits(model, cfg.qat_policy)
     start, saved, opt_state = 0, {}, {}
     if cfg.resume is not None:
         start, saved, opt_state = resume_state(cfg, model)
+    model = model.to(cfg.torch_device)
+    if len(cfg.dataset.input_shape) == 3:
+        model = model.to(memory_format=torch.channels_last)
+    step_model = _step_model(model, cfg)
     optimizer = make_optimizer(cfg, model, lr_at(cfg, start))
     if opt_state:
         try:
             optimizer.load_state_dict(opt_state)
         except (ValueError, KeyError):
             log("note: the optimizer state does not fit this run; starting it afresh")
-    writer = _tensorboard(run_dir) if cfg.tensorboard else None
+    scaler = accel.Precision(cfg.torch_device.type, cfg.amp).scaler()
+    writer = _tensorboard(run_dir) if cfg.tensorboard and run_dir is not None else None
     ds = cfg.dataset
     best = {
         "float": float(saved.get("best_top1", -1.0)) if not is_qat(model) else -1.0,
@@ -272,7 +403,11 @@ def run(cfg: TrainConfig, run_dir: Path, log: Log = print) -> TrainResult:
     for epoch in range(start, cfg.epochs):
         policy = cfg.qat_policy
         if policy is not None and epoch >= policy.start_epoch and not is_qat(model):
+            # every process folds and switches in the same epoch; the new wrapper then
+            # copies rank 0's folded weights to all of them
             folded = enable_qat(model, policy)
+            model = model.to(cfg.torch_device)
+            step_model = _step_model(model, cfg)
             optimizer = make_optimizer(cfg, model, lr_at(cfg, epoch))
             log(
                 f"epoch {epoch}: quantization-aware training starts "
@@ -282,7 +417,21 @@ def run(cfg: TrainConfig, run_dir: Path, log: Log = print) -> TrainResult:
             group["lr"] = lr_at(cfg, epoch)
         qat = is_qat(model)
         desc = f"epoch {epoch}/{cfg.epochs - 1}{' QAT' if qat else ''}"
-        loss, top1 = train_epoch(model, ds.train, optimizer, cfg, gen, desc, ds.num_classes)
+        loss, top1 = train_epoch(
+            step_model,
+            ds.train,
+            optimizer,
+            cfg,
+            gen,
+            desc,
+            ds.num_classes,
+            epoch=epoch,
+            qat=qat,
+            scaler=scaler,
+        )
+        if run_dir is None:  # not rank 0: rank 0 evaluates and writes, then all go on
+            distributed.barrier(ctx)
+            continue
         m = evaluate(
             model,
             ds.test,
@@ -332,9 +481,16 @@ def run(cfg: TrainConfig, run_dir: Path, log: Log = print) -> TrainResult:
                 extras=extras,
                 optimizer=optimizer,
             )
+        distributed.barrier(ctx)
     if writer is not None:
         writer.close()
     return TrainResult(model, history, paths, max(best.values()))
+
+
+def _with_seed(cfg: TrainConfig, seed: int) -> TrainConfig:
+    from dataclasses import replace
+
+    return replace(cfg, seed=seed)
 
 
 def _tensorboard(run_dir: Path) -> Any:

@@ -1,0 +1,24 @@
+"""One process of a data-parallel `edgesynth train --nproc-per-node N` run.
+
+The launcher (`edgesynth.train.distributed.launch`) starts this module in every process with
+the command line's settings as JSON; errors print as the `edgesynth` command prints them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from edgesynth.cli import guarded
+from edgesynth.train.command import train_args_from_json, train_main
+
+
+def main(argv: list[str]) -> int:
+    def run() -> int:
+        train_main(train_args_from_json(argv[0]), log=lambda line: print(line, flush=True))
+        return 0
+
+    return guarded(run, ["train"])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,198 @@
+"""Where training runs: device names, the device a run uses, mixed precision, compile.
+
+The device tests run on every PyTorch device this machine has (`cpu` always; `cuda` and `mps`
+when PyTorch sees them): nothing here is faked on the CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from edgesynth.cli import main
+from edgesynth.errors import EdgesynthError
+from edgesynth.quant.checkpoint import read_checkpoint
+from edgesynth.train import accel
+from edgesynth.train.command import TrainArgs, train_args_from_json, train_args_to_json
+
+
+def _available(name: str) -> bool:
+    if name == "cuda":
+        return torch.cuda.is_available()
+    if name == "mps":
+        return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    return True
+
+
+DEVICES = [
+    pytest.param(name, marks=pytest.mark.skipif(not _available(name), reason=f"no {name}"))
+    for name in ("cpu", "cuda", "mps")
+]
+
+
+@pytest.mark.parametrize(
+    ("device", "chip", "expected"),
+    [
+        (None, None, ("MAX78000", "auto")),
+        ("MAX78002", None, ("MAX78002", "auto")),  # the vendor's meaning of --device
+        ("ai87", None, ("MAX78002", "auto")),
+        ("cuda:1", "MAX78002", ("MAX78002", "cuda:1")),
+        ("CPU", None, ("MAX78000", "cpu")),
+        ("MAX78002", "MAX78002", ("MAX78002", "auto")),
+        (None, "MAX78002", ("MAX78002", "auto")),
+    ],
+)
+def test_device_names_a_chip_or_a_torch_device(device, chip, expected) -> None:
+    assert accel.split_device(device, chip) == expected
+
+
+@pytest.mark.parametrize(
+    ("device", "chip", "message"),
+    [
+        ("gpu", None, "neither a PyTorch device (auto, cpu, cuda, cuda:N, mps) nor a MAX chip"),
+        ("MAX78002", "MAX78000", "--device MAX78002 and --chip MAX78000 name two different"),
+    ],
+)
+def test_device_refusals_name_the_allowed_values(device, chip, message) -> None:
+    with pytest.raises(EdgesynthError) as err:
+        accel.split_device(device, chip)
+    assert message in err.value.message
+
+
+def test_auto_picks_the_best_device_present() -> None:
+    got = accel.resolve("auto")
+    if torch.cuda.is_available():
+        assert got.type == "cuda"
+    elif _available("mps"):
+        assert got.type == "mps"
+    else:
+        assert got == torch.device("cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_a_gpu_is_one_clear_line() -> None:
+    with pytest.raises(EdgesynthError) as err:
+        accel.resolve("cuda:0")
+    assert "PyTorch sees no CUDA GPU here" in err.value.message
+    assert "--device cpu" in err.value.message
+
+
+@pytest.mark.skipif(_available("mps"), reason="this machine has MPS")
+def test_mps_without_metal_is_one_clear_line() -> None:
+    with pytest.raises(EdgesynthError, match="Metal backend is not available"):
+        accel.resolve("mps")
+
+
+def test_compile_defaults_on_for_cuda_only() -> None:
+    assert accel.compile_default(torch.device("cuda", 0), None) is True
+    assert accel.compile_default(torch.device("cpu"), None) is False
+    assert accel.compile_default(torch.device("cpu"), True) is True
+    assert accel.compile_default(torch.device("cuda", 0), False) is False
+
+
+def test_mixed_precision_only_in_the_float_phase() -> None:
+    p = accel.Precision("cpu", enabled=True)
+    x = torch.randn(2, 8)
+    w = torch.randn(8, 8)
+    with p.autocast(active=True):
+        assert (x @ w).dtype == torch.bfloat16
+    with p.autocast(active=False):  # QAT: exact float32
+        assert (x @ w).dtype == torch.float32
+    with accel.Precision("cpu", enabled=False).autocast(active=True):
+        assert (x @ w).dtype == torch.float32
+    assert accel.Precision("cuda", True).dtype == torch.float16
+    assert not accel.Precision("cpu", True).scaler().is_enabled()
+
+
+@given(
+    st.builds(
+        TrainArgs,
+        dataset=st.sampled_from(["digits", "mnist", "cifar10"]),
+        data=st.none() | st.just(Path("/data/x y")),
+        epochs=st.integers(1, 500),
+        lr=st.floats(1e-6, 1.0),
+        seed=st.none() | st.integers(0, 2**31),
+        amp=st.booleans(),
+        compile=st.none() | st.booleans(),
+        nproc_per_node=st.none() | st.integers(1, 8),
+        master_port=st.none() | st.integers(1, 65535),
+        yaml_template=st.none() | st.just(Path("t.yaml")),
+    )
+)
+def test_the_settings_reach_every_process_unchanged(args: TrainArgs) -> None:
+    assert train_args_from_json(train_args_to_json(args)) == args
+
+
+@pytest.mark.train
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_runs_on_the_device_and_its_checkpoints_load_on_the_cpu(
+    device: str, tmp_path: Path, capsys
+) -> None:
+    """Float epoch, QAT epoch, 8-bit evaluation and the simulator's
+    check, on `device`; the checkpoints load on the CPU."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("start_epoch: 1\nweight_bits: 8\n")
+    status = main(
+        [
+            "train",
+            "--dataset",
+            "synthetic",
+            "--device",
+            device,
+            "--epochs",
+            "2",
+            "--qat-policy",
+            str(policy),
+            "--deterministic",
+            "--no-progress",
+            "--simulate",
+            "20",
+            "--out-dir",
+            str(tmp_path / "logs"),
+            "--name",
+            "run",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert f"PyTorch device: {device}" in out
+    assert "identical outputs 100.00%" in out
+    for name in ("checkpoint", "qat_checkpoint", "qat_best-q"):
+        ck = read_checkpoint(tmp_path / "logs" / "run" / f"{name}.pth.tar")
+        tensors = [v for v in ck["state_dict"].values() if isinstance(v, torch.Tensor)]
+        assert tensors and all(t.device.type == "cpu" for t in tensors)
+        for state in (ck.get("optimizer_state_dict") or {}).get("state", {}).values():
+            assert all(t.device.type == "cpu" for t in state.values() if torch.is_tensor(t))
+
+
+@pytest.mark.train
+def test_mixed_precision_run_keeps_qat_and_8_bit_exact(tmp_path: Path, capsys) -> None:
+    """--amp: the float epoch under autocast, then QAT and the 8-bit model exact (the
+    simulator computes the same outputs)."""
+    status = main(
+        [
+            "train",
+            "--dataset",
+            "synthetic",
+            "--device",
+            "cpu",
+            "--amp",
+            "--epochs",
+            "2",
+            "--deterministic",
+            "--no-progress",
+            "--simulate",
+            "20",
+            "--out-dir",
+            str(tmp_path / "logs"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "amp on" in out
+    assert "quantization-aware training starts" in out
+    assert "identical outputs 100.00%" in out
