@@ -194,6 +194,14 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
         with run_folder(args.out_dir, args.name) as run_dir:
             _train_in(args, cfg, policy, run_dir, log)
         return run_dir
+    except RuntimeError as err:
+        if not (ctx.active and distributed.lost_contact(err)):
+            raise
+        detail = str(err).split("] ", 1)[-1].split(". ")[0]
+        raise EdgesynthError(
+            f"rank {ctx.rank} lost contact with another process of the run ({detail}); "
+            "it stops too."
+        ) from None
     finally:
         distributed.stop(ctx)
 

@@ -79,6 +79,12 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def lost_contact(err: BaseException) -> bool:
+    """True for the error a collective raises when another process of the run is gone."""
+    text = str(err).lower()
+    return isinstance(err, tdist.DistError) or "gloo" in text or "nccl" in text
+
+
 def stop(ctx: Context) -> None:
     if ctx.active and tdist.is_initialized():
         tdist.destroy_process_group()
@@ -174,7 +180,7 @@ def launch(spec: Launch, worker_args: list[str], threads: int | None) -> None:
     spec.check()
     # The launcher's own progress messages are torch internals; failures are reported below.
     for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     per_process = threads or max(1, (os.cpu_count() or 1) // spec.nproc_per_node)
     os.environ.setdefault("OMP_NUM_THREADS", str(per_process))
     port = spec.master_port if spec.master_port is not None else _free_port()
