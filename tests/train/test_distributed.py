@@ -195,7 +195,7 @@ def test_a_killed_process_ends_the_run_with_one_line_and_status_1(tmp_path: Path
         ranks = {_rank_of(p): p for p in _descendants(launcher.pid)}
         assert 1 in ranks, ranks
         os.kill(ranks[1], signal.SIGKILL)
-        out, err = launcher.communicate(timeout=120)  # no hang
+        _out, err = launcher.communicate(timeout=120)  # no hang
     finally:
         if launcher.poll() is None:
             launcher.kill()
