@@ -131,8 +131,7 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dataset",
         default="digits",
-        help="digits | mnist | mnist-test-split | fashionmnist | cifar10 | cifar100 | svhn | "
-        "imagefolder | synthetic",
+        help="dataset (listed below; default digits)",
     )
     p.add_argument("--data", type=Path, help="dataset folder (MNIST: the IDX files)")
     p.add_argument(
@@ -229,6 +228,28 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         help="train on the first N items only (quick experiments)",
     )
     p.set_defaults(handler=train)
+    _list_catalog_in_help(p)
+
+
+def _list_catalog_in_help(parser: argparse.ArgumentParser) -> None:
+    """`edgesynth train --help` ends with the datasets and models (looked up only then: the
+    registries import PyTorch)."""
+    plain = parser.format_help
+
+    def with_catalog() -> str:
+        from edgesynth.train.datasets import DATASETS
+        from edgesynth.train.models import MODELS
+
+        width = max(len(n) for n in [*DATASETS, *MODELS]) + 2
+        lines = ["", "datasets (--dataset; default model in brackets):"]
+        lines += [
+            f"  {d.name:<{width}}{d.description} [{d.default_model}]" for d in DATASETS.values()
+        ]
+        lines += ["", "models (--model):"]
+        lines += [f"  {m.name:<{width}}{m.description}" for m in MODELS.values()]
+        return plain() + "\n".join(lines) + "\n"
+
+    parser.format_help = with_catalog  # type: ignore[method-assign]
 
 
 # --- quantize, fuse-bn ---------------------------------------------------------------------

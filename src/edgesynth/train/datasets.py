@@ -66,6 +66,7 @@ class Dataset:
     num_classes: int
     classes: list[str]
     augment: bool = False  # small random shifts/rotations help (images of objects)
+    class_weights: list[float] | None = None  # the loss's weight per class (None: equal)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -279,15 +280,20 @@ class DatasetInfo:
     default_model: str
 
 
-def _image_dataset(name: str) -> Callable[..., Dataset]:
-    """A loader of `image_datasets` (imported when used)."""
+def _lazy(module: str, name: str) -> Callable[..., Dataset]:
+    """Loader `name` of `edgesynth.train.<module>`, imported when used."""
 
     def load(data: Path | None, allow_download: bool = False) -> Dataset:
-        from edgesynth.train import image_datasets
+        import importlib
 
-        return getattr(image_datasets, name)(data, allow_download)
+        loader = getattr(importlib.import_module(f"edgesynth.train.{module}"), name)
+        return loader(data, allow_download)
 
     return load
+
+
+def _image_dataset(name: str) -> Callable[..., Dataset]:
+    return _lazy("image_datasets", name)
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -327,6 +333,12 @@ DATASETS: dict[str, DatasetInfo] = {
             _image_dataset("load_image_folder"),
             "your images: --data/train/<class>/*.png, --data/test/<class>/*.png",
             "ai85nascifarnet",
+        ),
+        DatasetInfo(
+            "kws20",
+            _lazy("audio_datasets", "load_kws20"),
+            "Speech Commands v2 wav folders in --data: 20 keywords + unknown, 128x128",
+            "ai85kws20netv3",
         ),
     )
 }

@@ -90,12 +90,17 @@ def _download(url: str, target: Path, hint: str) -> None:
         ) from None
 
 
-def _fetch_archive(url: str, folder: Path, inner: str) -> None:
-    """Download a .tar.gz and put its folder `inner/` (regular files only) into `folder`.
+def fetch_archive(url: str, folder: Path, inner: str, *, rooted: bool = True) -> None:
+    """Download a .tar.gz and put its folder `inner/` (regular files only) into `folder`;
+    an archive that is not `rooted` in one folder is unpacked into a new `inner/`.
 
     The archive is unpacked in a staging folder beside it and `inner/` is moved into place
     whole, so a failed or interrupted run leaves `folder` as it was."""
-    hint = f"Download it yourself and extract it here (it holds the folder `{inner}`)."
+    hint = (
+        f"Download it yourself and extract it here (it holds the folder `{inner}`)."
+        if rooted
+        else f"Download it yourself and extract it into `{folder / inner}`."
+    )
     staging = Path(tempfile.mkdtemp(prefix=".edgesynth-staging-", dir=folder))
     try:
         archive = staging / url.rsplit("/", 1)[-1]
@@ -106,10 +111,11 @@ def _fetch_archive(url: str, folder: Path, inner: str) -> None:
                     m
                     for m in tar.getmembers()
                     if m.isfile()
-                    and Path(m.name).parts[:1] == (inner,)
+                    and (not rooted or Path(m.name).parts[:1] == (inner,))
                     and ".." not in Path(m.name).parts
+                    and not Path(m.name).is_absolute()
                 ]
-                tar.extractall(staging, members=members)
+                tar.extractall(staging if rooted else staging / inner, members=members)
         except (tarfile.TarError, OSError) as err:
             raise EdgesynthError(f"cannot extract {url} ({err}).", file=str(folder)) from None
         if (folder / inner).exists():
@@ -136,7 +142,7 @@ def load_cifar(classes: int, data: Path | None, allow_download: bool) -> Dataset
         created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            _fetch_archive(url, folder, inner)
+            fetch_archive(url, folder, inner)
         except BaseException:
             if created:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -257,6 +257,8 @@ def train_epoch(
         pin_memory=cfg.pin_memory,
     )
     use_aug = cfg.dataset.augment if cfg.augment is None else cfg.augment
+    weights = cfg.dataset.class_weights
+    weight = None if weights is None else torch.tensor(weights, device=device)
     with enn.use(cfg.device, simulate=False, avg_pool_rounding=cfg.avg_pool_rounding):
         for x, y in _progress(batches_, len(batches_), desc, cfg.progress and cfg.dist.is_main):
             x = x.to(device, non_blocking=cfg.pin_memory)
@@ -267,7 +269,7 @@ def train_epoch(
                 x = x.contiguous(memory_format=torch.channels_last)
             with precision.autocast(active=not qat):
                 logits = step_model(x)
-                loss = F.cross_entropy(logits.float(), y_dev)
+                loss = F.cross_entropy(logits.float(), y_dev, weight=weight)
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None and scaler.is_enabled():
                 scaler.scale(loss).backward()
