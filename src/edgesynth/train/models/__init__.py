@@ -15,6 +15,12 @@ from edgesynth.train.models.classic import (
     AI85NetExtraSmall,
     AI87KWS20Netv3,
 )
+from edgesynth.train.models.zoo import (
+    AI85CatsDogsNet,
+    AI85KWS20Netv2,
+    AI85ResidualSimpleNet,
+    AI85SimpleNet,
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,10 @@ MODELS: dict[str, ModelInfo] = {
         ModelInfo("ai85nascifarnet", AI85NASCifarNet, 2, "CIFAR-10 NAS network (vendor demo)"),
         ModelInfo("ai85kws20netv3", AI85KWS20Netv3, 1, "keyword spotting v3, MAX78000"),
         ModelInfo("ai87kws20netv3", AI87KWS20Netv3, 1, "keyword spotting v3, MAX78002"),
+        ModelInfo("ai85kws20netv2", AI85KWS20Netv2, 1, "keyword spotting v2"),
+        ModelInfo("ai85simplenet", AI85SimpleNet, 2, "CIFAR-100 SimpleNet v1, batchnorm"),
+        ModelInfo("ai85ressimplenet", AI85ResidualSimpleNet, 2, "CIFAR-100 SimpleNet v1, residual"),
+        ModelInfo("ai85cdnet", AI85CatsDogsNet, 2, "cats vs dogs, 3x64x64"),
     )
 }
 

@@ -1,0 +1,100 @@
+"""The model zoo end to end: every architecture trains (a float step, then a QAT step with
+batchnorm folded), writes its YAML template, and that YAML with the quantized checkpoint goes
+through the synthesizer's simulator to the same outputs as the 8-bit model.
+
+The vendor's own checkpoints of the demo architectures reproduce the corpus' known answers in
+tests/nn/test_corpus_8bit.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from edgesynth.nn.qat import QatPolicy
+from edgesynth.quant.files import quantize_file
+from edgesynth.quant.ptq import QuantizeOptions
+from edgesynth.train import deploy
+from edgesynth.train.datasets import Dataset, Split
+from edgesynth.train.loop import TrainConfig, run
+from edgesynth.train.models import MODELS
+from edgesynth.train.yamlgen import write_yaml_template, yaml_template
+
+pytestmark = pytest.mark.train
+
+# the data each architecture is built for: (channels, *spatial), classes
+INPUTS = {
+    "ai85net5": ((1, 28, 28), 10),
+    "ai85netextrasmall": ((1, 28, 28), 10),
+    "ai85nascifarnet": ((3, 32, 32), 10),
+    "ai85simplenet": ((3, 32, 32), 100),
+    "ai85ressimplenet": ((3, 32, 32), 100),
+    "ai85kws20netv2": ((128, 128), 21),
+    "ai85kws20netv3": ((128, 128), 21),
+    "ai87kws20netv3": ((128, 128), 21),
+    "ai85cdnet": ((3, 64, 64), 2),
+}
+# KWS v2 pads 1D convolutions of more than 64 channels, which the MAX78002 cannot (its v3 is
+# ai87kws20netv3). The planner does not yet pack the residual SimpleNet's kernels into the MAX78000 (its
+# kernel memory is 765 of 768 columns full under the vendor's hand placement): issue 11.
+TIGHT = pytest.mark.xfail(
+    strict=True, reason="automatic placement: kernel memory packing too tight (issue 11)"
+)
+CASES = [
+    pytest.param(
+        name, chip, marks=TIGHT if (name, chip) == ("ai85ressimplenet", "MAX78000") else ()
+    )
+    for name, chip in [
+        *((name, "MAX78002" if name.startswith("ai87") else "MAX78000") for name in INPUTS),
+        ("ai85ressimplenet", "MAX78002"),
+        ("ai85simplenet", "MAX78002"),
+        ("ai85cdnet", "MAX78002"),
+    ]
+]
+
+
+def test_every_registered_model_is_covered() -> None:
+    assert set(MODELS) == set(INPUTS)
+
+
+def _random_dataset(shape: tuple[int, ...], classes: int, n: int) -> Dataset:
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randint(-128, 128, (n, *shape), generator=gen).float() / 128
+    y = torch.randint(0, classes, (n,), generator=gen)
+    names = [str(i) for i in range(classes)]
+    return Dataset("random", Split(x[:8], y[:8]), Split(x[8:], y[8:]), classes, names)
+
+
+@pytest.mark.parametrize(("name", "chip"), CASES)
+def test_zoo_model_trains_exports_and_synthesizes_to_its_8_bit_outputs(
+    name: str, chip: str, tmp_path: Path
+) -> None:
+    shape, classes = INPUTS[name]
+    ds = _random_dataset(shape, classes, 12)
+    cfg = TrainConfig(
+        model=name,
+        dataset=ds,
+        device=chip,
+        epochs=2,
+        batch_size=8,
+        qat_policy=QatPolicy(start_epoch=1, weight_bits=8),
+        seed=1,
+        progress=False,
+    )
+    result = run(cfg, tmp_path, log=lambda line: None)
+    assert [r.qat for r in result.history] == [False, True]
+    yaml_path = write_yaml_template(
+        tmp_path / f"{name}.yaml",
+        yaml_template(
+            result.model, arch=name, dataset="random", input_channels=shape[0], device=chip
+        ),
+    )
+    quantized = tmp_path / "q.pth.tar"
+    quantize_file(result.checkpoints["qat_checkpoint"], quantized, QuantizeOptions())
+    net = deploy.load_model(quantized, name, ds, chip)
+    metrics = deploy.eight_bit_metrics(net, ds, chip)
+    check = deploy.simulator_check(yaml_path, quantized, ds, chip, metrics.predictions, 2, net)
+    assert check.count == 2
+    assert check.exact == 100.0
