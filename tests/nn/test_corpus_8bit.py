@@ -24,6 +24,8 @@ DEMOS = [
     "MAX78002/mnist-riscv",
     "MAX78002/cifar-10",
     "MAX78002/kws20_v3_1",
+    "MAX78000/test-faceid",  # ai85faceidnet: the zoo's FaceID with the vendor's checkpoint
+    "MAX78002/test-faceid",
 ]
 
 

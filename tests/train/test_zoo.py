@@ -35,10 +35,12 @@ INPUTS = {
     "ai85kws20netv3": ((128, 128), 21),
     "ai87kws20netv3": ((128, 128), 21),
     "ai85cdnet": ((3, 64, 64), 2),
+    "ai85faceidnet": ((3, 160, 120), 512),  # an embedding: trained by regression, below
 }
 # KWS v2 pads 1D convolutions of more than 64 channels, which the MAX78002 cannot (its v3 is
-# ai87kws20netv3). The planner does not yet pack the residual SimpleNet's kernels into the MAX78000 (its
-# kernel memory is 765 of 768 columns full under the vendor's hand placement): issue 11.
+# ai87kws20netv3). The planner does not yet pack the residual SimpleNet's kernels into the
+# MAX78000 (its kernel memory is 765 of 768 columns full under the vendor's hand placement):
+# issue 11.
 TIGHT = pytest.mark.xfail(
     strict=True, reason="automatic placement: kernel memory packing too tight (issue 11)"
 )
@@ -47,7 +49,11 @@ CASES = [
         name, chip, marks=TIGHT if (name, chip) == ("ai85ressimplenet", "MAX78000") else ()
     )
     for name, chip in [
-        *((name, "MAX78002" if name.startswith("ai87") else "MAX78000") for name in INPUTS),
+        *(
+            (name, "MAX78002" if name.startswith("ai87") else "MAX78000")
+            for name in INPUTS
+            if name != "ai85faceidnet"
+        ),
         ("ai85ressimplenet", "MAX78002"),
         ("ai85simplenet", "MAX78002"),
         ("ai85cdnet", "MAX78002"),
@@ -98,3 +104,66 @@ def test_zoo_model_trains_exports_and_synthesizes_to_its_8_bit_outputs(
     check = deploy.simulator_check(yaml_path, quantized, ds, chip, metrics.predictions, 2, net)
     assert check.count == 2
     assert check.exact == 100.0
+
+
+# A 160x120 face fills more than a MAX78000 data-memory instance: the vendor streams it in
+# (izer --fifo), which a YAML does not say; the MAX78000 case takes 96x64 faces.
+@pytest.mark.parametrize(("chip", "size"), [("MAX78000", (96, 64)), ("MAX78002", (160, 120))])
+def test_faceid_trains_by_regression_and_synthesizes_to_its_8_bit_outputs(
+    chip: str, size: tuple[int, int], tmp_path: Path
+) -> None:
+    """FaceID learns a 512-value embedding (the vendor matches a teacher's with a squared
+    error): a float step, a QAT step, then the YAML and quantized checkpoint through the
+    synthesizer's arithmetic equal the 8-bit model on two faces."""
+    import numpy as np
+    import torch.nn.functional as F
+
+    import edgesynth.nn as enn
+    from edgesynth.flow import load_model
+    from edgesynth.quant.checkpoint import model_state, write_checkpoint
+    from edgesynth.sim.graph import run as run_graph
+    from edgesynth.train.datasets import to_chip
+    from edgesynth.train.evaluate import run_sample
+    from edgesynth.train.models import create_model
+
+    gen = torch.Generator().manual_seed(3)
+    faces = torch.randint(-128, 128, (4, 3, *size), generator=gen).float() / 128
+    teacher = torch.randn(4, 512, generator=gen) * 0.1
+    with enn.use(chip):
+        model = create_model("ai85faceidnet", num_classes=512, num_channels=3, dimensions=size)
+    for qat in (False, True):
+        if qat:
+            from edgesynth.nn.qat import enable_qat
+
+            enable_qat(model, QatPolicy(start_epoch=0, weight_bits=8))
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        with enn.use(chip, simulate=False):
+            loss = F.mse_loss(model(faces).flatten(1), teacher)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        assert torch.isfinite(loss)
+    trained = write_checkpoint(
+        tmp_path / "qat.pth.tar", arch="ai85faceidnet", state_dict=model_state(model)
+    )
+    quantized = tmp_path / "q.pth.tar"
+    quantize_file(trained, quantized, QuantizeOptions())
+    yaml_path = write_yaml_template(
+        tmp_path / "faceid.yaml",
+        yaml_template(model, arch="ai85faceidnet", dataset="faces", input_channels=3, device=chip),
+    )
+    samples = np.stack([to_chip(x) for x in faces[:2]])
+    np.save(tmp_path / "sample.npy", samples[0])
+    graph = load_model(
+        yaml_path,
+        checkpoint=quantized,
+        device=chip,
+        sample_input=tmp_path / "sample.npy",
+        check_rules=True,
+    )
+    simulated = run_graph(graph, samples, keep=False)[graph.outputs[0]]
+    ds = _random_dataset((3, *size), 512, 12)
+    net = deploy.load_model(quantized, "ai85faceidnet", ds, chip)
+    for i in range(2):
+        expected = run_sample(net, samples[i], dims=2, eight_bit=True, device=chip)
+        np.testing.assert_array_equal(simulated[i].reshape(-1), expected.reshape(-1))

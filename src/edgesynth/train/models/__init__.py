@@ -17,6 +17,7 @@ from edgesynth.train.models.classic import (
 )
 from edgesynth.train.models.zoo import (
     AI85CatsDogsNet,
+    AI85FaceIDNet,
     AI85KWS20Netv2,
     AI85ResidualSimpleNet,
     AI85SimpleNet,
@@ -43,6 +44,7 @@ MODELS: dict[str, ModelInfo] = {
         ModelInfo("ai85simplenet", AI85SimpleNet, 2, "CIFAR-100 SimpleNet v1, batchnorm"),
         ModelInfo("ai85ressimplenet", AI85ResidualSimpleNet, 2, "CIFAR-100 SimpleNet v1, residual"),
         ModelInfo("ai85cdnet", AI85CatsDogsNet, 2, "cats vs dogs, 3x64x64"),
+        ModelInfo("ai85faceidnet", AI85FaceIDNet, 2, "FaceID: 3x160x120 face -> 512 embedding"),
     )
 }
 

@@ -155,3 +155,34 @@ class AI85CatsDogsNet(nn.Module):
         for i in range(1, 7):
             x = getattr(self, f"conv{i}")(x)
         return self.fc(x.flatten(1))
+
+
+class AI85FaceIDNet(nn.Module):
+    """FaceID: eight convolutions from a 3x160x120 face to a 512-value embedding (the vendor
+    trains it to match a larger network's embeddings: a regression, not classes)."""
+
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        num_channels: int = 3,
+        dimensions: tuple[int, int] = (160, 120),
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        del num_classes
+        pool = {"pool_size": 2, "pool_stride": 2}
+        self.conv1 = enn.FusedConv2dReLU(num_channels, 16, 3, padding=1, bias=False)
+        self.conv2 = enn.FusedMaxPoolConv2dReLU(16, 32, 3, padding=1, bias=False, **pool)
+        self.conv3 = enn.FusedMaxPoolConv2dReLU(32, 32, 3, padding=1, bias=bias, **pool)
+        self.conv4 = enn.FusedMaxPoolConv2dReLU(32, 64, 3, padding=1, bias=bias, **pool)
+        self.conv5 = enn.FusedMaxPoolConv2dReLU(64, 64, 3, padding=1, bias=bias, **pool)
+        self.conv6 = enn.FusedConv2dReLU(64, 64, 3, padding=1, bias=bias)
+        self.conv7 = enn.FusedConv2dReLU(64, 64, 3, padding=1, bias=bias)
+        self.conv8 = enn.FusedMaxPoolConv2d(64, 512, 1, padding=0, bias=False, **pool)
+        h, w = dimensions[0] // 32, dimensions[1] // 32
+        self.avgpool = enn.AvgPool2d((h, w), stride=1)  # one window: the map is h x w
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(1, 9):
+            x = getattr(self, f"conv{i}")(x)
+        return self.avgpool(x)
