@@ -38,26 +38,16 @@ INPUTS = {
     "ai85faceidnet": ((3, 160, 120), 512),  # an embedding: trained by regression, below
 }
 # KWS v2 pads 1D convolutions of more than 64 channels, which the MAX78002 cannot (its v3 is
-# ai87kws20netv3). The planner does not yet pack the residual SimpleNet's kernels into the
-# MAX78000 (its kernel memory is 765 of 768 columns full under the vendor's hand placement):
-# issue 11.
-TIGHT = pytest.mark.xfail(
-    strict=True, reason="automatic placement: kernel memory packing too tight (issue 11)"
-)
+# ai87kws20netv3), so it is a MAX78000 model only.
 CASES = [
-    pytest.param(
-        name, chip, marks=TIGHT if (name, chip) == ("ai85ressimplenet", "MAX78000") else ()
-    )
-    for name, chip in [
-        *(
-            (name, "MAX78002" if name.startswith("ai87") else "MAX78000")
-            for name in INPUTS
-            if name != "ai85faceidnet"
-        ),
-        ("ai85ressimplenet", "MAX78002"),
-        ("ai85simplenet", "MAX78002"),
-        ("ai85cdnet", "MAX78002"),
-    ]
+    *(
+        (name, "MAX78002" if name.startswith("ai87") else "MAX78000")
+        for name in INPUTS
+        if name != "ai85faceidnet"
+    ),
+    ("ai85ressimplenet", "MAX78002"),
+    ("ai85simplenet", "MAX78002"),
+    ("ai85cdnet", "MAX78002"),
 ]
 
 

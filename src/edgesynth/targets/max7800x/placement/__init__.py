@@ -127,6 +127,24 @@ def _check(net: Network, device: Device, options: RuleOptions) -> None:
     plan_kernels(build_hw_layers(net, chip, options), chip, KernelOptions())
 
 
+def _kernel_words(problem: Problem, solution: Solution, instance: int) -> int:
+    """Kernel words the solver counted in memory `instance` for `solution`."""
+    from edgesynth.targets.max7800x.rules.sizes import memory_instances
+
+    total = 0
+    for use in problem.kernels:
+        block = problem.blocks[use.block]
+        if block.fixed_map is not None:
+            present = memory_instances(block.fixed_map | block.copies, problem.shared)
+            here = bool(present >> instance & 1)
+        else:
+            first = solution.instance[use.block]
+            here = first <= instance < first + block.instances(problem.shared)
+        if here:
+            total += use.words
+    return total
+
+
 def place(
     net: Network,
     device: Device,
@@ -140,16 +158,23 @@ def place(
     problem = build_problem(net, device, options)
     capacity = [device.mask_width_small] * problem.instances
     forbidden: dict[int, set[int]] = {}
+    columns = False  # the allocator's column model, after the first overflow
     for rounds in range(1, MAX_ROUNDS + 1):
-        solution = solve(problem, capacity, forbidden)
+        solution = solve(problem, capacity, forbidden, kernel_columns=columns)
         placements = layer_placements(problem, solution)
         spec, chosen = apply_placement(net.spec, placements)
         placed = rebuild(spec)
         try:
             _check(placed, device, options)
         except KernelMemoryExhausted as full:
+            # The allocator gives each layer the same columns on all its processors, so
+            # memory is lost between layers of different processor ranges: what the model
+            # counted there no longer fits; ask for less than that.
             instance = full.processor // device.processors_sharing_memory
-            capacity[instance] -= max(1, full.overflow)
+            if columns:
+                counted = _kernel_words(problem, solution, instance)
+                capacity[instance] = min(capacity[instance], counted) - max(1, full.overflow)
+            columns = True
             continue
         except KernelClash as clash:  # the vendor's allocator overlaps two layers here
             if clash.layer is None or clash.layer not in problem.readers:

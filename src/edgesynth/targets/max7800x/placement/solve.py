@@ -80,7 +80,11 @@ def candidates(problem: Problem, block: Block) -> list[int]:
 
 
 def solve(
-    problem: Problem, kernel_capacity: list[int], forbidden: dict[int, set[int]] | None = None
+    problem: Problem,
+    kernel_capacity: list[int],
+    forbidden: dict[int, set[int]] | None = None,
+    *,
+    kernel_columns: bool = False,
 ) -> Solution:
     """An optimal (or, past the time limit, the best found) placement; error if none exists."""
     from ortools.sat.python import cp_model
@@ -129,6 +133,9 @@ def solve(
         if terms:
             model.Add(sum(terms) <= kernel_capacity[i])
             model.Add(sum(terms) <= worst)
+
+    if kernel_columns:
+        _allocator_columns(model, problem, present, kernel_capacity)
 
     # The vendor's allocator reserves calcx4 kernels as if they were ordinary ones, but they
     # land spread over the four quarters of kernel memory: keep them apart from the others.
@@ -182,6 +189,42 @@ def solve(
         word={b: solver.Value(v) for b, v in offset.items()},
         optimal=status == cp_model.OPTIMAL,
     )
+
+
+def _allocator_columns(model, problem: Problem, present, capacity: list[int]) -> None:
+    """Kernel columns as the vendor's allocator hands them out (a stricter model, used once
+    the per-memory word count was not enough): layers that enable every processor first, then
+    the others in layer order; a layer's columns are the same in all its processors, start on
+    a multiple of 4 and lie above those of every earlier layer sharing a memory instance with
+    it. The allocator also fills holes below, so a placement feasible here is feasible there."""
+    everywhere = {
+        b.index for b in problem.blocks if b.instances(problem.shared) >= problem.instances
+    }
+    order = sorted(problem.kernels, key=lambda u: (u.block not in everywhere, u.layer))
+    top = max(capacity)
+    start = {n: model.NewIntVar(0, top // 4, f"kcol{u.layer}_{n}") for n, u in enumerate(order)}
+    for n, u in enumerate(order):
+        for i in range(problem.instances):
+            if (u.block, i) in present:
+                lit = _as_bool(model, present[u.block, i])
+                model.Add(4 * start[n] + u.words <= capacity[i]).OnlyEnforceIf(lit)
+        for m in range(n):
+            k = order[m]
+            common = [
+                i
+                for i in range(problem.instances)
+                if (k.block, i) in present and (u.block, i) in present
+            ]
+            if not common:
+                continue
+            after = start[m] + (k.words + 3) // 4
+            if k.block == u.block:
+                model.Add(start[n] >= after)
+                continue
+            share = model.NewBoolVar(f"kshare{m}_{n}")
+            for i in common:
+                model.Add(share >= present[k.block, i] + present[u.block, i] - 1)
+            model.Add(start[n] >= after).OnlyEnforceIf(share)
 
 
 def _keep_live_data_apart(model, problem: Problem, present, offset, instances: int) -> None:
