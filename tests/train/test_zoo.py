@@ -8,11 +8,13 @@ tests/nn/test_corpus_8bit.py.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
+from edgesynth.cli import main
 from edgesynth.nn.qat import QatPolicy
 from edgesynth.quant.files import quantize_file
 from edgesynth.quant.ptq import QuantizeOptions
@@ -23,6 +25,8 @@ from edgesynth.train.models import MODELS
 from edgesynth.train.yamlgen import write_yaml_template, yaml_template
 
 pytestmark = pytest.mark.train
+
+DEVTRACE = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "devtrace" / "run.sh"
 
 # the data each architecture is built for: (channels, *spatial), classes
 INPUTS = {
@@ -65,7 +69,7 @@ def _random_dataset(shape: tuple[int, ...], classes: int, n: int) -> Dataset:
 
 @pytest.mark.parametrize(("name", "chip"), CASES)
 def test_zoo_model_trains_exports_and_synthesizes_to_its_8_bit_outputs(
-    name: str, chip: str, tmp_path: Path
+    name: str, chip: str, tmp_path: Path, capsys
 ) -> None:
     shape, classes = INPUTS[name]
     ds = _random_dataset(shape, classes, 12)
@@ -94,13 +98,30 @@ def test_zoo_model_trains_exports_and_synthesizes_to_its_8_bit_outputs(
     check = deploy.simulator_check(yaml_path, quantized, ds, chip, metrics.predictions, 2, net)
     assert check.count == 2
     assert check.exact == 100.0
+    _synthesize_and_run_on_the_virtual_device(yaml_path, quantized, ds, chip, tmp_path, capsys)
+
+
+def _synthesize_and_run_on_the_virtual_device(
+    yaml_path: Path, quantized: Path, ds: Dataset, chip: str, tmp_path: Path, capsys
+) -> None:
+    """The C project for the first test item; its own register and memory writes, run on the
+    virtual device, reproduce the known answer (the 8-bit model's output) with no hazard."""
+    sample = deploy.save_sample(ds.test, 0, tmp_path, "zoo")
+    out = tmp_path / "synth"
+    args = ["synth", str(yaml_path), str(quantized), "--device", chip]
+    assert main([*args, "--sample-input", str(sample), "-o", str(out)]) == 0
+    if shutil.which("gcc") and DEVTRACE.is_file():
+        capsys.readouterr()
+        assert main(["device", "run", str(out)]) == 0
+        report = capsys.readouterr().out
+        assert "known answer: all" in report and "hazard:" not in report
 
 
 # A 160x120 face fills more than a MAX78000 data-memory instance: the vendor streams it in
 # (izer --fifo), which a YAML does not say; the MAX78000 case takes 96x64 faces.
 @pytest.mark.parametrize(("chip", "size"), [("MAX78000", (96, 64)), ("MAX78002", (160, 120))])
 def test_faceid_trains_by_regression_and_synthesizes_to_its_8_bit_outputs(
-    chip: str, size: tuple[int, int], tmp_path: Path
+    chip: str, size: tuple[int, int], tmp_path: Path, capsys
 ) -> None:
     """FaceID learns a 512-value embedding (the vendor matches a teacher's with a squared
     error): a float step, a QAT step, then the YAML and quantized checkpoint through the
@@ -157,3 +178,4 @@ def test_faceid_trains_by_regression_and_synthesizes_to_its_8_bit_outputs(
     for i in range(2):
         expected = run_sample(net, samples[i], dims=2, eight_bit=True, device=chip)
         np.testing.assert_array_equal(simulated[i].reshape(-1), expected.reshape(-1))
+    _synthesize_and_run_on_the_virtual_device(yaml_path, quantized, ds, chip, tmp_path, capsys)
