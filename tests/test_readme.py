@@ -26,6 +26,8 @@ SHARED = REPO.parent / "shared"
 NEEDS_USER_FILES = {
     "gati compile model.onnx": "needs the user's float ONNX model (model.onnx) and calibration "
     "batch (calib.npy); the repository ships neither (tests/gati covers these commands)",
+    "--data data/cifar100": "needs the user's CIFAR-100 batches (data/cifar100) and CUDA GPUs; "
+    "tests/train/test_distributed.py and test_accel.py run the same options on the CPU",
 }
 
 
@@ -140,5 +142,5 @@ def test_skips_are_only_for_missing_user_files() -> None:
         reason = _skip_reason(block)
         if reason is None:
             continue
-        missing = [w for w in ("model.onnx", "calib.npy") if w in block]
+        missing = [w for w in ("model.onnx", "calib.npy", "data/cifar100") if w in block]
         assert missing and not any((REPO / w).exists() for w in missing), block
