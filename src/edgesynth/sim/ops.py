@@ -217,34 +217,6 @@ def pool2d(
     return windows.max(axis=-1)
 
 
-def pool1d(
-    data: np.ndarray,
-    pool: int,
-    stride: int,
-    *,
-    average_pool: bool,
-    dilation: int = 1,
-) -> np.ndarray:
-    """In-flight pooling of (C, L) data, as the vendor's 1D reference computes it.
-
-    Averages are always truncated toward zero (no rounding option), and a dilated window
-    that runs past the end averages only the samples it covers. Max pooling reads `pool`
-    consecutive samples even when `pool_dilation` is set.
-    """
-    if pool == 1:
-        return data[:, ::stride]
-    length = data.shape[1]
-    out_len = pooled_size(length, pool, stride, dilation)
-    starts = np.arange(out_len) * stride
-    if average_pool:
-        index = starts[:, None] + np.arange(pool) * dilation
-        valid = index < length
-        values = np.where(valid, data[:, np.minimum(index, length - 1)], 0)
-        return average(values.sum(axis=-1), valid.sum(axis=-1), rounding=False)
-    index = starts[:, None] + np.arange(pool)
-    return data[:, index].max(axis=-1)
-
-
 def eltwise(operation: str, operands: list[np.ndarray]) -> np.ndarray:
     """Left-to-right element-wise add/sub/xor/or of equally shaped operands (wide result)."""
     result = operands[0].astype(np.int64)

@@ -7,7 +7,8 @@ operands, drop channels (--reshape-inputs), element-wise first (`pool_first: fal
 (`in_crop`), reshape to `in_dim` (1D <-> 2D, W/L changes), pool, element-wise, then the
 operation, then the data-buffer shift/insert. The vendor passes layer outputs along in a list
 indexed by the *next* layer to run, so `in_sequences: [i]` reads whatever was handed to layer
-i + 1; that is what decides the data when `next_sequence`/`simulated_sequence` jump.
+i + 1; that is what decides the data when `next_sequence`/`simulated_sequence` jump
+(`compat.handover`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
+from edgesynth.ir.network import Layer, Network
 from edgesynth.sim import ops
 from edgesynth.targets.max7800x.compat import operands as compat_operands
+from edgesynth.targets.max7800x.compat.handover import HandOver
+from edgesynth.targets.max7800x.compat.pooling import vendor_pool1d
 
 DATA_BUFFER = -2  # as in targets.max7800x.build: `in_sequences` naming the data buffer
 
@@ -47,12 +50,12 @@ def _mismatch(layer: Layer, message: str) -> EdgesynthError:
 
 
 class _Buffers:
-    """The vendor's hand-over list: position i holds the data handed to layer i; position 0
-    starts out as the network input only when the run starts at layer 0."""
+    """The data a layer reads: the vendor's hand-over list (compat.handover) and the data
+    buffer of `buffer_shift`/`buffer_insert` layers."""
 
     def __init__(self, net: Network, sample: np.ndarray, start: int) -> None:
         self.net = net
-        self.slots: dict[int, np.ndarray] = {start: sample}
+        self.handover = HandOver(sample, start)
         self.data_buffer: np.ndarray | None = None
         if net.spec.data_buffer:
             buffer = net.spec.data_buffer[0]
@@ -60,24 +63,14 @@ class _Buffers:
             # The vendor's buffer is (length, channels, width), newest entry last.
             self.data_buffer = np.zeros((dim[0], buffer.channels, dim[1]), dtype=np.int64)
 
-    def handed_to(self, layer: Layer, slot: int, producer: int) -> np.ndarray:
-        if slot not in self.slots:
-            what = "the network input" if producer == NETWORK_INPUT else f"layer {producer}"
-            raise _mismatch(
-                layer,
-                f"reads {what}, which this run has not produced (the vendor hands data along "
-                "by layer position; check `in_sequences`, `next_sequence` and --start-layer)",
-            )
-        return self.slots[slot]
-
     def gather(self, layer: Layer) -> np.ndarray:
         sources = layer.in_sequences
         if not sources:
-            return self.slots[layer.index]
+            return self.handover.own_input(layer)
         if sources == [DATA_BUFFER]:
             assert self.data_buffer is not None
             return self.data_buffer
-        parts = [self.handed_to(layer, i + 1, i) for i in sources]
+        parts = [self.handover.output_of(layer, i) for i in sources]
         if len(parts) == 1:
             return parts[0]
         if all(p.shape[1:] == parts[0].shape[1:] for p in parts):
@@ -151,7 +144,7 @@ def _pool(layer: Layer, operands: np.ndarray, opts: SimOptions) -> np.ndarray:
     if layer.is_1d:
         if layer.pool[0] > 1:
             # The vendor pools only the first operand of a Conv1d layer.
-            return ops.pool1d(
+            return vendor_pool1d(
                 operands[0],
                 layer.pool[0],
                 layer.pool_stride[0],
@@ -347,5 +340,5 @@ def simulate(net: Network, sample: np.ndarray, opts: SimOptions | None = None) -
             raise
         results.append(LayerResult(index, out))
         if position + 1 < len(order):
-            buffers.slots[order[position + 1]] = out
+            buffers.handover.hand(order[position + 1], out)
     return results
