@@ -16,6 +16,8 @@ import onnx
 import pytest
 from gati_netcheck import run_and_compare
 
+pytestmark = pytest.mark.train  # trains the MNIST CNNs (cached after the first run)
+
 VARIANTS = {
     # name: (module attributes, opset, dynamic batch, ops that must appear in the graph)
     "opset11_view": ({"flat": "view"}, 11, True, {"Shape", "Gather", "Concat", "Reshape", "Gemm"}),

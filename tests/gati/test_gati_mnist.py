@@ -16,6 +16,8 @@ from edgesynth.targets.gati.host import host_contract, run_program
 from edgesynth.targets.gati.quantize import quantize_input
 from edgesynth.targets.gati.reference import reference_layers
 
+pytestmark = pytest.mark.train  # trains the MNIST CNNs (cached after the first run)
+
 
 def _all_layer_names(prog_layers) -> list[str]:  # type: ignore[no-untyped-def]
     return [c.name for c in prog_layers]
