@@ -196,3 +196,32 @@ def test_mixed_precision_run_keeps_qat_and_8_bit_exact(tmp_path: Path, capsys) -
     assert "amp on" in out
     assert "quantization-aware training starts" in out
     assert "identical outputs 100.00%" in out
+
+
+@pytest.mark.train
+def test_compiled_training_keeps_qat_and_8_bit_exact(tmp_path: Path, capsys) -> None:
+    """--compile (torch.compile, inductor on the CPU): the float epoch, the recompiled QAT
+    epoch after the switch, and an 8-bit model the simulator reproduces exactly."""
+    status = main(
+        [
+            "train",
+            "--dataset",
+            "synthetic",
+            "--device",
+            "cpu",
+            "--compile",
+            "--epochs",
+            "2",
+            "--deterministic",
+            "--no-progress",
+            "--simulate",
+            "20",
+            "--out-dir",
+            str(tmp_path / "logs"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "compile on" in out
+    assert "epoch 1/1 QAT:" in out
+    assert "identical outputs 100.00%" in out
