@@ -172,7 +172,7 @@ def test_training_runs_on_the_device_and_its_checkpoints_load_on_the_cpu(
 @pytest.mark.train
 def test_mixed_precision_run_keeps_qat_and_8_bit_exact(tmp_path: Path, capsys) -> None:
     """--amp: the float epoch under autocast, then QAT and the 8-bit model exact (the
-    simulator computes the same outputs)."""
+    simulator computes the same outputs); batches from two loader workers, pinned."""
     status = main(
         [
             "train",
@@ -181,6 +181,9 @@ def test_mixed_precision_run_keeps_qat_and_8_bit_exact(tmp_path: Path, capsys) -
             "--device",
             "cpu",
             "--amp",
+            "--workers",
+            "2",
+            "--pin-memory",
             "--epochs",
             "2",
             "--deterministic",
