@@ -48,7 +48,7 @@ def job_from_options(opts: IzerOptions, base_dir: Path | None = None) -> Synthes
         reshape_inputs=opts.reshape_inputs,
         legacy_test=opts.legacy_test,
     )
-    return SynthesisJob(opts.config_file, build, sim, rules=opts)
+    return SynthesisJob(opts.config_file, build, sim, rules=opts, izer=opts)
 
 
 def refuse_empty_run(opts: IzerOptions) -> None:

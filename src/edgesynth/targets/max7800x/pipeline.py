@@ -7,8 +7,10 @@ against the working directory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +37,7 @@ class SynthesisJob:
     sim: SimOptions = field(default_factory=SimOptions)
     rules: object | None = None  # rules.RuleOptions, when the caller has global options
     placement: Placement | None = None  # set when edgesynth chose the placement
+    izer: Any = None  # the izer options, when known: placements can then be proven on the device
 
 
 @dataclass
@@ -252,8 +255,26 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
 
     net = build(spec)
     if needs_placement(spec, net.order):
-        net, job.placement = place(net, opts.device, rules.rule_options(job.rules), build)
+        prove = _device_proof(job, sample) if job.izer is not None else None
+        net, job.placement = place(net, opts.device, rules.rule_options(job.rules), build, prove)
     return net, sample
+
+
+def _device_proof(job: SynthesisJob, sample: np.ndarray) -> Callable[[Network], str | None]:
+    """Proof of a placed network: its project's writes on the virtual device (the one place
+    the synthesizer uses the device, as a checker; see placement/verify.py)."""
+
+    def prove(placed: Network) -> str | None:
+        from edgesynth.targets.max7800x.placement.verify import device_check
+        from edgesynth.targets.max7800x.plan.plan import make_plan
+
+        result = SynthesisResult(placed, sample, simulate(placed, sample, job.sim))
+        check = device_check(make_plan(result, job.izer), placed.device)
+        if check.ok:
+            return None
+        return "; ".join(check.hazards) or "the known answer differs"
+
+    return prove
 
 
 def check_network(net: Network, job: SynthesisJob) -> None:

@@ -145,13 +145,24 @@ def _kernel_words(problem: Problem, solution: Solution, instance: int) -> int:
     return total
 
 
+def _mixes_calcx4(problem: Problem) -> bool:
+    kinds = {use.calcx4 for use in problem.kernels}
+    return len(kinds) == 2
+
+
 def place(
     net: Network,
     device: Device,
     options: RuleOptions,
     rebuild: Callable[[NetworkSpec], Network],
+    prove: Callable[[Network], str | None] | None = None,
 ) -> tuple[Network, Placement]:
-    """The network with its placement chosen, and the placement (see the module docstring)."""
+    """The network with its placement chosen, and the placement (see the module docstring).
+
+    `prove(placed)` runs a placed network's generated writes on the virtual device (None: it
+    passed; else why not). With it, calcx4 layers may share kernel memory with other layers
+    when no placement keeps them apart: each such placement is kept only once the device has
+    proven it, and a refuted one is excluded from the next search."""
     from edgesynth.targets.max7800x.plan.kernels import KernelClash, KernelMemoryExhausted
 
     started = time.perf_counter()
@@ -159,8 +170,32 @@ def place(
     capacity = [device.mask_width_small] * problem.instances
     forbidden: dict[int, set[int]] = {}
     columns = False  # the allocator's column model, after the first overflow
-    for rounds in range(1, MAX_ROUNDS + 1):
-        solution = solve(problem, capacity, forbidden, kernel_columns=columns)
+    apart = True  # calcx4 kernels kept in memories of their own
+    nogoods: list[dict[int, int]] = []
+    refuted = ""
+    rounds_allowed = MAX_ROUNDS
+    rounds = 0
+    while rounds < rounds_allowed:
+        rounds += 1
+        try:
+            solution = solve(
+                problem,
+                capacity,
+                forbidden,
+                kernel_columns=columns,
+                calcx4_apart=apart,
+                nogoods=nogoods,
+            )
+        except Unplaceable:
+            if not (apart and prove is not None and _mixes_calcx4(problem)):
+                raise
+            apart = False
+            rounds_allowed += MAX_ROUNDS  # proofs on the virtual device need rounds of their own
+            continue
+        except EdgesynthError:
+            if nogoods:  # every placement left was refuted by the virtual device
+                break
+            raise
         placements = layer_placements(problem, solution)
         spec, chosen = apply_placement(net.spec, placements)
         placed = rebuild(spec)
@@ -188,8 +223,20 @@ def place(
                 f"please report it with this YAML): {err}",
                 file=net.spec.path,
             ) from None
+        if not apart and prove is not None:
+            refuted = prove(placed) or ""
+            if refuted:
+                nogoods.append({use.block: solution.instance[use.block] for use in problem.kernels})
+                continue
         seconds = time.perf_counter() - started
         return placed, Placement(placements, problem, solution, chosen, rounds, seconds)
+    if not apart:
+        raise Unplaceable(
+            "automatic placement does not handle this mix of calcx4 and other layers: the "
+            f"placements tried with shared kernel memory failed on the virtual device ({refuted}); "
+            "use calcx4 on every layer or on none, or give the placement by hand.",
+            file=net.spec.path,
+        )
     raise EdgesynthError(
         "the kernels do not fit in kernel memory with any placement tried "
         f"({MAX_ROUNDS} rounds); use fewer or smaller layers, or give `processors` by hand.",

@@ -85,6 +85,8 @@ def solve(
     forbidden: dict[int, set[int]] | None = None,
     *,
     kernel_columns: bool = False,
+    calcx4_apart: bool = True,
+    nogoods: list[dict[int, int]] | None = None,
 ) -> Solution:
     """An optimal (or, past the time limit, the best found) placement; error if none exists."""
     from ortools.sat.python import cp_model
@@ -138,14 +140,17 @@ def solve(
         _allocator_columns(model, problem, present, kernel_capacity)
 
     # The vendor's allocator reserves calcx4 kernels as if they were ordinary ones, but they
-    # land spread over the four quarters of kernel memory: keep them apart from the others.
+    # land spread over the four quarters of kernel memory: keep them apart from the others
+    # (unless the caller proves each placement on the virtual device instead).
     x4 = [u for u in problem.kernels if u.calcx4]
     plain = [u for u in problem.kernels if not u.calcx4]
-    for i in range(instances):
+    for i in range(instances if calcx4_apart else 0):
         for a in x4:
             for b in plain:
                 if (a.block, i) in present and (b.block, i) in present and a.block != b.block:
                     model.Add(present[a.block, i] + present[b.block, i] <= 1)
+    for nogood in nogoods or ():  # combinations the virtual device refuted
+        model.AddBoolOr([choice[b][q].Not() for b, q in nogood.items() if q in choice.get(b, {})])
     for layer in problem.passthrough:
         _tie_passthrough(model, problem, layer, choice)
     _separate_banks(model, problem, offset)
@@ -176,12 +181,12 @@ def solve(
         model.Minimize(cycles)
         status = solver.Solve(model)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            raise _infeasible(problem, status == cp_model.INFEASIBLE)
+            raise _infeasible(problem, status == cp_model.INFEASIBLE, calcx4_apart)
         model.Add(cycles <= round(solver.ObjectiveValue()))
     model.Minimize((worst * (words + 1) + peak) * span_q + lowest)
     status = solver.Solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise _infeasible(problem, status == cp_model.INFEASIBLE)
+        raise _infeasible(problem, status == cp_model.INFEASIBLE, calcx4_apart)
     return Solution(
         instance={
             b: next(q for q, v in c.items() if solver.BooleanValue(v)) for b, c in choice.items()
@@ -374,14 +379,15 @@ def _tensor(problem: Problem, tensor: int) -> str:
     return f"the output of {label(problem.net.layers[tensor])}"
 
 
-def _infeasible(problem: Problem, proven: bool) -> EdgesynthError:
+def _infeasible(problem: Problem, proven: bool, calcx4_apart: bool = True) -> EdgesynthError:
     live = max(
         sum(b.words for b in problem.blocks if b.born <= s <= b.dies)
         for s in range(problem.steps + 1)
     )
     kernels = sum(k.words for k in problem.kernels)
     what = "no placement exists" if proven else "no placement was found in the time limit"
-    if any(u.calcx4 for u in problem.kernels) and not all(u.calcx4 for u in problem.kernels):
+    mixed = any(u.calcx4 for u in problem.kernels) and not all(u.calcx4 for u in problem.kernels)
+    if mixed and calcx4_apart:
         return Unplaceable(
             f"automatic placement does not handle this mix of calcx4 and other layers: {what} "
             "that keeps the calcx4 layers' kernels on processors of their own (the vendor's "
