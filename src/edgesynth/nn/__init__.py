@@ -5,6 +5,7 @@ layers with the chip's clamping; under quantization-aware training they also rou
 in 8-bit mode (`set_device(..., simulate=True)`) they return the chip's integers exactly.
 """
 
+from edgesynth.nn.base import prime_modes
 from edgesynth.nn.device import DeviceSetting, current, set_device, use
 from edgesynth.nn.eltwise import Add, BitwiseOr, BitwiseXor, Eltwise, Or, Sub, Xor
 from edgesynth.nn.fused import (
@@ -122,6 +123,7 @@ __all__ = [
     "Sub",
     "Xor",
     "current",
+    "prime_modes",
     "set_device",
     "use",
 ]

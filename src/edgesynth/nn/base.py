@@ -20,7 +20,7 @@ wide (32-bit) outputs return the accumulator itself.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import nn
@@ -45,6 +45,15 @@ def norm_choice(value: str | None, allowed: dict[str, str | None], key: str) -> 
 ACTIVATIONS: dict[str, str | None] = {"relu": "relu", "abs": "abs", "none": None}
 POOLINGS: dict[str, str | None] = {"max": "max", "avg": "avg", "none": None}
 BATCHNORMS: dict[str, str | None] = {"affine": "affine", "noaffine": "noaffine", "none": None}
+
+
+class Mode(NamedTuple):
+    """A layer's state buffers as Python values (read once, not at every forward pass)."""
+
+    state: str  # FLOAT, QAT or QUANTIZED
+    bits: int  # weight bits (8 for a float layer)
+    quantize_activation: bool
+    shift_quantile: float
 
 
 def as_tuple(v: int | tuple[int, ...] | list[int], n: int) -> tuple[int, ...]:
@@ -101,16 +110,44 @@ class HardwareLayer(nn.Module):
 
     # --- state ---------------------------------------------------------------------------
 
+    _STATE_BUFFERS: ClassVar[tuple[str, ...]] = (
+        "weight_bits",
+        "adjust_output_shift",
+        "quantize_activation",
+        "shift_quantile",
+    )
+
+    def mode(self) -> Mode:
+        """The state buffers as Python values, read again only after a buffer changed (its
+        version counter moved), so a forward pass costs no device synchronization; while
+        torch.compile traces, the last values read (see `prime_modes`)."""
+        cached = self.__dict__.get("_mode_cache")
+        if cached is not None and torch.compiler.is_compiling():
+            return cached[1]
+        key = tuple((id(t), t._version) for t in (getattr(self, b) for b in self._STATE_BUFFERS))
+        if cached is None or cached[0] != key:
+            bits = int(self.weight_bits.item())
+            if self.op is None or bits == 0:
+                state = FLOAT
+            else:
+                state = QAT if self.adjust_output_shift.item() else QUANTIZED
+            mode = Mode(
+                state,
+                bits or 8,
+                bool(self.quantize_activation.item()),
+                float(self.shift_quantile.item()),
+            )
+            cached = (key, mode)
+            self.__dict__["_mode_cache"] = cached
+        return cached[1]
+
     @property
     def state(self) -> str:
-        bits = int(self.weight_bits.item())
-        if self.op is None or bits == 0:
-            return FLOAT
-        return QAT if self.adjust_output_shift.item() else QUANTIZED
+        return self.mode().state
 
     @property
     def bits(self) -> int:
-        return int(self.weight_bits.item()) or 8
+        return self.mode().bits
 
     def start_qat(self, weight_bits: int, shift_quantile: float = 1.0) -> None:
         """Switch this layer to quantization-aware training with `weight_bits`-bit weights."""
@@ -215,29 +252,28 @@ class HardwareLayer(nn.Module):
         return x
 
     def _forward_float(self, x: torch.Tensor, rounding: bool) -> torch.Tensor:
-        qat = self.state == QAT
-        x = self._pool_float(x, rounding, quantize=bool(self.quantize_activation.item()))
+        mode = self.mode()
+        x = self._pool_float(x, rounding, quantize=mode.quantize_activation)
         if self.op is None:
             return x
         weight = self.op.weight
         bias = getattr(self.op, "bias", None)
         shift = None
-        if qat:
-            bits = self.bits
+        if mode.state == QAT:
             params = weight if bias is None else torch.cat([weight.flatten(), bias.flatten()])
-            shift = hw.output_shift_for(params, float(self.shift_quantile.item()))
+            shift = hw.output_shift_for(params, mode.shift_quantile)
             self.output_shift.copy_(shift.reshape(1))
-            scale = 2.0 ** (-float(shift.item()))
-            weight = hw.fake_quantize_weight(weight * scale, bits)
+            scale = hw.pow2(-shift)  # a tensor: no device synchronization
+            weight = hw.fake_quantize_weight(weight * scale, mode.bits)
             if bias is not None:
-                bias = hw.fake_quantize_bias(bias * scale, bits)
+                bias = hw.fake_quantize_bias(bias * scale, mode.bits)
         y = self._op_forward(x, weight, bias)
         if self.bn is not None:
             y = self.bn(y)
         if self.wide:
             return y
         if shift is not None:
-            y = y * 2.0 ** float(shift.item())
+            y = y * hw.pow2(shift)
         return hw.output_activation(y, self.activation, quantize=shift is not None)
 
     def _forward_integer(self, x: torch.Tensor, rounding: bool) -> torch.Tensor:
@@ -302,3 +338,10 @@ class HardwareLayer(nn.Module):
         if self.wide:
             parts.append("wide=True")
         return ", ".join(parts)
+
+
+def prime_modes(model: nn.Module) -> None:
+    """Read every hardware layer's mode now (before torch.compile traces the model)."""
+    for m in model.modules():
+        if isinstance(m, HardwareLayer):
+            m.mode()

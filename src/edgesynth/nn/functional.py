@@ -60,9 +60,15 @@ def output_shift_for(params: torch.Tensor, quantile: float = 1.0) -> torch.Tenso
         limit = mags.max()
     else:
         limit = torch.quantile(mags, quantile)
-    if limit <= 0:
-        return torch.tensor(-float(MAX_SHIFT), device=params.device)
+    # log2(0) is -inf, which the clamp turns into the smallest shift: no branch on the value
+    # (a branch would wait for the device)
     return torch.ceil(torch.log2(limit)).clamp(-MAX_SHIFT, MAX_SHIFT)
+
+
+def pow2(k: torch.Tensor) -> torch.Tensor:
+    """2**k as float32 for integer-valued k in [-126, 127], exactly on every device (built
+    from the float32 exponent bits, not by a pow/exp2 approximation)."""
+    return ((k.to(torch.int32) + 127) << 23).view(torch.float32)
 
 
 def fake_quantize_weight(w: torch.Tensor, bits: int) -> torch.Tensor:

@@ -363,7 +363,10 @@ def _step_model(model: nn.Module, cfg: TrainConfig) -> nn.Module:
     """What the training steps call: the model, wrapped for data parallelism (which copies
     rank 0's weights to every process) and compiled when asked."""
     wrapped = distributed.wrap(model, cfg.dist, cfg.torch_device)
-    return torch.compile(wrapped) if cfg.compile else wrapped
+    if not cfg.compile:
+        return wrapped
+    enn.prime_modes(model)  # the layers' modes read before tracing: no graph breaks
+    return torch.compile(wrapped)
 
 
 def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult:
