@@ -98,3 +98,21 @@ def test_qat_float_mode_tracks_the_chip() -> None:
     assert torch.equal(feats * 128, torch.round(feats * 128))  # on the chip's grid
     assert diff.max() <= 1 and (diff == 0).double().mean() > 0.999
     assert model.conv1.output_shift.item() != 0 or model.conv2.output_shift.item() != 0
+
+
+def test_layer_mode_follows_every_change_of_its_buffers() -> None:
+    """The cached mode is read again whenever a state buffer changes, however it changes."""
+    import edgesynth.nn as enn
+    from edgesynth.nn.base import FLOAT, QAT, QUANTIZED
+
+    layer = enn.FusedConv2dReLU(2, 3, 3, padding=1)
+    assert layer.state == FLOAT and layer.bits == 8
+    layer.start_qat(4, 0.9)
+    assert layer.mode() == (QAT, 4, True, pytest.approx(0.9))
+    layer.adjust_output_shift.fill_(0.0)  # as quantized checkpoints are loaded
+    assert layer.state == QUANTIZED
+    other = enn.FusedConv2dReLU(2, 3, 3, padding=1)
+    other.load_state_dict(layer.state_dict())
+    assert other.mode() == layer.mode()
+    layer.weight_bits.fill_(0.0)
+    assert layer.state == FLOAT

@@ -228,3 +228,23 @@ def test_compiled_training_keeps_qat_and_8_bit_exact(tmp_path: Path, capsys) -> 
     assert "compile on" in out
     assert "epoch 1/1 QAT:" in out
     assert "identical outputs 100.00%" in out
+
+
+@pytest.mark.train
+def test_compile_traces_float_and_qat_models_without_graph_breaks() -> None:
+    """No per-layer `.item()` in the forward pass: torch.compile sees one graph, so a CUDA
+    step waits for nothing and runs compiled end to end."""
+    import edgesynth.nn as enn
+    from edgesynth.nn.qat import QatPolicy, enable_qat
+    from edgesynth.train.models import create_model
+
+    model = create_model("ai85net5", num_classes=10, num_channels=1, dimensions=(28, 28))
+    x = torch.randn(4, 1, 28, 28)
+    with enn.use("MAX78000", simulate=False):
+        for qat in (False, True):
+            if qat:
+                enable_qat(model, QatPolicy(start_epoch=0, weight_bits=8))
+            enn.prime_modes(model)
+            torch._dynamo.reset()
+            report = torch._dynamo.explain(model)(x)
+            assert (report.graph_count, report.graph_break_count) == (1, 0), report.break_reasons
