@@ -181,3 +181,33 @@ def test_keyword_spotting_trains_and_the_simulator_agrees(tmp_path: Path, capsys
     assert "identical outputs 100.00%" in out
     sample = np.load(tmp_path / "logs" / "kws" / "sample_kws20.npy")
     assert sample.shape == (128, 128) and sample.min() >= -128 and sample.max() <= 127
+
+
+def _vendor_augmentation(level: np.ndarray, shift: int, snr_db: int, noise: np.ndarray):
+    """The vendor's steps on one recording's 8-bit levels (0..255), written out."""
+    shifted = np.roll(level, shift)
+    var = shifted.astype(np.float64).var(ddof=1)
+    scaled = noise * np.sqrt(var / 10 ** (snr_db / 10))
+    return np.clip(shifted + np.trunc(scaled), 0, 255)
+
+
+def test_audio_augmentation_is_the_vendors_shift_and_noise() -> None:
+    import torch
+
+    gen = np.random.default_rng(3)
+    levels = gen.integers(60, 200, size=(3, 16384)).astype(np.float64)
+    folded = ((levels - 128) / 128).reshape(3, 128, 128).transpose(0, 2, 1)
+    x = torch.from_numpy(folded.astype(np.float32))
+    seed = torch.Generator().manual_seed(11)
+    got = audio_datasets.augment_audio(x, seed)
+    # the same draws, in the same order, from the same generator
+    draws = torch.Generator().manual_seed(11)
+    shifts = torch.randint(-1600, 1984, (3, 1), generator=draws)[:, 0].numpy()
+    snr = torch.trunc(-5 + 25 * torch.rand(3, 1, generator=draws))[:, 0].numpy()
+    noise = torch.randn(3, 16384, generator=draws).double().numpy()
+    for i in range(3):
+        expected = _vendor_augmentation(levels[i], int(shifts[i]), int(snr[i]), noise[i])
+        unfolded = got[i].double().numpy().T.reshape(-1) * 128 + 128
+        np.testing.assert_allclose(unfolded, expected, atol=1.0)  # float32 noise vs float64
+        assert np.array_equal(unfolded, np.round(unfolded))  # still on the 8-bit grid
+    assert got.shape == x.shape and got.min() >= -1.0 and got.max() <= 127 / 128

@@ -12,7 +12,8 @@ Classes: the 20 keywords in the vendor's order, then UNKNOWN for every other wor
 named in `testing_list.txt` are the test set; all others (validation list included, as the
 vendor does) train. The vendor's loss weighs UNKNOWN 0.07 (it outnumbers each keyword).
 
-Not reproduced: the vendor's speed, shift and noise augmentation and its LibriSpeech unknowns.
+Training adds the vendor's shift-and-noise augmentation to every batch (`augment_audio`);
+not reproduced: its speed augmentation (3x the data) and its LibriSpeech unknowns.
 """
 
 from __future__ import annotations
@@ -156,5 +157,32 @@ def load_kws20(data: Path | None, allow_download: bool = False) -> Dataset:
         split(is_test),
         unknown + 1,
         [*KWS20_KEYWORDS, "UNKNOWN"],
+        augment=True,
+        kind="audio",
         class_weights=weights,
     )
+
+
+# The vendor's augmentation of a one-second recording: a circular shift of the 16,384 samples
+# between -0.1 s and the end of the speech (the segment rule's limits for 16,000 samples), and
+# white noise at an SNR drawn uniformly between -5 and 20 dB (whole dB, truncated), added to the
+# 8-bit levels and clipped to them.
+SHIFT_LIMITS = (-MARGIN, SEGMENT - (SAMPLE_RATE - MARGIN))
+SNR_DB = (-5.0, 20.0)
+
+
+def augment_audio(x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
+    """A batch of folded recordings (N, 128, 128), each shifted and given noise as the vendor's
+    training does; the result is back on the 8-bit grid."""
+    n = x.shape[0]
+    device = x.device
+    levels = torch.round(x.transpose(1, 2).reshape(n, SEGMENT) * 128) + 128  # 0..255
+    lo, hi = SHIFT_LIMITS
+    shift = torch.randint(lo, hi, (n, 1), generator=gen).to(device)
+    index = (torch.arange(SEGMENT, device=device)[None, :] - shift) % SEGMENT
+    levels = torch.gather(levels, 1, index)
+    snr = torch.trunc(SNR_DB[0] + (SNR_DB[1] - SNR_DB[0]) * torch.rand(n, 1, generator=gen))
+    std = torch.sqrt(levels.var(dim=1, keepdim=True) / 10 ** (snr.to(device) / 10))
+    noise = torch.trunc(torch.randn(n, SEGMENT, generator=gen).to(device) * std)
+    levels = torch.clamp(levels + noise, 0, 255)
+    return ((levels - 128) / 128).reshape(n, ROW, ROW).transpose(1, 2).to(x.dtype)

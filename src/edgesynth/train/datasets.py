@@ -65,7 +65,8 @@ class Dataset:
     test: Split
     num_classes: int
     classes: list[str]
-    augment: bool = False  # small random shifts/rotations help (images of objects)
+    augment: bool = False  # random changes help: shifts/rotations of images, shift+noise of audio
+    kind: str = "image"  # image | audio: which augmentation applies
     class_weights: list[float] | None = None  # the loss's weight per class (None: equal)
 
     @property

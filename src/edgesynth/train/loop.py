@@ -22,6 +22,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.nn.qat import QatPolicy, check_policy_fits, enable_qat, is_qat
 from edgesynth.quant.checkpoint import load_state, model_state, read_checkpoint, write_checkpoint
 from edgesynth.train import accel, defaults, distributed
+from edgesynth.train.audio_datasets import augment_audio
 from edgesynth.train.datasets import Dataset, Split
 from edgesynth.train.metrics import MetricAccumulator, Metrics
 from edgesynth.train.models import create_model, get_model_info
@@ -264,7 +265,7 @@ def train_epoch(
             x = x.to(device, non_blocking=cfg.pin_memory)
             y_dev = y.to(device, non_blocking=cfg.pin_memory)
             if use_aug:
-                x = augment(x, gen)
+                x = augment_audio(x, gen) if cfg.dataset.kind == "audio" else augment(x, gen)
             if x.dim() == 4:  # oneDNN and cuDNN convolutions run fastest on channels-last data
                 x = x.contiguous(memory_format=torch.channels_last)
             with precision.autocast(active=not qat):
