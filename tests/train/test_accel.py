@@ -54,7 +54,7 @@ def test_device_names_a_chip_or_a_torch_device(device, chip, expected) -> None:
     ("device", "chip", "message"),
     [
         ("gpu", None, "neither a PyTorch device (auto, cpu, cuda, cuda:N, mps) nor a MAX chip"),
-        ("MAX78002", "MAX78000", "--device MAX78002 and --chip MAX78000 name two different"),
+        ("MAX78002", "MAX78000", "MAX78002, but --chip MAX78000: two different chips"),
     ],
 )
 def test_device_refusals_name_the_allowed_values(device, chip, message) -> None:

@@ -43,13 +43,13 @@ def split_device(device: str | None, chip: str | None) -> tuple[str, str]:
                 named = get_device(device).name
             except EdgesynthError:
                 raise EdgesynthError(
-                    f"--device `{device}` is neither a PyTorch device ({TORCH_DEVICES}) nor "
-                    "a MAX chip (MAX78000, MAX78002).",
+                    f"`{device}` is neither a PyTorch device ({TORCH_DEVICES}) nor a MAX chip "
+                    "(MAX78000, MAX78002).",
                     key="--device",
                 ) from None
             if chip_name and named != chip_name:
                 raise EdgesynthError(
-                    f"--device {named} and --chip {chip_name} name two different chips.",
+                    f"{named}, but --chip {chip_name}: two different chips.",
                     key="--device",
                 )
             chip_name = named
@@ -77,7 +77,7 @@ def resolve(spec: str, local_rank: int | None = None) -> torch.device:
         if not torch.cuda.is_available():
             build = "built without CUDA" if torch.version.cuda is None else "no GPU visible"
             raise EdgesynthError(
-                f"--device {spec}: PyTorch sees no CUDA GPU here (torch {torch.__version__}, "
+                f"{spec}: PyTorch sees no CUDA GPU here (torch {torch.__version__}, "
                 f"{build}); use --device cpu or auto.",
                 key="--device",
             )
@@ -85,14 +85,13 @@ def resolve(spec: str, local_rank: int | None = None) -> torch.device:
         index = int(spec.split(":")[1]) if ":" in spec else (local_rank or 0)
         if index >= count:
             raise EdgesynthError(
-                f"--device {spec}: this machine has {count} CUDA GPU(s), numbered 0 to "
-                f"{count - 1}.",
+                f"{spec}: this machine has {count} CUDA GPU(s), numbered 0 to {count - 1}.",
                 key="--device",
             )
         return torch.device("cuda", index)
     if spec == "mps" and not _mps_available():
         raise EdgesynthError(
-            "--device mps: Apple's Metal backend is not available here; use --device cpu or auto.",
+            "mps: Apple's Metal backend is not available here; use --device cpu or auto.",
             key="--device",
         )
     return torch.device(spec)

@@ -195,7 +195,12 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     )
     _flag(p, "--tensorboard", False, "log to TensorBoard in the run folder")
     _flag(p, "--progress", True, "show progress bars")
-    _flag(p, "--augment", None, "random shifts/rotations (default: per dataset)")
+    _flag(
+        p,
+        "--augment",
+        None,
+        "random changes: image shifts/rotations, audio shift and noise (default: per dataset)",
+    )
     _flag(p, "--avg-pool-rounding", False, "round average pooling")
     _flag(p, "--use-bias", None, "give the model's convolutions a bias")
     p.add_argument("--threads", type=positive_int, help="CPU threads for torch")

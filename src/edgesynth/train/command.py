@@ -136,7 +136,7 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
             dataset.train.x[: args.train_limit], dataset.train.y[: args.train_limit]
         )
     if args.workers < 0:
-        raise EdgesynthError(f"--workers must be 0 or more, got {args.workers}.", key="--workers")
+        raise EdgesynthError(f"must be 0 or more, got {args.workers}.", key="--workers")
     seed = args.seed if args.seed is not None else (1 if args.deterministic else None)
     cfg = TrainConfig(
         model=model,
@@ -217,8 +217,8 @@ def _launch_spec(args: TrainArgs, spec: str) -> distributed.Launch:
     launch.check()
     if ":" in spec and launch.nproc_per_node > 1:
         raise EdgesynthError(
-            f"--device {spec} puts every process on one GPU; with --nproc-per-node each "
-            "process takes the GPU of its local rank: use --device cuda.",
+            f"{spec} puts every process on one GPU; with --nproc-per-node each process "
+            "takes the GPU of its local rank: use --device cuda.",
             key="--device",
         )
     return launch

@@ -141,13 +141,13 @@ class Launch:
 
     def check(self) -> None:
         if self.nproc_per_node < 1:
-            raise EdgesynthError("--nproc-per-node must be at least 1.", key="--nproc-per-node")
+            raise EdgesynthError("must be at least 1.", key="--nproc-per-node")
         if self.nnodes < 1:
-            raise EdgesynthError("--nnodes must be at least 1.", key="--nnodes")
+            raise EdgesynthError("must be at least 1.", key="--nnodes")
         if not 0 <= self.node_rank < self.nnodes:
             raise EdgesynthError(
-                f"--node-rank must be between 0 and {self.nnodes - 1} (--nnodes "
-                f"{self.nnodes}), got {self.node_rank}.",
+                f"must be between 0 and {self.nnodes - 1} (--nnodes {self.nnodes}), got "
+                f"{self.node_rank}.",
                 key="--node-rank",
             )
         if self.nnodes > 1 and self.master_port is None:
