@@ -172,3 +172,40 @@ def test_third_party_onnx_mnist(mnist, tmp_path: Path) -> None:  # type: ignore[
     agree = float((run_program(out, xe).argmax(1) == float_top1).mean())
     assert agree >= 0.99, agree
     print(f"third-party ONNX LeNet: 8-bit top-1 agreement with ONNX Runtime {agree:.3f}")
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_fully_connected_layers_on_the_host(mnist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`fc_on_host` (ml-suite's deployment runs the classifier on the CPU): the engine stops
+    before the trailing Gemms; its output equals the integer reference; the host applies the
+    float layers to the dequantized output; the compiled folder carries them, `edgesynth run`
+    reloads them; top-1 agrees with the float model on at least 99% of 1,000 real images."""
+    from edgesynth.cli import main
+
+    model = _trained("lenet", lenet, mnist)
+    graph = _graph_lenet(model)
+    x, _ = mnist
+    xe = x[EVAL]
+    with torch.no_grad():
+        float_top1 = model(torch.from_numpy(xe)).numpy().argmax(1)
+    out = tmp_path / "host-fc"
+    prog = compile_graph(graph, x[:300], out, fc_on_host=True)["program"]
+    assert len(prog.host_layers) == 2 and prog.host_layers[0].relu
+    assert prog.outputs[0].shape == (16, 7, 7)  # the last pooled feature map
+    xq = prog.inputs[0].quantize(xe)
+    reference = run(prog.graph, xq, keep=False)[prog.graph.outputs[0]]
+    executed = run_folder(out, xq)
+    np.testing.assert_array_equal(executed, reference.reshape(executed.shape))
+    features = prog.outputs[0].dequantize(executed).reshape(len(xe), -1)
+    hidden = np.maximum(features @ _np(model[7].weight).T + _np(model[7].bias), 0)
+    expected = hidden @ _np(model[9].weight).T + _np(model[9].bias)
+    np.testing.assert_allclose(run_program(out, xe), expected, rtol=1e-12, atol=1e-9)
+    assert (out / "host_layers.npz").is_file()
+    np.save(tmp_path / "x.npy", xe[:5])
+    assert (
+        main(["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]) == 0
+    )
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy").reshape(5, -1), expected[:5], atol=1e-9)
+    agree = float((run_program(out, xe).argmax(1) == float_top1).mean())
+    assert agree >= 0.99, agree

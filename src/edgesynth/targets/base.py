@@ -75,6 +75,42 @@ class TensorFormat:
 
 
 @dataclass
+class HostDense:
+    """A fully-connected layer the host computes in float on the dequantized outputs."""
+
+    weight: np.ndarray  # (out, in)
+    bias: np.ndarray  # (out,)
+    relu: bool = False
+
+
+HOST_LAYERS_FILE = "host_layers.npz"
+
+
+def save_host_layers(layers: list[HostDense], folder: Path) -> str:
+    """Write the host's layers beside the compiled files; returns the file name."""
+    arrays: dict[str, np.ndarray] = {"relu": np.array([lay.relu for lay in layers], dtype=bool)}
+    for i, lay in enumerate(layers):
+        arrays[f"weight{i}"] = np.asarray(lay.weight, dtype=np.float64)
+        arrays[f"bias{i}"] = np.asarray(lay.bias, dtype=np.float64)
+    with open(Path(folder) / HOST_LAYERS_FILE, "wb") as f:
+        np.savez(f, **arrays)
+    return HOST_LAYERS_FILE
+
+
+def load_host_layers(folder: Path, manifest: dict[str, Any]) -> list[HostDense]:
+    name = manifest.get("host_layers")
+    if not name:
+        return []
+    path = Path(folder) / str(name)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            relu = [bool(r) for r in data["relu"]]
+            return [HostDense(data[f"weight{i}"], data[f"bias{i}"], r) for i, r in enumerate(relu)]
+    except (OSError, KeyError, ValueError) as err:
+        raise EdgesynthError(f"cannot read the host's layers ({err}).", file=str(path)) from None
+
+
+@dataclass
 class Program:
     """A network lowered for one target: what check, plan, simulate and emit work on."""
 
@@ -86,11 +122,20 @@ class Program:
     warnings: list[str] = field(default_factory=list)
     plan: Any = None
     extra: dict[str, Any] = field(default_factory=dict)  # target-specific state
-    # What the host computes on the dequantized outputs: "softmax", "logsoftmax" or None.
+    # What the host computes on the dequantized outputs: fully-connected layers (float),
+    # then "softmax", "logsoftmax" or None.
     host_post: str | None = None
+    host_layers: list[HostDense] = field(default_factory=list)
 
     def postprocess(self, values: np.ndarray) -> np.ndarray:
-        """The host's part after the chip: `host_post` on dequantized outputs (N, classes)."""
+        """The host's part after the chip: `host_layers`, then `host_post`, on dequantized
+        outputs (N, ...)."""
+        if self.host_layers:
+            values = values.reshape(len(values), -1).astype(np.float64)
+            for lay in self.host_layers:
+                values = values @ lay.weight.T + lay.bias
+                if lay.relu:
+                    values = np.maximum(values, 0.0)
         if self.host_post is None:
             return values
         from edgesynth.ir.graph import Softmax
@@ -147,7 +192,8 @@ class Target(ABC):
 
     def write_manifest(self, program: Program, folder: Path, files: list[str]) -> list[str]:
         """Write `compiled.json` (what `edgesynth run` reads) beside `files`; returns every name."""
-        names = sorted({*files, MANIFEST})
+        extra = [save_host_layers(program.host_layers, folder)] if program.host_layers else []
+        names = sorted({*files, *extra, MANIFEST})
         manifest = self.manifest(program, [n for n in names if n != MANIFEST])
         (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         return names
@@ -163,6 +209,7 @@ class Target(ABC):
             "files": sorted(files),
             "warnings": program.warnings,
             "host_post": program.host_post,
+            "host_layers": HOST_LAYERS_FILE if program.host_layers else None,
         }
 
 

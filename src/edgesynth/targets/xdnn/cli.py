@@ -24,6 +24,7 @@ def compile_graph(
     *,
     engine: str = "28x32",
     bits: int = 8,
+    fc_on_host: bool = False,
     overwrite: bool = False,
     inputs: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
@@ -35,7 +36,7 @@ def compile_graph(
         graph,
         "xdnn",
         calibration=calibration,
-        options={"engine": engine, "bits": bits},
+        options={"engine": engine, "bits": bits, "fc_on_host": fc_on_host},
         out=out,
         overwrite=overwrite,
         inputs=inputs,
@@ -116,6 +117,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
         args.output,
         engine=args.engine,
         bits=args.bits,
+        fc_on_host=args.fc_on_host,
         overwrite=args.overwrite,
         inputs=(args.model, args.calibration),
     )
@@ -185,6 +187,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--engine", default="28x32", choices=["14x32", "28x32", "56x32"])
     c.add_argument("--bits", type=int, default=8, choices=[8, 16])
+    c.add_argument(
+        "--fc-on-host",
+        action="store_true",
+        help="run the trailing fully-connected layers on the host in float (as ml-suite's "
+        "deployment does)",
+    )
     c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
     c.add_argument(
         "--overwrite",

@@ -28,6 +28,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
+from edgesynth.targets.base import HostDense
 from edgesynth.targets.xdnn import device as dev
 from edgesynth.targets.xdnn.layers import XLayer
 from edgesynth.targets.xdnn.quantfile import QuantFile, QuantLayer, edgesynth_policy, solve, step
@@ -49,6 +50,7 @@ class Lowered:
     quant: QuantFile
     host_tail: str | None = None  # softmax | logsoftmax
     warnings: list[str] = field(default_factory=list)
+    host_layers: list[HostDense] = field(default_factory=list)  # trailing FCs, on the host
 
 
 class _Sets:
@@ -79,8 +81,12 @@ def _fold_bn(weight: np.ndarray, bias: np.ndarray, bn: g.BatchNorm) -> tuple[np.
     return w, (bias - bn.mean) * k + bn.beta
 
 
-def lower(graph: g.Graph, calibration: np.ndarray, bits: int = 8) -> Lowered:
-    """Fuse, calibrate and quantize a float graph for the engine."""
+def lower(
+    graph: g.Graph, calibration: np.ndarray, bits: int = 8, fc_on_host: bool = False
+) -> Lowered:
+    """Fuse, calibrate and quantize a float graph for the engine. With `fc_on_host`, the
+    trailing fully-connected layers run on the host in float, as ml-suite's deployment runs
+    them ("run fully connected layers on the CPU"), on the engine's dequantized output."""
     if bits not in dev.BITS:
         raise EdgesynthError(f"--bits must be 8 or 16, not {bits}", key="--bits")
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
@@ -101,8 +107,33 @@ def lower(graph: g.Graph, calibration: np.ndarray, bits: int = 8) -> Lowered:
             key="--calibration",
         )
     fused = _fuse(graph)
+    host: list[HostDense] = []
+    if fc_on_host:
+        fused, host = _host_tail_layers(graph, fused)
     values = run(graph, calib)
-    return _quantize(graph, fused, values, bits)
+    low = _quantize(graph, fused, values, bits, keep_shape=bool(host))
+    low.host_layers = host
+    return low
+
+
+def _host_tail_layers(
+    graph: g.Graph, fused_info: tuple[list[_Fused], dict[str, str], str | None, str]
+) -> tuple[tuple[list[_Fused], dict[str, str], str | None, str], list[HostDense]]:
+    """The fully-connected layers that end the network, taken off the engine's list."""
+    fused, alias, host_tail, final = fused_info
+    fused = list(fused)
+    host: list[HostDense] = []
+    while fused and fused[-1].kind == "fc" and fused[-1].output == final:
+        f = fused.pop()
+        assert f.weight is not None and f.bias is not None
+        host.insert(0, HostDense(f.weight, f.bias, f.relu))
+        final = f.inputs[0]
+    if not fused:
+        raise EdgesynthError(
+            f"{graph.name}: with the fully-connected layers on the host nothing is left for "
+            "the engine"
+        )
+    return (fused, alias, host_tail, final), host
 
 
 # -- fusion ---------------------------------------------------------------------------------
@@ -261,6 +292,7 @@ def _quantize(
     fused_info: tuple[list[_Fused], dict[str, str], str | None, str],
     values: dict[str, np.ndarray],
     bits: int,
+    keep_shape: bool = False,
 ) -> Lowered:
     fused, _alias, host_tail, final = fused_info
     x_name = graph.inputs[0]
@@ -597,7 +629,7 @@ def _quantize(
     if errors:
         raise MultipleErrors(errors)
     out_shape_float = graph.tensors[graph.outputs[0]].shape
-    if host_tail is not None:
+    if host_tail is not None or keep_shape:  # the host computes the rest
         out_shape_float = graph.tensors[final].shape
     ig.outputs = [final]
     policy_file = QuantFile(qlayers, policy)

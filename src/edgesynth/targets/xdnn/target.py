@@ -10,7 +10,14 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.graph import Graph, QType
-from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+from edgesynth.targets.base import (
+    CompileOptions,
+    Program,
+    Target,
+    TensorFormat,
+    load_host_layers,
+    register,
+)
 
 FILES = {
     "cmd": "program.cmd",
@@ -38,7 +45,7 @@ class XdnnTarget(Target):
         bits = int(opts.get("bits", 8))
         if options.calibration is None:
             raise EdgesynthError("xDNN needs calibration inputs", key="--calibration")
-        low = lower(graph, options.calibration, bits)
+        low = lower(graph, options.calibration, bits, _flag(opts.get("fc_on_host", False)))
         ig = low.graph
         inp = TensorFormat.of(
             low.input_name, ig.tensors[low.input_name].shape, QType(bits, True, low.input_step)
@@ -53,6 +60,7 @@ class XdnnTarget(Target):
             list(low.warnings),
             extra={"lowered": low, "engine": engine, "bits": bits},
             host_post=low.host_tail,
+            host_layers=low.host_layers,
         )
 
     def check(self, program: Program) -> None:
@@ -100,7 +108,21 @@ class XdnnTarget(Target):
             list(manifest.get("warnings", [])),
             extra={"folder": Path(folder)},
             host_post=manifest.get("host_post"),
+            host_layers=load_host_layers(folder, manifest),
         )
+
+
+def _flag(value: object) -> bool:
+    """An option given on the command line as text (`--option fc_on_host=1`) or a bool."""
+    if isinstance(value, str):
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise EdgesynthError(
+            f"`{value}` is not a yes/no value (1, 0, true, false).", key="fc_on_host"
+        )
+    return bool(value)
 
 
 def run_folder(folder: Path, x: np.ndarray) -> np.ndarray:
