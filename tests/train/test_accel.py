@@ -127,40 +127,32 @@ def test_the_settings_reach_every_process_unchanged(args: TrainArgs) -> None:
     assert train_args_from_json(train_args_to_json(args)) == args
 
 
+def _train_two_epochs(tmp_path: Path, capsys, *options: str) -> str:
+    """A float epoch then a QAT epoch on the synthetic data, 20 test images through the
+    simulator; the printed output, after checking the 8-bit model equals the simulator."""
+    status = main(
+        [
+            "train", "--dataset", "synthetic", "--epochs", "2", "--deterministic",
+            "--no-progress", "--simulate", "20", "--out-dir", str(tmp_path / "logs"),
+            "--name", "run", *options,
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "epoch 1/1 QAT:" in out
+    assert "identical outputs 100.00%" in out
+    return out
+
+
 @pytest.mark.train
 @pytest.mark.parametrize("device", DEVICES)
 def test_training_runs_on_the_device_and_its_checkpoints_load_on_the_cpu(
     device: str, tmp_path: Path, capsys
 ) -> None:
-    """Float epoch, QAT epoch, 8-bit evaluation and the simulator's
-    check, on `device`; the checkpoints load on the CPU."""
-    policy = tmp_path / "policy.yaml"
-    policy.write_text("start_epoch: 1\nweight_bits: 8\n")
-    status = main(
-        [
-            "train",
-            "--dataset",
-            "synthetic",
-            "--device",
-            device,
-            "--epochs",
-            "2",
-            "--qat-policy",
-            str(policy),
-            "--deterministic",
-            "--no-progress",
-            "--simulate",
-            "20",
-            "--out-dir",
-            str(tmp_path / "logs"),
-            "--name",
-            "run",
-        ]
-    )
-    out = capsys.readouterr().out
-    assert status == 0, out
+    """Float epoch, QAT epoch, 8-bit evaluation and the simulator's check, on `device`; the
+    checkpoints (optimizer state included) hold CPU tensors."""
+    out = _train_two_epochs(tmp_path, capsys, "--device", device)
     assert f"PyTorch device: {device}" in out
-    assert "identical outputs 100.00%" in out
     for name in ("checkpoint", "qat_checkpoint", "qat_best-q"):
         ck = read_checkpoint(tmp_path / "logs" / "run" / f"{name}.pth.tar")
         tensors = [v for v in ck["state_dict"].values() if isinstance(v, torch.Tensor)]
@@ -173,61 +165,15 @@ def test_training_runs_on_the_device_and_its_checkpoints_load_on_the_cpu(
 def test_mixed_precision_run_keeps_qat_and_8_bit_exact(tmp_path: Path, capsys) -> None:
     """--amp: the float epoch under autocast, then QAT and the 8-bit model exact (the
     simulator computes the same outputs); batches from two loader workers, pinned."""
-    status = main(
-        [
-            "train",
-            "--dataset",
-            "synthetic",
-            "--device",
-            "cpu",
-            "--amp",
-            "--workers",
-            "2",
-            "--pin-memory",
-            "--epochs",
-            "2",
-            "--deterministic",
-            "--no-progress",
-            "--simulate",
-            "20",
-            "--out-dir",
-            str(tmp_path / "logs"),
-        ]
-    )
-    out = capsys.readouterr().out
-    assert status == 0, out
-    assert "amp on" in out
-    assert "quantization-aware training starts" in out
-    assert "identical outputs 100.00%" in out
+    options = ("--device", "cpu", "--amp", "--workers", "2", "--pin-memory")
+    assert "amp on" in _train_two_epochs(tmp_path, capsys, *options)
 
 
 @pytest.mark.train
 def test_compiled_training_keeps_qat_and_8_bit_exact(tmp_path: Path, capsys) -> None:
     """--compile (torch.compile, inductor on the CPU): the float epoch, the recompiled QAT
     epoch after the switch, and an 8-bit model the simulator reproduces exactly."""
-    status = main(
-        [
-            "train",
-            "--dataset",
-            "synthetic",
-            "--device",
-            "cpu",
-            "--compile",
-            "--epochs",
-            "2",
-            "--deterministic",
-            "--no-progress",
-            "--simulate",
-            "20",
-            "--out-dir",
-            str(tmp_path / "logs"),
-        ]
-    )
-    out = capsys.readouterr().out
-    assert status == 0, out
-    assert "compile on" in out
-    assert "epoch 1/1 QAT:" in out
-    assert "identical outputs 100.00%" in out
+    assert "compile on" in _train_two_epochs(tmp_path, capsys, "--device", "cpu", "--compile")
 
 
 @pytest.mark.train

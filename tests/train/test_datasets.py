@@ -118,3 +118,28 @@ def test_builtin_and_synthetic() -> None:
     assert torch.equal(synth.train.x, again.train.x)  # generated the same way every time
     with pytest.raises(EdgesynthError, match=r"unknown dataset `minst`.*Did you mean `mnist`"):
         load_dataset("minst")
+
+
+@pytest.mark.parametrize(
+    ("dataset", "archive"),
+    [
+        ("cifar10", "cifar-10-python.tar.gz"),
+        ("cifar100", "cifar-100-python.tar.gz"),
+        ("svhn", "train_32x32.mat"),
+        ("kws20", "speech_commands_v0.02.tar.gz"),
+    ],
+)
+def test_offline_download_is_one_clear_error(
+    dataset: str, archive: str, tmp_path: Path, monkeypatch
+) -> None:
+    """With no network, --download ends in one line naming what it needs; the folder it made
+    is gone again."""
+
+    def offline(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr("urllib.request.urlopen", offline)
+    with pytest.raises(EdgesynthError) as err:
+        load_dataset(dataset, tmp_path / "new", allow_download=True)
+    assert archive in err.value.message and "offline" in err.value.message
+    assert not (tmp_path / "new").exists()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgesynth.errors import EdgesynthError
 from edgesynth.ir.spec import LayerSpec, NetworkSpec
 
 Pair = tuple[int, int]
@@ -78,6 +79,16 @@ class Layer:
     @property
     def has_weights(self) -> bool:
         return self.operation != "none"
+
+    def error(
+        self, message: str, *, key: str | None = None, file: str | None = None
+    ) -> EdgesynthError:
+        """An error about this layer: its YAML line (the key's own line when given), index,
+        name and key."""
+        line = self.spec.lines.get(key, self.spec.line) if key else self.spec.line
+        return EdgesynthError(
+            message, file=file, line=line, layer=self.index, layer_name=self.spec.name, key=key
+        )
 
 
 @dataclass

@@ -174,21 +174,22 @@ class HardwareLayer(nn.Module):
         The total shift is the checkpoint's output shift plus (8 - weight bits), since the
         chip multiplies 8-bit data by narrow weights without rescaling them."""
         assert self.op is not None
-        state = self.state
+        mode = self.mode()
+        state = mode.state
         bias = getattr(self.op, "bias", None)
         if state == FLOAT:
             raise EdgesynthError(
                 f"{self._describe()} has float weights: 8-bit mode needs a quantized or QAT "
                 "model (run `edgesynth quantize`, or train with a QAT policy)."
             )
-        bits = self.bits
+        bits = mode.bits
         if state == QAT:
             params = (
                 self.op.weight
                 if bias is None
                 else torch.cat([self.op.weight.flatten(), bias.flatten()])
             )
-            shift = hw.output_shift_for(params, float(self.shift_quantile.item()))
+            shift = hw.output_shift_for(params, mode.shift_quantile)
             w, b = hw.integer_parameters(self.op.weight, bias, bits, shift)
             return w, b, int(shift.item()) + 8 - bits
         w = self.op.weight.detach().double()

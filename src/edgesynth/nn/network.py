@@ -53,11 +53,7 @@ class _Route:
 
 
 def _unsupported(layer: Layer, what: str) -> EdgesynthError:
-    return EdgesynthError(
-        f"{what} has no edgesynth.nn equivalent yet.",
-        layer=layer.index,
-        layer_name=layer.spec.name,
-    )
+    return layer.error(f"{what} has no edgesynth.nn equivalent yet.")
 
 
 def _weights(layer: Layer) -> torch.Tensor:

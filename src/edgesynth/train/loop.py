@@ -7,8 +7,8 @@ import copy
 import math
 import random
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -187,17 +187,6 @@ def loader(
     )
 
 
-def batches(
-    split: Split, batch_size: int, shuffle: bool, gen: torch.Generator | None = None
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Batches of `split` in this process (evaluation, quick checks)."""
-    n = len(split)
-    order = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
-    for start in range(0, n, batch_size):
-        idx = order[start : start + batch_size]
-        yield split.x[idx], split.y[idx]
-
-
 def augment(x: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
     """Small random rotations, scalings and shifts of 2D images, back on the 1/128 grid."""
     if x.dim() != 4:
@@ -317,7 +306,7 @@ def evaluate(
     model.eval()
     acc = MetricAccumulator(num_classes)
     with enn.use(device, simulate=eight_bit, avg_pool_rounding=avg_pool_rounding):
-        for x, y in batches(data, batch_size, shuffle=False):
+        for x, y in loader(data, batch_size, shuffle=False):
             x = x.to(where)
             inp = torch.round(x.double() * 128) if eight_bit else x
             logits = model(inp).float().cpu()
@@ -379,7 +368,7 @@ def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult
     ctx = cfg.dist
     seed = distributed.shared_seed(ctx, cfg.seed)
     if seed is not None and cfg.seed is None:
-        cfg = _with_seed(cfg, seed)
+        cfg = replace(cfg, seed=seed)
     gen = seed_everything(cfg.seed + ctx.rank, cfg.deterministic) if cfg.seed is not None else None
     model = build_model(cfg)
     if cfg.qat_policy is not None:
@@ -491,12 +480,6 @@ def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult
     if writer is not None:
         writer.close()
     return TrainResult(model, history, paths, max(best.values()))
-
-
-def _with_seed(cfg: TrainConfig, seed: int) -> TrainConfig:
-    from dataclasses import replace
-
-    return replace(cfg, seed=seed)
 
 
 def _tensorboard(run_dir: Path) -> Any:

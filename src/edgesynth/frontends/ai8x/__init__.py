@@ -30,12 +30,9 @@ INPUT = "input"
 
 
 def _refuse(layer: Layer, what: str) -> EdgesynthError:
-    return EdgesynthError(
+    return layer.error(
         f"{what} cannot be expressed in the network graph yet (the max7800x target's own "
-        "simulator runs it: use `edgesynth izer` or `edgesynth simulate`)",
-        line=layer.spec.line,
-        layer=layer.index,
-        layer_name=layer.spec.name,
+        "simulator runs it: use `edgesynth izer` or `edgesynth simulate`)"
     )
 
 

@@ -44,9 +44,7 @@ class LayerResult:
 
 
 def _mismatch(layer: Layer, message: str) -> EdgesynthError:
-    return EdgesynthError(
-        message, line=layer.spec.line, layer=layer.index, layer_name=layer.spec.name
-    )
+    return layer.error(message)
 
 
 class _Buffers:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import edgesynth.nn as enn
+from edgesynth.train.models.common import kaiming_init, second_layer_padding
 
 
 class AI85Net5(nn.Module):
@@ -29,11 +30,10 @@ class AI85Net5(nn.Module):
         super().__init__()
         dim = dimensions[0]
         self.conv1 = enn.FusedConv2dReLU(num_channels, planes, 3, padding=1, bias=bias)
-        pad = 2 if dim == 28 else 1
+        pad, dim = second_layer_padding(dim)
         self.conv2 = enn.FusedMaxPoolConv2dReLU(
             planes, planes, 3, pool_size=2, pool_stride=2, padding=pad, bias=bias
         )
-        dim = dim // 2 + (2 if pad == 2 else 0)
         self.conv3 = enn.FusedMaxPoolConv2dReLU(
             planes, 128 - planes - fc_inputs, 3, pool_size=2, pool_stride=2, padding=1, bias=bias
         )
@@ -49,9 +49,7 @@ class AI85Net5(nn.Module):
         )
         dim //= pool
         self.fc = enn.Linear(fc_inputs * dim * dim, num_classes, bias=True, wide=True)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        kaiming_init(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.conv4(self.conv3(self.conv2(self.conv1(x))))
@@ -72,19 +70,16 @@ class AI85NetExtraSmall(nn.Module):
         super().__init__()
         dim = dimensions[0]
         self.conv1 = enn.FusedConv2dReLU(num_channels, 8, 3, padding=1, bias=bias)
-        pad = 2 if dim == 28 else 1
+        pad, dim = second_layer_padding(dim)
         self.conv2 = enn.FusedMaxPoolConv2dReLU(
             8, 8, 3, pool_size=2, pool_stride=2, padding=pad, bias=bias
         )
-        dim = dim // 2 + (2 if pad == 2 else 0)
         self.conv3 = enn.FusedMaxPoolConv2dReLU(
             8, fc_inputs, 3, pool_size=4, pool_stride=4, padding=1, bias=bias
         )
         dim //= 4
         self.fc = enn.Linear(fc_inputs * dim * dim, num_classes, bias=True, wide=True)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        kaiming_init(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.conv3(self.conv2(self.conv1(x)))

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import edgesynth.nn as enn
+from edgesynth.train.models.common import kaiming_init, second_layer_padding
 
 
 class AI85SimpleNet(nn.Module):
@@ -138,18 +139,15 @@ class AI85CatsDogsNet(nn.Module):
         dim = dimensions[0]
         pool = {"pool_size": 2, "pool_stride": 2}
         self.conv1 = enn.FusedConv2dReLU(num_channels, 15, 3, padding=1, bias=bias)
-        pad = 2 if dim == 28 else 1
+        pad, dim = second_layer_padding(dim)
         self.conv2 = enn.FusedMaxPoolConv2dReLU(15, 30, 3, padding=pad, bias=bias, **pool)
-        dim = dim // 2 + (2 if pad == 2 else 0)
         self.conv3 = enn.FusedMaxPoolConv2dReLU(30, 60, 3, padding=1, bias=bias, **pool)
         self.conv4 = enn.FusedMaxPoolConv2dReLU(60, 30, 3, padding=1, bias=bias, **pool)
         self.conv5 = enn.FusedMaxPoolConv2dReLU(30, 30, 3, padding=1, bias=bias, **pool)
         dim //= 8
         self.conv6 = enn.FusedConv2dReLU(30, fc_inputs, 3, padding=1, bias=bias)
         self.fc = enn.Linear(fc_inputs * dim * dim, num_classes, bias=True)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        kaiming_init(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for i in range(1, 7):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import NETWORK_INPUT, Layer
 
 
@@ -36,11 +35,8 @@ class HandOver:
         slot = producer + 1
         if slot not in self.slots:
             what = "the network input" if producer == NETWORK_INPUT else f"layer {producer}"
-            raise EdgesynthError(
+            raise layer.error(
                 f"reads {what}, which this run has not produced (the vendor hands data along "
-                "by layer position; check `in_sequences`, `next_sequence` and --start-layer)",
-                line=layer.spec.line,
-                layer=layer.index,
-                layer_name=layer.spec.name,
+                "by layer position; check `in_sequences`, `next_sequence` and --start-layer)"
             )
         return self.slots[slot]

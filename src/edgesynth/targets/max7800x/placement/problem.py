@@ -532,13 +532,10 @@ def _fix_given(problem: Problem) -> None:
 
 
 def _given_error(net: Network, layer: Layer, key: str, message: str) -> EdgesynthError:
-    return EdgesynthError(
+    return layer.error(
         message + "; change it or leave it out for edgesynth to choose.",
-        file=net.spec.path,
-        line=layer.spec.lines.get(key, layer.spec.line),
-        layer=layer.index,
-        layer_name=layer.spec.name,
         key=key,
+        file=net.spec.path,
     )
 
 

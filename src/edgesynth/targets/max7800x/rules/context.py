@@ -109,16 +109,10 @@ class Context:
     def error(
         self, layer: Layer, key: str | None, message: str, line: int | None = None
     ) -> EdgesynthError:
-        if line is None:
-            line = layer.spec.lines.get(key, layer.spec.line) if key else layer.spec.line
-        return EdgesynthError(
-            message,
-            file=self.net.spec.path,
-            line=line,
-            layer=layer.index,
-            layer_name=layer.spec.name,
-            key=key,
-        )
+        err = layer.error(message, key=key, file=self.net.spec.path)
+        if line is not None:
+            err.line = line
+        return err
 
     def global_error(self, key: str | None, message: str) -> EdgesynthError:
         line = self.net.spec.lines.get(key) if key else None
