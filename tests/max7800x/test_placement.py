@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.yamlcfg import load_spec
+from edgesynth.targets.max7800x.placement import Unplaceable
 from edgesynth.targets.max7800x.placement.command import PlanOptions, run_plan
 from edgesynth.targets.max7800x.placement.yamltext import with_placement
 
@@ -149,6 +150,68 @@ def test_conflicting_given_keys_are_refused_with_the_key(tmp_path):
         )
     assert err.value.key == "in_offset" and err.value.layer == 1
     assert "disagrees with `out_offset` of layer 0" in err.value.message
+
+
+# -- read_gap: a layer that reads one pass of a multi-pass output ------------------------------
+
+
+def _gap_network(folder: Path, read_gap: int, skip: int = 0) -> Path:
+    """Layer 0 writes 128 channels (two words per pixel on the MAX78002's 64 processors);
+    layer 1 reads 2 channels after the first `skip`, every `read_gap + 1`-th word
+    (`--reshape-inputs`: the known answer drops the other channels too)."""
+    layers = [
+        {"op": "conv2d", "kernel_size": "3x3", "pad": 1, "activate": "ReLU", "data_format": "HWC"},
+        {"op": "conv2d", "kernel_size": "3x3", "pad": 1, "in_channels": 2, "in_skip": read_gap},
+    ]
+    if skip:
+        layers[1]["in_channel_skip"] = skip
+    (folder / "tests").mkdir()
+    rng = np.random.default_rng(7)
+    with open(folder / "tests" / "weights_gap.npy", "wb") as stream:
+        for shape in ((128, 3, 3, 3), (8, 2, 3, 3)):
+            np.save(stream, rng.integers(-128, 128, size=shape, dtype=np.int64))
+    sample = rng.integers(-128, 128, size=(3, 6, 6), dtype=np.int64)
+    np.save(folder / "tests" / "sample_gap.npy", sample)
+    spec = {"arch": "test", "dataset": "gap", "layers": layers}
+    (folder / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder / "net.yaml"
+
+
+@pytest.mark.parametrize("skip", [0, 5])
+def test_a_read_gap_reader_gets_its_channels_processors_of_the_source(tmp_path, skip):
+    _gap_network(tmp_path, read_gap=1, skip=skip)
+    out = tmp_path / "planned.yaml"
+    options = PlanOptions(
+        network=Path("net.yaml"),
+        checkpoint=None,
+        device="MAX78002",
+        output=out,
+        izer_options=("--reshape-inputs",),
+    )
+    with inside(tmp_path), contextlib.redirect_stdout(None):
+        lines = run_plan(options)
+    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
+    planned = load_spec(out)
+    first, second = planned.layers
+    assert bin(first.output_processors).count("1") == 64
+    assert second.in_offset == first.out_offset
+    low = first.output_processors & -first.output_processors
+    assert second.processors == (low | low << 1) << skip  # the source's processors it reads
+
+
+def test_a_read_gap_that_skips_other_than_a_pass_is_refused_by_name(tmp_path):
+    _gap_network(tmp_path, read_gap=2)
+    with inside(tmp_path), pytest.raises(Unplaceable) as err:
+        run_plan(
+            PlanOptions(
+                network=Path("net.yaml"),
+                checkpoint=None,
+                device="MAX78002",
+                izer_options=("--reshape-inputs",),
+            )
+        )
+    assert err.value.key == "read_gap" and err.value.layer == 1
+    assert "writes 2 word(s) per pixel" in err.value.message
 
 
 # -- random networks ----------------------------------------------------------------------------

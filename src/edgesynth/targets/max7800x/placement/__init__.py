@@ -34,6 +34,7 @@ from edgesynth.targets.max7800x.placement.problem import (
 )
 from edgesynth.targets.max7800x.placement.solve import (
     Solution,
+    kernel_instances,
     member_map,
     reader_map,
     solve,
@@ -138,8 +139,7 @@ def _kernel_words(problem: Problem, solution: Solution, instance: int) -> int:
             present = memory_instances(block.fixed_map | block.copies, problem.shared)
             here = bool(present >> instance & 1)
         else:
-            first = solution.instance[use.block]
-            here = first <= instance < first + block.instances(problem.shared)
+            here = instance in kernel_instances(problem, use, solution.instance[use.block])
         if here:
             total += use.words
     return total
@@ -172,6 +172,7 @@ def place(
     columns = False  # the allocator's column model, after the first overflow
     apart = True  # calcx4 kernels kept in memories of their own
     nogoods: list[dict[int, int]] = []
+    first_room = False  # the larger kernel memory of each group's first processor, when needed
     refuted = ""
     rounds_allowed = MAX_ROUNDS
     rounds = 0
@@ -185,6 +186,7 @@ def place(
                 kernel_columns=columns,
                 calcx4_apart=apart,
                 nogoods=nogoods,
+                first_processor_room=first_room,
             )
         except Unplaceable:
             if not (apart and prove is not None and _mixes_calcx4(problem)):
@@ -195,6 +197,9 @@ def place(
         except EdgesynthError:
             if nogoods:  # every placement left was refuted by the virtual device
                 break
+            if not first_room and device.mask_width_large > device.mask_width_small:
+                first_room = True  # the allocator's check below proves what the model allows
+                continue
             raise
         placements = layer_placements(problem, solution)
         spec, chosen = apply_placement(net.spec, placements)

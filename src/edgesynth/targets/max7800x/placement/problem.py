@@ -95,6 +95,8 @@ class Reader:
     layer: int
     kind: str  # SINGLE, CONCAT or ELTWISE
     tensors: list[int]
+    processors: int | None = None  # a `read_gap` reader: how many processors of its source
+    skip: int = 0  # ... after skipping the first `skip` (`in_channel_skip`)
 
 
 @dataclass
@@ -103,6 +105,8 @@ class KernelUse:
     block: int  # the block the layer reads
     words: int  # kernel words in each processor it enables
     calcx4: bool = False  # kernels spread over the four quarters of kernel memory (MAX78002)
+    span: int | None = None  # memory instances it enables from the block's first (None: all)
+    first_only: bool = False  # it enables only the first processor of each instance it uses
 
 
 @dataclass
@@ -153,14 +157,24 @@ def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
         layer = net.layers[index]
         ls = layer.spec
         for key, on in (
+            # The layer that follows depends on the snoop unit, whose registers are raw words
+            # with unpublished fields (some may hold data-memory addresses of the hand
+            # placement, which a new placement would have to move).
             ("snoop_sequence", ls.snoop_sequence is not None),
             ("simulated_sequence", ls.simulated_sequence is not None),
             ("buffer_shift", layer.buffer_shift),
             ("buffer_insert", layer.buffer_insert),
-            ("read_gap", layer.read_gap),
             ("in_crop", layer.in_crop != (0, 0)),
         ):
             if on:
+                if key.endswith("_sequence"):
+                    return (
+                        f"`{key}` (a layer sequence the snoop unit decides: its `snoop` "
+                        "registers' fields are not public, so edgesynth cannot move the "
+                        "addresses they may hold)",
+                        layer,
+                        key,
+                    )
                 return f"`{key}`", layer, key
     return None
 
@@ -229,7 +243,9 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             kind = CONCAT
         readers[index] = Reader(index, kind, sources)
         need = input_processors_needed(layer, max_proc, shared)
-        if kind == SINGLE:
+        if kind == SINGLE and layer.read_gap:
+            _gap_reader(net, layer, readers[index], need, channels, max_proc)
+        elif kind == SINGLE:
             s = sources[0]
             if channels[s] != need and s != NETWORK_INPUT:
                 raise Unplaceable(
@@ -277,7 +293,20 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
         need = kernel_words(layer, out_map, max_proc, shared, quad, hw_kernel(ctx, layer))
         if need:
             x4 = ctx.calcx4(layer) and device.supports_calcx4
-            kernels.append(KernelUse(index, block_of[readers[index].tensors[0]], need, x4))
+            reader = readers[index]
+            source = blocks[block_of[reader.tensors[0]]]
+            enabled = reader.processors
+            span = None if enabled is None else ceil_div(reader.skip + enabled, shared)
+            first_only = source.fixed_map is None and (
+                source.chw
+                or (
+                    len(source.members) == 1
+                    and source.members[0].first_processor == 0
+                    and (enabled or source.members[0].channels) == 1
+                    and reader.skip == 0
+                )
+            )
+            kernels.append(KernelUse(index, source.index, need, x4, span, first_only))
     # Layers that move each channel within its quadrant: passthrough and depthwise layers.
     passthrough = [
         i for i in order if net.layers[i].operation == "none" or net.layers[i].groups > 1
@@ -316,6 +345,44 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
     )
     _fix_given(problem)
     return problem
+
+
+def _gap_reader(
+    net: Network,
+    layer: Layer,
+    reader: Reader,
+    need: int,
+    channels: dict[int, int],
+    max_proc: int,
+) -> None:
+    """A layer with `read_gap` g reads every (g + 1)-th word of its source: on the source's
+    first processors, the source's first pass of every pixel when g + 1 is the number of words
+    the source writes per pixel. Anything else reads words the network graph does not name."""
+    source = reader.tensors[0]
+    if source == NETWORK_INPUT:
+        raise Unplaceable(
+            f"{label(layer)} reads the network input with `read_gap` {layer.read_gap}; "
+            "automatic placement reads with a gap only from a layer's output.",
+            file=net.spec.path,
+        )
+    producer = net.layers[source]
+    per_pixel = output_passes(producer, max_proc) * (producer.write_gap + 1)
+    skip = layer.spec.in_channel_skip or 0
+    if layer.read_gap + 1 != per_pixel or skip + need > channels[source]:
+        raise Unplaceable(
+            f"`read_gap` {layer.read_gap} reads every {layer.read_gap + 1} words, but "
+            f"{_tensor_name(net, source)} writes {per_pixel} word(s) per pixel on "
+            f"{channels[source]} processors; automatic placement does not handle a gap that "
+            f"reads other than the first pass (`read_gap` {per_pixel - 1}, at most "
+            f"{channels[source]} processors' worth of channels with `in_channel_skip`) yet.",
+            file=net.spec.path,
+            line=layer.spec.lines.get("read_gap", layer.spec.line),
+            layer=layer.index,
+            layer_name=layer.spec.name,
+            key="read_gap",
+        )
+    reader.processors = need
+    reader.skip = skip
 
 
 def fifo_map(channels: int, chw: bool, device: Device) -> int:

@@ -19,6 +19,7 @@ from edgesynth.targets.max7800x.placement.problem import (
     ELTWISE,
     SINGLE,
     Block,
+    KernelUse,
     Member,
     Problem,
     Unplaceable,
@@ -58,7 +59,24 @@ def reader_map(problem: Problem, layer: int, instance_of: dict[int, int]) -> int
     start = instance_of[block.index]
     if reader.kind == CONCAT:
         return block_map(problem, block, start)
-    return member_map(problem, block, block.member(reader.tensors[0]), start)
+    result = member_map(problem, block, block.member(reader.tensors[0]), start)
+    if reader.processors is not None:  # a `read_gap` reader: some processors of its source
+        result = _lowest(result, reader.skip, reader.processors)
+    return result
+
+
+def _lowest(bits: int, skip: int, count: int) -> int:
+    """`count` set bits of `bits` after its `skip` lowest ones."""
+    result = 0
+    while bits and count:
+        low = bits & -bits
+        bits ^= low
+        if skip:
+            skip -= 1
+            continue
+        result |= low
+        count -= 1
+    return result
 
 
 def passthrough_ok(problem: Problem, in_map: int, out_map: int) -> bool:
@@ -87,6 +105,7 @@ def solve(
     kernel_columns: bool = False,
     calcx4_apart: bool = True,
     nogoods: list[dict[int, int]] | None = None,
+    first_processor_room: bool = False,
 ) -> Solution:
     """An optimal (or, past the time limit, the best found) placement; error if none exists."""
     from ortools.sat.python import cp_model
@@ -125,30 +144,41 @@ def solve(
 
     _keep_live_data_apart(model, problem, present, offset, instances)
 
+    uses = _kernel_presence(problem, choice, present)
     worst = model.NewIntVar(0, max(kernel_capacity), "kernel_max")
+    extra = problem.device.mask_width_large - problem.device.mask_width_small
+    group = problem.device.processors_per_group // problem.shared
     for i in range(instances):
-        terms = [
-            use.words * present[use.block, i]
-            for use in problem.kernels
-            if (use.block, i) in present
-        ]
-        if terms:
-            model.Add(sum(terms) <= kernel_capacity[i])
-            model.Add(sum(terms) <= worst)
+        here = [(problem.kernels[n], lit) for (n, j), lit in uses.items() if j == i]
+        terms = [use.words * lit for use, lit in here]
+        if not terms:
+            continue
+        if first_processor_room and extra and i % group == 0:
+            # the group's first processor has `extra` more kernel words than the others:
+            # layers that enable only it may use them
+            others = [use.words * lit for use, lit in here if not use.first_only]
+            if others:
+                model.Add(sum(others) <= kernel_capacity[i])
+                model.Add(sum(others) <= worst)
+            model.Add(sum(terms) <= kernel_capacity[i] + extra)
+            continue
+        model.Add(sum(terms) <= kernel_capacity[i])
+        model.Add(sum(terms) <= worst)
 
     if kernel_columns:
-        _allocator_columns(model, problem, present, kernel_capacity)
+        _allocator_columns(model, problem, uses, kernel_capacity)
 
     # The vendor's allocator reserves calcx4 kernels as if they were ordinary ones, but they
     # land spread over the four quarters of kernel memory: keep them apart from the others
     # (unless the caller proves each placement on the virtual device instead).
-    x4 = [u for u in problem.kernels if u.calcx4]
-    plain = [u for u in problem.kernels if not u.calcx4]
+    x4 = [n for n, u in enumerate(problem.kernels) if u.calcx4]
+    plain = [n for n, u in enumerate(problem.kernels) if not u.calcx4]
+    kernels = problem.kernels
     for i in range(instances if calcx4_apart else 0):
         for a in x4:
             for b in plain:
-                if (a.block, i) in present and (b.block, i) in present and a.block != b.block:
-                    model.Add(present[a.block, i] + present[b.block, i] <= 1)
+                if (a, i) in uses and (b, i) in uses and kernels[a].block != kernels[b].block:
+                    model.Add(uses[a, i] + uses[b, i] <= 1)
     for nogood in nogoods or ():  # combinations the virtual device refuted
         model.AddBoolOr([choice[b][q].Not() for b, q in nogood.items() if q in choice.get(b, {})])
     for layer in problem.passthrough:
@@ -196,7 +226,33 @@ def solve(
     )
 
 
-def _allocator_columns(model, problem: Problem, present, capacity: list[int]) -> None:
+def _kernel_presence(problem: Problem, choice, present) -> dict:
+    """(kernel use index, memory instance) -> 1 when the use's layer has kernels there.
+
+    A layer has kernels in every instance its input block spans, except a `read_gap` reader,
+    which enables only the first instances of its source's block."""
+    result = {}
+    for n, use in enumerate(problem.kernels):
+        block = problem.blocks[use.block]
+        for i in range(problem.instances):
+            if (use.block, i) not in present:
+                continue
+            if use.span is None or block.fixed_map is not None:
+                result[n, i] = present[use.block, i]
+                continue
+            hits = [v for q, v in choice[use.block].items() if q <= i < q + use.span]
+            if hits:
+                result[n, i] = sum(hits)
+    return result
+
+
+def kernel_instances(problem: Problem, use: KernelUse, first: int) -> range:
+    """The memory instances where `use` has kernels when its block starts at `first`."""
+    block = problem.blocks[use.block]
+    return range(first, first + (use.span or block.instances(problem.shared)))
+
+
+def _allocator_columns(model, problem: Problem, uses, capacity: list[int]) -> None:
     """Kernel columns as the vendor's allocator hands them out (a stricter model, used once
     the per-memory word count was not enough): layers that enable every processor first, then
     the others in layer order; a layer's columns are the same in all its processors, start on
@@ -205,30 +261,30 @@ def _allocator_columns(model, problem: Problem, present, capacity: list[int]) ->
     everywhere = {
         b.index for b in problem.blocks if b.instances(problem.shared) >= problem.instances
     }
-    order = sorted(problem.kernels, key=lambda u: (u.block not in everywhere, u.layer))
+    order = sorted(
+        range(len(problem.kernels)),
+        key=lambda n: (problem.kernels[n].block not in everywhere, problem.kernels[n].layer),
+    )
     top = max(capacity)
-    start = {n: model.NewIntVar(0, top // 4, f"kcol{u.layer}_{n}") for n, u in enumerate(order)}
-    for n, u in enumerate(order):
+    start = {n: model.NewIntVar(0, top // 4, f"kcol{n}") for n in order}
+    for position, n in enumerate(order):
+        u = problem.kernels[n]
         for i in range(problem.instances):
-            if (u.block, i) in present:
-                lit = _as_bool(model, present[u.block, i])
+            if (n, i) in uses:
+                lit = _as_bool(model, uses[n, i])
                 model.Add(4 * start[n] + u.words <= capacity[i]).OnlyEnforceIf(lit)
-        for m in range(n):
-            k = order[m]
-            common = [
-                i
-                for i in range(problem.instances)
-                if (k.block, i) in present and (u.block, i) in present
-            ]
+        for m in order[:position]:
+            k = problem.kernels[m]
+            common = [i for i in range(problem.instances) if (m, i) in uses and (n, i) in uses]
             if not common:
                 continue
             after = start[m] + (k.words + 3) // 4
-            if k.block == u.block:
+            if k.block == u.block and k.span is None and u.span is None:
                 model.Add(start[n] >= after)
                 continue
             share = model.NewBoolVar(f"kshare{m}_{n}")
             for i in common:
-                model.Add(share >= present[k.block, i] + present[u.block, i] - 1)
+                model.Add(share >= uses[m, i] + uses[n, i] - 1)
             model.Add(start[n] >= after).OnlyEnforceIf(share)
 
 
