@@ -52,11 +52,20 @@ def lenet():  # type: ignore[no-untyped-def]
     )
 
 
-def trained(name: str, build, mnist, epochs: int = 3, source=None):  # type: ignore[no-untyped-def]
+def trained(  # type: ignore[no-untyped-def]
+    name: str, build, mnist, epochs: int = 3, source=None, one_cycle: float | None = None
+):
     """The model `build()` returns, trained (or loaded from the cache); `source`: the class
-    whose source code keys the cache (default: `build`)."""
+    whose source code keys the cache (default: `build`). Adam at 3e-3, or with `one_cycle` a
+    one-cycle schedule peaking at that rate."""
     key = hashlib.sha256(
-        (inspect.getsource(source or build) + name + str(epochs) + torch.__version__).encode()
+        (
+            inspect.getsource(source or build)
+            + name
+            + str(epochs)
+            + str(one_cycle)
+            + torch.__version__
+        ).encode()
     ).hexdigest()[:16]
     path = CACHE / f"xdnn-{name}-{key}.pt"
     model = build()
@@ -67,8 +76,14 @@ def trained(name: str, build, mnist, epochs: int = 3, source=None):  # type: ign
     torch.manual_seed(0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=one_cycle or 3e-3)
     xt, yt = torch.from_numpy(x[:8000]), torch.from_numpy(y[:8000])
+    steps = (len(xt) + 63) // 64
+    schedule = (
+        torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=one_cycle, total_steps=epochs * steps)
+        if one_cycle
+        else None
+    )
     gen = torch.Generator().manual_seed(0)
     model.train()
     for _ in range(epochs):
@@ -78,6 +93,8 @@ def trained(name: str, build, mnist, epochs: int = 3, source=None):  # type: ign
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
             opt.step()
+            if schedule is not None:
+                schedule.step()
     torch.set_num_threads(threads)
     CACHE.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".pt")

@@ -69,6 +69,57 @@ def test_small_inception_net(tmp_path: Path, engine: str, bits: int) -> None:
     assert y.shape == (len(data), 10)
 
 
+def _two_range_concat(b: Builder) -> tuple[str, str, str]:
+    """Two branches whose ranges differ 50-fold, concatenated."""
+    x = b.conv("x", 4, 3, pad=1)
+    c = b.shape(x)[0]
+    rng = np.random.default_rng(3)
+    wide = b.conv(x, 4, 1, w=rng.standard_normal((4, c, 1, 1)) * 5.0, b=np.zeros(4))
+    narrow = b.conv(x, 4, 1, w=rng.standard_normal((4, c, 1, 1)) * 0.1, b=np.zeros(4))
+    return wide, narrow, b.concat(wide, narrow)
+
+
+def test_concat_branches_keep_their_own_steps_when_convolutions_read_them(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A concatenation read by a convolution (here through a max pool): each branch is stored at
+    its own step and the reader folds the steps into its weights, so the narrow branch keeps its
+    levels (the output's error is several times smaller than with one step for all); read by
+    the network output, one step for all."""
+    from edgesynth.targets.xdnn import lower
+
+    def output_error(name: str) -> tuple[float, dict]:
+        b = Builder(name, (2, 8, 8))
+        wide, narrow, cat = _two_range_concat(b)
+        # the reader weighs both branches alike: the narrow one's levels matter
+        w = np.random.default_rng(4).standard_normal((3, 8, 1, 1))
+        w[:, :4] /= 50.0
+        y = b.conv(b.maxpool(cat, 2, 2), 3, 1, relu=False, w=w, b=np.zeros(3))
+        graph = b.done(y)
+        prog, _, x = _check(graph, tmp_path)
+        q = prog.graph.tensors
+        ints = run(prog.graph, prog.inputs[0].quantize(x), keep=False)[y]
+        floats = run(graph, x, keep=False)[y]
+        steps = {k: q[t].qtype.scale for k, t in (("wide", wide), ("narrow", narrow), ("cat", cat))}
+        return float(np.abs(ints * q[y].qtype.scale - floats).mean()), steps
+
+    own, steps = output_error("cat")
+    assert steps["narrow"] < steps["wide"] / 10  # its own step, not the wide one's
+    assert steps["cat"] == steps["wide"]
+    monkeypatch.setattr(lower, "_per_branch_concats", lambda fused, final: set())
+    shared, steps = output_error("cat_shared")
+    assert steps["narrow"] == steps["wide"]
+    assert own < shared / 3, (own, shared)
+    print(f"output error: own steps {own:.4f}, one step {shared:.4f}")
+    monkeypatch.undo()
+
+    b = Builder("cat_out", (2, 8, 8))
+    wide, narrow, cat = _two_range_concat(b)
+    prog, _, _ = _check(b.done(cat), tmp_path)
+    q = prog.graph.tensors
+    assert q[narrow].qtype.scale == q[wide].qtype.scale == q[cat].qtype.scale
+
+
 def test_residual_add_and_odd_depths(tmp_path: Path) -> None:
     b = Builder("res", (3, 9, 9))  # odd input depth and width below the IMEM width
     a = b.conv("x", 5, 3, pad=1)  # odd depth

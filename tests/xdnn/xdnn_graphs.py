@@ -53,6 +53,30 @@ class Builder:
         )
         return self.relu(name) if relu else name
 
+    def batchnorm(
+        self,
+        x: str,
+        gamma: np.ndarray,
+        beta: np.ndarray,
+        mean: np.ndarray,
+        var: np.ndarray,
+        eps: float,
+        relu: bool = True,
+    ) -> str:
+        name = self._name("bn")
+        node = g.BatchNorm(
+            name=name,
+            inputs=[x],
+            outputs=[name],
+            gamma=gamma,
+            beta=beta,
+            mean=mean,
+            var=var,
+            eps=eps,
+        )
+        self.g.add(node, self.shape(x))
+        return self.relu(name) if relu else name
+
     def relu(self, x: str) -> str:
         name = self._name("relu")
         self.g.add(g.Activation(name=name, inputs=[x], outputs=[name], kind="relu"), self.shape(x))

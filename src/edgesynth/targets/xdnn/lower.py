@@ -14,9 +14,12 @@ What the engine runs (one command each):
 - Concat: no command; the branches write side by side in IMEM (see imem.py).
 A trailing Softmax/LogSoftmax runs on the host.
 
-Scales: tensors joined by a Concat, Add, pooling or reshape share one scale (union-find over
-the graph), the maximum of their calibration ranges; the threshold of a tensor is its largest
-magnitude over the calibration batch, its step th / (2**(bits - 1) - 1) (ml-suite's sf).
+Scales: tensors joined by an Add, a max pool or a reshape share one scale (union-find over the
+graph), the maximum of their calibration ranges; the threshold of a tensor is its largest
+magnitude over the calibration batch, its step th / (2**(bits - 1) - 1) (ml-suite's sf). The
+branches of a Concat keep their own steps when only convolutions and fully-connected layers
+read it (directly or through max pools): the readers fold each input channel's step into their
+weights. Other concatenations share one step with their branches.
 """
 
 from __future__ import annotations
@@ -287,6 +290,39 @@ def _fuse(graph: g.Graph) -> tuple[list[_Fused], dict[str, str], str | None, str
 
 
 # -- quantization ---------------------------------------------------------------------------
+def _per_branch_concats(fused: list[_Fused], final: str) -> set[str]:
+    """Concatenations whose branches may keep their own steps.
+
+    A branch with a narrow range stored at the step of the widest branch loses most of its
+    levels. When every reader of the concatenated tensor (directly, or through max pools, which
+    act channel by channel) is a convolution or a fully-connected layer, each input channel's
+    step can be folded into the reader's weights: `w[o, c] * step[c] / step_max` is an exact
+    rewrite of the float layer, quantized per output channel as usual. Anything else (an Add,
+    an average pool, another concatenation, the network output) needs one step."""
+    readers: dict[str, list[_Fused]] = {}
+    for f in fused:
+        for t in f.inputs:
+            readers.setdefault(t, []).append(f)
+
+    def folds(t: str) -> bool:
+        if t == final or not readers.get(t):
+            return False
+        for r in readers[t]:
+            if r.kind == "maxpool":
+                if not folds(r.output):
+                    return False
+            elif r.kind not in ("conv", "fc"):
+                return False
+        return True
+
+    return {f.output for f in fused if f.kind == "concat" and folds(f.output)}
+
+
+def threshold(values: np.ndarray, bits: int) -> float:
+    """The calibration threshold of one tensor: its largest magnitude."""
+    return float(np.abs(values).max(initial=0.0))
+
+
 def _quantize(
     graph: g.Graph,
     fused_info: tuple[list[_Fused], dict[str, str], str | None, str],
@@ -300,15 +336,16 @@ def _quantize(
     lo, hi = -top - 1, top
     sets = _Sets()
     sets.find(x_name)
+    per_branch = _per_branch_concats(fused, final)
     for f in fused:
         sets.find(f.output)
-        if f.kind in ("maxpool", "add", "concat"):  # an average pool rescales
-            sets.join(f.output, *f.inputs)
+        if f.kind in ("maxpool", "add") or (f.kind == "concat" and f.output not in per_branch):
+            sets.join(f.output, *f.inputs)  # an average pool rescales
     stored = [x_name] + [f.output for f in fused]
     th: dict[str, float] = {}
     for t in stored:
         r = sets.find(t)
-        th[r] = max(th.get(r, 0.0), float(np.abs(values[t]).max(initial=0.0)))
+        th[r] = max(th.get(r, 0.0), threshold(values[t], bits))
     warnings: list[str] = []
     for r, v in list(th.items()):
         if v == 0.0:
@@ -323,6 +360,19 @@ def _quantize(
     def shape3(t: str) -> tuple[int, int, int]:
         s = graph.tensors[t].shape
         return tuple(s) if len(s) == 3 else (int(np.prod(s)), 1, 1)  # type: ignore[return-value]
+
+    # A concatenation read only by convolutions (through max pools) keeps each branch's own
+    # step: the readers fold the per-channel steps into their weights (see _per_branch_concats).
+    branch_steps: dict[str, np.ndarray] = {}
+    for f in fused:
+        if f.output in per_branch:
+            steps = [np.full(shape3(m)[0], sf(m)) for m in f.inputs]
+            branch_steps[sets.find(f.output)] = np.concatenate(steps)
+
+    def in_channel_factor(t: str) -> np.ndarray | None:
+        """Per input channel: its step over the tensor's (largest) step; None when uniform."""
+        steps = branch_steps.get(sets.find(t))
+        return None if steps is None else steps / sf(t)
 
     ig = g.Graph(graph.name, source=graph.source)
     ig.add_input(x_name, shape3(x_name), g.QType(bits, True, sf(x_name)))
@@ -364,6 +414,9 @@ def _quantize(
                         )
                     )
                     continue
+            factor = in_channel_factor(src)
+            if factor is not None:  # branches of a concatenation at their own steps
+                w = w * factor.reshape(1, -1, 1, 1)
             th_w = np.abs(w).reshape(w.shape[0], -1).max(axis=1)
             sf_w = np.where(th_w > 0, th_w / top, 1.0)
             wq = np.clip(np.floor(w / sf_w.reshape(-1, 1, 1, 1) + 0.5), lo, hi).astype(np.int64)
