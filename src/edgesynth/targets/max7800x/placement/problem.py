@@ -44,7 +44,8 @@ from edgesynth.targets.max7800x.rules import (
 from edgesynth.targets.max7800x.rules.sizes import ceil_div
 from edgesynth.targets.max7800x.rules.text import layer_name
 
-SINGLE, CONCAT, ELTWISE = "single", "concat", "eltwise"
+SINGLE, CONCAT, ELTWISE, PASSES = "single", "concat", "eltwise", "passes"
+INTERLEAVED = (ELTWISE, PASSES)  # parts on the same processors, one word each per pixel
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Reader:
     """How one layer reads its input: which tensors, in which layout."""
 
     layer: int
-    kind: str  # SINGLE, CONCAT or ELTWISE
+    kind: str  # SINGLE, CONCAT, ELTWISE or PASSES (a concatenation read in several passes)
     tensors: list[int]
     processors: int | None = None  # a `read_gap` reader: how many processors of its source
     skip: int = 0  # ... after skipping the first `skip` (`in_channel_skip`)
@@ -224,6 +225,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
 
     readers: dict[int, Reader] = {}
     last_read: dict[int, int] = {}
+    gap_readers: list[tuple[Layer, int]] = []
     for position, index in enumerate(order):
         layer = net.layers[index]
         sources = _sources(net, position)
@@ -235,16 +237,19 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
                     file=net.spec.path,
                 )
             last_read[s] = max(last_read.get(s, 0), step[index])
+        need = input_processors_needed(layer, max_proc, shared)
         if len(sources) == 1:
             kind = SINGLE
         elif layer.eltwise is not None:
             kind = ELTWISE
+        elif input_passes(layer, max_proc) > 1:
+            kind = PASSES
+            _pass_parts(net, layer, sources, need, max_proc)
         else:
             kind = CONCAT
         readers[index] = Reader(index, kind, sources)
-        need = input_processors_needed(layer, max_proc, shared)
         if kind == SINGLE and layer.read_gap:
-            _gap_reader(net, layer, readers[index], need, channels, max_proc)
+            gap_readers.append((layer, need))
         elif kind == SINGLE:
             s = sources[0]
             if channels[s] != need and s != NETWORK_INPUT:
@@ -255,13 +260,12 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
                 )
             channels[s] = max(channels[s], need)
             words[s] = max(words[s], ceil_div(input_bytes(layer, max_proc), 4))
-        elif kind == CONCAT and input_passes(layer, max_proc) > 1:
-            raise Unplaceable(
-                f"{label(layer)} concatenates {layer.in_channels} channels (more than one "
-                "pass); automatic placement concatenates only up to one pass of processors.",
-                file=net.spec.path,
-            )
 
+    interleaved = {  # tensor -> the parts it is interleaved with (its words per pixel)
+        t: len(r.tensors) for r in readers.values() if r.kind in INTERLEAVED for t in r.tensors
+    }
+    for layer, need in gap_readers:
+        _gap_reader(net, layer, readers[layer.index], need, channels, max_proc, interleaved)
     blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc, shared)
     # what the host reads after the run: the last layer, `output: true` layers, and the last
     # layer of the known-answer simulation (`simulated_sequence` may end elsewhere)
@@ -347,6 +351,23 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
     return problem
 
 
+def _pass_parts(net: Network, layer: Layer, sources: list[int], need: int, max_proc: int) -> None:
+    """A concatenation wider than one pass: the layer reads pass `j` of every pixel from word
+    `j` on all its `need` processors, so part `j` must be exactly one pass (a narrower part
+    would leave words the layer reads unwritten), written with one word per pixel and
+    `write_gap` = parts - 1 (the vendor's UNet decoders do this by hand)."""
+    passes = input_passes(layer, max_proc)
+    widths = [net.layers[s].out_channels if s != NETWORK_INPUT else -1 for s in sources]
+    if NETWORK_INPUT in sources or len(sources) != passes or any(w != need for w in widths):
+        raise Unplaceable(
+            f"{label(layer)} concatenates {layer.in_channels} channels in {passes} passes of "
+            f"{need} processors from parts of {', '.join(map(str, widths))} channels; automatic "
+            "placement does not handle a concatenation wider than one pass unless each part "
+            f"is exactly one pass ({need} channels) yet.",
+            file=net.spec.path,
+        )
+
+
 def _gap_reader(
     net: Network,
     layer: Layer,
@@ -354,10 +375,13 @@ def _gap_reader(
     need: int,
     channels: dict[int, int],
     max_proc: int,
+    interleaved: dict[int, int],
 ) -> None:
     """A layer with `read_gap` g reads every (g + 1)-th word of its source: on the source's
     first processors, the source's first pass of every pixel when g + 1 is the number of words
-    the source writes per pixel. Anything else reads words the network graph does not name."""
+    per pixel the source's block holds (its passes, or the parts it is interleaved with: an
+    element-wise operand read plainly too, as the vendor's MAX78002 residual networks do).
+    Anything else reads words the network graph does not name."""
     source = reader.tensors[0]
     if source == NETWORK_INPUT:
         raise Unplaceable(
@@ -366,7 +390,15 @@ def _gap_reader(
             file=net.spec.path,
         )
     producer = net.layers[source]
-    per_pixel = output_passes(producer, max_proc) * (producer.write_gap + 1)
+    parts = interleaved.get(source, 1)
+    if parts > 1 and output_passes(producer, max_proc) > 1:
+        raise Unplaceable(
+            f"{label(layer)} reads with `read_gap` {layer.read_gap} the output of "
+            f"{label(producer)}, which is both multi-pass and interleaved; automatic placement "
+            "does not handle that yet.",
+            file=net.spec.path,
+        )
+    per_pixel = output_passes(producer, max_proc) * parts
     skip = layer.spec.in_channel_skip or 0
     if layer.read_gap + 1 != per_pixel or skip + need > channels[source]:
         raise Unplaceable(
@@ -491,7 +523,8 @@ def _blocks(
 
     for reader in readers.values():
         t = reader.tensors[0]
-        if reader.kind == SINGLE and t in grouped and grouped[t][1].kind == ELTWISE:
+        gap = net.layers[reader.layer].read_gap  # checked against the parts by _gap_reader
+        if reader.kind == SINGLE and t in grouped and grouped[t][1].kind in INTERLEAVED and not gap:
             layer, source = net.layers[reader.layer], _tensor_name(net, t)
             raise Unplaceable(
                 f"{label(layer)} reads {source} as it is, but "
@@ -517,14 +550,23 @@ def _blocks(
                     file=net.spec.path,
                 )
         for j, t in enumerate(reader.tensors):
-            if reader.kind == ELTWISE:
+            if reader.kind in INTERLEAVED:
                 members.append(Member(t, channels[t], 0, j, k - 1))
             else:  # every part starts a memory instance: unaligned output maps waste kernels
                 at = ceil_div(at, shared) * shared
                 members.append(Member(t, channels[t], at, 0, 0))
                 at += channels[t]
+        if reader.kind == CONCAT and at > max_proc:
+            widths = ", ".join(str(channels[t]) for t in reader.tensors)
+            raise Unplaceable(
+                f"{label(layer)} concatenates parts of {widths} channels; with each part "
+                f"starting a memory instance ({shared} processors) they need {at} processors, "
+                f"more than the {max_proc} there are; automatic placement does not handle "
+                "unaligned parts yet.",
+                file=net.spec.path,
+            )
         size = max(words[t] for t in reader.tensors)
-        size = size * k if reader.kind == ELTWISE else size
+        size = size * k if reader.kind in INTERLEAVED else size
         size = max(size, ceil_div(input_bytes(layer, max_proc), 4))
         block = Block(
             index=len(blocks),
@@ -585,8 +627,8 @@ def _fix_given(problem: Problem) -> None:
                 "write_gap",
                 f"{layer.spec.write_gap}, but this layer's output is "
                 + (
-                    f"operand {member.word} of {member.write_gap + 1} interleaved element-wise "
-                    f"operands, which needs `write_gap: {member.write_gap}`"
+                    f"part {member.word} of {member.write_gap + 1} interleaved parts (element-wise "
+                    f"operands or passes), which needs `write_gap: {member.write_gap}`"
                     if member.write_gap
                     else "read as it is, which needs `write_gap: 0`"
                 ),
