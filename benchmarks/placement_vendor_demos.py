@@ -160,6 +160,7 @@ def run_demo(demo: Demo, root: Path, zoo: bool) -> str:
         except (EdgesynthError, MultipleErrors) as err:
             return f"{demo.device} {name}: hand placement refused: {err}"
         hand_check = proven(hand_plan, demo.device, hand.output)
+        hand_note = "" if hand_check is None else f" (hand placement: {hand_check})"
         try:
             auto, auto_plan = synthesize(stripped(args, root, folder), folder / "auto")
         except Unplaceable as err:
@@ -169,12 +170,11 @@ def run_demo(demo: Demo, root: Path, zoo: bool) -> str:
             return f"{demo.device} {name}: FAILED: the known answer differs from the hand one"
         why = proven(auto_plan, demo.device, hand.output)
         if why:
-            return f"{demo.device} {name}: FAILED on the virtual device: {why}"
+            return f"{demo.device} {name}: FAILED on the virtual device: {why}{hand_note}"
         latency = ""
         if hand_plan.latency and auto_plan.latency:
             h, a = hand_plan.latency.total, auto_plan.latency.total
             latency = f"; latency {a:,} cycles (hand {h:,}, ratio {a / h:.4f})"
-        hand_note = "" if hand_check is None else f" (hand placement: {hand_check})"
         return f"{demo.device} {name}: placed and proven{latency}; {seconds:.1f} s{hand_note}"
 
 

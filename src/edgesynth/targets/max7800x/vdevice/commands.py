@@ -27,7 +27,6 @@ from edgesynth.targets.max7800x.vdevice.runner import (
     first_divergent_layer,
     hazards_of,
     network_output,
-    read_output,
     register_diff,
     run,
 )
@@ -189,9 +188,11 @@ def run_device(
             lines.append(f"wrote {written}")
     if layers_plan is not None and result.layers:
         with layers_plan as folder:
-            for prog, layer in zip(result.programs, result.layers, strict=True):
-                values = read_output(result.machine, layer.placement, prog.out32)
-                folder.write_npy(f"layer{layer.layer:02d}.npy", values)
+            for layer in result.layers:
+                # what the layer computed and wrote (read back at the end of the run, a later
+                # layer may have overwritten it, or a streaming layer's circular buffer holds
+                # only its last rows)
+                folder.write_npy(f"layer{layer.layer:02d}.npy", layer.output)
         lines.append(f"wrote every layer's output to {layers}/")
     return report
 

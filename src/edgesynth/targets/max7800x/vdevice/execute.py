@@ -480,15 +480,17 @@ def _conv_placement(
 ) -> Placement:
     """Output slot n of pass e = n // slots-per-pass: 8-bit data goes to byte lane j % 4 of
     instance (j // 4) x MOFF away, 32-bit data to word j % 4 there (j = n mod slots-per-pass);
-    each pass moves CHOFF words; each output pixel moves the pointer by 1 (4 for 32-bit data)
-    plus LCTRL1.wptr_inc."""
+    each pass moves CHOFF words; each output pixel moves the pointer by 1 + wptr_inc words,
+    four times that for 32-bit data (one word per processor: the firmware sets wptr_inc to
+    passes x (write_gap + 1) - 1 for both widths and reads 32-bit pixels 4 x passes words
+    apart)."""
     slots, rows, cols = shape
     wp = master.write
     out_pass, j = np.divmod(slot, max(1, prog.slots_per_pass))
     if prog.out32:
         lane = np.full(slots, -1)
         base = wp.base + (j // 4) * wp.moff + (j % 4) + out_pass * wp.choff
-        step = 4 + wp.inc
+        step = 4 * (1 + wp.inc)
     else:
         lane = j % 4
         base = wp.base + (j // 4) * wp.moff + out_pass * wp.choff
