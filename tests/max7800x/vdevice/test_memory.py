@@ -92,6 +92,21 @@ def test_set_address_on_the_last_data_word():
     assert run.tolist()[1:3] == [0, 0] and run[4] == 1
 
 
+def test_set_address_right_after_the_previous_block():
+    """The older loader streams every block from the processor's base: when a block's data
+    ends exactly where the next block's set-address store points, that store continues the
+    run of addresses by chance; the restart at offset 0 after it still makes it the set (found
+    by test_packed_kernel_loader)."""
+    processor = np.zeros(6, dtype=np.int64)
+    offset = np.array([8, 0, 4, 8, 0, 4])
+    is_set, run = mexpress_blocks(processor, offset)
+    assert is_set.tolist() == [True, False, False, True, False, False]
+    assert run.tolist() == [-1, 0, 0, -1, 1, 1]
+    # the last data word before a block set at offset 0 (set@0, data@0) stays data
+    is_set, _ = mexpress_blocks(np.zeros(5, np.int64), np.array([4, 0, 4, 0, 0]))
+    assert is_set.tolist() == [True, False, False, True, False]
+
+
 def test_data_memory_lanes():
     memory = DataMemory(words=16)
     memory.host_write(np.array([0]), np.array([3]), np.array([0x80FF0102], dtype=np.uint32))

@@ -183,9 +183,10 @@ def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarr
     streams 32-bit words, either from that same address on (the vendor's current loader) or
     from the processor's base address (its older loader). So a write is a set-address write
     when the next write goes to the same processor and either repeats its address (a data
-    stream never writes one address twice in a row) or restarts at offset 0 without this write
-    continuing a run of consecutive words. Returns (is_set, run) where `run` numbers the runs of
-    data writes (-1 for set writes); each run is contiguous in the trace.
+    stream never writes one address twice in a row) or restarts at offset 0 (unless this write
+    continues a run of consecutive words and the write at 0 is itself a set). Returns
+    (is_set, run) where `run` numbers the runs of data writes (-1 for set writes); each run is
+    contiguous in the trace.
     """
     n = processor.size
     if n == 0:
@@ -199,7 +200,11 @@ def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarr
     next2_offset = np.r_[offset[2:], -1, -1]
     # data@X, set@X, data@X: only the last write before the stream resumes is the set.
     repeats = (next_offset == offset) & ~(same_next2 & (next2_offset == offset))
-    is_set = same_next & (repeats | ((next_offset == 0) & ~continues))
+    # A write followed by a restart at offset 0 is a set (the older loader), unless it
+    # continues a run and the write at 0 is itself a set (set@0, data@0): then it ends its run.
+    # A set may continue a run by chance: the previous block's data ends where it points.
+    next_is_set_at_0 = same_next2 & (next2_offset == 0)
+    is_set = same_next & (repeats | ((next_offset == 0) & ~(continues & next_is_set_at_0)))
     data = ~is_set
     starts = data & ~(continues & np.r_[False, data[:-1]])
     run = np.where(data, np.cumsum(starts) - 1, -1)
