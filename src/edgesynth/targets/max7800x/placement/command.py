@@ -84,7 +84,7 @@ def run_plan(o: PlanOptions) -> list[str]:
         lines.append(f"{o.network}: the YAML places every layer; nothing to choose.")
     else:
         chosen = sum(1 for keys in placement.chosen.values() if keys)
-        state = "optimal" if placement.solution.optimal else "best found in the time limit"
+        state = "optimal" if placement.solution.optimal else "best found within the search effort"
         lines.append(
             f"{o.network}: placed {chosen} of {len(net.order)} layers ({state}; "
             f"{len(placement.problem.blocks)} tensors in data memory)."
