@@ -249,13 +249,14 @@ def test_generated_project(case: Path, tmp_path: Path, monkeypatch, capsys, reco
         run = run_trace_file(ours_trace, case.parent.name)
         known = load_kat(case / "kat.npz")
         check = check_kat(run, known)
-        if _snoop_decides(result.network) and not check.ok:
+        same = np.array_equal(network_output(run, known), expected_output)
+        if _snoop_decides(result.network) and not (check.ok and same):
             pytest.xfail(
                 "the snoop unit decides which layer runs next and the virtual device does not "
                 "model it (its registers' fields are not public)"
             )
         assert check.ok, "\n".join(check.details)
-        assert np.array_equal(network_output(run, known), expected_output)
+        assert same
 
     # check_output(), cnn_unload() and the softmax on the PC.
     s = plan.settings
