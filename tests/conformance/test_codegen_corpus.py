@@ -250,6 +250,8 @@ def test_generated_project(case: Path, tmp_path: Path, monkeypatch, capsys, reco
         known = load_kat(case / "kat.npz")
         check = check_kat(run, known)
         same = np.array_equal(network_output(run, known), expected_output)
+        if result.network.spec.snoop is not None:  # the device says what it does not model
+            assert any("snoop unit is configured" in w for w in run.warnings), run.warnings
         if _snoop_decides(result.network) and not (check.ok and same):
             pytest.xfail(
                 "the snoop unit decides which layer runs next and the virtual device does not "

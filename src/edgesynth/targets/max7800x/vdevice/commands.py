@@ -174,6 +174,7 @@ def run_device(
             lines.extend(f"  {d}" for d in check.details)
     if reference is not None:
         _compare(lines, read_trace(reference), result, name)
+    lines.extend(f"note: {w}" for w in result.warnings)
     hazards = hazards_of(result, known)
     for hazard in hazards:
         label = "note" if hazard.is_note else "hazard"

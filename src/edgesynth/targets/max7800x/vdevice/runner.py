@@ -105,7 +105,30 @@ def run(trace: Trace, device: str) -> RunResult:
     for i, prog in enumerate(programs):
         consumer = programs[i + 1] if i + 1 < len(programs) else None
         results.append(run_layer(machine, prog, wrap_for(consumer)))
-    return RunResult(machine, programs, results)
+    return RunResult(machine, programs, results, warnings=_unmodelled(machine))
+
+
+def _unmodelled(machine: Machine) -> list[str]:
+    """What the firmware configured that the model does not run: the snoop unit (MAX78002),
+    whose control registers' fields are not public. It can stop the run, or decide whether a
+    layer's jump to another layer is taken; the model follows the layer registers."""
+    names = {"SNP1_C1", "SNP1_C2", "SNP2_C1", "SNP2_C2"}
+    offsets = {o: r.name for o, r in machine.dmap.global_regs.items() if r.name in names}
+    on = sorted(
+        f"{offsets[o]} = 0x{v:08x} (quadrant {g})"
+        for (g, o), v in machine.global_regs.items()
+        if o in offsets and v
+    )
+    if not on:
+        return []
+    return [
+        "the snoop unit is configured ("
+        + ", ".join(on[:2])
+        + (", ..." if len(on) > 2 else "")
+        + "): it can stop the run or decide whether a layer's jump is taken; the virtual "
+        "device does not model it (its registers' fields are not public) and follows the "
+        "layer registers"
+    ]
 
 
 def _memory_coordinates(machine: Machine, addr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

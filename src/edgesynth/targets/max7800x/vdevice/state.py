@@ -42,7 +42,6 @@ class Machine:
     ctrl_history: list[tuple[int, int, int]] = field(default_factory=list)  # (phase, quad, value)
     fifo_ctl: int = 0
     fast_fifo_regs: dict[int, int] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
 
     def reg(self, group: int, layer: int, name: str) -> int:
         """A layer register's value (stream registers too) by name."""
