@@ -246,6 +246,72 @@ def test_an_element_wise_operand_also_read_with_a_gap(tmp_path):
     assert planned.layers[2].out_offset == planned.layers[0].out_offset + 4
 
 
+def _buffer_network(folder: Path, placed: bool) -> Path:
+    """A temporal network like the vendor's Kinetics TCN: a rolling data buffer shifted by one
+    step, the newest 1x1 output inserted at its end, a Conv1d over the buffer."""
+    rng = np.random.default_rng(5)
+    (folder / "tests").mkdir(exist_ok=True)
+    np.save(folder / "tests" / "sample_tcn.npy", rng.integers(-128, 128, size=(4, 1, 1)))
+    with open(folder / "tests" / "weights_tcn.npy", "wb") as stream:
+        for shape in ((4, 4, 1, 1), (8, 4, 1, 1), (3, 8, 3)):
+            np.save(stream, rng.integers(-128, 128, size=shape))
+    hand = [
+        {"processors": 0xF, "output_processors": 0xF, "out_offset": 0x1000},
+        {"processors": 0xFF << 32, "output_processors": 0xFF << 32, "in_offset": 0x7004,
+         "out_offset": 0x7000},
+        {"processors": 0xF, "output_processors": 0xFF << 32, "in_offset": 0x1000,
+         "out_offset": 0x7010},
+        {"processors": 0xFF << 32, "in_offset": 0x7000, "out_offset": 0x2000},
+        {"processors": 0x7, "out_offset": 0x3000},
+    ]  # fmt: skip
+    layers = [
+        {"op": "conv2d", "kernel_size": "1x1", "pad": 0, "activate": "ReLU", "name": "prep"},
+        {"op": "passthrough", "in_sequences": ["tcn"], "in_channels": 8, "in_dim": 4,
+         "buffer_shift": 1, "name": "shift"},
+        {"op": "conv2d", "kernel_size": "1x1", "pad": 0, "in_sequences": ["prep"],
+         "buffer_insert": 1, "activate": "ReLU"},
+        {"op": "conv1d", "kernel_size": 3, "pad": 0, "in_sequences": ["tcn"], "in_dim": 5,
+         "in_channels": 8},
+        {"op": "passthrough"},
+    ]  # fmt: skip
+    if placed:
+        layers = [{**layer, **keys} for layer, keys in zip(layers, hand, strict=True)]
+    buffer = {"processors": 0xFF << 32, "dim": 5, "channels": 8, "offset": 0x7000, "name": "tcn"}
+    spec = {"arch": "test", "dataset": "tcn", "data_buffer": [buffer], "layers": layers}
+    path = folder / ("hand.yaml" if placed else "net.yaml")
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_a_data_buffer_network_is_placed_around_its_buffer(tmp_path, capsys):
+    """The buffer's processors and offset are given; the layers that shift it, insert into it
+    and read it get their keys from it, the rest is placed around it (alive for the whole
+    run). Same known answer as the hand placement; on the virtual device the only unwritten
+    reads are the buffer's earlier contents."""
+    from edgesynth.cli import main
+
+    _buffer_network(tmp_path, placed=True)
+    _buffer_network(tmp_path, placed=False)
+    out = tmp_path / "planned.yaml"
+    options = PlanOptions(network=Path("net.yaml"), checkpoint=None, device="MAX78002", output=out)
+    with inside(tmp_path), contextlib.redirect_stdout(None):
+        lines = run_plan(options)
+    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
+    planned = load_spec(out)
+    shift, insert, reader = planned.layers[1:4]
+    assert (shift.in_offset, shift.out_offset, shift.processors) == (0x7004, 0x7000, 0xFF << 32)
+    assert (insert.out_offset, insert.output_processors) == (0x7010, 0xFF << 32)
+    assert (reader.in_offset, reader.processors) == (0x7000, 0xFF << 32)
+    answers = []
+    for name in ("hand.yaml", "planned.yaml"):
+        argv = ["izer", "--device", "MAX78002", "--config-file", name, "--test-dir", name[:-5]]
+        with inside(tmp_path):
+            assert main([*argv, "--prefix", "p", "--sample-numpy-filename", "kat"]) == 0
+        answers.append(np.load(tmp_path / name[:-5] / "p" / "kat.npy"))
+    np.testing.assert_array_equal(answers[0], answers[1])
+    capsys.readouterr()
+
+
 # -- random networks ----------------------------------------------------------------------------
 
 

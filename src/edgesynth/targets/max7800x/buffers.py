@@ -10,6 +10,7 @@ DATA_BUFFER = -2  # an `in_sequences` entry that names the global `data_buffer`
 
 
 def check_buffers(spec: NetworkSpec, layers: list[Layer]) -> None:
+    placing = any(ls.processors is None for ls in spec.layers)
     for layer in layers:
         ls = layer.spec
         uses_buffer = DATA_BUFFER in (layer.in_sequences or [])
@@ -26,14 +27,13 @@ def check_buffers(spec: NetworkSpec, layers: list[Layer]) -> None:
                 "buffer_shift",
                 "`buffer_shift` needs the buffer's name in `in_sequences`.",
             )
-        if layer.buffer_insert and ls.out_offset is None:
+        if layer.buffer_insert and ls.out_offset is None and not placing:
             raise layer_error(spec, ls, "buffer_insert", "`buffer_insert` needs `out_offset`.")
         if uses_buffer:
-            missing = [
-                k
-                for k in ("in_offset", "out_offset", "in_dim", "in_channels")
-                if getattr(ls, k) is None
-            ]
+            # A network left to automatic placement gets its offsets from the search (and is
+            # built again with them), so only the shape keys are needed here.
+            placed = () if placing else ("in_offset", "out_offset")
+            missing = [k for k in (*placed, "in_dim", "in_channels") if getattr(ls, k) is None]
             if missing:
                 raise layer_error(
                     spec,

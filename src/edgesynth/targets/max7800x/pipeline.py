@@ -28,6 +28,7 @@ from edgesynth.targets.max7800x.build import (
 )
 from edgesynth.targets.max7800x.network_sim import LayerResult, SimOptions, simulate
 from edgesynth.targets.max7800x.placement import Placement, needs_placement, place
+from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 
 
 @dataclass
@@ -253,10 +254,17 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
         def build(s: NetworkSpec) -> Network:
             return build_network(s, sample, opts, synthetic_weights=synthetic, synthetic_bias=bias)
 
+    from_buffer: dict[int, list[str]] = {}
+    if spec.data_buffer and any(layer.processors is None for layer in spec.layers):
+        # the keys the buffer fixes, before the vendor's rules ask the buffer layers for them
+        spec, from_buffer = with_buffer_keys(spec)
     net = build(spec)
     if needs_placement(spec, net.order):
         prove = _device_proof(job, sample) if job.izer is not None else None
         net, job.placement = place(net, opts.device, rules.rule_options(job.rules), build, prove)
+        for index, keys in from_buffer.items():  # chosen too: the user gave none of them
+            chosen = job.placement.chosen.setdefault(index, [])
+            chosen[:0] = [k for k in keys if k not in chosen]
     return net, sample
 
 

@@ -87,7 +87,8 @@ def layer_placements(problem: Problem, solution: Solution) -> dict[int, LayerPla
         member_in = source.member(reader.tensors[0])
         own = problem.blocks[problem.block_of[index]]
         member = own.member(index)
-        in_word = solution.word[source.index] + (member_in.word if reader.kind == SINGLE else 0)
+        in_word = solution.word[source.index] + reader.extra_words
+        in_word += member_in.word if reader.kind == SINGLE else 0
         result[index] = LayerPlacement(
             processors=reader_map(problem, index, solution.instance),
             output_processors=member_map(problem, own, member, solution.instance[own.index]),

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
+from edgesynth.targets.max7800x.buffers import DATA_BUFFER
 from edgesynth.targets.max7800x.device import Device
+from edgesynth.targets.max7800x.placement.buffers import buffer_of, buffer_words
 from edgesynth.targets.max7800x.rules import (
     Context,
     RuleOptions,
@@ -98,6 +100,7 @@ class Reader:
     tensors: list[int]
     processors: int | None = None  # a `read_gap` reader: how many processors of its source
     skip: int = 0  # ... after skipping the first `skip` (`in_channel_skip`)
+    extra_words: int = 0  # words past its source's start where it reads (`buffer_shift`)
 
 
 @dataclass
@@ -152,8 +155,6 @@ class Unplaceable(EdgesynthError):
 
 def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
     """(what, layer, YAML key) of the first feature the planner does not place."""
-    if net.spec.data_buffer:
-        return "`data_buffer`", None, "data_buffer"
     for index in net.order:
         layer = net.layers[index]
         ls = layer.spec
@@ -163,8 +164,6 @@ def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
             # placement, which a new placement would have to move).
             ("snoop_sequence", ls.snoop_sequence is not None),
             ("simulated_sequence", ls.simulated_sequence is not None),
-            ("buffer_shift", layer.buffer_shift),
-            ("buffer_insert", layer.buffer_insert),
             ("in_crop", layer.in_crop != (0, 0)),
         ):
             if on:
@@ -222,6 +221,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
         channels[index] = output_processors_needed(layer, max_proc, shared)
         words[index] = ceil_div(output_bytes(layer, device, max_proc), 4)
         skip[index] = ceil_div(output_skip_bytes(layer, device), 4)
+    buffer = _data_buffer(net, order, channels, words, skip, max_proc)
 
     readers: dict[int, Reader] = {}
     last_read: dict[int, int] = {}
@@ -230,7 +230,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
         layer = net.layers[index]
         sources = _sources(net, position)
         for s in sources:
-            if s != NETWORK_INPUT and s not in step:
+            if s not in (NETWORK_INPUT, DATA_BUFFER) and s not in step:
                 raise Unplaceable(
                     f"{label(layer)} reads layer {s}, which does not run; automatic "
                     "placement needs every input to be produced by a running layer.",
@@ -247,7 +247,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             _pass_parts(net, layer, sources, need, max_proc)
         else:
             kind = CONCAT
-        readers[index] = Reader(index, kind, sources)
+        readers[index] = Reader(index, kind, sources, extra_words=layer.buffer_shift)
         if kind == SINGLE and layer.read_gap:
             gap_readers.append((layer, need))
         elif kind == SINGLE:
@@ -266,13 +266,16 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
     }
     for layer, need in gap_readers:
         _gap_reader(net, layer, readers[layer.index], need, channels, max_proc, interleaved)
-    blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc, shared)
+    blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc, shared, buffer)
     # what the host reads after the run: the last layer, `output: true` layers, and the last
     # layer of the known-answer simulation (`simulated_sequence` may end elsewhere)
     outputs = {order[-1], *(i for i in order if net.layers[i].output)}
     if net.sim_order:
         outputs.add(net.sim_order[-1])
     for block in blocks:
+        if buffer is not None and DATA_BUFFER in block_of and block.index == block_of[DATA_BUFFER]:
+            block.born, block.dies = 0, final_step  # kept from one inference to the next
+            continue
         block.born = min(0 if m.tensor == NETWORK_INPUT else step[m.tensor] for m in block.members)
         block.dies = max(
             final_step if m.tensor in outputs else last_read.get(m.tensor, final_step)
@@ -351,14 +354,58 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
     return problem
 
 
+@dataclass
+class BufferPlan:
+    """The data buffer as a block: its map and offset are given; the layers that shift it or
+    insert into it write inside it (tensor -> word from its start)."""
+
+    processors: int
+    word: int
+    words: int
+    members: dict[int, int]
+
+
+def _data_buffer(
+    net: Network,
+    order: list[int],
+    channels: dict[int, int],
+    words: dict[int, int],
+    skip: dict[int, int],
+    max_proc: int,
+) -> BufferPlan | None:
+    buffer = buffer_of(net.spec)
+    if buffer is None:
+        return None
+    size = buffer_words(buffer, net.spec)
+    if buffer.channels > max_proc or buffer.offset % 4:
+        raise Unplaceable(
+            f"data buffer `{buffer.name}`: automatic placement places a buffer of at most "
+            f"{max_proc} channels at a word offset; give the placement by hand.",
+            file=net.spec.path,
+            line=buffer.line,
+            key="data_buffer",
+        )
+    channels[DATA_BUFFER] = popcount(buffer.processors)
+    words[DATA_BUFFER] = size
+    skip[DATA_BUFFER] = 0
+    members = {DATA_BUFFER: 0}
+    for index in order:
+        layer = net.layers[index]
+        if layer.buffer_shift:
+            members[index] = 0
+        elif layer.buffer_insert:
+            members[index] = size - layer.buffer_insert
+    return BufferPlan(buffer.processors, buffer.offset // 4, size, members)
+
+
 def _pass_parts(net: Network, layer: Layer, sources: list[int], need: int, max_proc: int) -> None:
     """A concatenation wider than one pass: the layer reads pass `j` of every pixel from word
     `j` on all its `need` processors, so part `j` must be exactly one pass (a narrower part
     would leave words the layer reads unwritten), written with one word per pixel and
     `write_gap` = parts - 1 (the vendor's UNet decoders do this by hand)."""
     passes = input_passes(layer, max_proc)
-    widths = [net.layers[s].out_channels if s != NETWORK_INPUT else -1 for s in sources]
-    if NETWORK_INPUT in sources or len(sources) != passes or any(w != need for w in widths):
+    widths = [net.layers[s].out_channels if s >= 0 else -1 for s in sources]
+    if min(sources) < 0 or len(sources) != passes or any(w != need for w in widths):
         raise Unplaceable(
             f"{label(layer)} concatenates {layer.in_channels} channels in {passes} passes of "
             f"{need} processors from parts of {', '.join(map(str, widths))} channels; automatic "
@@ -383,9 +430,9 @@ def _gap_reader(
     element-wise operand read plainly too, as the vendor's MAX78002 residual networks do).
     Anything else reads words the network graph does not name."""
     source = reader.tensors[0]
-    if source == NETWORK_INPUT:
+    if source < 0:  # NETWORK_INPUT or DATA_BUFFER
         raise Unplaceable(
-            f"{label(layer)} reads the network input with `read_gap` {layer.read_gap}; "
+            f"{label(layer)} reads {tensor_name(net, source)} with `read_gap` {layer.read_gap}; "
             "automatic placement reads with a gap only from a layer's output.",
             file=net.spec.path,
         )
@@ -403,7 +450,7 @@ def _gap_reader(
     if layer.read_gap + 1 != per_pixel or skip + need > channels[source]:
         raise Unplaceable(
             f"`read_gap` {layer.read_gap} reads every {layer.read_gap + 1} words, but "
-            f"{_tensor_name(net, source)} writes {per_pixel} word(s) per pixel on "
+            f"{tensor_name(net, source)} writes {per_pixel} word(s) per pixel on "
             f"{channels[source]} processors; automatic placement does not handle a gap that "
             f"reads other than the first pass (`read_gap` {per_pixel - 1}, at most "
             f"{channels[source]} processors' worth of channels with `in_channel_skip`) yet.",
@@ -482,9 +529,11 @@ def _read_by_others(readers: dict[int, Reader], tensor: int, layer: int) -> bool
     return any(tensor in r.tensors for r in readers.values() if r.layer != layer)
 
 
-def _tensor_name(net: Network, tensor: int) -> str:
+def tensor_name(net: Network, tensor: int) -> str:
     if tensor == NETWORK_INPUT:
         return "the network input"
+    if tensor == DATA_BUFFER:
+        return f"the data buffer `{net.spec.data_buffer[0].name}`"
     return f"the output of {label(net.layers[tensor])}"
 
 
@@ -496,12 +545,19 @@ def _blocks(
     skip: dict[int, int],
     max_proc: int,
     shared: int,
+    buffer: BufferPlan | None = None,
 ) -> tuple[list[Block], dict[int, int]]:
     grouped: dict[int, tuple[int, Reader]] = {}  # tensor -> (position, the reader grouping it)
     groups: list[Reader] = []
     for reader in readers.values():
         if reader.kind == SINGLE:
             continue
+        if buffer is not None and any(t in buffer.members for t in reader.tensors):
+            raise Unplaceable(
+                f"{label(net.layers[reader.layer])} reads the data buffer together with other "
+                "tensors; automatic placement reads the buffer only on its own.",
+                file=net.spec.path,
+            )
         same = [grouped[t][1] for t in reader.tensors if t in grouped]
         if (
             same
@@ -525,7 +581,7 @@ def _blocks(
         t = reader.tensors[0]
         gap = net.layers[reader.layer].read_gap  # checked against the parts by _gap_reader
         if reader.kind == SINGLE and t in grouped and grouped[t][1].kind in INTERLEAVED and not gap:
-            layer, source = net.layers[reader.layer], _tensor_name(net, t)
+            layer, source = net.layers[reader.layer], tensor_name(net, t)
             raise Unplaceable(
                 f"{label(layer)} reads {source} as it is, but "
                 f"{label(net.layers[grouped[t][1].layer])} reads it interleaved with other "
@@ -580,6 +636,22 @@ def _blocks(
         for t in reader.tensors:
             block_of[t] = block.index
         blocks.append(block)
+    if buffer is not None:
+        block = Block(
+            index=len(blocks),
+            members=[Member(t, channels[t], 0, w, 0) for t, w in buffer.members.items()],
+            chw=False,
+            words=buffer.words,
+            skip_words=0,
+            born=0,
+            dies=0,
+            fixed_map=buffer.processors,
+            fixed_word=buffer.word,
+        )
+        block.fixed_by.append("`data_buffer`")
+        for t in buffer.members:
+            block_of[t] = block.index
+        blocks.append(block)
     for t in [NETWORK_INPUT, *net.order]:
         if t in block_of:
             continue
@@ -612,7 +684,7 @@ def _fix_given(problem: Problem) -> None:
             )
             _fix_map(problem, first_block, layer, "processors", layer.processors, read)
         if layer.in_offset is not None:
-            word = first_block.member(reader.tensors[0]).word
+            word = first_block.member(reader.tensors[0]).word + reader.extra_words
             _fix_word(problem, first_block, layer, "in_offset", layer.in_offset, word)
         own = problem.blocks[problem.block_of[index]]
         member = own.member(index)

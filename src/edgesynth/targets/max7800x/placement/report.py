@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgesynth.ir.network import NETWORK_INPUT
+from edgesynth.targets.max7800x.buffers import DATA_BUFFER
 from edgesynth.targets.max7800x.placement import Placement
 from edgesynth.targets.max7800x.placement.problem import label
 from edgesynth.targets.max7800x.placement.solve import block_map
@@ -56,6 +57,9 @@ def tensors(placement: Placement) -> list[TensorPlace]:
             if m.tensor == NETWORK_INPUT:
                 c, *dims = net.input_shape
                 names.append(f"input {c}x{'x'.join(map(str, dims))}")
+            elif m.tensor == DATA_BUFFER:
+                buffer = net.spec.data_buffer[0]
+                names.append(f"data buffer `{buffer.name}` {buffer.channels}x{block.words}")
             else:
                 layer = net.layers[m.tensor]
                 dims = "x".join(map(str, layer.out_dim))
@@ -67,7 +71,11 @@ def tensors(placement: Placement) -> list[TensorPlace]:
                 processors=block_map(problem, block, solution.instance[block.index]),
                 first_byte=4 * start,
                 end_byte=4 * (solution.word[block.index] + block.words),
-                written_by=_step_name(placement, block.born),
+                written_by=(
+                    "earlier runs"
+                    if any(m.tensor == DATA_BUFFER for m in block.members)
+                    else _step_name(placement, block.born)
+                ),
                 last_reader=_step_name(placement, block.dies),
                 born=block.born,
                 dies=block.dies,

@@ -23,7 +23,7 @@ from edgesynth.targets.max7800x.placement.problem import (
     Member,
     Problem,
     Unplaceable,
-    label,
+    tensor_name,
 )
 from edgesynth.targets.max7800x.placement.problem import member_map as problem_member_map
 from edgesynth.targets.max7800x.plan.hwlayers import passthrough_slot_index
@@ -340,7 +340,7 @@ def _separate_banks(model, problem: Problem, offset) -> None:
         reader = problem.readers[layer]
         source = problem.blocks[problem.block_of[reader.tensors[0]]]
         extra = source.member(reader.tensors[0]).word if reader.kind == SINGLE else 0
-        return offset[source.index] + extra
+        return offset[source.index] + extra + reader.extra_words
 
     streaming = {
         i: bank_of(first_input(i), f"s{i}")
@@ -352,7 +352,7 @@ def _separate_banks(model, problem: Problem, offset) -> None:
         source = problem.blocks[problem.block_of[reader.tensors[0]]]
         own = problem.blocks[problem.block_of[ra.layer]]
         extra = source.member(reader.tensors[0]).word if reader.kind == SINGLE else 0
-        first_in = offset[source.index] + extra
+        first_in = offset[source.index] + extra + reader.extra_words
         first_out = offset[own.index] + own.member(ra.layer).word
         in_start = bank_of(first_in, f"ra{ra.layer}is")
         out_start = bank_of(first_out, f"ra{ra.layer}os")
@@ -436,9 +436,7 @@ def _no_room(problem: Problem, block: Block, why: str) -> EdgesynthError:
 
 
 def _tensor(problem: Problem, tensor: int) -> str:
-    if tensor < 0:
-        return "the network input"
-    return f"the output of {label(problem.net.layers[tensor])}"
+    return tensor_name(problem.net, tensor)
 
 
 def _infeasible(problem: Problem, proven: bool, calcx4_apart: bool = True) -> EdgesynthError:

@@ -33,6 +33,8 @@ class Hazard:
     layer: int  # the layer that reads the wrong data
     culprit: int | None  # the layer whose write (or block) caused it, when known
     message: str
+    # unwritten input: the data-memory (instances, words) read
+    where: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False)
 
     @property
     def is_note(self) -> bool:
@@ -125,6 +127,7 @@ class AccessLog:
                     None,
                     f"layer {layer} reads {count} data-memory bytes no one wrote (instance "
                     f"{int(q[never][0])}, words {_ranges(w[never])})",
+                    where=(q[never], w[never]),
                 )
             )
         # A byte whose previous writer is also a producer of this read was overwritten by
