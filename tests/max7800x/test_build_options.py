@@ -112,7 +112,9 @@ def test_ignore_activation(three, capsys) -> None:
 
 
 @pytest.mark.parametrize("option", ["--zero-sram", "--pretend-zero-sram"])
-def test_zero_sram_clears_every_seventh_kernel(three, capsys, option) -> None:
+def test_test_bist_clears_every_seventh_kernel(three, capsys, option) -> None:
+    """The vendor clears every 7th kernel for --test-bist with --zero-sram or
+    --pretend-zero-sram; either option alone leaves the weights as they are."""
     project, x, w, b = three
 
     def cleared(weight: np.ndarray) -> np.ndarray:
@@ -120,22 +122,47 @@ def test_zero_sram_clears_every_seventh_kernel(three, capsys, option) -> None:
         out.reshape(-1, 3, 3)[::7] = 0  # kernels numbered output-major, input-minor
         return out
 
-    w = [cleared(v) for v in w]
-    expected = conv(conv(conv(x, w[0], b[0], relu=True), w[1], b[1], relu=True), w[2], b[2])
-    np.testing.assert_array_equal(project.run(option, capsys=capsys), expected)
+    plain = conv(conv(conv(x, w[0], b[0], relu=True), w[1], b[1], relu=True), w[2], b[2])
+    np.testing.assert_array_equal(project.run(option, capsys=capsys), plain)
+    c = [cleared(v) for v in w]
+    expected = conv(conv(conv(x, c[0], b[0], relu=True), c[1], b[1], relu=True), c[2], b[2])
+    np.testing.assert_array_equal(project.run(option, "--test-bist", capsys=capsys), expected)
+    np.testing.assert_array_equal(project.run("--test-bist", capsys=capsys), plain)
 
 
-def test_zero_sram_with_a_passthrough_layer_is_refused(project, capsys) -> None:
+def test_test_bist_leaves_layers_without_weights_alone(project, capsys) -> None:
+    x, w = data(4, 5, 5), data(4, 4, 3, 3)
     project.write(
         f"""
         layers:
           - {{processors: {procs(4)}, out_offset: 0x2000, op: conv2d, pad: 1}}
           - {{processors: {procs(4)}, out_offset: 0, op: passthrough}}
         """,
-        sample=data(4, 5, 5),
-        weights=[data(4, 4, 3, 3)],
+        sample=x,
+        weights=[w],
     )
-    assert "--zero-sram" in project.refuse("--zero-sram", capsys=capsys)
+    cleared = w.copy()
+    cleared.reshape(-1, 3, 3)[::7] = 0
+    expected = simref.requantize(simref.conv2d(x, cleared, pad=(1, 1)), 0)
+    got = project.run("--zero-sram", "--test-bist", capsys=capsys)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_all_zero_layer_outputs_are_warned_about_unless_no_warn_zero(project, capsys) -> None:
+    project.write(
+        f"""
+        layers:
+          - {{processors: {procs(4)}, out_offset: 0x2000, op: conv2d, pad: 1}}
+        """,
+        sample=data(4, 5, 5),
+        weights=[np.zeros((4, 4, 3, 3), dtype=np.int64)],
+    )
+    project.run(capsys=None)
+    assert "layer 0: all output values for the given sample input are zero" in (
+        capsys.readouterr().err
+    )
+    project.run("--no-warn-zero", capsys=None)
+    assert "all output values" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("fmt", "mask"), [("555", (7, 7, 7)), ("565", (7, 3, 7))])

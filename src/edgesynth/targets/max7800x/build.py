@@ -79,7 +79,7 @@ class BuildOptions:
     base_dir: Path = Path(".")  # where implicit `tests/...` look-ups resolve
     ignore_activation: bool = False  # --ignore-activation
     ignore_bn: bool = False  # --ignore-bn: skip unfolded BatchNorm weights in the checkpoint
-    zero_sram: bool = False  # --zero-sram / --pretend-zero-sram: every 7th kernel cleared
+    test_bist: bool = False  # --test-bist with --(pretend-)zero-sram: every 7th kernel cleared
     weight_input: str | None = None  # --weight-input: synthetic weights file
     bias_input: str | None = None  # --bias-input: synthetic bias file
     synthesize_input: int | None = None  # --synthesize-input
@@ -126,8 +126,8 @@ def build_network(
             layer.weight_source = refs.resolve(
                 layer.spec, "weight_source", layer.spec.weight_source
             )
-    if opts.zero_sram:
-        zero_every_seventh(spec, layers, weights)
+    if opts.test_bist:
+        zero_every_seventh(layers, weights)
     in_ch, out_ch = attach_weights(spec, layers, weights, biases, shifts)
 
     if sample.ndim < 3:

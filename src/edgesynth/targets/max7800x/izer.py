@@ -15,6 +15,7 @@ from edgesynth.targets.max7800x.izer_args import (
 )
 from edgesynth.targets.max7800x.network_sim import SimOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize
+from edgesynth.targets.max7800x.rules.text import layer_name
 
 
 def job_from_options(opts: IzerOptions, base_dir: Path | None = None) -> SynthesisJob:
@@ -35,7 +36,7 @@ def job_from_options(opts: IzerOptions, base_dir: Path | None = None) -> Synthes
         base_dir=base_dir or Path("."),
         ignore_activation=opts.ignore_activation,
         ignore_bn=opts.ignore_bn,
-        zero_sram=opts.zero_sram or opts.pretend_zero_sram,
+        test_bist=opts.test_bist and (opts.zero_sram or opts.pretend_zero_sram),
         weight_input=opts.weight_input,
         bias_input=opts.bias_input,
         synthesize_input=opts.synthesize_input,
@@ -104,6 +105,15 @@ def run_izer(argv: list[str]) -> SynthesisResult:
         empty_ok=False,
     )
     result = synthesize(job_from_options(opts))
+    if not opts.no_warn_zero:  # as the vendor's tool warns (unless --no-warn-zero)
+        for layer in result.layers:
+            if not layer.output.any():
+                print(
+                    f"edgesynth: warning: layer {layer_name(result.network.layers[layer.index])}: "
+                    "all output values for the given sample input are zero; the known-answer "
+                    "test may not be meaningful.",
+                    file=sys.stderr,
+                )
 
     from edgesynth.targets.max7800x.codegen import ignored_options, project_files
 

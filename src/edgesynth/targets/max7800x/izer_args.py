@@ -247,6 +247,7 @@ OPTIONS: tuple[Opt, ...] = (
         _value("--board-name", effect="codegen", help="target board (default: EvKit_V1)",
                default="EvKit_V1"),
         _flag("--display-checkpoint", effect="codegen", help="print the parsed checkpoint"),
+        _flag("--no-warn-zero", effect="run", help="no warning for all-zero layer outputs"),
         _value("--prefix", effect="run", help="name of the output folder inside --test-dir",
                required=True),
         _value("--debugwait", effect="codegen", help="seconds to wait before sleeping (default: 2)",
@@ -496,8 +497,13 @@ OPTIONS: tuple[Opt, ...] = (
         _flag("--mlator-noverify", effect="codegen", help="check the mlator output only"),
         _flag("--write-zero-registers", effect="codegen", help="also write zero registers"),
         _flag("--init-tram", effect="codegen", help="clear TRAM first"),
-        _flag("--zero-sram", effect="sim", help="zero the memories (clears every 7th kernel)"),
+        _flag("--zero-sram", effect="codegen", help="zero the memories (self-test first)"),
         _flag("--pretend-zero-sram", effect="sim", help="like --zero-sram without BIST"),
+        _flag(
+            "--test-bist",
+            effect="sim",
+            help="with --zero-sram or --pretend-zero-sram: clear every 7th kernel",
+        ),
         _flag("--zero-unused", effect="codegen", help="zero unused registers"),
         _value("--apb-base", effect="codegen", help="APB base address", type=_auto_int,
                metavar=_N),
@@ -856,6 +862,8 @@ class IzerOptions:
     init_tram: bool
     zero_sram: bool
     pretend_zero_sram: bool
+    test_bist: bool
+    no_warn_zero: bool
     zero_unused: bool
     apb_base: int | None
     ready_sel: int | None

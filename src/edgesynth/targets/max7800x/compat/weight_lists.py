@@ -99,25 +99,15 @@ def line_up(
     return weights, bias_list
 
 
-def zero_every_seventh(
-    spec: NetworkSpec, layers: list[Layer], weights: list[WeightEntry | None]
-) -> None:
-    """--zero-sram/--pretend-zero-sram clear every 7th kernel of every layer's weights.
+def zero_every_seventh(layers: list[Layer], weights: list[WeightEntry | None]) -> None:
+    """--test-bist with --zero-sram or --pretend-zero-sram clears every 7th kernel of every
+    layer's weights (the vendor tests the memory self-test this way).
 
     The vendor keeps each layer's kernels as one array of (out x in) kernels and clears entries
     0, 7, 14, ... of it; a checkpoint Linear layer is one (1, out, in) block, so it is cleared
-    entirely. Layers without weights make the vendor tool fail.
+    entirely. Layers without weights are left alone.
     """
-    for layer, entry in zip(layers, weights, strict=True):
-        if entry is None:
-            raise layer_error(
-                spec,
-                layer.spec,
-                None,
-                "--zero-sram/--pretend-zero-sram: this layer has no weights "
-                "(passthrough, element-wise or bypass), which the vendor tool cannot handle "
-                "with these options.",
-            )
+    weights = [entry for entry in weights if entry is not None]
     done: set[int] = set()
     for entry in weights:
         if id(entry) in done:
