@@ -312,6 +312,54 @@ def test_a_data_buffer_network_is_placed_around_its_buffer(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_a_layer_writes_over_its_own_input_when_nothing_else_fits(tmp_path, capsys):
+    """64 channels of 90x90 fill all 16 MAX78000 memory instances (8,100 of 8,192 words): a
+    layer can only write its output over its own input, starting low enough that its writes
+    trail the reads it still needs (1x1: at or below the input; 3x3 pad 1: a row and a pixel,
+    91 words, below). Placed and proven; the known answer equals the plain convolutions."""
+    from edgesynth.cli import main
+
+    rng = np.random.default_rng(9)
+    (tmp_path / "tests").mkdir()
+    sample = rng.integers(-128, 128, size=(64, 90, 90))
+    np.save(tmp_path / "tests" / "sample_big.npy", sample)
+    with open(tmp_path / "tests" / "weights_big.npy", "wb") as stream:
+        for shape in ((64, 64, 1, 1), (16, 64, 3, 3)):
+            np.save(stream, rng.integers(-8, 9, size=shape))
+    layers = [
+        {"op": "conv2d", "kernel_size": "1x1", "pad": 0, "activate": "ReLU", "data_format": "HWC"},
+        {"op": "conv2d", "kernel_size": "3x3", "pad": 1},
+    ]
+    spec = {"arch": "test", "dataset": "big", "layers": layers}
+    (tmp_path / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    out = tmp_path / "planned.yaml"
+    options = PlanOptions(network=Path("net.yaml"), checkpoint=None, device="MAX78000", output=out)
+    with inside(tmp_path), contextlib.redirect_stdout(None):
+        lines = run_plan(options)
+    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
+    first, second = load_spec(out).layers
+    words = 90 * 90
+    assert first.out_offset // 4 <= first.in_offset // 4  # writes trail the reads
+    assert first.out_offset // 4 + words > first.in_offset // 4  # ... over its own input
+    assert second.out_offset // 4 <= second.in_offset // 4 - 91
+    argv = ["izer", "--device", "MAX78000", "--config-file", "planned.yaml", "--test-dir", "o"]
+    with inside(tmp_path):
+        assert main([*argv, "--prefix", "p", "--sample-numpy-filename", "kat"]) == 0
+    capsys.readouterr()
+    with open(tmp_path / "tests" / "weights_big.npy", "rb") as stream:
+        w0, w1 = np.load(stream), np.load(stream)
+    y = np.clip((np.einsum("oc,chw->ohw", w0[:, :, 0, 0], sample) + 64) >> 7, -128, 127)
+    y = np.maximum(y, 0)
+    padded = np.pad(y, ((0, 0), (1, 1), (1, 1)))
+    acc = sum(
+        np.einsum("oc,chw->ohw", w1[:, :, i, j], padded[:, i : i + 90, j : j + 90])
+        for i in range(3)
+        for j in range(3)
+    )
+    expected = np.clip((acc + 64) >> 7, -128, 127)
+    np.testing.assert_array_equal(np.load(tmp_path / "o" / "p" / "kat.npy"), expected)
+
+
 # -- random networks ----------------------------------------------------------------------------
 
 

@@ -174,6 +174,7 @@ def place(
     apart = True  # calcx4 kernels kept in memories of their own
     nogoods: list[dict[int, int]] = []
     first_room = False  # the larger kernel memory of each group's first processor, when needed
+    in_place = False  # layers writing over their own input, when nothing else fits
     refuted = ""
     rounds_allowed = MAX_ROUNDS
     rounds = 0
@@ -188,6 +189,7 @@ def place(
                 calcx4_apart=apart,
                 nogoods=nogoods,
                 first_processor_room=first_room,
+                in_place=in_place,
             )
         except Unplaceable:
             if not (apart and prove is not None and _mixes_calcx4(problem)):
@@ -200,6 +202,9 @@ def place(
                 break
             if not first_room and device.mask_width_large > device.mask_width_small:
                 first_room = True  # the allocator's check below proves what the model allows
+                continue
+            if not in_place and problem.in_place:
+                in_place = True
                 continue
             raise
         placements = layer_placements(problem, solution)

@@ -134,6 +134,9 @@ class Problem:
     steps: int  # last step (the host reads the outputs after it)
     passthrough: list[int]  # passthrough and depthwise layers (output map tied to input map)
     read_ahead: list[ReadAhead] = field(default_factory=list)
+    # (input block, output block) -> words the output must start below the input for the
+    # layer to write over its own input (see `in_place_margins`)
+    in_place: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @property
     def shared(self) -> int:
@@ -349,6 +352,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
         steps=final_step,
         passthrough=passthrough,
         read_ahead=read_ahead,
+        in_place=in_place_margins(net, ctx, readers, blocks, block_of, step, max_proc),
     )
     _fix_given(problem)
     return problem
@@ -462,6 +466,60 @@ def _gap_reader(
         )
     reader.processors = need
     reader.skip = skip
+
+
+def in_place_margins(
+    net: Network,
+    ctx: Context,
+    readers: dict[int, Reader],
+    blocks: list[Block],
+    block_of: dict[int, int],
+    step: dict[int, int],
+    max_proc: int,
+) -> dict[tuple[int, int], int]:
+    """Layers that may write their output over their own input (the vendor's hand placements
+    do this to fit large temporal networks on the MAX78000).
+
+    The layer produces output pixels in raster order, each after reading the input it needs,
+    and writes pixel p at word O + p x so (so: output words per pixel) while its input pixel q
+    lies at I + q x si. For a stride-1 convolution that keeps the size (pad P on each side of a
+    K = 2P + 1 kernel, W columns, no pooling), the outputs after p still read input pixels from
+    p + 1 - P (W + 1) on. So writing pixel p never reaches input still to be read when
+    O + (p + 1) so <= I + (p + 1 - P (W + 1)) si for every p, which for si >= so is
+    O <= I - (P (W + 1) si - (si - so)): the output starts that margin below the input (or
+    lower). Only when the layer is the input's last reader, one tensor in and one out, HWC, no
+    gaps, streaming or FIFO."""
+    result: dict[tuple[int, int], int] = {}
+    for index in net.order:
+        layer = net.layers[index]
+        reader = readers[index]
+        source = reader.tensors[0]
+        if reader.kind != SINGLE or source == DATA_BUFFER or reader.processors is not None:
+            continue
+        a, b = blocks[block_of[source]], blocks[block_of[index]]
+        if a is b or len(a.members) != 1 or len(b.members) != 1:
+            continue
+        if a.chw or b.chw or a.skip_words or b.skip_words or a.fixed_map or b.fixed_map:
+            continue
+        if a.dies != step[index] or b.born != step[index] or ctx.options.uses_fifo:
+            continue
+        if layer.streaming or layer.read_gap or layer.write_gap or layer.operands != 1:
+            continue
+        cols = layer.in_dim[1]
+        kh, kw = layer.kernel_size if not layer.is_1d else (layer.kernel_size[0], 1)
+        pad_h, pad_w = layer.pad
+        same = layer.out_dim == layer.in_dim and layer.pooled_dim == layer.in_dim
+        if not same or layer.pool != (1, 1) or layer.stride != (1, 1):
+            continue
+        if layer.operation != "none" and (kh != 2 * pad_h + 1 or kw != 2 * pad_w + 1):
+            continue
+        si = input_passes(layer, max_proc)
+        so = output_passes(layer, max_proc)
+        if si < so:
+            continue
+        reach = 0 if layer.operation == "none" else max(pad_h, pad_w) * (cols + 1)
+        result[a.index, b.index] = reach * si - (si - so)
+    return result
 
 
 def fifo_map(channels: int, chw: bool, device: Device) -> int:

@@ -111,6 +111,7 @@ def solve(
     calcx4_apart: bool = True,
     nogoods: list[dict[int, int]] | None = None,
     first_processor_room: bool = False,
+    in_place: bool = False,
 ) -> Solution:
     """An optimal (or, past the search effort, the best found) placement; error if none exists."""
     from ortools.sat.python import cp_model
@@ -147,7 +148,7 @@ def solve(
             raise _no_room(problem, block, "it is larger than a data-memory instance")
         offset[block.index] = model.NewIntVar(low, high, f"b{block.index}off")
 
-    _keep_live_data_apart(model, problem, present, offset, instances)
+    _keep_live_data_apart(model, problem, present, offset, instances, in_place)
 
     uses = _kernel_presence(problem, choice, present)
     worst = model.NewIntVar(0, max(kernel_capacity), "kernel_max")
@@ -294,7 +295,9 @@ def _allocator_columns(model, problem: Problem, uses, capacity: list[int]) -> No
             model.Add(start[n] >= after).OnlyEnforceIf(share)
 
 
-def _keep_live_data_apart(model, problem: Problem, present, offset, instances: int) -> None:
+def _keep_live_data_apart(
+    model, problem: Problem, present, offset, instances: int, in_place: bool = False
+) -> None:
     """Two blocks alive at a common step that share a memory instance share no word.
 
     Only pairs whose lifetimes overlap are constrained (a sequential network has a few per
@@ -318,7 +321,16 @@ def _keep_live_data_apart(model, problem: Problem, present, offset, instances: i
             above = model.NewBoolVar(f"above{a.index}.{b.index}")
             model.Add(offset[a.index] + a.words <= b_low).OnlyEnforceIf(below)
             model.Add(offset[b.index] + b.words <= a_low).OnlyEnforceIf(above)
-            model.AddBoolOr([below, above]).OnlyEnforceIf(shared)
+            options = [below, above]
+            for first, second in ((a, b), (b, a)):  # a layer writing over its own input
+                margin = problem.in_place.get((first.index, second.index)) if in_place else None
+                if margin is not None:
+                    trails = model.NewBoolVar(f"inplace{first.index}.{second.index}")
+                    model.Add(offset[second.index] + margin <= offset[first.index]).OnlyEnforceIf(
+                        trails
+                    )
+                    options.append(trails)
+            model.AddBoolOr(options).OnlyEnforceIf(shared)
 
 
 def _separate_banks(model, problem: Problem, offset) -> None:
