@@ -487,8 +487,8 @@ def in_place_margins(
     p + 1 - P (W + 1) on. So writing pixel p never reaches input still to be read when
     O + (p + 1) so <= I + (p + 1 - P (W + 1)) si for every p, which for si >= so is
     O <= I - (P (W + 1) si - (si - so)): the output starts that margin below the input (or
-    lower). Only when the layer is the input's last reader, one tensor in and one out, HWC, no
-    gaps, streaming or FIFO."""
+    lower). Only when the layer is the input's last reader, one tensor in and one out (one
+    output pass), HWC, no gaps, streaming or FIFO."""
     result: dict[tuple[int, int], int] = {}
     for index in net.order:
         layer = net.layers[index]
@@ -515,7 +515,7 @@ def in_place_margins(
             continue
         si = input_passes(layer, max_proc)
         so = output_passes(layer, max_proc)
-        if si < so:
+        if so != 1:  # one output word per pixel: the write order is the pixel order
             continue
         reach = 0 if layer.operation == "none" else max(pad_h, pad_w) * (cols + 1)
         result[a.index, b.index] = reach * si - (si - so)
