@@ -5,12 +5,14 @@ refusals, the download path, and a short training run checked by the synthesizer
 
 from __future__ import annotations
 
+import os
 import tarfile
 import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from edgesynth.cli import main
 from edgesynth.errors import EdgesynthError
@@ -100,6 +102,35 @@ def test_kws20_inputs_labels_and_splits(tmp_path: Path) -> None:
         for x, item in zip(split.x, items, strict=True):
             got = np.round(x.numpy().astype(np.float64) * 128).astype(np.int64)
             np.testing.assert_array_equal(got, _reference(written[item]))
+
+
+def test_processed_recordings_are_kept_and_remade_when_a_file_changes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The second load reads the processed cache (not one wav file); touching a recording
+    makes it again; a read-only folder loads without it."""
+    from edgesynth.train import audio_datasets
+
+    _tree(tmp_path)
+    first = load_dataset("kws20", tmp_path)
+    cache = tmp_path / audio_datasets.CACHE_NAME
+    assert cache.is_file() and not list(tmp_path.glob("*.tmp"))
+
+    def no_wav(path):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"read {path}")
+
+    monkeypatch.setattr(audio_datasets, "read_wav", no_wav)
+    again = load_dataset("kws20", tmp_path)
+    assert torch.equal(first.train.x, again.train.x) and torch.equal(first.test.y, again.test.y)
+    monkeypatch.undo()
+    word, name = RECORDINGS[0][0], RECORDINGS[0][1]
+    wav = tmp_path / word / name
+    os.utime(wav, ns=(wav.stat().st_atime_ns, wav.stat().st_mtime_ns + 10**9))
+    seen = []
+    real = audio_datasets.read_wav
+    monkeypatch.setattr(audio_datasets, "read_wav", lambda p: seen.append(p) or real(p))
+    load_dataset("kws20", tmp_path)
+    assert len(seen) == len(RECORDINGS)
 
 
 def test_a_recording_at_another_rate_is_named(tmp_path: Path) -> None:
