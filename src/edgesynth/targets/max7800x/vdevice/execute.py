@@ -360,8 +360,91 @@ def run_layer(machine: Machine, prog: LayerProgram, wrap: Wrap | None = None) ->
         result = _run_depthwise(machine, prog)
     else:
         result = _run_convolution(machine, prog)
+    if machine.log is not None and wrap is None:
+        early = writes_before_reads(prog, result)
+        if early is not None:
+            machine.log.found.append(early)
     store(machine, prog, result, wrap)
     return result
+
+
+def last_output_reading(prog: LayerProgram, out_rows: int, out_cols: int) -> np.ndarray | None:
+    """For every input pixel (before pooling, raster order), the last output pixel (raster
+    order) whose window reads it; None where the geometry is not the plain one (streamed,
+    FIFO or one-channel-per-instance input, pooling after the convolution, transposed
+    convolutions).
+
+    Pooled row j reads input rows j x pool-stride on; output row o reads pooled rows
+    o x stride - pad to o x stride - pad + kernel - 1. So input row r is last read by output
+    row min((r // pool-stride + pad) // stride, rows - 1), and the same for columns."""
+    if prog.streamed or prog.fifo or prog.big_data or prog.deconv:
+        return None
+    if prog.pooling is not None and not prog.prepool:
+        return None
+    pool_stride = prog.pool_stride if prog.pooling is not None else (1, 1)
+    last = []
+    for size, step, pad, stride, outs in zip(
+        (prog.rows, prog.cols),
+        pool_stride,
+        prog.pad,
+        prog.stride,
+        (out_rows, out_cols),
+        strict=True,
+    ):
+        pooled = np.arange(size) // max(1, step)
+        last.append(np.minimum((pooled + pad) // max(1, stride), outs - 1))
+    return (last[0][:, None] * out_cols + last[1][None, :]).ravel()
+
+
+def writes_before_reads(prog: LayerProgram, result: LayerResult) -> Hazard | None:
+    """A layer whose output lands on input words it has not finished reading: output pixels
+    are produced in raster order, so writing pixel p over the words of input pixel i is safe
+    only when no output after p still reads i (a layer may write over its own input from
+    below, as the vendor's hand placements of large networks do). Checked for one output pass
+    (one word per pixel per processor: the write order is the pixel order)."""
+    if not result.reads or (prog.slots_per_pass and prog.slots > prog.slots_per_pass):
+        return None
+    out_rows, out_cols = result.output.shape[1:3] if result.output.ndim == 3 else (0, 0)
+    last = last_output_reading(prog, out_rows, out_cols)
+    if last is None:
+        return None
+    quads, words = result.reads[0][0], result.reads[0][1]
+    per_pixel = max(1, words.size // max(1, last.size))
+    if words.size != last.size * per_pixel:
+        return None
+    # when each input word is last needed (by output pixel), per (instance, word)
+    needed = {}
+    for q in np.unique(quads):
+        needed[int(q)] = (words, np.repeat(last, per_pixel))
+    where = result.placement
+    out_pixel = np.broadcast_to(np.arange(where.offset.size)[None, :], where.quad.shape)
+    bad_q, bad_w = [], []
+    for q, (in_words, in_last) in needed.items():
+        mine = where.quad == q
+        if not mine.any():
+            continue
+        w_out, p_out = where.word[mine], out_pixel[mine]
+        order = np.argsort(in_words, kind="stable")
+        sorted_words = in_words[order]
+        at = np.searchsorted(sorted_words, w_out)
+        hit = (at < sorted_words.size) & (
+            sorted_words[np.minimum(at, sorted_words.size - 1)] == w_out
+        )
+        late = np.zeros_like(hit)
+        late[hit] = in_last[order][at[hit]] > p_out[hit]
+        if late.any():
+            bad_q.append(np.full(int(late.sum()), q))
+            bad_w.append(w_out[late])
+    if not bad_q:
+        return None
+    q_all, w_all = np.concatenate(bad_q), np.concatenate(bad_w)
+    return Hazard(
+        "overwrites its own input",
+        prog.layer,
+        prog.layer,
+        f"layer {prog.layer} writes {np.unique(q_all * (1 << 20) + w_all).size} words of its "
+        f"input before it has read them (instance {int(q_all[0])}, word {int(w_all.min())} on)",
+    )
 
 
 def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
