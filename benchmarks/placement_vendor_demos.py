@@ -96,19 +96,10 @@ def zoo_checkpoint(prefix: str, device: str, folder: Path) -> Path | None:
 
 
 def synthesize(args: list[str], folder: Path):  # type: ignore[no-untyped-def]
-    from edgesynth.targets.max7800x.izer import job_from_options
-    from edgesynth.targets.max7800x.izer_args import parse_izer_args
-    from edgesynth.targets.max7800x.network_sim import simulate
-    from edgesynth.targets.max7800x.pipeline import SynthesisResult, check_network, load_network
-    from edgesynth.targets.max7800x.plan.plan import make_plan
+    from edgesynth.targets.max7800x.izer import plan_izer
 
     with contextlib.redirect_stdout(io.StringIO()):
-        opts = parse_izer_args([*args, "--test-dir", str(folder), "--prefix", "p"])
-        job = job_from_options(opts)
-        net, sample = load_network(job)
-        check_network(net, job)
-        result = SynthesisResult(net, sample, simulate(net, sample, job.sim))
-        return result, make_plan(result, opts)
+        return plan_izer([*args, "--test-dir", str(folder), "--prefix", "p"])
 
 
 def stripped(args: list[str], root: Path, folder: Path) -> list[str]:

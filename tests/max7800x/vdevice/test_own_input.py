@@ -12,12 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
-from edgesynth.targets.max7800x.izer import job_from_options
-from edgesynth.targets.max7800x.izer_args import parse_izer_args
-from edgesynth.targets.max7800x.network_sim import simulate
-from edgesynth.targets.max7800x.pipeline import SynthesisResult, check_network, load_network
+from edgesynth.targets.max7800x.izer import plan_izer
 from edgesynth.targets.max7800x.placement.verify import device_check
-from edgesynth.targets.max7800x.plan.plan import make_plan
 
 ROWS, COLS = 12, 20
 INPUT = 0x1000  # bytes; the input holds ROWS x COLS words from here
@@ -50,12 +46,7 @@ def _check(folder: Path, kernel: int, out_offset: int):  # type: ignore[no-untyp
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             argv = ["--device", "MAX78000", "--config-file", "net.yaml"]
-            opts = parse_izer_args([*argv, "--test-dir", str(folder / "o"), "--prefix", "p"])
-            job = job_from_options(opts)
-            net, sample = load_network(job)
-            check_network(net, job)
-            result = SynthesisResult(net, sample, simulate(net, sample, job.sim))
-            plan = make_plan(result, opts)
+            _, plan = plan_izer([*argv, "--test-dir", str(folder / "o"), "--prefix", "p"])
     finally:
         os.chdir(before)
     return device_check(plan, "MAX78000")

@@ -16,12 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from edgesynth.targets.max7800x.izer import job_from_options
-from edgesynth.targets.max7800x.izer_args import parse_izer_args
-from edgesynth.targets.max7800x.network_sim import simulate
-from edgesynth.targets.max7800x.pipeline import SynthesisResult, check_network, load_network
+from edgesynth.targets.max7800x.izer import plan_izer
 from edgesynth.targets.max7800x.placement.verify import device_check
-from edgesynth.targets.max7800x.plan.plan import make_plan
 from edgesynth.targets.max7800x.rules.sizes import processors_per_pass
 
 
@@ -59,12 +55,7 @@ def test_32_bit_pixels_lie_four_words_per_pointer_step_apart(
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             argv = ["--device", device, "--config-file", "net.yaml"]
-            opts = parse_izer_args([*argv, "--test-dir", str(tmp_path / "out"), "--prefix", "p"])
-            job = job_from_options(opts)
-            net, sample = load_network(job)
-            check_network(net, job)
-            result = SynthesisResult(net, sample, simulate(net, sample, job.sim))
-            plan = make_plan(result, opts)
+            result, plan = plan_izer([*argv, "--test-dir", str(tmp_path / "out"), "--prefix", "p"])
     finally:
         os.chdir(before)
     assert result.output.shape == (channels, 6, 7)

@@ -15,6 +15,7 @@ from edgesynth.targets.max7800x.izer_args import (
 )
 from edgesynth.targets.max7800x.network_sim import SimOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize
+from edgesynth.targets.max7800x.plan.plan import Plan
 from edgesynth.targets.max7800x.rules.text import layer_name
 
 
@@ -79,6 +80,16 @@ def izer_inputs(opts: IzerOptions) -> list[Path | str | None]:
         opts.bias_input,
         Path("tests"),
     ]
+
+
+def plan_izer(argv: list[str]) -> tuple[SynthesisResult, Plan]:
+    """What `edgesynth izer ARGV` synthesizes and the project it plans (every write the C
+    makes), without writing anything; relative paths resolve against the working folder."""
+    from edgesynth.targets.max7800x.plan.plan import make_plan
+
+    opts = parse_izer_args(argv)
+    result = synthesize(job_from_options(opts))
+    return result, make_plan(result, opts)
 
 
 def run_izer(argv: list[str]) -> SynthesisResult:
