@@ -26,6 +26,8 @@ SHARED = REPO.parent / "shared"
 NEEDS_USER_FILES = {
     "gati compile model.onnx": "needs the user's float ONNX model (model.onnx) and calibration "
     "batch (calib.npy); the repository ships neither (tests/gati covers these commands)",
+    "xdnn compile model.onnx": "needs the user's float ONNX model and calibration batch; "
+    "tests/xdnn/test_mnist.py runs these commands' code on trained MNIST networks",
     "--data data/cifar100": "needs the user's CIFAR-100 batches (data/cifar100) and CUDA GPUs; "
     "tests/train/test_distributed.py and test_accel.py run the same options on the CPU",
 }
