@@ -31,7 +31,6 @@ import yaml
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CORPUS = SHARED / "corpus" / "cases"
-KEYS = ("processors", "output_processors", "in_offset", "out_offset")
 # The network itself reads past its input: the vendor's own placement has the same hazard.
 KNOWN_HAZARDS = {
     "test-conv1d-dilation7-pad0": "unwritten input",
@@ -42,12 +41,9 @@ KNOWN_HAZARDS = {
 
 def stripped_yaml(source: Path, target: Path) -> None:
     """The YAML at `source` without any placement key, written to `target`."""
-    data = yaml.safe_load(source.read_text())
-    for layer in data.get("layers") or []:
-        for key in KEYS:
-            layer.pop(key, None)
-    data.pop("output_map", None)
-    target.write_text(yaml.safe_dump(data, sort_keys=False))
+    from edgesynth.targets.max7800x.placement.yamltext import without_placement
+
+    target.write_text(without_placement(source.read_text()))
 
 
 def config_arg(args: list[str]) -> int:

@@ -31,9 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-KEYS = ("processors", "output_processors", "in_offset", "out_offset")
 # demo prefix -> (zoo model, classes, input shape) for checkpoints a checkout may lack
 ZOO = {
     "cifar-100-mixed": ("ai85simplenet", 100, (3, 32, 32)),
@@ -103,15 +101,12 @@ def synthesize(args: list[str], folder: Path):  # type: ignore[no-untyped-def]
 
 
 def stripped(args: list[str], root: Path, folder: Path) -> list[str]:
+    from edgesynth.targets.max7800x.placement.yamltext import without_placement
+
     args = list(args)
     at = args.index("--config-file") + 1
-    data = yaml.safe_load((root / args[at]).read_text())
-    for layer in data.get("layers") or []:
-        for key in KEYS:
-            layer.pop(key, None)
-    data.pop("output_map", None)
     path = folder / "stripped.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(without_placement((root / args[at]).read_text()))
     args[at] = str(path)
     return args
 

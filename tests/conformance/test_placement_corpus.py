@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from edgesynth.targets.max7800x.izer import job_from_options
 from edgesynth.targets.max7800x.izer_args import parse_izer_args
@@ -28,10 +27,10 @@ from edgesynth.targets.max7800x.network_sim import simulate
 from edgesynth.targets.max7800x.pipeline import SynthesisResult, check_network, load_network
 from edgesynth.targets.max7800x.placement import Unplaceable
 from edgesynth.targets.max7800x.placement.verify import device_check
+from edgesynth.targets.max7800x.placement.yamltext import without_placement
 from edgesynth.targets.max7800x.plan.plan import make_plan
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases"
-KEYS = ("processors", "output_processors", "in_offset", "out_offset")
 
 # The network itself reads past its input (the vendor's hand placement has the same hazard).
 KNOWN_HAZARDS = {
@@ -55,13 +54,8 @@ def _cases():
 
 def _stripped(case: Path, args: list[str], folder: Path) -> list[str]:
     at = args.index("--config-file") + 1
-    data = yaml.safe_load((case / args[at]).read_text())
-    for layer in data.get("layers") or []:
-        for key in KEYS:
-            layer.pop(key, None)
-    data.pop("output_map", None)
     path = folder / "stripped.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(without_placement((case / args[at]).read_text()))
     return [*args[:at], str(path), *args[at + 1 :]]
 
 

@@ -152,6 +152,23 @@ def test_conflicting_given_keys_are_refused_with_the_key(tmp_path):
     assert "disagrees with `out_offset` of layer 0" in err.value.message
 
 
+def _plan_and_prove(folder: Path, device: str, izer_options: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    """`edgesynth plan net.yaml -o planned.yaml` in `folder`; the plan's writes must pass on
+    the virtual device. Returns the planned YAML's spec."""
+    out = folder / "planned.yaml"
+    options = PlanOptions(
+        network=Path("net.yaml"),
+        checkpoint=None,
+        device=device,
+        output=out,
+        izer_options=izer_options,
+    )
+    with inside(folder), contextlib.redirect_stdout(None):
+        lines = run_plan(options)
+    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
+    return load_spec(out)
+
+
 # -- read_gap: a layer that reads one pass of a multi-pass output ------------------------------
 
 
@@ -180,18 +197,7 @@ def _gap_network(folder: Path, read_gap: int, skip: int = 0) -> Path:
 @pytest.mark.parametrize("skip", [0, 5])
 def test_a_read_gap_reader_gets_its_channels_processors_of_the_source(tmp_path, skip):
     _gap_network(tmp_path, read_gap=1, skip=skip)
-    out = tmp_path / "planned.yaml"
-    options = PlanOptions(
-        network=Path("net.yaml"),
-        checkpoint=None,
-        device="MAX78002",
-        output=out,
-        izer_options=("--reshape-inputs",),
-    )
-    with inside(tmp_path), contextlib.redirect_stdout(None):
-        lines = run_plan(options)
-    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
-    planned = load_spec(out)
+    planned = _plan_and_prove(tmp_path, "MAX78002", ("--reshape-inputs",))
     first, second = planned.layers
     assert bin(first.output_processors).count("1") == 64
     assert second.in_offset == first.out_offset
@@ -235,12 +241,7 @@ def test_an_element_wise_operand_also_read_with_a_gap(tmp_path):
     np.save(tmp_path / "tests" / "sample_res.npy", rng.integers(-128, 128, size=(3, 8, 8)))
     spec = {"arch": "test", "dataset": "res", "layers": layers}
     (tmp_path / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    out = tmp_path / "planned.yaml"
-    options = PlanOptions(network=Path("net.yaml"), checkpoint=None, device="MAX78002", output=out)
-    with inside(tmp_path), contextlib.redirect_stdout(None):
-        lines = run_plan(options)
-    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
-    planned = load_spec(out)
+    planned = _plan_and_prove(tmp_path, "MAX78002")
     assert planned.layers[0].write_gap == 1 and planned.layers[2].write_gap == 1
     assert planned.layers[1].in_offset == planned.layers[0].out_offset
     assert planned.layers[2].out_offset == planned.layers[0].out_offset + 4
@@ -292,12 +293,7 @@ def test_a_data_buffer_network_is_placed_around_its_buffer(tmp_path, capsys):
 
     _buffer_network(tmp_path, placed=True)
     _buffer_network(tmp_path, placed=False)
-    out = tmp_path / "planned.yaml"
-    options = PlanOptions(network=Path("net.yaml"), checkpoint=None, device="MAX78002", output=out)
-    with inside(tmp_path), contextlib.redirect_stdout(None):
-        lines = run_plan(options)
-    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
-    planned = load_spec(out)
+    planned = _plan_and_prove(tmp_path, "MAX78002")
     shift, insert, reader = planned.layers[1:4]
     assert (shift.in_offset, shift.out_offset, shift.processors) == (0x7004, 0x7000, 0xFF << 32)
     assert (insert.out_offset, insert.output_processors) == (0x7010, 0xFF << 32)
@@ -332,12 +328,8 @@ def test_a_layer_writes_over_its_own_input_when_nothing_else_fits(tmp_path, caps
     ]
     spec = {"arch": "test", "dataset": "big", "layers": layers}
     (tmp_path / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    out = tmp_path / "planned.yaml"
-    options = PlanOptions(network=Path("net.yaml"), checkpoint=None, device="MAX78000", output=out)
-    with inside(tmp_path), contextlib.redirect_stdout(None):
-        lines = run_plan(options)
-    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
-    first, second = load_spec(out).layers
+    planned = _plan_and_prove(tmp_path, "MAX78000")
+    first, second = planned.layers
     words = 90 * 90
     assert first.out_offset // 4 <= first.in_offset // 4  # writes trail the reads
     assert first.out_offset // 4 + words > first.in_offset // 4  # ... over its own input

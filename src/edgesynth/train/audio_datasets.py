@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import shutil
-import tempfile
 import wave
 from pathlib import Path
 
@@ -30,6 +28,7 @@ import numpy as np
 import torch
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.outputs import write_file_atomic
 from edgesynth.train.datasets import Dataset, Split
 
 SPEECH_COMMANDS_URL = "http://download.tensorflow.org/data/speech_commands_v0.02.tar.gz"
@@ -148,22 +147,12 @@ def _processed(
         x[i] = chip_samples(read_wav(root / word / name))
         y[i] = label_of.get(word, len(KWS20_KEYWORDS))
         is_test[i] = f"{word}/{name}" in testing
-    try:  # a read-only data folder just goes without the cache
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=CACHE_NAME, suffix=".tmp")
-        with os.fdopen(fd, "wb") as stream:
-            np.savez(stream, key=np.array(key), x=x, y=y, is_test=is_test)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, cache)
-    except OSError:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+    with contextlib.suppress(EdgesynthError):  # a read-only data folder goes without the cache
+        write_file_atomic(
+            cache,
+            writer=lambda handle: np.savez(handle, key=np.array(key), x=x, y=y, is_test=is_test),
+        )
     return x, y, is_test
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def load_kws20(data: Path | None, allow_download: bool = False) -> Dataset:

@@ -9,8 +9,14 @@ from edgesynth.targets.max7800x.layer_config import layer_error
 DATA_BUFFER = -2  # an `in_sequences` entry that names the global `data_buffer`
 
 
+def leaves_placement(spec: NetworkSpec) -> bool:
+    """Some layer leaves its `processors` to automatic placement (which then chooses every key
+    the YAML leaves out, and builds the network again with them)."""
+    return any(ls.processors is None for ls in spec.layers)
+
+
 def check_buffers(spec: NetworkSpec, layers: list[Layer]) -> None:
-    placing = any(ls.processors is None for ls in spec.layers)
+    placing = leaves_placement(spec)
     for layer in layers:
         ls = layer.spec
         uses_buffer = DATA_BUFFER in (layer.in_sequences or [])

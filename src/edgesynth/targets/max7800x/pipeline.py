@@ -254,10 +254,8 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
         def build(s: NetworkSpec) -> Network:
             return build_network(s, sample, opts, synthetic_weights=synthetic, synthetic_bias=bias)
 
-    from_buffer: dict[int, list[str]] = {}
-    if spec.data_buffer and any(layer.processors is None for layer in spec.layers):
-        # the keys the buffer fixes, before the vendor's rules ask the buffer layers for them
-        spec, from_buffer = with_buffer_keys(spec)
+    # the keys a data buffer fixes, before the vendor's rules ask the buffer layers for them
+    spec, from_buffer = with_buffer_keys(spec)
     net = build(spec)
     if needs_placement(spec, net.order):
         prove = _device_proof(job, sample) if job.izer is not None else None

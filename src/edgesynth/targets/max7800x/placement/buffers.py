@@ -18,6 +18,7 @@ import copy
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.spec import DataBufferSpec, LayerSpec, NetworkSpec
+from edgesynth.targets.max7800x.buffers import leaves_placement
 
 WORD = 4  # bytes per data-memory word
 
@@ -48,31 +49,29 @@ def _reads_buffer(layer: LayerSpec, buffer: DataBufferSpec) -> bool:
 
 
 def with_buffer_keys(spec: NetworkSpec) -> tuple[NetworkSpec, dict[int, list[str]]]:
-    """A copy of `spec` whose buffer layers carry the keys the buffer fixes (keys the YAML gives
-    are kept: the rules and the search check them), and the keys filled, per layer index."""
+    """When the network is left to automatic placement: a copy of `spec` whose buffer layers
+    carry the keys the buffer fixes (keys the YAML gives are kept: the rules and the search
+    check them), and the keys filled, per layer index."""
     buffer = buffer_of(spec)
-    if buffer is None:
+    if buffer is None or not leaves_placement(spec):
         return spec, {}
     words = buffer_words(buffer, spec)
     placed = copy.copy(spec)
     placed.layers = [copy.copy(layer) for layer in spec.layers]
     filled: dict[int, list[str]] = {}
-
-    def fill(layer: LayerSpec, key: str, value: int) -> None:
-        if getattr(layer, key) is None:
-            setattr(layer, key, value)
-            filled.setdefault(placed.layers.index(layer), []).append(key)
-
-    for layer in placed.layers:
+    for index, layer in enumerate(placed.layers):
+        keys: dict[str, int] = {}
         if layer.buffer_shift:
-            fill(layer, "processors", buffer.processors)
-            fill(layer, "output_processors", buffer.processors)
-            fill(layer, "in_offset", buffer.offset + WORD * layer.buffer_shift)
-            fill(layer, "out_offset", buffer.offset)
+            keys["processors"] = keys["output_processors"] = buffer.processors
+            keys["in_offset"] = buffer.offset + WORD * layer.buffer_shift
+            keys["out_offset"] = buffer.offset
         elif _reads_buffer(layer, buffer):
-            fill(layer, "processors", buffer.processors)
-            fill(layer, "in_offset", buffer.offset)
+            keys["processors"], keys["in_offset"] = buffer.processors, buffer.offset
         if layer.buffer_insert:
-            fill(layer, "output_processors", buffer.processors)
-            fill(layer, "out_offset", buffer.offset + WORD * (words - layer.buffer_insert))
+            keys["output_processors"] = buffer.processors
+            keys["out_offset"] = buffer.offset + WORD * (words - layer.buffer_insert)
+        for key, value in keys.items():
+            if getattr(layer, key) is None:
+                setattr(layer, key, value)
+                filled.setdefault(index, []).append(key)
     return placed, filled

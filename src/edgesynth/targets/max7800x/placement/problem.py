@@ -276,7 +276,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
     if net.sim_order:
         outputs.add(net.sim_order[-1])
     for block in blocks:
-        if buffer is not None and DATA_BUFFER in block_of and block.index == block_of[DATA_BUFFER]:
+        if block.index == block_of.get(DATA_BUFFER):
             block.born, block.dies = 0, final_step  # kept from one inference to the next
             continue
         block.born = min(0 if m.tensor == NETWORK_INPUT else step[m.tensor] for m in block.members)

@@ -439,16 +439,12 @@ def _tie_passthrough(model, problem: Problem, layer: int, choice) -> None:
 
 
 def _no_room(problem: Problem, block: Block, why: str) -> EdgesynthError:
-    names = ", ".join(_tensor(problem, m.tensor) for m in block.members)
+    names = ", ".join(tensor_name(problem.net, m.tensor) for m in block.members)
     return EdgesynthError(
         f"cannot place {names}: {why} ({block.words:,} words per instance of "
         f"{problem.device.instance_words:,}).",
         file=problem.net.spec.path,
     )
-
-
-def _tensor(problem: Problem, tensor: int) -> str:
-    return tensor_name(problem.net, tensor)
 
 
 def _infeasible(problem: Problem, proven: bool, calcx4_apart: bool = True) -> EdgesynthError:

@@ -73,10 +73,11 @@ def _kept_between_runs(plan: Plan) -> tuple[np.ndarray, int, int] | None:
     buffer = buffer_of(spec)
     if buffer is None:
         return None
-    shared = plan.settings.chip.device.processors_sharing_memory
-    processors = np.flatnonzero([buffer.processors >> p & 1 for p in range(64)])
+    device = plan.settings.chip.device
+    instances = {p // device.processors_sharing_memory
+                 for p in range(device.processors) if buffer.processors >> p & 1}  # fmt: skip
     first = buffer.offset // 4
-    return np.unique(processors // shared), first, first + buffer_words(buffer, spec)
+    return np.array(sorted(instances)), first, first + buffer_words(buffer, spec)
 
 
 def _reads_kept_state(hazard, kept) -> bool:  # type: ignore[no-untyped-def]

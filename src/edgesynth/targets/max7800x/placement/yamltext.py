@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import re
 
+import yaml
+
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.spec import NetworkSpec
+from edgesynth.targets.max7800x.placement import PLACEMENT_KEYS
 
 _ENTRY = re.compile(r"^(\s*)-(\s+)(.*)$")
 
@@ -95,3 +98,14 @@ def with_placement(
         result.append(line)
         result.extend(inserts.get(i, []))
     return "".join(result)
+
+
+def without_placement(text: str) -> str:
+    """A YAML description with every placement key (and the global `output_map`) removed:
+    what edgesynth is asked to place (the corpus checks and benchmarks start from it)."""
+    data = yaml.safe_load(text)
+    for layer in data.get("layers") or []:
+        for key in PLACEMENT_KEYS:
+            layer.pop(key, None)
+    data.pop("output_map", None)
+    return yaml.safe_dump(data, sort_keys=False)

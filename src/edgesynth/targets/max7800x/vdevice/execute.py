@@ -408,36 +408,21 @@ def writes_before_reads(prog: LayerProgram, result: LayerResult) -> Hazard | Non
     last = last_output_reading(prog, out_rows, out_cols)
     if last is None:
         return None
-    quads, words = result.reads[0][0], result.reads[0][1]
+    quads, words = result.reads[0][0], result.reads[0][1]  # read instances; words, in order
     per_pixel = max(1, words.size // max(1, last.size))
-    if words.size != last.size * per_pixel:
+    if words.size == 0 or words.size != last.size * per_pixel:
         return None
-    # when each input word is last needed (by output pixel), per (instance, word)
-    needed = {}
-    for q in np.unique(quads):
-        needed[int(q)] = (words, np.repeat(last, per_pixel))
+    order = np.argsort(words, kind="stable")
+    in_words, in_last = words[order], np.repeat(last, per_pixel)[order]
     where = result.placement
-    out_pixel = np.broadcast_to(np.arange(where.offset.size)[None, :], where.quad.shape)
-    bad_q, bad_w = [], []
-    for q, (in_words, in_last) in needed.items():
-        mine = where.quad == q
-        if not mine.any():
-            continue
-        w_out, p_out = where.word[mine], out_pixel[mine]
-        order = np.argsort(in_words, kind="stable")
-        sorted_words = in_words[order]
-        at = np.searchsorted(sorted_words, w_out)
-        hit = (at < sorted_words.size) & (
-            sorted_words[np.minimum(at, sorted_words.size - 1)] == w_out
-        )
-        late = np.zeros_like(hit)
-        late[hit] = in_last[order][at[hit]] > p_out[hit]
-        if late.any():
-            bad_q.append(np.full(int(late.sum()), q))
-            bad_w.append(w_out[late])
-    if not bad_q:
+    pixel = np.broadcast_to(np.arange(where.offset.size)[None, :], where.quad.shape)
+    mine = np.isin(where.quad, quads)  # output words in the instances the layer reads
+    q_out, w_out, p_out = where.quad[mine], where.word[mine], pixel[mine]
+    at = np.minimum(np.searchsorted(in_words, w_out), max(0, in_words.size - 1))
+    late = (in_words[at] == w_out) & (in_last[at] > p_out)
+    if not late.any():
         return None
-    q_all, w_all = np.concatenate(bad_q), np.concatenate(bad_w)
+    q_all, w_all = q_out[late], w_out[late]
     return Hazard(
         "overwrites its own input",
         prog.layer,
