@@ -318,11 +318,6 @@ def _per_branch_concats(fused: list[_Fused], final: str) -> set[str]:
     return {f.output for f in fused if f.kind == "concat" and folds(f.output)}
 
 
-def threshold(values: np.ndarray, bits: int) -> float:
-    """The calibration threshold of one tensor: its largest magnitude."""
-    return float(np.abs(values).max(initial=0.0))
-
-
 def _quantize(
     graph: g.Graph,
     fused_info: tuple[list[_Fused], dict[str, str], str | None, str],
@@ -345,7 +340,7 @@ def _quantize(
     th: dict[str, float] = {}
     for t in stored:
         r = sets.find(t)
-        th[r] = max(th.get(r, 0.0), threshold(values[t], bits))
+        th[r] = max(th.get(r, 0.0), float(np.abs(values[t]).max(initial=0.0)))
     warnings: list[str] = []
     for r, v in list(th.items()):
         if v == 0.0:
