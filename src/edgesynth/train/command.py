@@ -188,11 +188,15 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
         return None
     distributed.start(ctx, torch_device)
     try:
+        run_dir: Path | None = None
         if not ctx.is_main:
             _train_in(args, cfg, policy, None, lambda line: None)
-            return None
-        with run_folder(args.out_dir, args.name) as run_dir:
-            _train_in(args, cfg, policy, run_dir, log)
+        else:
+            with run_folder(args.out_dir, args.name) as run_dir:
+                _train_in(args, cfg, policy, run_dir, log)
+        # all processes leave together: none tears its connections down while rank 0 still
+        # quantizes and checks, which Gloo does not always survive
+        distributed.barrier(ctx)
         return run_dir
     except RuntimeError as err:
         if not (ctx.active and distributed.lost_contact(err)):

@@ -6,6 +6,7 @@ the command line's settings as JSON; errors print as the `edgesynth` command pri
 
 from __future__ import annotations
 
+import os
 import sys
 
 from edgesynth.cli import guarded
@@ -21,4 +22,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # End without the interpreter's teardown: Gloo's threads can still hold Python objects
+    # then and abort the process (SIGABRT) after a run that succeeded. Everything the run
+    # writes is closed by now; only the output streams need flushing.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
