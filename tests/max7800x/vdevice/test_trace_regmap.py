@@ -128,7 +128,7 @@ def test_fields_do_not_overlap():
 
 
 def test_every_fact_names_its_source():
-    sources = {regmap.UG, regmap.TC, regmap.BE, regmap.SEED}
+    sources = {regmap.UG, regmap.TC, regmap.BE, regmap.SEED, regmap.INF}
     for dmap in MAPS.values():
         assert dmap.sources
         for reg in (*dmap.layer_regs, *dmap.global_regs.values(), *dmap.stream_regs):

@@ -162,9 +162,9 @@ def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
         layer = net.layers[index]
         ls = layer.spec
         for key, on in (
-            # The layer that follows depends on the snoop unit, whose registers are raw words
-            # with unpublished fields (some may hold data-memory addresses of the hand
-            # placement, which a new placement would have to move).
+            # The layer that follows depends on what the snoop unit sees at data-memory
+            # addresses of the hand placement (its A1/A2 registers), and a layer after the
+            # decision reads one of two producers the hand placement puts at one address.
             ("snoop_sequence", ls.snoop_sequence is not None),
             ("simulated_sequence", ls.simulated_sequence is not None),
             ("in_crop", layer.in_crop != (0, 0)),
@@ -172,9 +172,9 @@ def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
             if on:
                 if key.endswith("_sequence"):
                     return (
-                        f"`{key}` (a layer sequence the snoop unit decides: its `snoop` "
-                        "registers' fields are not public, so edgesynth cannot move the "
-                        "addresses they may hold)",
+                        f"`{key}` (a layer sequence the snoop unit decides from the data "
+                        "at the addresses in `snoop`, which are data-memory words of a hand "
+                        "placement: give this network's placement keys)",
                         layer,
                         key,
                     )

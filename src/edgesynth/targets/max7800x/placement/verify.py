@@ -10,10 +10,14 @@ a read of memory nobody wrote, overlapping kernel or bias blocks).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgesynth.targets.max7800x.plan.plan import Plan
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.vdevice.runner import RunResult
 
 
 @dataclass
@@ -25,22 +29,24 @@ class DeviceCheck:
     details: list[str]
 
 
-def device_check(plan: Plan, device: str) -> DeviceCheck:
+def run_plan(plan: Plan, device: str) -> RunResult:
+    """The plan's writes (what its generated project writes) run on the virtual device."""
     from edgesynth.targets.max7800x.plan.trace import plan_trace
-    from edgesynth.targets.max7800x.vdevice.knownanswer import from_blocks
-    from edgesynth.targets.max7800x.vdevice.runner import (
-        check_kat,
-        hazards_of,
-        network_output,
-        run,
-    )
+    from edgesynth.targets.max7800x.vdevice.runner import run
     from edgesynth.targets.max7800x.vdevice.trace import MARKER_BASE, from_pairs
 
     records = []
     for phase, writes in enumerate(plan_trace(plan)):
         records += [np.array([[MARKER_BASE + phase, 0]], dtype=np.uint32), writes]
     records.append(np.array([[MARKER_BASE + len(records) // 2, 0]], dtype=np.uint32))
-    result = run(from_pairs(np.concatenate(records).astype(np.uint32)), device)
+    return run(from_pairs(np.concatenate(records).astype(np.uint32)), device)
+
+
+def device_check(plan: Plan, device: str) -> DeviceCheck:
+    from edgesynth.targets.max7800x.vdevice.knownanswer import from_blocks
+    from edgesynth.targets.max7800x.vdevice.runner import check_kat, hazards_of, network_output
+
+    result = run_plan(plan, device)
     blocks = plan.kat
     known = from_blocks(
         np.array([b.address for b in blocks], dtype=np.int64),

@@ -160,6 +160,8 @@ def run_device(
         lines.append(layer_line(prog, layer, cyc))
     if estimates:
         lines.append(f"estimated total: ~{cycles.total_cycles(estimates)} cycles with start-up")
+    if result.snoop_units:
+        lines.extend(result.snoop_units.lines())
     if known is not None:
         check = check_kat(result, known)
         result.kat = check

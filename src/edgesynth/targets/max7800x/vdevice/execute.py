@@ -75,6 +75,8 @@ class LayerResult:
     kernels: list[KernelUnits] = field(default_factory=list)
     biases: list[BiasUnits] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # (instances, words) the layer wrote, channel by channel (channels x pixels, flattened)
+    written: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def sources(self) -> set[int]:
@@ -597,6 +599,7 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
         machine.data.write_words(quad, word, values, prog.layer)
     else:
         machine.data.write_bytes(quad, word, lane, values, prog.layer)
+    result.written = (quad, word)
     if wrap is not None:
         if prog.out32:
             machine.stream.write_words(sq, sw, values, prog.layer, ids)

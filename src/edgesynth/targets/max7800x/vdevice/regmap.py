@@ -8,6 +8,9 @@ Sources (see docs/vdevice.md):
 - BE: bit positions the vendor's code generator writes on MAX78002, whose user-guide register
   descriptions we have not seen (ai8x-synthesis `izer/backend/max7800x.py`, read for facts).
 - SEED: the AHB memory address tables of the seed document 000.
+- INF: inferred from the vendor's own tests where no description is public (the MAX78002 snoop
+  units: the register words of its 22 snoop tests against the layer sequences and accumulator
+  values those tests expect; see vdevice/snoop.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ UG = "UG"
 TC = "TC"
 BE = "BE"
 SEED = "SEED"
+INF = "INF"
 
 
 @dataclass(frozen=True)
@@ -537,6 +541,30 @@ MAX78000_MAP = DeviceMap(
     },
 )
 
+# The snoop units' registers, in the vendor's order (TC: REG_SNP1_A1 .. REG_SNP2_AM). Their
+# control fields are not published; INF marks what the vendor's snoop tests determine (their
+# register words, expected layer sequences and expected accumulators; see vdevice/snoop.py).
+SNOOP_NAMES = ("A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC", "HIT", "MAX", "AM")
+SNOOP_FIELDS = {
+    "C1": (
+        _f("enable", 0, 1, "unit on", INF),
+        _f("stop", 1, 1, "stop the run after a layer in which the unit triggered", INF),
+        _f("link", 2, 1, "take a layer's link only when the unit triggered in it", INF),
+        _f("acc", 3, 1, "add matching data to ACC", INF),
+        _f("hit", 4, 1, "count matches in HIT", INF),
+        _f("max", 5, 1, "keep the largest matching data in MAX, its address in AM", INF),
+        _f("addr_cmp", 12, 4, "address vs A1/A2: bit0 >=A1, bit1 ==A1, bit2 <=A2, bit3 ==A2", INF),
+        _f("data_cmp", 16, 4, "data vs D1/D2 (same codes)", INF),
+        _f("count_cmp", 20, 4, "a layer's matches vs X1/X2 (same codes)", INF),
+        _f("lane", 29, 2, "byte lane compared when not whole words", INF),
+        _f("word", 31, 1, "compare whole 32-bit words", INF),
+    ),
+    "C2": (
+        _f("layer", 0, 8, "the layer watched when layer_only", INF),
+        _f("layer_only", 9, 1, "watch only one layer's writes", INF),
+    ),
+}
+
 MAX78002_MAP = DeviceMap(
     name="MAX78002",
     max_layers=128,
@@ -554,13 +582,11 @@ MAX78002_MAP = DeviceMap(
         **{
             0x108080 + 4 * i: Register(
                 f"SNP{1 + i // 12}_{name}",
-                (_f("value", 0, 32, "snoop register", TC),),
+                SNOOP_FIELDS.get(name, (_f("value", 0, 32, "snoop register", TC),)),
                 TC,
                 index=0x42020 + i,
             )
-            for i, name in enumerate(
-                ["A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC", "HIT", "MAX", "AM"] * 2
-            )
+            for i, name in enumerate(SNOOP_NAMES * 2)
         },
     },
     layer_base=0x100000,

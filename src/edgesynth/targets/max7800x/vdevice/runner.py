@@ -9,7 +9,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.compat import readback
-from edgesynth.targets.max7800x.vdevice import regmap
+from edgesynth.targets.max7800x.vdevice import regmap, snoop
 from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, Wrap, run_layer
 from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram, active_groups, interpret
@@ -39,54 +39,85 @@ class RunResult:
     kat: KatReport | None = None
     output: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
+    snoop_units: snoop.SnoopUnits | None = None  # the snoop units after the run (MAX78002)
+
+
+@dataclass(frozen=True)
+class Sequencer:
+    """Which layer the accelerator processes after which, from the global and layer
+    registers: from the start layer on, each next in number up to LCNT_MAX's last, except
+    where a MAX78002 layer's NXTLYR links elsewhere or stops."""
+
+    machine: Machine
+    start: int
+    last: int
+    master: int
+
+    @classmethod
+    def of(cls, machine: Machine) -> Sequencer:
+        dmap = machine.dmap
+        # The quadrant the start sequence enables last is the master; unwritten registers are 0.
+        masters = [g for _, g, v in machine.ctrl_history if v & 1] or [0]
+        lcnt_reg = dmap.global_regs[0x8]
+        value = machine.global_regs.get((masters[-1], 0x8), 0)
+        last = lcnt_reg.field("lcnt").get(value)
+        start = lcnt_reg.field("layer_start").get(value) if dmap.name == "MAX78002" else 0
+        return cls(machine, start, last, masters[0])
+
+    def after(self, layer: int, link_taken: bool | None = None) -> int | None:
+        """The layer after `layer`, or None at the end. `link_taken` overrides whether a
+        link in NXTLYR is followed (the snoop unit decides it); None: the register does."""
+        machine = self.machine
+        if machine.dmap.name == "MAX78002":
+            g = (active_groups(machine, layer) or [self.master])[0]
+            link = machine.reg(g, layer, "NXTLYR")
+            if link >> 8 & 1:
+                return None
+            if link >> 7 & 1 and link_taken is not False:
+                return link & 0x7F
+        if layer >= self.last or layer + 1 >= machine.dmap.max_layers:
+            return None
+        return layer + 1
 
 
 def layer_sequence(machine: Machine) -> list[int]:
-    """The layers the accelerator processes, from the global and layer registers."""
-    dmap = machine.dmap
-    # The quadrant the start sequence enables last is the master; unwritten registers are 0.
-    masters = [g for _, g, v in machine.ctrl_history if v & 1] or [0]
-    lcnt_reg = dmap.global_regs[0x8]
-    value = machine.global_regs.get((masters[-1], 0x8), 0)
-    last = lcnt_reg.field("lcnt").get(value)
-    start = lcnt_reg.field("layer_start").get(value) if dmap.name == "MAX78002" else 0
-    order = []
-    layer = start
-    seen = set()
-    while layer not in seen and layer < dmap.max_layers:
+    """The layers the accelerator processes, from the registers alone (snoop units aside)."""
+    seq = Sequencer.of(machine)
+    order: list[int] = []
+    seen: set[int] = set()
+    layer: int | None = seq.start
+    while layer is not None and layer not in seen and layer < machine.dmap.max_layers:
         seen.add(layer)
         if active_groups(machine, layer):
             order.append(layer)
-        if dmap.name == "MAX78002":
-            g = (active_groups(machine, layer) or [masters[0]])[0]
-            link = machine.reg(g, layer, "NXTLYR")
-            if link >> 8 & 1:
-                break
-            if link >> 7 & 1:
-                layer = link & 0x7F
-                continue
-        if layer >= last:
-            break
-        layer += 1
+        layer = seq.after(layer)
     return order
 
 
-def programs_for(machine: Machine) -> list[LayerProgram]:
-    """Every layer the accelerator runs, interpreted, with where its input comes from: the
-    first layer from the FIFOs when CTRL enables them, a streaming layer (CTRL.stream_en and a
-    circular buffer size in FBUF) from its circular buffer."""
-    programs = [interpret(machine, layer) for layer in layer_sequence(machine)]
-    if not programs:
-        return programs
-    first = programs[0]
+def _first_input(machine: Machine, first: LayerProgram) -> None:
+    """The first layer reads the FIFOs when CTRL enables them."""
     ctrl = machine.global_fields(min(first.parts), "CTRL")
     first.qupac = bool(ctrl["qupac"])
     if ctrl["ffifo_en"]:
         first.fifo = "fast"
     elif ctrl["fifo_en"]:
         first.fifo = "standard"
+
+
+def _later_input(prog: LayerProgram) -> None:
+    """A later layer streams from its circular buffer with CTRL.stream_en and a buffer size
+    in FBUF."""
+    prog.streamed = prog.stream_enabled and prog.fbuf > 0
+
+
+def programs_for(machine: Machine) -> list[LayerProgram]:
+    """Every layer the accelerator runs (snoop units aside), interpreted, with where its input
+    comes from."""
+    programs = [interpret(machine, layer) for layer in layer_sequence(machine)]
+    if programs:
+        _first_input(machine, programs[0])
     for prog in programs[1:]:
-        prog.streamed = prog.stream_enabled and prog.fbuf > 0
+        _later_input(prog)
     return programs
 
 
@@ -100,35 +131,61 @@ def wrap_for(consumer: LayerProgram | None) -> Wrap | None:
 def run(trace: Trace, device: str) -> RunResult:
     dmap = MAPS[device]
     machine = replay(trace, dmap)
+    units = snoop.read_units(machine.global_regs, _snoop_offsets(dmap))
+    if units:
+        return _run_snooped(machine, units)
     programs = programs_for(machine)
     results = []
     for i, prog in enumerate(programs):
         consumer = programs[i + 1] if i + 1 < len(programs) else None
         results.append(run_layer(machine, prog, wrap_for(consumer)))
-    return RunResult(machine, programs, results, warnings=_unmodelled(machine))
+    return RunResult(machine, programs, results)
 
 
-def _unmodelled(machine: Machine) -> list[str]:
-    """What the firmware configured that the model does not run: the snoop unit (MAX78002),
-    whose control registers' fields are not public. It can stop the run, or decide whether a
-    layer's jump to another layer is taken; the model follows the layer registers."""
-    names = {"SNP1_C1", "SNP1_C2", "SNP2_C1", "SNP2_C2"}
-    offsets = {o: r.name for o, r in machine.dmap.global_regs.items() if r.name in names}
-    on = sorted(
-        f"{offsets[o]} = 0x{v:08x} (quadrant {g})"
-        for (g, o), v in machine.global_regs.items()
-        if o in offsets and v
-    )
-    if not on:
-        return []
-    return [
-        "the snoop unit is configured ("
-        + ", ".join(on[:2])
-        + (", ..." if len(on) > 2 else "")
-        + "): it can stop the run or decide whether a layer's jump is taken; the virtual "
-        "device does not model it (its registers' fields are not public) and follows the "
-        "layer registers"
-    ]
+# A snoop unit may loop a run (a link back, taken while it triggers); the model stops there.
+MAX_SNOOPED_STEPS = 4096
+
+
+def _run_snooped(machine: Machine, units: snoop.SnoopUnits) -> RunResult:
+    """The run layer by layer, each layer's writes shown to the snoop units, which may stop
+    the run or decide whether a layer's link is taken."""
+    seq = Sequencer.of(machine)
+    gated = units.gates_links()
+    programs: list[LayerProgram] = []
+    results: list[LayerResult] = []
+    layer: int | None = seq.start
+    for _ in range(MAX_SNOOPED_STEPS):
+        if layer is None:
+            break
+        if not active_groups(machine, layer):
+            layer = seq.after(layer, False if gated else None)
+            continue
+        prog = interpret(machine, layer)
+        if programs:
+            _later_input(prog)
+        else:
+            _first_input(machine, prog)
+        # a streamed consumer is the layer that follows when the units do not intervene
+        following = seq.after(layer, False if gated else None)
+        consumer = None
+        if following is not None and active_groups(machine, following):
+            consumer = interpret(machine, following)
+            _later_input(consumer)
+        result = run_layer(machine, prog, wrap_for(consumer))
+        programs.append(prog)
+        results.append(result)
+        if result.written is not None:
+            instance, word = snoop.write_order(*result.written, result.output[0].size)
+            units.observe(layer, instance, word, machine.data.data[instance, word])
+        if units.stop_after(layer):
+            break
+        layer = seq.after(layer, units.link_taken(layer) if gated else None)
+    notes = units.notes()
+    return RunResult(machine, programs, results, warnings=notes, snoop_units=units)
+
+
+def _snoop_offsets(dmap: regmap.DeviceMap) -> dict[str, int]:
+    return {r.name: o for o, r in dmap.global_regs.items() if r.name.startswith("SNP")}
 
 
 def _memory_coordinates(machine: Machine, addr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
