@@ -112,6 +112,7 @@ HONOURED = {
     "--deepsleep",
     "--board-name",
     "--no-deduplicate-weights",
+    "--snoop-loop",
 }
 
 

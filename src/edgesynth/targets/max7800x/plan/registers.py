@@ -511,6 +511,10 @@ def _ochan(h: HwLayer, s: PlanSettings) -> int:
 
 
 _SNOOP_REGS = [0x42020 + i for i in range(24)]
+_SNP1 = {
+    name: _SNOOP_REGS[i]
+    for i, name in enumerate(("A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC", "HIT"))
+}
 
 
 def _snoop_writes(w: Writes, s: PlanSettings) -> None:
@@ -520,6 +524,38 @@ def _snoop_writes(w: Writes, s: PlanSettings) -> None:
     for g in s.groups_used:
         for reg, value in zip(_SNOOP_REGS, snoop[:24], strict=False):
             w.ctl(g, reg, value, "Snoop")
+
+
+def _fifo_enable(s: PlanSettings, g: int) -> int:
+    """The FIFO bits of quadrant g's CTRL in cnn_start()."""
+    if not s.opts.fifo:
+        return 0
+    if not s.processor_map_0 & 0x0F << g * 16:
+        return rm.CTL_FIFO
+    fval = rm.CTL_FIFO
+    if s.opts.fast_fifo:
+        fval |= rm.CTL_FAST_FIFO
+    if s.fifo_group:
+        fval |= rm.CTL_FIFO_GROUP
+    return fval
+
+
+def _snoop_loop_writes(w: Writes, s: PlanSettings) -> None:
+    """--snoop-loop: the last layer links back to layer 0, and snoop unit 1 watches the
+    last layer's first output word and decides whether the link is taken (the vendor's
+    words: count 0x84d0 with the pipeline, 0x2134 without; control 0x8a412014, then the same
+    with the enable bit)."""
+    last = s.hw[-1]
+    hw_layer = (s.opts.repeat_layers - 1) * (s.layer_count + s.hidden_layers)
+    hw_layer += last.index + last.hw_add
+    for g in s.groups_used:
+        w.lreg(g, hw_layer, "NXTLYR", 0x80, "Link Layer", force=True)
+        w.ctl(g, _SNP1["HIT"], 0, "Clear match hit accumulator", force=True)
+        w.ctl(g, _SNP1["A1"], 0x00200000 | last.out_offset >> 2, "Address snoop 1", force=True)
+        w.ctl(g, _SNP1["X1"], 0x84D0 if s.pipeline else 0x2134, "Count snoop 1", force=True)
+        w.ctl(g, _SNP1["C2"], 0x4000, "Snoop 1 control register 2", force=True)
+        w.ctl(g, _SNP1["C1"], 0x8A412014, "Snoop 1 control register 1", force=True)
+        w.ctl(g, _SNP1["C1"], 0x8A412015, "Snoop 1 control register 1", force=True)
 
 
 def _fifo_writes(w: Writes, s: PlanSettings) -> None:
@@ -587,16 +623,7 @@ def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
     rdy = 0 if s.pipeline and s.chip.device.supports_pipeline else _ready(s.opts.ready_sel)
     fifo = s.opts.fifo
     for g in s.groups_used:
-        if fifo and s.processor_map_0 & 0x0F << g * 16:
-            fval = rm.CTL_FIFO
-            if s.opts.fast_fifo:
-                fval |= rm.CTL_FAST_FIFO
-            if s.fifo_group:
-                fval |= rm.CTL_FIFO_GROUP
-        elif fifo:
-            fval = rm.CTL_FIFO
-        else:
-            fval = 0
+        fval = _fifo_enable(s, g)
         if s.opts.snoop_loop:
             fval |= rm.CTL_APB_CLOCK
         else:
@@ -611,6 +638,14 @@ def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
         for g in unused:
             val2 |= 1 << 12 + g
         w.fifo(rm.AON_CTL, val2 | _ready(s.opts.ready_sel_aon), "AON control")
+    if s.opts.snoop_loop:
+        _snoop_loop_writes(w, s)
+        for g in s.groups_used:
+            fval = _fifo_enable(s, g) | rm.CTL_EXT_SYNC | rm.CTL_APB_CLOCK
+            if g != first_group:
+                fval |= rm.CTL_ENABLE
+            value = val | rdy << 1 | fval | first_group << rm.CTL_MASTER_SHIFT
+            w.ctl(g, rm.REG_CTL, value, f"Enable quadrant {g}")
     if fifo and s.processor_map_0 & 0x0F << first_group * 16:
         val |= rm.CTL_FIFO
         if s.opts.fast_fifo:

@@ -142,10 +142,6 @@ def run(trace: Trace, device: str) -> RunResult:
     return RunResult(machine, programs, results)
 
 
-# A snoop unit may loop a run (a link back, taken while it triggers); the model stops there.
-MAX_SNOOPED_STEPS = 4096
-
-
 def _run_snooped(machine: Machine, units: snoop.SnoopUnits) -> RunResult:
     """The run layer by layer, each layer's writes shown to the snoop units, which may stop
     the run or decide whether a layer's link is taken."""
@@ -154,9 +150,16 @@ def _run_snooped(machine: Machine, units: snoop.SnoopUnits) -> RunResult:
     programs: list[LayerProgram] = []
     results: list[LayerResult] = []
     layer: int | None = seq.start
-    for _ in range(MAX_SNOOPED_STEPS):
-        if layer is None:
+    notes = units.notes()
+    seen: set[int] = set()
+    while layer is not None:
+        if layer in seen:  # a link back (--snoop-loop): every pass computes the same
+            notes.append(
+                f"the run loops back to layer {layer} while a snoop unit triggers; the model "
+                "ran one pass"
+            )
             break
+        seen.add(layer)
         if not active_groups(machine, layer):
             layer = seq.after(layer, False if gated else None)
             continue
@@ -180,7 +183,6 @@ def _run_snooped(machine: Machine, units: snoop.SnoopUnits) -> RunResult:
         if units.stop_after(layer):
             break
         layer = seq.after(layer, units.link_taken(layer) if gated else None)
-    notes = units.notes()
     return RunResult(machine, programs, results, warnings=notes, snoop_units=units)
 
 
