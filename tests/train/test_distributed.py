@@ -207,3 +207,20 @@ def test_a_killed_process_ends_the_run_with_one_line_and_status_1(tmp_path: Path
     assert torch.is_tensor(
         next(iter(read_checkpoint(logs / "run" / "checkpoint.pth.tar")["state_dict"].values()))
     )
+
+
+def test_the_failure_named_is_the_killed_process_not_the_one_that_lost_it() -> None:
+    """The launcher may see the survivor's exit (status 1, lost contact) before the killed
+    process; the line names the killed one. Among exits alone, the earliest."""
+    from types import SimpleNamespace
+
+    from edgesynth.train.distributed import Launch, _failure_line
+
+    spec = Launch(nproc_per_node=2)
+    lost = SimpleNamespace(exitcode=1, timestamp=10)
+    killed = SimpleNamespace(exitcode=-signal.SIGKILL, timestamp=20)
+    line = _failure_line(SimpleNamespace(failures={0: lost, 1: killed}), spec)
+    assert line.startswith("training process rank 1 was killed by signal SIGKILL")
+    later = SimpleNamespace(exitcode=2, timestamp=30)
+    line = _failure_line(SimpleNamespace(failures={0: later, 1: lost}), spec)
+    assert line.startswith("training process rank 1 exited with 1")

@@ -209,7 +209,15 @@ def _failure_line(err: object, spec: Launch) -> str:
     failures = getattr(err, "failures", {}) or {}
     if not failures:
         return "a training process failed; the others were stopped."
-    rank, failure = min(failures.items(), key=lambda item: getattr(item[1], "timestamp", 0))
+    # A process killed by a signal is the cause; one that exited because it lost contact with
+    # it is the consequence, even when the launcher saw it first.
+    rank, failure = min(
+        failures.items(),
+        key=lambda item: (
+            int(getattr(item[1], "exitcode", 1)) >= 0,
+            getattr(item[1], "timestamp", 0),
+        ),
+    )
     code = int(getattr(failure, "exitcode", 1))
     how = f"was killed by signal {_signal_name(-code)}" if code < 0 else f"exited with {code}"
     where = f"rank {rank}" + (f" on node {spec.node_rank}" if spec.nnodes > 1 else "")
