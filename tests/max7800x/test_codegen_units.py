@@ -167,3 +167,29 @@ def test_kernel_memory_fragmentation_is_refused_by_name(project: Path, capsys) -
     assert err.count("edgesynth: error:") == 1 and "Traceback" not in err
     assert "net.yaml" in err and "layer 2" in err and "kernel memory exhausted" in err
     assert not (project / "out").exists()
+
+
+@pytest.mark.parametrize("unload", [True, False])
+def test_no_unload_leaves_cnn_unload_declared_but_not_defined(
+    project: Path, capsys, unload: bool
+) -> None:
+    """As the vendor's tool: with --no-unload, cnn.h still declares cnn_unload() but cnn.c
+    does not define it and main.c does not call it."""
+    rng = np.random.default_rng(1)
+    _write_network(
+        project,
+        """
+        - {processors: 0x3, output_processors: 0xf, out_offset: 0x2000, op: conv2d, pad: 1}
+        - {processors: 0xf, output_processors: 0xf, out_offset: 0x0, op: conv2d, pad: 1}
+        """,
+        [rng.integers(-100, 100, size=(4, 2, 3, 3)), rng.integers(-100, 100, size=(4, 4, 3, 3))],
+        rng.integers(-50, 50, size=(2, 4, 4)),
+    )
+    argv = ["izer", "--device", "MAX78000", "--config-file", "net.yaml"]
+    argv += ["--test-dir", "out", "--prefix", "p", *([] if unload else ["--no-unload"])]
+    assert main(argv) == 0
+    capsys.readouterr()
+    folder = project / "out" / "p"
+    assert "int cnn_unload(uint32_t *out_buf);" in (folder / "cnn.h").read_text()
+    assert ("int cnn_unload(uint32_t *out_buf)\n{" in (folder / "cnn.c").read_text()) == unload
+    assert ("cnn_unload(" in (folder / "main.c").read_text()) == unload

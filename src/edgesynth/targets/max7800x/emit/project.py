@@ -232,6 +232,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         start=c_statements(plan.start, opts.verify_writes),
         go=c_statements(plan.go, opts.verify_writes),
         unload=unload_runs(plan, bool(opts.mlator), opts.unroll_mlator),
+        generate_unload=bool(opts.unload),  # --no-unload: declared in cnn.h, not defined
         output_description="x".join(str(d) for d in plan.output_shape)
         + f", {term.output_width}-bit",
         quadrant_mask=groups_mask,
