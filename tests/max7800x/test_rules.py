@@ -49,6 +49,7 @@ KEYS = (
     "in_sequences",
     "output_padding",
     "read_gap",
+    "write_gap",
     "bias_group",
     "in_channels",
     "out_channels",
@@ -1233,3 +1234,27 @@ def test_corpus_case(case: Path) -> None:
     assert any(e.key == key and words in e.message for e in found), (
         f"vendor: {vendor}\nours:\n{rendered}"
     )
+
+
+@pytest.mark.parametrize(
+    ("device", "channels", "gap", "refused"),
+    [
+        (MAX78000, 4, 15, False),  # one pass: the step is the gap itself
+        (MAX78000, 4, 16, True),
+        (MAX78000, 256, 3, False),  # 4 passes x (3 + 1) - 1 = 15
+        (MAX78000, 256, 4, True),  # 4 x 5 - 1 = 19
+        (MAX78002, 256, 7, False),  # 31 fits 8 bits (the vendor's test-widegap)
+        (MAX78002, 256, 64, True),  # 4 x 65 - 1 = 259
+    ],
+)
+def test_write_gap_must_fit_the_write_pointer_step(
+    device: Device, channels: int, gap: int, refused: bool
+) -> None:
+    out_map = (1 << min(channels, 64)) - 1
+    layer = make_layer(0, out_channels=channels, write_gap=gap, output_processors=out_map)
+    found = [e for e in violations(make_net(layer, device=device), device) if e.key == "write_gap"]
+    assert bool(found) == refused, [e.render() for e in found]
+    if refused:
+        assert_names(
+            found[0], 0, "write_gap", f"{gap}:", f"at most {2**device.write_ptr_increment_bits - 1}"
+        )

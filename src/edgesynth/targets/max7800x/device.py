@@ -66,6 +66,7 @@ class Device:
     max_pool_last_operands: int = 2  # element-wise inputs when pooling after (`pool_first: false`)
     max_flatten_pixels: int = 256  # pooled H x W that `flatten` can fold into channels
     max_passes: int = 16  # input passes the layer control register can count
+    write_ptr_increment_bits: int = 4  # LCTL2 write-pointer step (write_gap x passes) field
     max_frame_words: int = 2**21  # input H x W x passes (frame address bits)
     max_dilated_1d_span: int = 9  # conv1d (k-1) x dilation below this stretches the kernel
     max_dilation_1d_kernel: int = 3  # longer spans run on 3x3 hardware: kernel length <= 3
@@ -191,6 +192,7 @@ MAX78002 = Device(
     requires_avgpool_reset_after_eltwise=True,
     uses_new_streaming=True,
     stream_delta2_bits=14,
+    write_ptr_increment_bits=8,
     supports_stream_bias=True,
     instance_banks=5,
 )

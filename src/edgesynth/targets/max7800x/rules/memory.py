@@ -107,6 +107,31 @@ def output_memory(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     )
 
 
+def write_gap(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
+    """The write pointer steps over `write_gap` words after each pixel (times the output passes
+    for a convolution); LCTL2 holds that step minus one in a field of
+    `write_ptr_increment_bits`."""
+    gap = layer.write_gap
+    if not gap:
+        return
+    limit = 2**ctx.device.write_ptr_increment_bits
+    if layer.operation == "none":
+        step, how = gap, f"{gap}"
+    else:
+        passes = output_passes(layer, ctx.max_proc)
+        step = passes * (gap + 1) - 1
+        how = f"{passes} output passes x ({gap} + 1) - 1 = {step}" if passes > 1 else f"{gap}"
+    if step >= limit:
+        passes_hint = " or fewer output channels (passes)" if layer.operation != "none" else ""
+        yield ctx.error(
+            layer,
+            "write_gap",
+            f"{gap}: the write pointer would step {how} words past each pixel; the "
+            f"{ctx.device.name} counts at most {limit - 1}: use a smaller `write_gap`"
+            f"{passes_hint}.",
+        )
+
+
 def read_gap(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
     if not layer.read_gap:
         return

@@ -203,6 +203,7 @@ LAYER_RULES: list[LayerRule] = [
     memory.input_memory,
     memory.output_memory,
     convolution.padded_multipass_conv1d,
+    memory.write_gap,
     memory.read_gap,
     memory.calcx4_multipass,
     memory.read_ahead_instances,
