@@ -677,7 +677,8 @@ def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
 
 def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
     """Depthwise convolution (POST.dw_en, MAX78002): every processor convolves its own channel
-    with its own kernel (one mask step per input pass) and the results leave in time slots.
+    with its own kernel (one mask step per input pass; with kernel bypass every enabled
+    processor, all weights 1) and the results leave in time slots.
 
     Broadcast mode (LCTRL0.dw_broadcast: output processors = input processors): each output
     stays in its processor's own byte lane and instance, and the bias of local processor i is
@@ -689,9 +690,10 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
     """
     results = []
     for g, part in prog.parts.items():
-        if not part.masked:
+        # kernel bypass: every enabled processor, every weight 1, no kernel memory
+        processors = part.processors if prog.bypass else part.masked
+        if not processors:
             continue
-        processors = part.masked
         readers = part.processors
         data, reads = read_input(machine, prog, readers)
         pooled = pool_and_combine(prog, data)
@@ -744,11 +746,11 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
             used = np.flatnonzero(weights[:, 0, passes - 1].any(axis=1))
             first_unused = (used[-1] + 1) if used.size else 0
             placement.padding[(passes - 1) * n + first_unused :] = True
-        units = _kernel_units(prog, processors, depthwise=True)
+        units = [] if prog.bypass else [_kernel_units(prog, processors, depthwise=True)]
         biases = []
         if part.bias_enabled:  # channel k x n + i adds entries[i, k]
             biases.append(BiasUnits(g, entries.T.ravel(), np.arange(n * passes)))
         results.append(
-            LayerResult(prog.layer, out, placement, reads=reads, kernels=[units], biases=biases)
+            LayerResult(prog.layer, out, placement, reads=reads, kernels=units, biases=biases)
         )
     return _merge(results)
