@@ -447,3 +447,23 @@ def test_random_networks_are_placed_without_hazards(tmp_path_factory, net, seed,
             return
     # run_plan raises when the virtual device finds a hazard or a wrong known-answer word
     assert lines[-1].startswith("virtual device: the project's writes reproduce")
+
+
+@pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
+def test_an_unread_output_keeps_the_write_gap_the_yaml_gives(tmp_path, device):
+    """The final layer's `write_gap` (its words spaced for whoever reads the output) is kept
+    and placed around; the known answer reads the spaced words (as the vendor's test-widegap)."""
+    layers = [
+        {"op": "conv2d", "kernel_size": "3x3", "pad": 1, "data_format": "HWC"},
+        {"op": "conv2d", "kernel_size": "1x1", "pad": 0, "write_gap": 3},
+    ]
+    (tmp_path / "tests").mkdir()
+    rng = np.random.default_rng(3)
+    with open(tmp_path / "tests" / "weights_wg.npy", "wb") as stream:
+        for shape in ((16, 3, 3, 3), (8, 16, 1, 1)):
+            np.save(stream, rng.integers(-128, 128, size=shape, dtype=np.int64))
+    np.save(tmp_path / "tests" / "sample_wg.npy", rng.integers(-128, 128, size=(3, 6, 5)))
+    spec = {"arch": "test", "dataset": "wg", "layers": layers}
+    (tmp_path / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    planned = _plan_and_prove(tmp_path, device)
+    assert planned.layers[1].write_gap == 3

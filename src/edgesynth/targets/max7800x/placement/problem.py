@@ -710,14 +710,17 @@ def _blocks(
         for t in buffer.members:
             block_of[t] = block.index
         blocks.append(block)
+    read = {t for r in readers.values() for t in r.tensors}
     for t in [NETWORK_INPUT, *net.order]:
         if t in block_of:
             continue
+        # an output no layer reads keeps the write gap the YAML gives it (its words spaced)
+        gap = (net.layers[t].spec.write_gap or 0) if t >= 0 and t not in read else 0
         block = Block(
             index=len(blocks),
-            members=[Member(t, channels[t], 0, 0, 0)],
+            members=[Member(t, channels[t], 0, 0, gap)],
             chw=False,
-            words=words[t],
+            words=words[t] * (gap + 1),
             skip_words=skip[t],
             born=0,
             dies=0,
