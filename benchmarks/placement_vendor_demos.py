@@ -11,7 +11,10 @@ architecture from edgesynth's model zoo, random weights, for the ones it lacks),
   placement, the project's writes on the virtual device reproducing it with no hazard, and
   reports both latency estimates (MAX78000).
 
-    python benchmarks/placement_vendor_demos.py AI8X_SYNTHESIS_DIR [--zoo] [--filter TEXT]
+    python benchmarks/placement_vendor_demos.py AI8X_SYNTHESIS_DIR [--zoo | --tests]
+        [--filter TEXT]
+
+`--tests`: the checkout's `tests/test-*.yaml` (synthetic weights) on both devices instead.
 
 The checkout is only read: the stripped YAMLs, zoo checkpoints and projects go to a temporary
 folder.
@@ -93,6 +96,18 @@ def zoo_checkpoint(prefix: str, device: str, folder: Path) -> Path | None:
     return quantized
 
 
+def vendor_tests(root: Path) -> list[Demo]:
+    """Every tests/test-*.yaml of the checkout on both devices, with the vendor's defaults
+    (plus --fifo for the FIFO and streaming tests, which need it)."""
+    result = []
+    for path in sorted((root / "tests").glob("test-*.yaml")):
+        extra = ["--fifo"] if "fifo" in path.stem or "stream" in path.stem else []
+        for device in ("MAX78000", "MAX78002"):
+            args = ["--device", device, "--config-file", f"tests/{path.name}", *extra]
+            result.append(Demo(device, path.stem, args))
+    return result
+
+
 def synthesize(args: list[str], folder: Path):  # type: ignore[no-untyped-def]
     from edgesynth.targets.max7800x.izer import plan_izer
 
@@ -171,12 +186,18 @@ def main() -> int:
     parser.add_argument("checkout", type=Path, help="a checkout of ai8x-synthesis")
     parser.add_argument("--zoo", action="store_true", help="zoo checkpoints for missing ones")
     parser.add_argument("--filter", default="", help="only demos whose prefix contains TEXT")
+    parser.add_argument(
+        "--tests", action="store_true", help="the checkout's tests/test-*.yaml instead of demos"
+    )
     o = parser.parse_args()
     root = o.checkout.resolve()
     os.chdir(root)  # the vendor's relative paths (networks/, trained/, tests/)
-    lines = [run_demo(d, root, o.zoo) for d in demos(root) if o.filter in d.prefix]
-    for line in lines:
-        print(line)
+    cases = vendor_tests(root) if o.tests else demos(root)
+    lines = []
+    for case in cases:
+        if o.filter in case.prefix:
+            lines.append(run_demo(case, root, o.zoo))
+            print(lines[-1], flush=True)
     placed = sum("placed and proven" in line for line in lines)
     tried = sum("skipped" not in line and "hand placement refused" not in line for line in lines)
     print(f"placed and proven: {placed} of {tried} demo networks")
