@@ -6,8 +6,9 @@ No public document describes these registers; the vendor's code generator only w
 words a YAML gives (`snoop:`, 32 values) and its tests pair those words with the layer sequence
 they expect (`simulated_sequence`, `snoop_sequence`) and with the accumulator values the unit
 must hold afterwards. The fields below are what those 22 tests determine (source "INF" in
-`regmap`); docs/vdevice.md lists each field with the tests that fix it. Bits the tests never set
-are not modelled, and a run that sets them says so.
+`regmap`); docs/vdevice.md lists each field with the tests that fix it. C1 bits 24-28 (2 in
+every test, 10 in the vendor's `--snoop-loop`) and C2 bits 12-15 (3 or 4) change nothing the
+tests can see and are not modelled; a run that sets bits no test sets says so.
 
 - A1/A2 compare the word address of each write: 0x200000 | instance << 15 | word (instance =
   4-processor data-memory instance 0-15, word within it); D1/D2 the data written; X1/X2 the
@@ -33,7 +34,7 @@ import numpy as np
 from edgesynth.targets.max7800x.vdevice.regmap import SNOOP_NAMES
 
 WORD_SPACE = 0x200000  # bit 21 of a snoop address: data memory
-KNOWN_C1 = 0x3F | 0xFFF000 | 0xE0000000 | 0x1F000000  # bits the tests determine or always set
+KNOWN_C1 = 0x3F | 0xFFF000 | 0xE0000000 | 0x1F000000  # bits the tests set (see above)
 KNOWN_C2 = 0xFF | 0x200 | 0xF000
 
 
