@@ -10,7 +10,7 @@ written):
 - the functions cnn.c defines.
 
     python benchmarks/codegen_vendor_demos.py AI8X_SYNTHESIS_DIR [--vendor-python PY]
-        [--zoo | --tests] [--filter TEXT]
+        [--zoo | --tests | --script scripts/gen_x.sh ...] [--filter TEXT]
 
 `--zoo`: for a checkpoint the checkout lacks, one of the same architecture from edgesynth's
 model zoo (random weights), where the zoo has it.
@@ -100,10 +100,10 @@ def run_both(root: Path, args: list[str], out: Path, vendor_python: str) -> str:
     return "same" if not diff else "DIFFERENT: " + ", ".join(diff)
 
 
-def _demo_runs(root: Path, tmp: Path, zoo: bool):  # type: ignore[no-untyped-def]
-    for demo in demos(root):
+def _demo_runs(root: Path, tmp: Path, zoo: bool, scripts: list[Path]):  # type: ignore[no-untyped-def]
+    for number, demo in enumerate(demos(root, scripts or None)):
         name = f"{demo.device} {demo.prefix}"
-        out = tmp / demo.device / demo.prefix
+        out = tmp / f"{number:03d}" / demo.device / demo.prefix  # scripts reuse prefixes
         common = [*demo.args, "--prefix", demo.prefix, "--no-version-check"]
         at = common.index("--checkpoint-file") + 1
         if not (root / common[at]).is_file() or (root / common[at]).stat().st_size < 1024:
@@ -136,11 +136,18 @@ def main() -> int:
     parser.add_argument(
         "--tests", action="store_true", help="the checkout's tests/test-*.yaml instead of demos"
     )
+    parser.add_argument(
+        "--script", type=Path, action="append", default=[], help="another gen-*.sh to run"
+    )
     args = parser.parse_args()
     root = args.checkout.resolve()
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        runs = _test_runs(root, Path(tmp)) if args.tests else _demo_runs(root, Path(tmp), args.zoo)
+        runs = (
+            _test_runs(root, Path(tmp))
+            if args.tests
+            else _demo_runs(root, Path(tmp), args.zoo, [root / p for p in args.script])
+        )
         for name, command, out in runs:
             if args.filter not in name:
                 continue

@@ -11,8 +11,8 @@ architecture from edgesynth's model zoo, random weights, for the ones it lacks),
   placement, the project's writes on the virtual device reproducing it with no hazard, and
   reports both latency estimates (MAX78000).
 
-    python benchmarks/placement_vendor_demos.py AI8X_SYNTHESIS_DIR [--zoo | --tests]
-        [--filter TEXT]
+    python benchmarks/placement_vendor_demos.py AI8X_SYNTHESIS_DIR [--zoo | --tests |
+        --script scripts/gen_x.sh ...] [--filter TEXT]
 
 `--tests`: the checkout's `tests/test-*.yaml` (synthetic weights) on both devices instead.
 
@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -50,11 +51,18 @@ class Demo:
     args: list[str]  # the izer arguments, without --test-dir/--prefix
 
 
-def demos(root: Path) -> list[Demo]:
+def demos(root: Path, scripts: list[Path] | None = None) -> list[Demo]:
+    """The command lines of the checkout's `gen-demos-*.sh` (or of `scripts`, such as its
+    `scripts/gen_*.sh`), each script's device from its DEVICE= line."""
+    paths = scripts or [root / f"gen-demos-{d.lower()}.sh" for d in ("MAX78000", "MAX78002")]
     result = []
-    for device in ("MAX78000", "MAX78002"):
-        script = root / f"gen-demos-{device.lower()}.sh"
-        for line in script.read_text().splitlines():
+    for script in paths:
+        text = script.read_text()
+        found = re.search(r'^DEVICE="?(\w+)"?', text, flags=re.M)
+        if found is None:
+            continue
+        device = found.group(1)
+        for line in text.splitlines():
             if not line.startswith("python ai8xize.py"):
                 continue
             line = line.split(" #")[0].replace('"$@"', "")
@@ -189,10 +197,13 @@ def main() -> int:
     parser.add_argument(
         "--tests", action="store_true", help="the checkout's tests/test-*.yaml instead of demos"
     )
+    parser.add_argument(
+        "--script", type=Path, action="append", default=[], help="another gen-*.sh to run"
+    )
     o = parser.parse_args()
     root = o.checkout.resolve()
     os.chdir(root)  # the vendor's relative paths (networks/, trained/, tests/)
-    cases = vendor_tests(root) if o.tests else demos(root)
+    cases = vendor_tests(root) if o.tests else demos(root, [root / p for p in o.script] or None)
     lines = []
     for case in cases:
         if o.filter in case.prefix:

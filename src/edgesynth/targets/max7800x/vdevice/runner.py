@@ -240,8 +240,9 @@ def read_output(
         lane = np.broadcast_to(placement.lane[:, None], quad.shape)
         values = machine.data.read_bytes(quad, word, lane)
     keep = np.ones(placement.channels, dtype=bool)
-    if placement.padding is not None:
-        keep &= ~placement.padding
+    padding = placement.padding
+    if padding is not None:
+        keep &= ~padding
     rows, cols = placement.shape
     if kat is None:
         return values[keep].reshape(int(keep.sum()), rows, cols)
@@ -258,8 +259,12 @@ def read_output(
     checked = covered_word[quad, word]  # (channels, pixels)
     lane_checked = (mask[quad, word] & lane_mask[:, None]) == lane_mask[:, None]
     # A channel is dropped when the check covers one of its words but masks its lane out (the
-    # check may cover only part of a large output).
-    keep &= ~(checked & ~lane_checked).any(axis=1)
+    # check may cover only part of a large output). A slot taken for padding (zero kernels at
+    # the end of the last pass) is a channel after all when the check covers its lane.
+    masked_out = (checked & ~lane_checked).any(axis=1)
+    if padding is not None:
+        keep |= padding & checked.any(axis=1) & ~masked_out
+    keep &= ~masked_out
     if not keep.any():
         keep = np.ones(placement.channels, dtype=bool)
     values = values[keep]
