@@ -193,3 +193,31 @@ def test_no_unload_leaves_cnn_unload_declared_but_not_defined(
     assert "int cnn_unload(uint32_t *out_buf);" in (folder / "cnn.h").read_text()
     assert ("int cnn_unload(uint32_t *out_buf)\n{" in (folder / "cnn.c").read_text()) == unload
     assert ("cnn_unload(" in (folder / "main.c").read_text()) == unload
+
+
+def test_fixed_input_loads_a_pattern_instead_of_the_sample(project: Path, capsys) -> None:
+    """As the vendor's tool: --fixed-input drops the sample arrays, defines memcpy32_const()
+    (0x55555555, 0xaaaaaaaa, ...) in cnn.c and calls it per input block; the project builds."""
+    import shutil
+
+    rng = np.random.default_rng(2)
+    _write_network(
+        project,
+        """
+        - {processors: 0x3, output_processors: 0xf, out_offset: 0x2000, op: conv2d, pad: 1}
+        - {processors: 0xf, output_processors: 0xf, out_offset: 0x0, op: conv2d, pad: 1}
+        """,
+        [rng.integers(-100, 100, size=(4, 2, 3, 3)), rng.integers(-100, 100, size=(4, 4, 3, 3))],
+        rng.integers(-50, 50, size=(2, 4, 4)),
+    )
+    argv = ["izer", "--device", "MAX78000", "--config-file", "net.yaml"]
+    assert main([*argv, "--test-dir", "out", "--prefix", "p", "--fixed-input"]) == 0
+    capsys.readouterr()
+    folder = project / "out" / "p"
+    assert "SAMPLE_INPUT" not in (folder / "sampledata.h").read_text()
+    assert "void memcpy32_const(uint32_t *dst, int n)\n{" in (folder / "cnn.c").read_text()
+    assert "memcpy32_const((uint32_t *) 0x50400000, 16);" in (folder / "main.c").read_text()
+    if shutil.which("arm-none-eabi-gcc"):
+        from edgesynth.targets.max7800x.firmware import build_project
+
+        build_project(folder)

@@ -113,6 +113,7 @@ HONOURED = {
     "--board-name",
     "--no-deduplicate-weights",
     "--snoop-loop",
+    "--fixed-input",
 }
 
 

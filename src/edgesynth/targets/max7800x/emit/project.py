@@ -211,10 +211,13 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         for g, v in enumerate(plan.bias.values)
         if v.size
     ]
+    # --fixed-input (memory input): load_input() fills the input with a fixed pattern
+    fixed_input = bool(opts.fixed_input) and not plan.inputs.fifo
     files: dict[str, str] = {}
     files[api] = render(
         "cnn.c.j2",
         **common,
+        fixed_input=fixed_input,
         description=layer_description(plan),
         isr_declaration=(
             'void __attribute__((interrupt("machine"))) CNN_IRQHandler' if riscv else "void CNN_ISR"
@@ -260,7 +263,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         ],
     )
     sample_blocks = []
-    for block in plan.inputs.blocks:
+    for block in [] if fixed_input else plan.inputs.blocks:
         words = block.words
         if plan.inputs.synthesize is not None:
             words = words[: plan.inputs.synthesize_words]
@@ -280,6 +283,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         "main.c.j2",
         **common,
         inputs=inputs,
+        fixed_input=fixed_input,
         fifo=bool(opts.fifo),
         fifo_wait=bool(opts.fifo_wait),
         fifo_words=max((b.words.size for b in inputs.blocks), default=0),
