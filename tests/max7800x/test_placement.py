@@ -467,3 +467,40 @@ def test_an_unread_output_keeps_the_write_gap_the_yaml_gives(tmp_path, device):
     (tmp_path / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     planned = _plan_and_prove(tmp_path, device)
     assert planned.layers[1].write_gap == 3
+
+
+@pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
+@pytest.mark.parametrize(
+    ("one_d", "channels", "top"),
+    [(True, 8, 2), (False, 80, 1)],  # a Conv1d; a two-pass 2-D output
+)
+def test_in_crop_reads_past_the_dropped_rows(tmp_path, device, one_d, channels, top):
+    """A layer with `in_crop: [top, bottom]` reads its source from `top` rows in: HWC, one word
+    per pixel and pass (a Conv1d row is one step). The hand placement at that offset is what
+    the vendor's tool generates too (checked by hand with ai8xize.py)."""
+    rng = np.random.default_rng(channels)
+    (tmp_path / "tests").mkdir()
+    if one_d:
+        sample, rows, cols = rng.integers(-100, 100, size=(4, 20)), 20, 1
+        shapes = ((channels, 4, 3), (8, channels, 3))
+        kernel, op = 3, "conv1d"
+    else:
+        sample, rows, cols = rng.integers(-100, 100, size=(4, 6, 5)), 6, 5
+        shapes = ((channels, 4, 3, 3), (8, channels, 3, 3))
+        kernel, op = "3x3", "conv2d"
+    np.save(tmp_path / "tests" / "sample_crop.npy", sample)
+    with open(tmp_path / "tests" / "weights_crop.npy", "wb") as stream:
+        for shape in shapes:
+            np.save(stream, rng.integers(-100, 100, size=shape, dtype=np.int64))
+    kept = rows - top - 2
+    layers = [
+        {"op": op, "kernel_size": kernel, "pad": 1, "activate": "ReLU", "data_format": "HWC"},
+        {"op": op, "kernel_size": kernel, "pad": 1, "in_crop": [top, 2],
+         "in_dim": kept if one_d else [kept, cols]},
+    ]  # fmt: skip
+    spec = {"arch": "test", "dataset": "crop", "layers": layers}
+    (tmp_path / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    planned = _plan_and_prove(tmp_path, device)
+    passes = -(-channels // 64)
+    skip = planned.layers[1].in_offset - planned.layers[0].out_offset
+    assert skip == 4 * top * cols * passes

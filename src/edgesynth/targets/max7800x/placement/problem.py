@@ -167,7 +167,6 @@ def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
             # decision reads one of two producers the hand placement puts at one address.
             ("snoop_sequence", ls.snoop_sequence is not None),
             ("simulated_sequence", ls.simulated_sequence is not None),
-            ("in_crop", layer.in_crop != (0, 0)),
         ):
             if on:
                 if key.endswith("_sequence"):
@@ -180,6 +179,23 @@ def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
                     )
                 return f"`{key}`", layer, key
     return None
+
+
+def _crop_words(net: Network, layer: Layer, sources: list[int], max_proc: int) -> int:
+    """Words past its source's start where a layer with `in_crop` reads: the dropped top rows
+    (HWC: one word per pixel and pass; a Conv1d row is one step)."""
+    top = layer.in_crop[0]
+    if not top and not layer.in_crop[1]:
+        return 0
+    if len(sources) != 1 or sources[0] in (NETWORK_INPUT, DATA_BUFFER):
+        raise Unplaceable(
+            f"{label(layer)} crops (`in_crop`) the network input or several inputs; automatic "
+            "placement crops only the output of one layer.",
+            file=net.spec.path,
+        )
+    source = net.layers[sources[0]]
+    cols = 1 if source.is_1d else source.out_dim[1]
+    return top * cols * output_passes(source, max_proc)
 
 
 def _sources(net: Network, position: int) -> list[int]:
@@ -250,7 +266,8 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             _pass_parts(net, layer, sources, need, max_proc)
         else:
             kind = CONCAT
-        readers[index] = Reader(index, kind, sources, extra_words=layer.buffer_shift)
+        extra = layer.buffer_shift + _crop_words(net, layer, sources, max_proc)
+        readers[index] = Reader(index, kind, sources, extra_words=extra)
         if kind == SINGLE and layer.read_gap:
             gap_readers.append((layer, need))
         elif kind == SINGLE:
