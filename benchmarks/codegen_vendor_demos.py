@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from placement_vendor_demos import demos, zoo_checkpoint
+from placement_vendor_demos import add_selection, selected, with_checkpoint
 
 WRITE = re.compile(r"\*\(\(volatile uint32_t \*\) (0x[0-9a-f]+)\) (=|\|=|&=) (0x[0-9a-f]+)")
 FUNCTION = re.compile(r"^(?:\w+ )+\**(\w+)\([^;]*\)\s*$", re.M)
@@ -100,60 +100,25 @@ def run_both(root: Path, args: list[str], out: Path, vendor_python: str) -> str:
     return "same" if not diff else "DIFFERENT: " + ", ".join(diff)
 
 
-def _demo_runs(root: Path, tmp: Path, zoo: bool, scripts: list[Path]):  # type: ignore[no-untyped-def]
-    for number, demo in enumerate(demos(root, scripts or None)):
-        name = f"{demo.device} {demo.prefix}"
-        out = tmp / f"{number:03d}" / demo.device / demo.prefix  # scripts reuse prefixes
-        common = [*demo.args, "--prefix", demo.prefix, "--no-version-check"]
-        at = common.index("--checkpoint-file") + 1
-        if not (root / common[at]).is_file() or (root / common[at]).stat().st_size < 1024:
-            out.mkdir(parents=True)
-            substitute = zoo_checkpoint(demo.prefix, demo.device, out) if zoo else None
-            if substitute is None:
-                yield name, None, out
-                continue
-            common[at], name = str(substitute), f"{name} (zoo checkpoint)"
-        yield name, common, out
-
-
-def _test_runs(root: Path, tmp: Path):  # type: ignore[no-untyped-def]
-    """Every tests/test-*.yaml on both devices, with the vendor's defaults (plus --fifo for
-    the FIFO and streaming tests, which need it)."""
-    for path in sorted((root / "tests").glob("test-*.yaml")):
-        extra = ["--fifo"] if "fifo" in path.stem or "stream" in path.stem else []
-        for device in ("MAX78000", "MAX78002"):
-            args = ["--device", device, "--config-file", f"tests/{path.name}", *extra]
-            args += ["--prefix", path.stem, "--no-version-check"]
-            yield f"{device} {path.stem}", args, tmp / device / path.stem
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkout", type=Path)
+    add_selection(parser)
     parser.add_argument("--vendor-python", default=sys.executable)
-    parser.add_argument("--filter", default="")
-    parser.add_argument("--zoo", action="store_true", help="zoo checkpoints for missing ones")
-    parser.add_argument(
-        "--tests", action="store_true", help="the checkout's tests/test-*.yaml instead of demos"
-    )
-    parser.add_argument(
-        "--script", type=Path, action="append", default=[], help="another gen-*.sh to run"
-    )
     args = parser.parse_args()
     root = args.checkout.resolve()
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        runs = (
-            _test_runs(root, Path(tmp))
-            if args.tests
-            else _demo_runs(root, Path(tmp), args.zoo, [root / p for p in args.script])
-        )
-        for name, command, out in runs:
-            if args.filter not in name:
-                continue
+        for number, demo in enumerate(selected(args)):
+            name = f"{demo.device} {demo.prefix}"
+            out = Path(tmp) / f"{number:03d}" / demo.device  # scripts reuse prefixes
+            out.mkdir(parents=True)
+            command = with_checkpoint(demo, root, out, args.zoo)
             if command is None:
                 print(f"{name}: skipped (the checkout lacks its checkpoint)")
                 continue
+            if command != demo.args:
+                name += " (zoo checkpoint)"
+            command += ["--prefix", demo.prefix, "--no-version-check"]
             result = run_both(root, command, out, args.vendor_python)
             key = result.split(" (")[0].split(":")[0]
             counts[key] = counts.get(key, 0) + 1

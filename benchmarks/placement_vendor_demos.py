@@ -116,6 +116,41 @@ def vendor_tests(root: Path) -> list[Demo]:
     return result
 
 
+def with_checkpoint(demo: Demo, root: Path, folder: Path, zoo: bool) -> list[str] | None:
+    """The demo's arguments; for a checkpoint the checkout lacks, a zoo checkpoint of the same
+    architecture written to `folder` (with `zoo`), else None."""
+    args = list(demo.args)
+    if "--checkpoint-file" not in args:
+        return args
+    at = args.index("--checkpoint-file") + 1
+    if (root / args[at]).is_file() and (root / args[at]).stat().st_size >= 1024:
+        return args  # (smaller: a Git LFS pointer, not the checkpoint)
+    substitute = zoo_checkpoint(demo.prefix, demo.device, folder) if zoo else None
+    if substitute is None:
+        return None
+    args[at] = str(substitute)
+    return args
+
+
+def add_selection(parser: argparse.ArgumentParser) -> None:
+    """The options that choose which of the checkout's command lines run."""
+    parser.add_argument("checkout", type=Path, help="a checkout of ai8x-synthesis")
+    parser.add_argument("--zoo", action="store_true", help="zoo checkpoints for missing ones")
+    parser.add_argument("--filter", default="", help="only cases whose prefix contains TEXT")
+    parser.add_argument(
+        "--tests", action="store_true", help="the checkout's tests/test-*.yaml instead of demos"
+    )
+    parser.add_argument(
+        "--script", type=Path, action="append", default=[], help="another gen-*.sh to run"
+    )
+
+
+def selected(o: argparse.Namespace) -> list[Demo]:
+    root = o.checkout.resolve()
+    cases = vendor_tests(root) if o.tests else demos(root, [root / p for p in o.script] or None)
+    return [c for c in cases if o.filter in c.prefix]
+
+
 def synthesize(args: list[str], folder: Path):  # type: ignore[no-untyped-def]
     from edgesynth.targets.max7800x.izer import plan_izer
 
@@ -154,15 +189,10 @@ def run_demo(demo: Demo, root: Path, zoo: bool) -> str:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        args = list(demo.args)
-        name = demo.prefix
-        if "--checkpoint-file" in args:
-            at = args.index("--checkpoint-file") + 1
-            if not (root / args[at]).is_file():
-                substitute = zoo_checkpoint(demo.prefix, demo.device, folder) if zoo else None
-                if substitute is None:
-                    return f"{demo.device} {name}: skipped (checkpoint not in the checkout)"
-                args[at], name = str(substitute), f"{name} (zoo checkpoint)"
+        args = with_checkpoint(demo, root, folder, zoo)
+        if args is None:
+            return f"{demo.device} {demo.prefix}: skipped (checkpoint not in the checkout)"
+        name = demo.prefix + (" (zoo checkpoint)" if args != demo.args else "")
         started = time.perf_counter()
         try:
             hand, hand_plan = synthesize(args, folder / "hand")
@@ -191,24 +221,14 @@ def run_demo(demo: Demo, root: Path, zoo: bool) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkout", type=Path, help="a checkout of ai8x-synthesis")
-    parser.add_argument("--zoo", action="store_true", help="zoo checkpoints for missing ones")
-    parser.add_argument("--filter", default="", help="only demos whose prefix contains TEXT")
-    parser.add_argument(
-        "--tests", action="store_true", help="the checkout's tests/test-*.yaml instead of demos"
-    )
-    parser.add_argument(
-        "--script", type=Path, action="append", default=[], help="another gen-*.sh to run"
-    )
+    add_selection(parser)
     o = parser.parse_args()
     root = o.checkout.resolve()
     os.chdir(root)  # the vendor's relative paths (networks/, trained/, tests/)
-    cases = vendor_tests(root) if o.tests else demos(root, [root / p for p in o.script] or None)
     lines = []
-    for case in cases:
-        if o.filter in case.prefix:
-            lines.append(run_demo(case, root, o.zoo))
-            print(lines[-1], flush=True)
+    for case in selected(o):
+        lines.append(run_demo(case, root, o.zoo))
+        print(lines[-1], flush=True)
     placed = sum("placed and proven" in line for line in lines)
     tried = sum("skipped" not in line and "hand placement refused" not in line for line in lines)
     print(f"placed and proven: {placed} of {tried} demo networks")

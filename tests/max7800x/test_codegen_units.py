@@ -169,13 +169,9 @@ def test_kernel_memory_fragmentation_is_refused_by_name(project: Path, capsys) -
     assert not (project / "out").exists()
 
 
-@pytest.mark.parametrize("unload", [True, False])
-def test_no_unload_leaves_cnn_unload_declared_but_not_defined(
-    project: Path, capsys, unload: bool
-) -> None:
-    """As the vendor's tool: with --no-unload, cnn.h still declares cnn_unload() but cnn.c
-    does not define it and main.c does not call it."""
-    rng = np.random.default_rng(1)
+def _two_conv_layers(project: Path, seed: int) -> None:
+    """Two 3x3 convolutions (2 -> 4 -> 4 channels, 4x4) with random weights and sample."""
+    rng = np.random.default_rng(seed)
     _write_network(
         project,
         """
@@ -185,6 +181,15 @@ def test_no_unload_leaves_cnn_unload_declared_but_not_defined(
         [rng.integers(-100, 100, size=(4, 2, 3, 3)), rng.integers(-100, 100, size=(4, 4, 3, 3))],
         rng.integers(-50, 50, size=(2, 4, 4)),
     )
+
+
+@pytest.mark.parametrize("unload", [True, False])
+def test_no_unload_leaves_cnn_unload_declared_but_not_defined(
+    project: Path, capsys, unload: bool
+) -> None:
+    """As the vendor's tool: with --no-unload, cnn.h still declares cnn_unload() but cnn.c
+    does not define it and main.c does not call it."""
+    _two_conv_layers(project, seed=1)
     argv = ["izer", "--device", "MAX78000", "--config-file", "net.yaml"]
     argv += ["--test-dir", "out", "--prefix", "p", *([] if unload else ["--no-unload"])]
     assert main(argv) == 0
@@ -200,16 +205,7 @@ def test_fixed_input_loads_a_pattern_instead_of_the_sample(project: Path, capsys
     (0x55555555, 0xaaaaaaaa, ...) in cnn.c and calls it per input block; the project builds."""
     import shutil
 
-    rng = np.random.default_rng(2)
-    _write_network(
-        project,
-        """
-        - {processors: 0x3, output_processors: 0xf, out_offset: 0x2000, op: conv2d, pad: 1}
-        - {processors: 0xf, output_processors: 0xf, out_offset: 0x0, op: conv2d, pad: 1}
-        """,
-        [rng.integers(-100, 100, size=(4, 2, 3, 3)), rng.integers(-100, 100, size=(4, 4, 3, 3))],
-        rng.integers(-50, 50, size=(2, 4, 4)),
-    )
+    _two_conv_layers(project, seed=2)
     argv = ["izer", "--device", "MAX78000", "--config-file", "net.yaml"]
     assert main([*argv, "--test-dir", "out", "--prefix", "p", "--fixed-input"]) == 0
     capsys.readouterr()

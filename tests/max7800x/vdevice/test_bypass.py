@@ -3,17 +3,14 @@ depthwise convolutions; the project's writes reproduce the known answer on the d
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from edgesynth.targets.max7800x.izer import plan_izer
 from edgesynth.targets.max7800x.placement.verify import device_check
+from izer_helpers import plan_in
 
 
 @pytest.mark.parametrize(("channels", "groups"), [(3, 3), (8, 8), (4, 1)])
@@ -38,13 +35,6 @@ def test_bypass_runs_on_the_device(tmp_path: Path, channels: int, groups: int) -
         layer["out_channels"] = channels
     spec = {"arch": "test", "dataset": "byp", "layers": [layer]}
     (tmp_path / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    before = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            argv = ["--device", "MAX78002", "--config-file", "net.yaml"]
-            _, plan = plan_izer([*argv, "--test-dir", str(tmp_path / "o"), "--prefix", "p"])
-    finally:
-        os.chdir(before)
+    _, plan = plan_in(tmp_path, "MAX78002")
     check = device_check(plan, "MAX78002")
     assert check.ok, (check.details, check.hazards)

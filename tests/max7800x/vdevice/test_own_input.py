@@ -3,17 +3,14 @@ needs, reported ("overwrites its own input") when they run ahead of them."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from edgesynth.targets.max7800x.izer import plan_izer
 from edgesynth.targets.max7800x.placement.verify import device_check
+from izer_helpers import plan_in
 
 ROWS, COLS = 12, 20
 INPUT = 0x1000  # bytes; the input holds ROWS x COLS words from here
@@ -41,14 +38,7 @@ def _check(folder: Path, kernel: int, out_offset: int):  # type: ignore[no-untyp
     }
     spec = {"arch": "test", "dataset": "own", "layers": [layer]}
     (folder / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    before = os.getcwd()
-    os.chdir(folder)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            argv = ["--device", "MAX78000", "--config-file", "net.yaml"]
-            _, plan = plan_izer([*argv, "--test-dir", str(folder / "o"), "--prefix", "p"])
-    finally:
-        os.chdir(before)
+    _, plan = plan_in(folder, "MAX78000")
     return device_check(plan, "MAX78000")
 
 

@@ -4,9 +4,6 @@ channels have zero weights, as the vendor's dot-product demo)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +11,8 @@ import pytest
 import yaml
 
 from edgesynth.targets.max7800x.device import get_device
-from edgesynth.targets.max7800x.izer import plan_izer
 from edgesynth.targets.max7800x.placement.verify import device_check
+from izer_helpers import plan_in
 
 
 @pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
@@ -40,14 +37,7 @@ def test_zero_kernels_at_the_end_are_channels_when_checked(
     ]  # fmt: skip
     spec = {"arch": "test", "dataset": "rb", "layers": layers}
     (tmp_path / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    before = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            argv = ["--device", device, "--config-file", "net.yaml", "--stop-after", "0"]
-            result, plan = plan_izer([*argv, "--test-dir", str(tmp_path / "o"), "--prefix", "p"])
-    finally:
-        os.chdir(before)
+    result, plan = plan_in(tmp_path, device, "--stop-after", "0")
     check = device_check(plan, device)
     assert check.ok, (check.details, check.hazards)
     assert check.output.shape[0] == channels

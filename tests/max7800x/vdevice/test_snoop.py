@@ -4,9 +4,6 @@ tests from which the fields were inferred."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +12,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgesynth.targets.max7800x.izer import plan_izer
 from edgesynth.targets.max7800x.placement.verify import device_check, run_plan
 from edgesynth.targets.max7800x.vdevice.snoop import SnoopUnit, _compare, write_order
+from izer_helpers import plan_in
 
 NAMES = ("A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC", "HIT", "MAX", "AM")
 
@@ -118,15 +115,7 @@ def _plan(folder: Path, snoop: list[int] | None, first: dict, name: str):  # typ
     if snoop is not None:
         spec["snoop"] = snoop
     (folder / f"{name}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    before = os.getcwd()
-    os.chdir(folder)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            argv = ["--device", "MAX78002", "--config-file", f"{name}.yaml"]
-            _, plan = plan_izer([*argv, "--test-dir", str(folder / "o"), "--prefix", name])
-    finally:
-        os.chdir(before)
-    return plan
+    return plan_in(folder, "MAX78002", config=f"{name}.yaml", prefix=name)[1]
 
 
 def _snoop(data: int, control: int) -> list[int]:

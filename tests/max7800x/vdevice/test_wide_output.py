@@ -7,18 +7,15 @@ and box outputs are 32-bit, 126 channels, 32x40 pixels)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from edgesynth.targets.max7800x.izer import plan_izer
 from edgesynth.targets.max7800x.placement.verify import device_check
 from edgesynth.targets.max7800x.rules.sizes import processors_per_pass
+from izer_helpers import plan_in
 
 
 def _network(folder: Path, channels: int, write_gap: int) -> None:
@@ -50,14 +47,7 @@ def test_32_bit_pixels_lie_four_words_per_pointer_step_apart(
     tmp_path: Path, device: str, channels: int, write_gap: int
 ) -> None:
     _network(tmp_path, channels, write_gap)
-    before = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            argv = ["--device", device, "--config-file", "net.yaml"]
-            result, plan = plan_izer([*argv, "--test-dir", str(tmp_path / "out"), "--prefix", "p"])
-    finally:
-        os.chdir(before)
+    result, plan = plan_in(tmp_path, device)
     assert result.output.shape == (channels, 6, 7)
     check = device_check(plan, device)
     assert check.kat_ok, check.details
