@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edgesynth.targets.max7800x.placement.verify import device_check, run_plan
-from edgesynth.targets.max7800x.vdevice.snoop import SnoopUnit, _compare, write_order
+from edgesynth.targets.max7800x.snoop_unit import SnoopUnit, compare
+from edgesynth.targets.max7800x.vdevice.snoop import write_order
 from izer_helpers import plan_in
 
 NAMES = ("A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC", "HIT", "MAX", "AM")
@@ -35,7 +36,7 @@ def _reference(code: int, value: int, low: int, high: int) -> bool:
     st.integers(0, 2**32 - 1),
 )
 def test_comparison_codes(code: int, values: list[int], low: int, high: int) -> None:
-    got = _compare(code, np.array(values, dtype=np.uint64), low, high)
+    got = compare(code, np.array(values, dtype=np.uint64), low, high)
     assert got.tolist() == [_reference(code, v, low, high) for v in values]
 
 

@@ -259,7 +259,14 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
     net = build(spec)
     if needs_placement(spec, net.order):
         prove = _device_proof(job, sample) if job.izer is not None else None
-        net, job.placement = place(net, opts.device, rules.rule_options(job.rules), build, prove)
+        net, job.placement = place(
+            net,
+            opts.device,
+            rules.rule_options(job.rules),
+            build,
+            prove,
+            lambda n: {r.index: r.output for r in simulate(n, sample, job.sim)},
+        )
         for index, keys in from_buffer.items():  # chosen too: the user gave none of them
             chosen = job.placement.chosen.setdefault(index, [])
             chosen[:0] = [k for k in keys if k not in chosen]

@@ -22,10 +22,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.network import Network
 from edgesynth.ir.spec import NetworkSpec
 from edgesynth.targets.max7800x.device import Device
+from edgesynth.targets.max7800x.placement import snoop
 from edgesynth.targets.max7800x.placement.problem import (
     SINGLE,
     Problem,
@@ -157,17 +160,31 @@ def place(
     options: RuleOptions,
     rebuild: Callable[[NetworkSpec], Network],
     prove: Callable[[Network], str | None] | None = None,
+    outputs: Callable[[Network], dict[int, np.ndarray]] | None = None,
 ) -> tuple[Network, Placement]:
     """The network with its placement chosen, and the placement (see the module docstring).
 
     `prove(placed)` runs a placed network's generated writes on the virtual device (None: it
     passed; else why not). With it, calcx4 layers may share kernel memory with other layers
     when no placement keeps them apart: each such placement is kept only once the device has
-    proven it, and a refuted one is excluded from the next search."""
+    proven it, and a refuted one is excluded from the next search.
+
+    `outputs(net)` gives every layer's simulated output (they do not depend on the placement):
+    a network whose layer sequence the MAX78002's snoop units decide needs them to place the
+    outputs they watch (placement/snoop.py), and its placement is proven with `prove`."""
     from edgesynth.targets.max7800x.plan.kernels import KernelClash, KernelMemoryExhausted
 
     started = time.perf_counter()
     problem = build_problem(net, device, options)
+    if snoop.decisions(net):
+        if outputs is None:
+            raise Unplaceable(
+                "automatic placement of a network whose layer sequence the snoop units decide "
+                "needs the layers' simulated outputs; give the placement by hand.",
+                file=net.spec.path,
+                key="snoop",
+            )
+        snoop.restrict(problem, outputs(net))
     capacity = [device.mask_width_small] * problem.instances
     forbidden: dict[int, set[int]] = {}
     columns = False  # the allocator's column model, after the first overflow
@@ -239,6 +256,15 @@ def place(
             if refuted:
                 nogoods.append({use.block: solution.instance[use.block] for use in problem.kernels})
                 continue
+        elif problem.decisions and prove is not None:
+            refuted = prove(placed) or ""
+            if refuted:
+                raise EdgesynthError(
+                    "the automatic placement does not give the layer sequence the snoop units "
+                    f"must decide on the virtual device ({refuted}); a defect in edgesynth's "
+                    "planner: please report it with this YAML, and give the placement by hand.",
+                    file=net.spec.path,
+                )
         seconds = time.perf_counter() - started
         return placed, Placement(placements, problem, solution, chosen, rounds, seconds)
     if not apart:

@@ -137,6 +137,10 @@ class Problem:
     # (input block, output block) -> words the output must start below the input for the
     # layer to write over its own input (see `in_place_margins`)
     in_place: dict[tuple[int, int], int] = field(default_factory=dict)
+    # block -> first memory instance -> the (first, last) word offsets it may take there (the
+    # snoop units' decisions, placement/snoop.py); a block or instance not listed: any offset
+    allowed: dict[int, dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
+    decisions: list = field(default_factory=list)  # the snoop decisions behind `allowed`
 
     @property
     def shared(self) -> int:
@@ -156,31 +160,6 @@ class Unplaceable(EdgesynthError):
     """The network uses a feature the planner does not place; the YAML must give the keys."""
 
 
-def _unsupported(net: Network) -> tuple[str, Layer | None, str | None] | None:
-    """(what, layer, YAML key) of the first feature the planner does not place."""
-    for index in net.order:
-        layer = net.layers[index]
-        ls = layer.spec
-        for key, on in (
-            # The layer that follows depends on what the snoop unit sees at data-memory
-            # addresses of the hand placement (its A1/A2 registers), and a layer after the
-            # decision reads one of two producers the hand placement puts at one address.
-            ("snoop_sequence", ls.snoop_sequence is not None),
-            ("simulated_sequence", ls.simulated_sequence is not None),
-        ):
-            if on:
-                if key.endswith("_sequence"):
-                    return (
-                        f"`{key}` (a layer sequence the snoop unit decides from the data "
-                        "at the addresses in `snoop`, which are data-memory words of a hand "
-                        "placement: give this network's placement keys)",
-                        layer,
-                        key,
-                    )
-                return f"`{key}`", layer, key
-    return None
-
-
 def _crop_words(net: Network, layer: Layer, sources: list[int], max_proc: int) -> int:
     """Words past its source's start where a layer with `in_crop` reads: the dropped top rows
     (HWC: one word per pixel and pass; a Conv1d row is one step)."""
@@ -198,29 +177,27 @@ def _crop_words(net: Network, layer: Layer, sources: list[int], max_proc: int) -
     return top * cols * output_passes(source, max_proc)
 
 
-def _sources(net: Network, position: int) -> list[int]:
-    layer = net.layers[net.order[position]]
+def _predecessors(net: Network) -> dict[int, int]:
+    """The layer (or the network input) each layer reads when it names none: the one before it
+    in the run the known answer follows (`simulated_sequence` may skip layers a snoop unit
+    passes by), else the one before it in the hardware's order (layers the run skips are
+    configured all the same)."""
+    previous: dict[int, int] = {}
+    for sequence in (net.order, net.sim_order):  # the run wins
+        for position, index in enumerate(sequence):
+            previous[index] = sequence[position - 1] if position else NETWORK_INPUT
+    return previous
+
+
+def _sources(net: Network, index: int, previous: dict[int, int]) -> list[int]:
+    layer = net.layers[index]
     if layer.in_sequences:
         return list(layer.in_sequences)
-    return [net.order[position - 1] if position else NETWORK_INPUT]
+    return [previous[index]]
 
 
 def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem:
     """The blocks, readers and kernel needs of `net`; `Unplaceable` for features not handled."""
-    found = _unsupported(net)
-    if found is not None:
-        what, layer, key = found
-        line = layer.spec.lines.get(key, layer.spec.line) if layer else net.spec.lines.get(key)
-        raise Unplaceable(
-            f"automatic placement does not handle {what} yet; give `processors` and `out_offset` "
-            "(and `output_processors`/`in_offset` where they differ from the defaults) for every "
-            "layer.",
-            file=net.spec.path,
-            line=line,
-            layer=layer.index if layer else None,
-            layer_name=layer.spec.name if layer else None,
-            key=key,
-        )
     max_proc = options.max_proc or device.processors
     shared = device.processors_sharing_memory
     ctx = Context(net, device, options)
@@ -245,9 +222,10 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
     readers: dict[int, Reader] = {}
     last_read: dict[int, int] = {}
     gap_readers: list[tuple[Layer, int]] = []
-    for position, index in enumerate(order):
+    previous = _predecessors(net)
+    for index in order:
         layer = net.layers[index]
-        sources = _sources(net, position)
+        sources = _sources(net, index, previous)
         for s in sources:
             if s not in (NETWORK_INPUT, DATA_BUFFER) and s not in step:
                 raise Unplaceable(
@@ -289,6 +267,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
     blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc, shared, buffer)
     # what the host reads after the run: the last layer, `output: true` layers, and the last
     # layer of the known-answer simulation (`simulated_sequence` may end elsewhere)
+    run = {NETWORK_INPUT, *(net.sim_order or order)}
     outputs = {order[-1], *(i for i in order if net.layers[i].output)}
     if net.sim_order:
         outputs.add(net.sim_order[-1])
@@ -297,6 +276,10 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             block.born, block.dies = 0, final_step  # kept from one inference to the next
             continue
         block.born = min(0 if m.tensor == NETWORK_INPUT else step[m.tensor] for m in block.members)
+        if not any(m.tensor in run or m.tensor in outputs for m in block.members):
+            # only layers the run skips write it (a snoop unit passes them by): never read
+            block.dies = block.born
+            continue
         block.dies = max(
             final_step if m.tensor in outputs else last_read.get(m.tensor, final_step)
             for m in block.members

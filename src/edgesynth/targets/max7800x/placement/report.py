@@ -50,6 +50,7 @@ def _step_name(placement: Placement, step: int) -> str:
 def tensors(placement: Placement) -> list[TensorPlace]:
     problem, solution = placement.problem, placement.solution
     net = problem.net
+    run = {NETWORK_INPUT, DATA_BUFFER, *(net.sim_order or net.order)}
     result = []
     for block in problem.blocks:
         names = []
@@ -65,6 +66,7 @@ def tensors(placement: Placement) -> list[TensorPlace]:
                 dims = "x".join(map(str, layer.out_dim))
                 names.append(f"{label(layer)} out {layer.out_channels}x{dims}")
         start = solution.word[block.index] - block.skip_words
+        skipped = all(m.tensor not in run for m in block.members)  # a snoop unit skips them
         result.append(
             TensorPlace(
                 names=names,
@@ -74,9 +76,9 @@ def tensors(placement: Placement) -> list[TensorPlace]:
                 written_by=(
                     "earlier runs"
                     if any(m.tensor == DATA_BUFFER for m in block.members)
-                    else _step_name(placement, block.born)
+                    else _step_name(placement, block.born) + (" (skipped)" if skipped else "")
                 ),
-                last_reader=_step_name(placement, block.dies),
+                last_reader="-" if skipped else _step_name(placement, block.dies),
                 born=block.born,
                 dies=block.dies,
             )

@@ -147,6 +147,16 @@ def solve(
         if high < low:
             raise _no_room(problem, block, "it is larger than a data-memory instance")
         offset[block.index] = model.NewIntVar(low, high, f"b{block.index}off")
+        for q, runs in problem.allowed.get(block.index, {}).items():
+            if q not in choice[block.index]:
+                continue
+            if not runs:
+                model.Add(choice[block.index][q] == 0)
+                continue
+            domain = cp_model.Domain.FromIntervals([list(r) for r in runs])
+            model.AddLinearExpressionInDomain(offset[block.index], domain).OnlyEnforceIf(
+                choice[block.index][q]
+            )
 
     _keep_live_data_apart(model, problem, present, offset, instances, in_place)
 
@@ -461,6 +471,15 @@ def _infeasible(problem: Problem, proven: bool, calcx4_apart: bool = True) -> Ed
             "that keeps the calcx4 layers' kernels on processors of their own (the vendor's "
             "kernel allocator would overlap them with the other layers' kernels); use calcx4 on "
             "every layer or on none, or give the placement by hand.",
+            file=problem.net.spec.path,
+        )
+    if problem.decisions:
+        needs = "; ".join(d.describe() for d in problem.decisions)
+        return EdgesynthError(
+            f"{what} for this network on the {problem.device.name} that gives the layer "
+            f"sequence it declares ({needs}): the outputs that must (or must not) reach the "
+            "snoop units' addresses collide with other live data; give the placement of the "
+            "layers around them by hand.",
             file=problem.net.spec.path,
         )
     return EdgesynthError(

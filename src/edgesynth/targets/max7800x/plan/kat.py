@@ -29,22 +29,40 @@ class KatBlock:
     words: np.ndarray  # uint32
 
 
-def expected_words(h: HwLayer, s: PlanSettings, output: np.ndarray) -> list[tuple[int, int, int]]:
-    """(mask, address, value) of every word layer `h` writes, in the vendor's order."""
-    chip = s.chip
-    regs = chip.regs
-    shared = chip.shared
+@dataclass
+class LayerWords:
+    """The words a layer writes, in the vendor's order: the first processor of each word's
+    memory instance, the word's offset in that instance (`out_offset` included), the bytes the
+    layer writes in it (mask) and their value."""
+
+    processor: np.ndarray
+    word: np.ndarray
+    mask: np.ndarray
+    value: np.ndarray
+
+
+def layer_words(
+    output: np.ndarray,
+    omap: int,
+    out_offset: int,
+    out_bits: int,
+    out_expand: int,
+    out_expand_thresh: int,
+    write_gap: int,
+    shared: int,
+) -> LayerWords:
+    """Where a layer's output lands in data memory: HWC, channel c of a pass on the c-th
+    processor of `omap`, four 8-bit channels per word (or one 32-bit channel per word), the
+    passes interleaved per pixel, `write_gap` words between written words."""
     out = np.asarray(output, dtype=np.int64)
     chans = out.shape[0]
-    pixels = out.shape[1] * out.shape[2]
+    pixels = out[0].size
     flat = out.reshape(chans, pixels)
-    omap = h.output_processor_map
     start = ffs(omap) & ~(shared - 1)
     next_map = omap >> start
-    out_size = h.output_width // 8
-    width = h.out_expand * out_size
-    gap = h.write_gap + 1
-    base = regs.apb_base + regs.sram_base + h.out_offset
+    out_size = out_bits // 8
+    width = out_expand * out_size
+    gap = write_gap + 1
 
     # Walk the channels once (the same for every pixel): which word holds which channels.
     groups: list[tuple[int, int, list[int]]] = []  # (proc, expand, channel per byte/word slot)
@@ -52,9 +70,9 @@ def expected_words(h: HwLayer, s: PlanSettings, output: np.ndarray) -> list[tupl
     poffs = start
     this_map = next_map
     while c < chans:
-        if c % h.out_expand_thresh == 0:
+        if c % out_expand_thresh == 0:
             poffs, this_map = start, next_map
-        expand = c // h.out_expand_thresh
+        expand = c // out_expand_thresh
         proc = poffs & ~(shared - 1)
         slots = []
         for _ in range(4):
@@ -67,7 +85,7 @@ def expected_words(h: HwLayer, s: PlanSettings, output: np.ndarray) -> list[tupl
         groups.append((proc, expand, slots))
         poffs += 4
 
-    entries: list[tuple[int, int, int]] = []
+    parts: list[tuple[int, np.ndarray, int, np.ndarray]] = []  # (proc, word, mask, value)
     doffs = np.arange(pixels)
     for proc, expand, slots in groups:
         used = [i for i, ch in enumerate(slots) if ch >= 0]
@@ -76,10 +94,7 @@ def expected_words(h: HwLayer, s: PlanSettings, output: np.ndarray) -> list[tupl
         this_c = slots[used[0]]
         top = max(ch for ch in slots if ch >= 0) + 1
         num_bytes = min(top - this_c, chans - this_c)
-        instance = (proc % chip.per_group) * regs.instance_size | (
-            proc // chip.per_group
-        ) * regs.group_stride // 4
-        addrs = base + (instance + (doffs * width + expand * out_size) * gap) * 4
+        words = out_offset // 4 + (doffs * width + expand * out_size) * gap
         if out_size == 1:
             value = np.zeros(pixels, dtype=np.int64)
             for i, ch in enumerate(slots):
@@ -90,21 +105,43 @@ def expected_words(h: HwLayer, s: PlanSettings, output: np.ndarray) -> list[tupl
                 mask = FULL
             else:
                 mask = ((1 << (8 * num_bytes)) - 1) << (first * 8)
-            value &= mask
-            entries.extend(zip([mask] * pixels, addrs.tolist(), value.tolist(), strict=True))
+            parts.append((proc, words, mask, value & mask))
         else:
             for i in range(min(num_bytes, out_size)):
                 ch = slots[i]
                 value = flat[ch] & FULL if 0 <= ch < chans else np.zeros(pixels, np.int64)
-                entries.extend(
-                    zip(
-                        [FULL] * pixels,
-                        (addrs + i * out_size).tolist(),
-                        value.tolist(),
-                        strict=True,
-                    )
-                )
-    return entries
+                parts.append((proc, words + i, FULL, value))  # one word per channel
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return LayerWords(empty, empty, empty, empty)
+    return LayerWords(
+        processor=np.concatenate([np.full(pixels, p, dtype=np.int64) for p, _, _, _ in parts]),
+        word=np.concatenate([w for _, w, _, _ in parts]),
+        mask=np.concatenate([np.full(pixels, m, dtype=np.int64) for _, _, m, _ in parts]),
+        value=np.concatenate([v for _, _, _, v in parts]),
+    )
+
+
+def expected_words(h: HwLayer, s: PlanSettings, output: np.ndarray) -> list[tuple[int, int, int]]:
+    """(mask, address, value) of every word layer `h` writes, in the vendor's order."""
+    chip = s.chip
+    regs = chip.regs
+    written = layer_words(
+        output,
+        h.output_processor_map,
+        h.out_offset,
+        h.output_width,
+        h.out_expand,
+        h.out_expand_thresh,
+        h.write_gap,
+        chip.shared,
+    )
+    proc = written.processor
+    instance = (proc % chip.per_group) * regs.instance_size | (
+        proc // chip.per_group
+    ) * regs.group_stride // 4
+    addrs = regs.apb_base + regs.sram_base + (instance + written.word) * 4
+    return list(zip(written.mask.tolist(), addrs.tolist(), written.value.tolist(), strict=True))
 
 
 def kat_blocks(entries: list[tuple[int, int, int]], max_count: int | None) -> list[KatBlock]:

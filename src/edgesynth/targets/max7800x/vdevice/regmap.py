@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgesynth.targets.max7800x.snoop_unit import REGISTERS
+
 UG = "UG"
 TC = "TC"
 BE = "BE"
@@ -544,7 +546,7 @@ MAX78000_MAP = DeviceMap(
 # The snoop units' registers, in the vendor's order (TC: REG_SNP1_A1 .. REG_SNP2_AM). Their
 # control fields are not published; INF marks what the vendor's snoop tests determine (their
 # register words, expected layer sequences and expected accumulators; see vdevice/snoop.py).
-SNOOP_NAMES = ("A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC", "HIT", "MAX", "AM")
+SNOOP_NAMES = REGISTERS  # the vendor's order (snoop_unit.py)
 SNOOP_FIELDS = {
     "C1": (
         _f("enable", 0, 1, "unit on", INF),

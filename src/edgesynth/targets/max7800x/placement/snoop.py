@@ -1,0 +1,244 @@
+"""Placement of networks whose layer sequence a MAX78002 snoop unit decides.
+
+The `snoop` words of a YAML configure units that watch the accelerator's data-memory writes by
+address and value (vdevice/snoop.py). A unit may stop the run after a layer in which it triggers,
+or take a layer's link (NXTLYR) only when it triggered during that layer. Which layers run is
+then a property of the placement: the unit triggers only if the watched addresses receive
+matching words. The known answer follows the run the YAML declares (`simulated_sequence`, and
+`snoop_sequence` for the link), so every layer of that run states a decision:
+
+- a stop unit must trigger in a layer that declares `simulated_sequence: stop`, and in no
+  earlier layer;
+- a link-gating unit must trigger in a layer whose link the run takes, and must not in a layer
+  whose link the run passes by (the next layer in order runs instead).
+
+For each such layer this module computes, per first memory instance of the layer's output block,
+the word offsets at which the layer's writes give that decision: its simulated output (which
+does not depend on the placement) laid out as the hardware writes it (`plan.kat.layer_words`),
+shifted to every offset, shown to the unit's own comparisons. Words the layer writes only in
+part are unknown to a whole-word comparison (the other bytes are whatever memory held) and never
+count as the decision. The search then keeps each block to its allowed offsets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir.network import Layer, Network
+from edgesynth.targets.max7800x.placement.problem import Problem, label, member_map
+from edgesynth.targets.max7800x.plan.hwlayers import passes_and_threshold
+from edgesynth.targets.max7800x.plan.kat import FULL, layer_words
+from edgesynth.targets.max7800x.snoop_unit import (
+    WORD_SPACE,
+    SnoopUnit,
+    compare,
+    units_from_words,
+)
+
+INSTANCE_BITS = 15  # a snoop address: WORD_SPACE | instance << 15 | word
+
+
+@dataclass
+class Decision:
+    """What the units in `units` must decide in `layer`: trigger (any of them) or not (none)."""
+
+    layer: int
+    units: list[SnoopUnit]
+    trigger: bool
+    why: str  # the declaration that asks for it, for messages
+
+    def describe(self) -> str:
+        names = " or ".join(f"snoop unit {u.unit}" for u in self.units)
+        verb = "trigger" if self.trigger else "stay quiet"
+        return f"{names} must {verb} in layer {self.layer} ({self.why})"
+
+
+def _link(layer: Layer) -> int | None:
+    """The layer NXTLYR links to (taken only when a gating unit triggers), None: no link."""
+    following = layer.next_sequence
+    if following not in (None, -1, layer.index + 1):
+        return following
+    if layer.spec.snoop_sequence is not None:
+        return int(layer.spec.snoop_sequence)
+    return None
+
+
+def decisions(net: Network) -> list[Decision]:
+    """Every decision the declared run needs from the snoop units (see the module docstring)."""
+    if net.spec.snoop is None:
+        return []
+    units = units_from_words(net.spec.snoop)
+    stoppers = [u for u in units if u.stops]
+    gates = [u for u in units if u.gates_links]
+    run = net.sim_order or net.order
+    result = []
+    for position, index in enumerate(run):
+        layer = net.layers[index]
+        following = run[position + 1] if position + 1 < len(run) else None
+        declared = str(layer.spec.simulated_sequence or "").lower()
+        if stoppers and following is None and declared == "stop":
+            result.append(Decision(index, stoppers, True, "`simulated_sequence: stop`"))
+        elif stoppers and following is not None:
+            result.append(Decision(index, stoppers, False, f"the run goes on to layer {following}"))
+        link = _link(layer)
+        if gates and following is not None and link is not None and link != index + 1:
+            taken = following == link
+            why = f"the run goes on to layer {following}" + (
+                " by the link" if taken else f", not to the linked layer {link}"
+            )
+            result.append(Decision(index, gates, taken, why))
+    return result
+
+
+@dataclass
+class Written:
+    """A layer's writes relative to its output block at memory instance 0, word 0."""
+
+    instance: np.ndarray
+    word: np.ndarray
+    mask: np.ndarray
+    value: np.ndarray
+
+
+def written(
+    layer: Layer, output: np.ndarray, omap: int, word: int, write_gap: int, max_proc: int
+) -> Written:
+    """Where `layer` writes `output` when its processors are `omap` and its first word `word`."""
+    passes, threshold = passes_and_threshold(layer.out_channels, max_proc)
+    words = layer_words(
+        output, omap, 4 * word, layer.output_width, passes, threshold, write_gap, shared=4
+    )
+    return Written(words.processor // 4, words.word, words.mask, words.value)
+
+
+def triggers(
+    unit: SnoopUnit, writes: Written, layer: int, first: int, low: int, high: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(triggers, known) for every offset low..high of a block starting at memory instance
+    `first`: whether the unit triggers in `layer`, and whether that is certain (no word the
+    comparison depends on is written only in part)."""
+    size = high - low + 1
+    if size <= 0 or unit.watched_layer not in (None, layer):
+        return np.zeros(max(size, 0), dtype=bool), np.ones(max(size, 0), dtype=bool)
+    if unit.whole_words:
+        known = writes.mask == FULL
+    else:
+        known = (writes.mask >> (8 * unit.lane) & 0xFF) == 0xFF
+    data = unit.data_of(writes.value.astype(np.uint64) & 0xFFFFFFFF)
+    matches = compare(unit.data_code, data, unit.regs["D1"], unit.regs["D2"])
+    if unit.data_code == 0:
+        known = np.ones_like(known)
+    hit = known & matches
+    # per write, the offsets at which its address falls inside the window
+    window_low, window_high = unit.address_window()
+    instance = writes.instance + first
+    base = WORD_SPACE | instance << INSTANCE_BITS
+    top = base | (1 << INSTANCE_BITS) - 1
+    start = np.maximum(window_low, base) - base - writes.word
+    stop = np.minimum(window_high, top) - base - writes.word
+    start, stop = np.maximum(start, low), np.minimum(stop, high)
+    inside = start <= stop
+
+    def count(selected: np.ndarray) -> np.ndarray:
+        steps = np.zeros(size + 1, dtype=np.int64)
+        sel = selected & inside
+        np.add.at(steps, start[sel] - low, 1)
+        np.add.at(steps, stop[sel] - low + 1, -1)
+        return np.cumsum(steps[:-1])
+
+    hits, unknown = count(hit), count(~known)
+    if unit.count_code:
+        wrote = count(np.ones_like(inside))
+        fails = ~compare(unit.count_code, hits.astype(np.uint64), unit.regs["X1"], unit.regs["X2"])
+        return (wrote > 0) & fails, (wrote == 0) | (unknown == 0)
+    return hits > 0, (hits > 0) | (unknown == 0)
+
+
+def allowed_offsets(
+    decision: Decision, writes: Written, first: int, low: int, high: int
+) -> np.ndarray:
+    """The offsets low..high (block at memory instance `first`) that give `decision`."""
+    size = high - low + 1
+    if decision.trigger:
+        ok = np.zeros(size, dtype=bool)
+        for unit in decision.units:
+            fires, known = triggers(unit, writes, decision.layer, first, low, high)
+            ok |= fires & known
+        return ok
+    ok = np.ones(size, dtype=bool)
+    for unit in decision.units:
+        fires, known = triggers(unit, writes, decision.layer, first, low, high)
+        ok &= ~fires & known
+    return ok
+
+
+def intervals(allowed: np.ndarray, low: int) -> list[tuple[int, int]]:
+    """The runs of True in `allowed` as (first, last) offsets."""
+    edges = np.diff(np.concatenate(([0], allowed.astype(np.int8), [0])))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1) - 1
+    return [(low + int(s), low + int(e)) for s, e in zip(starts, ends, strict=True)]
+
+
+def watched_words(unit: SnoopUnit) -> str:
+    low, high = unit.address_window()
+    if low == high:
+        return f"address {low:#08x}"
+    return f"addresses {low:#08x}..{min(high, 0xFFFFFF):#08x}"
+
+
+def restrict(problem: Problem, outputs: dict[int, np.ndarray]) -> None:
+    """Keep every block a decided layer writes to the offsets that give the decision
+    (`problem.allowed`); an error naming the layer and unit when no placement does."""
+    from edgesynth.targets.max7800x.placement.solve import candidates
+
+    words = problem.device.instance_words
+    for decision in decisions(problem.net):
+        layer = problem.net.layers[decision.layer]
+        block = problem.blocks[problem.block_of[decision.layer]]
+        member = block.member(decision.layer)
+        omap = member_map(problem.shared, block, member, 0)
+        writes = written(
+            layer, outputs[decision.layer], omap, member.word, member.write_gap, problem.max_proc
+        )
+        low, high = block.skip_words, words - block.words
+        if block.fixed_word is not None:
+            low = high = block.fixed_word
+        limits = problem.allowed.setdefault(block.index, {})
+        for first in candidates(problem, block):
+            ok = allowed_offsets(decision, writes, first, low, high)
+            if first in limits:
+                ok &= _as_mask(limits[first], low, high)
+            limits[first] = intervals(ok, low)
+        problem.decisions.append(decision)
+        if not any(limits.values()):
+            raise _no_placement(problem, decision, layer)
+
+
+def _as_mask(runs: list[tuple[int, int]], low: int, high: int) -> np.ndarray:
+    mask = np.zeros(high - low + 1, dtype=bool)
+    for first, last in runs:
+        mask[first - low : last - low + 1] = True
+    return mask
+
+
+def _no_placement(problem: Problem, decision: Decision, layer: Layer) -> EdgesynthError:
+    watched = "; ".join(
+        f"unit {u.unit} watches {watched_words(u)} for data "
+        + (f"{u.regs['D1']:#010x}" if u.whole_words else f"byte {u.lane} {u.regs['D1']:#04x}")
+        for u in decision.units
+    )
+    key = next((k for k in ("simulated_sequence", "snoop_sequence") if k in layer.spec.lines), None)
+    return EdgesynthError(
+        f"{label(layer)}: no placement of its output gives the declared layer sequence: "
+        f"{decision.describe()}, and the layer writes no such data at any placement ({watched}); "
+        "check `snoop`, `snoop_sequence` and `simulated_sequence`.",
+        file=problem.net.spec.path,
+        line=layer.spec.lines.get(key, layer.spec.line) if key else layer.spec.line,
+        layer=layer.index,
+        layer_name=layer.spec.name,
+        key=key or "snoop",
+    )
