@@ -234,3 +234,31 @@ def test_intervals_are_the_runs_of_allowed_offsets(allowed: list[bool], low: int
             rebuilt[o - low] = True
     assert rebuilt == allowed
     assert all(b + 1 < c for (_, b), (c, _) in itertools.pairwise(runs))
+
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "cases" / "MAX78002"
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(
+    ("case", "hidden"),
+    [
+        ("test-eltwiseadd-avgpool", True),
+        ("test-eltwiseadd-combined-avgpool", True),
+        ("test-eltwiseadd-poolafter-avg", False),
+    ],
+)
+def test_hardware_layer_numbers_count_the_hidden_layers(case: str, hidden: bool) -> None:
+    """A unit's layer filter counts the registers' layers: an average pool after an element-wise
+    layer gets a hidden reset layer on the MAX78002, which shifts the numbers after it."""
+    from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.plan.hwlayers import hardware_numbers
+
+    folder = CORPUS / case
+    if not folder.is_dir():
+        pytest.skip("needs ../shared/corpus")
+    config = next((folder / "tests").glob("*.yaml")).relative_to(folder)
+    result, plan = plan_in(folder, "MAX78002", config=str(config))
+    numbers = hardware_numbers(result.network, get_device("MAX78002"))
+    assert numbers == {h.index: h.index + h.hw_add for h in plan.settings.hw}
+    assert any(h.hw_add for h in plan.settings.hw) == hidden

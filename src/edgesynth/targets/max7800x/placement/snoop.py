@@ -29,7 +29,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer, Network
 from edgesynth.targets.max7800x.placement.problem import Problem, label, member_map
-from edgesynth.targets.max7800x.plan.hwlayers import passes_and_threshold
+from edgesynth.targets.max7800x.plan.hwlayers import hardware_numbers, passes_and_threshold
 from edgesynth.targets.max7800x.plan.kat import FULL, layer_words
 from edgesynth.targets.max7800x.snoop_unit import (
     WORD_SPACE,
@@ -118,8 +118,8 @@ def triggers(
     unit: SnoopUnit, writes: Written, layer: int, first: int, low: int, high: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(triggers, known) for every offset low..high of a block starting at memory instance
-    `first`: whether the unit triggers in `layer`, and whether that is certain (no word the
-    comparison depends on is written only in part)."""
+    `first`: whether the unit triggers in hardware layer `layer`, and whether that is certain
+    (no word the comparison depends on is written only in part)."""
     size = high - low + 1
     if size <= 0 or unit.watched_layer not in (None, layer):
         return np.zeros(max(size, 0), dtype=bool), np.ones(max(size, 0), dtype=bool)
@@ -158,19 +158,20 @@ def triggers(
 
 
 def allowed_offsets(
-    decision: Decision, writes: Written, first: int, low: int, high: int
+    decision: Decision, writes: Written, number: int, first: int, low: int, high: int
 ) -> np.ndarray:
-    """The offsets low..high (block at memory instance `first`) that give `decision`."""
+    """The offsets low..high (block at memory instance `first`) that give `decision`; `number`
+    is the decided layer's number in the registers (hidden layers counted)."""
     size = high - low + 1
     if decision.trigger:
         ok = np.zeros(size, dtype=bool)
         for unit in decision.units:
-            fires, known = triggers(unit, writes, decision.layer, first, low, high)
+            fires, known = triggers(unit, writes, number, first, low, high)
             ok |= fires & known
         return ok
     ok = np.ones(size, dtype=bool)
     for unit in decision.units:
-        fires, known = triggers(unit, writes, decision.layer, first, low, high)
+        fires, known = triggers(unit, writes, number, first, low, high)
         ok &= ~fires & known
     return ok
 
@@ -196,6 +197,7 @@ def restrict(problem: Problem, outputs: dict[int, np.ndarray]) -> None:
     from edgesynth.targets.max7800x.placement.solve import candidates
 
     words = problem.device.instance_words
+    numbers = hardware_numbers(problem.net, problem.device)
     for decision in decisions(problem.net):
         layer = problem.net.layers[decision.layer]
         block = problem.blocks[problem.block_of[decision.layer]]
@@ -209,7 +211,7 @@ def restrict(problem: Problem, outputs: dict[int, np.ndarray]) -> None:
             low = high = block.fixed_word
         limits = problem.allowed.setdefault(block.index, {})
         for first in candidates(problem, block):
-            ok = allowed_offsets(decision, writes, first, low, high)
+            ok = allowed_offsets(decision, writes, numbers[decision.layer], first, low, high)
             if first in limits:
                 ok &= _as_mask(limits[first], low, high)
             limits[first] = intervals(ok, low)

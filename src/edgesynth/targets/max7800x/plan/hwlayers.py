@@ -15,6 +15,7 @@ import numpy as np
 
 from edgesynth.ir.network import Layer, Network
 from edgesynth.targets.max7800x.compat.sequence import stopped_layer_output_map
+from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.options import RuleOptions
@@ -368,6 +369,29 @@ def _share_duplicates(hw: list[HwLayer], enabled: bool) -> None:
                 break
 
 
+def needs_avgpool_reset(device: Device, previous: Layer, layer: Layer) -> bool:
+    """The device inserts a hidden layer before `layer` (average pooling right after an
+    element-wise layer), so later hardware layer numbers are one higher."""
+    return (
+        device.requires_avgpool_reset_after_eltwise
+        and layer.index > 0
+        and previous.operands > 1
+        and layer.pool_type == "avg"
+    )
+
+
+def hardware_numbers(net: Network, device: Device) -> dict[int, int]:
+    """Layer index -> the number the registers give it (hidden layers counted)."""
+    result, hidden, previous = {}, 0, None
+    for index in net.order:
+        layer = net.layers[index]
+        if previous is not None and needs_avgpool_reset(device, previous, layer):
+            hidden += 1
+        result[index] = index + hidden
+        previous = layer
+    return result
+
+
 def _mark_modes(hw: list[HwLayer], chip: Chip, ctx: Context) -> None:
     """Element-wise emulation, depthwise broadcast, hidden avg-pool reset layers, time slots."""
     hidden = 0
@@ -383,13 +407,7 @@ def _mark_modes(hw: list[HwLayer], chip: Chip, ctx: Context) -> None:
         if h.groups > 1 and h.processor_map == h.output_processor_map:
             h.broadcast = True
         prev = by_index.get(h.prev)
-        if (
-            chip.device.requires_avgpool_reset_after_eltwise
-            and h.index > 0
-            and prev is not None
-            and prev.operands > 1
-            and h.pool_average
-        ):
+        if prev is not None and needs_avgpool_reset(chip.device, prev.layer, h.layer):
             h.avgpool_reset = True
             hidden += 1
         h.hw_add = hidden
