@@ -946,6 +946,26 @@ def test_calcx4_readahead_snoop_need_the_max78002() -> None:
     )
 
 
+def test_a_snoop_link_without_a_gating_unit_is_always_taken() -> None:
+    """`snoop_sequence` sets the layer's link; only a unit with C1 bit 2 makes it conditional.
+    Without one the accelerator always jumps, so the known answer must jump too."""
+
+    def net(snoop: list[int] | None, sim_order: list[int] | None = None) -> Network:
+        layers = [make_layer(i) for i in range(4)]
+        layers[0].spec.snoop_sequence = 3
+        n = make_net(*layers, device=MAX78002, **({"snoop": snoop} if snoop else {}))
+        n.sim_order = sim_order or []
+        return n
+
+    err = only(net(None), MAX78002)
+    assert_names(err, 0, "snoop_sequence", "always takes the link", "continues with layer 1")
+    stopping = [0x200000, 0, 0, 0, 0, 0, 1 | 0x2 | 0x2 << 12, 0, *[0] * 24]  # stops, no gate
+    assert_names(only(net(stopping), MAX78002), 0, "snoop_sequence", "no snoop unit gates")
+    gating = [0x200000, 0, 0, 0, 0, 0, 1 | 0x4 | 0x2 << 12, 0, *[0] * 24]
+    assert violations(net(gating), MAX78002) == []
+    assert violations(net(None, [0, 3]), MAX78002) == []  # the known answer jumps too
+
+
 def test_options_the_device_lacks() -> None:
     net = make_net(make_layer(0))
     for option, expected in (

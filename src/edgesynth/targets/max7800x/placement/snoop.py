@@ -28,7 +28,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer, Network
-from edgesynth.targets.max7800x.placement.problem import Problem, label, member_map
+from edgesynth.targets.max7800x.placement.problem import Problem, member_map
 from edgesynth.targets.max7800x.plan.hwlayers import hardware_numbers, passes_and_threshold
 from edgesynth.targets.max7800x.plan.kat import FULL, layer_words
 from edgesynth.targets.max7800x.snoop_unit import (
@@ -235,7 +235,7 @@ def _no_placement(problem: Problem, decision: Decision, layer: Layer) -> Edgesyn
     )
     key = next((k for k in ("simulated_sequence", "snoop_sequence") if k in layer.spec.lines), None)
     return EdgesynthError(
-        f"{label(layer)}: no placement of its output gives the declared layer sequence: "
+        "no placement of its output gives the declared layer sequence: "
         f"{decision.describe()}, and the layer writes no such data at any placement ({watched}); "
         "check `snoop`, `snoop_sequence` and `simulated_sequence`.",
         file=problem.net.spec.path,

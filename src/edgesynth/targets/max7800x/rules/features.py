@@ -8,6 +8,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.text import map64, plural
+from edgesynth.targets.max7800x.snoop_unit import units_from_words
 
 
 def device_features(ctx: Context) -> Iterator[EdgesynthError]:
@@ -127,3 +128,32 @@ def _fast_fifo_input(ctx: Context, first: Layer) -> Iterator[EdgesynthError]:
         )
     if not ctx.options.riscv:
         yield ctx.global_error(None, "`--fast-fifo` requires `--riscv`.")
+
+
+def snoop_links(ctx: Context) -> Iterator[EdgesynthError]:
+    """A `snoop_sequence` link (NXTLYR) is taken only when a snoop unit that gates links (C1 bit
+    2) triggered in the layer; with no such unit in `snoop` the accelerator always takes it, so
+    a known answer that continues elsewhere fails on the board."""
+    if not ctx.device.supports_snoop:
+        return
+    if any(u.gates_links for u in units_from_words(ctx.net.spec.snoop or [])):
+        return
+    run = ctx.net.sim_order or ctx.net.order
+    for layer in ctx.layers:
+        target = layer.spec.snoop_sequence
+        if target is None or layer.next_sequence != layer.index + 1 or layer.index not in run:
+            continue  # no link, or `next_sequence` sets it
+        target = int(target)
+        position = run.index(layer.index)
+        following = run[position + 1] if position + 1 < len(run) else None
+        if target in (layer.index + 1, following):
+            continue
+        what = "stops" if following is None else f"continues with layer {following}"
+        yield ctx.error(
+            layer,
+            "snoop_sequence",
+            f"{target} links this layer to layer {target}, and no snoop unit gates links "
+            "(`snoop` enables none with C1 bit 2), so the accelerator always takes the link, "
+            f"but the known answer {what} (`simulated_sequence`); add a unit that gates links "
+            f"to `snoop`, or declare `simulated_sequence: {target}`.",
+        )

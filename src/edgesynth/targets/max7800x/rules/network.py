@@ -214,6 +214,7 @@ GLOBAL_RULES: list[NetworkRule] = [
     features.device_features,
     features.start_layer,
     features.fifo_input,
+    features.snoop_links,
 ]
 
 NETWORK_RULES: list[NetworkRule] = [
