@@ -160,8 +160,9 @@ def test_a_declared_trigger_no_placement_can_give_is_refused(
     with pytest.raises(EdgesynthError) as err:
         _plan(tmp_path)
     assert err.value.layer == 0 and err.value.key == "simulated_sequence"
-    assert "no placement of its output gives the declared layer sequence" in err.value.message
-    assert f"{absent:#010x}" in err.value.message
+    assert "snoop unit 1 must trigger in layer 0" in err.value.message
+    assert "but no placement of its output gives that" in err.value.message
+    assert f"addresses == 0x200040 for words == {absent:#010x}" in err.value.message
 
 
 # --- the allowed offsets against the device's unit, write by write ---------------------------
@@ -262,3 +263,15 @@ def test_hardware_layer_numbers_count_the_hidden_layers(case: str, hidden: bool)
     numbers = hardware_numbers(result.network, get_device("MAX78002"))
     assert numbers == {h.index: h.index + h.hw_add for h in plan.settings.hw}
     assert any(h.hw_add for h in plan.settings.hw) == hidden
+
+
+def test_a_given_offset_that_keeps_the_unit_from_triggering_is_named(
+    tmp_path: Path, layer0: np.ndarray
+) -> None:
+    data = _word(layer0, 9, 1)
+    first = {"snoop_sequence": 3, "simulated_sequence": 3, "out_offset": 0}
+    _network(tmp_path, _snoop_words(_word_address(2, 0x150), data, EQUAL_WORD | LINK), first, False)
+    with pytest.raises(EdgesynthError) as err:
+        _plan(tmp_path)
+    assert err.value.layer == 0
+    assert "no placement of its output with `out_offset` of layer 0 gives that" in err.value.message

@@ -104,14 +104,21 @@ class Written:
 
 
 def written(
-    layer: Layer, output: np.ndarray, omap: int, word: int, write_gap: int, max_proc: int
+    layer: Layer,
+    output: np.ndarray,
+    omap: int,
+    word: int,
+    write_gap: int,
+    max_proc: int,
+    shared: int,
 ) -> Written:
-    """Where `layer` writes `output` when its processors are `omap` and its first word `word`."""
+    """Where `layer` writes `output` when its processors are `omap` and its first word `word`
+    (`shared` processors per memory instance)."""
     passes, threshold = passes_and_threshold(layer.out_channels, max_proc)
     words = layer_words(
-        output, omap, 4 * word, layer.output_width, passes, threshold, write_gap, shared=4
+        output, omap, 4 * word, layer.output_width, passes, threshold, write_gap, shared
     )
-    return Written(words.processor // 4, words.word, words.mask, words.value)
+    return Written(words.processor // shared, words.word, words.mask, words.value)
 
 
 def triggers(
@@ -184,11 +191,24 @@ def intervals(allowed: np.ndarray, low: int) -> list[tuple[int, int]]:
     return [(low + int(s), low + int(e)) for s, e in zip(starts, ends, strict=True)]
 
 
-def watched_words(unit: SnoopUnit) -> str:
-    low, high = unit.address_window()
-    if low == high:
-        return f"address {low:#08x}"
-    return f"addresses {low:#08x}..{min(high, 0xFFFFFF):#08x}"
+def _condition(code: int, low: int, high: int, digits: int) -> str:
+    """A comparison code in words: ">= 0x10, <= 0x20"; "any" for code 0."""
+    parts = [
+        f"{op} {value:#0{digits + 2}x}"
+        for bit, op, value in ((1, ">=", low), (2, "==", low), (4, "<=", high), (8, "==", high))
+        if code & bit
+    ]
+    return ", ".join(parts) or "any"
+
+
+def watching(unit: SnoopUnit) -> str:
+    """What a unit compares, for messages."""
+    r = unit.regs
+    what = "words" if unit.whole_words else f"byte {unit.lane} of words"
+    return (
+        f"unit {unit.unit} watches addresses {_condition(unit.address_code, r['A1'], r['A2'], 6)}"
+        f" for {what} {_condition(unit.data_code, r['D1'], r['D2'], 8 if unit.whole_words else 2)}"
+    )
 
 
 def restrict(problem: Problem, outputs: dict[int, np.ndarray]) -> None:
@@ -204,7 +224,13 @@ def restrict(problem: Problem, outputs: dict[int, np.ndarray]) -> None:
         member = block.member(decision.layer)
         omap = member_map(problem.shared, block, member, 0)
         writes = written(
-            layer, outputs[decision.layer], omap, member.word, member.write_gap, problem.max_proc
+            layer,
+            outputs[decision.layer],
+            omap,
+            member.word,
+            member.write_gap,
+            problem.max_proc,
+            problem.shared,
         )
         low, high = block.skip_words, words - block.words
         if block.fixed_word is not None:
@@ -228,16 +254,14 @@ def _as_mask(runs: list[tuple[int, int]], low: int, high: int) -> np.ndarray:
 
 
 def _no_placement(problem: Problem, decision: Decision, layer: Layer) -> EdgesynthError:
-    watched = "; ".join(
-        f"unit {u.unit} watches {watched_words(u)} for data "
-        + (f"{u.regs['D1']:#010x}" if u.whole_words else f"byte {u.lane} {u.regs['D1']:#04x}")
-        for u in decision.units
-    )
+    block = problem.blocks[problem.block_of[decision.layer]]
+    where = "no placement of its output" if decision.trigger else "every placement of its output"
+    given = f" with {', '.join(block.fixed_by)}" if block.fixed_by else ""
     key = next((k for k in ("simulated_sequence", "snoop_sequence") if k in layer.spec.lines), None)
     return EdgesynthError(
-        "no placement of its output gives the declared layer sequence: "
-        f"{decision.describe()}, and the layer writes no such data at any placement ({watched}); "
-        "check `snoop`, `snoop_sequence` and `simulated_sequence`.",
+        f"{decision.describe()}, but {where}{given} gives that "
+        f"({'; '.join(watching(u) for u in decision.units)}); check `snoop`, `snoop_sequence` "
+        "and `simulated_sequence`.",
         file=problem.net.spec.path,
         line=layer.spec.lines.get(key, layer.spec.line) if key else layer.spec.line,
         layer=layer.index,
