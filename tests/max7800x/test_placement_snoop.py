@@ -80,7 +80,7 @@ def _word(layer0: np.ndarray, pixel: int, quad: int) -> int:
     return sum((int(v) & 0xFF) << 8 * lane for lane, v in enumerate(lanes))
 
 
-def _plan(folder: Path):  # type: ignore[no-untyped-def]
+def _plan(folder: Path, snooped: bool = True):  # type: ignore[no-untyped-def]
     """`edgesynth plan net.yaml -o planned.yaml` (which proves the plan on the device), then
     the planned network's layer sequence on the device and its spec."""
     options = PlanOptions(
@@ -89,6 +89,7 @@ def _plan(folder: Path):  # type: ignore[no-untyped-def]
     with contextlib.chdir(folder), contextlib.redirect_stdout(None):
         lines = plan_command(options)
     assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
+    assert any(line.startswith("snoop: snoop unit 1 must") for line in lines) == snooped
     _, plan = plan_in(folder, "MAX78002", config="p.yaml", prefix="planned")
     check = device_check(plan, "MAX78002")
     assert check.ok, (check.details, check.hazards)
@@ -137,7 +138,7 @@ def test_a_placement_that_would_trigger_the_unit_is_avoided(
     plain = tmp_path / "plain"
     plain.mkdir()
     _network(plain, None, {}, placed=False)
-    _, spec = _plan(plain)
+    _, spec = _plan(plain, snooped=False)
     base, procs = spec.layers[0].out_offset, spec.layers[0].output_processors
     instance = (procs & -procs).bit_length() // 4  # the first processor's memory instance
     address = _word_address(instance, base // 4 + 5)

@@ -90,6 +90,7 @@ def run_plan(o: PlanOptions) -> list[str]:
             f"{len(placement.problem.blocks)} tensors in data memory)."
         )
         lines += report.memory_map(placement)
+        lines += [f"snoop: {d.describe()}: placed so." for d in placement.problem.decisions]
     lines += report.kernel_map(plan)
     lines += report.bias_map(plan)
     lines += report.latency_lines(plan)

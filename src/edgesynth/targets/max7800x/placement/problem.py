@@ -19,6 +19,7 @@ every processor it enables. Everything the user gave (`processors`, `output_proc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
@@ -45,6 +46,9 @@ from edgesynth.targets.max7800x.rules import (
 )
 from edgesynth.targets.max7800x.rules.sizes import ceil_div
 from edgesynth.targets.max7800x.rules.text import layer_name
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.placement.snoop import Decision
 
 SINGLE, CONCAT, ELTWISE, PASSES = "single", "concat", "eltwise", "passes"
 INTERLEAVED = (ELTWISE, PASSES)  # parts on the same processors, one word each per pixel
@@ -140,7 +144,7 @@ class Problem:
     # block -> first memory instance -> the (first, last) word offsets it may take there (the
     # snoop units' decisions, placement/snoop.py); a block or instance not listed: any offset
     allowed: dict[int, dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
-    decisions: list = field(default_factory=list)  # the snoop decisions behind `allowed`
+    decisions: list[Decision] = field(default_factory=list)  # the snoop decisions behind it
 
     @property
     def shared(self) -> int:
