@@ -276,3 +276,71 @@ def test_a_given_offset_that_keeps_the_unit_from_triggering_is_named(
         _plan(tmp_path)
     assert err.value.layer == 0
     assert "no placement of its output with `out_offset` of layer 0 gives that" in err.value.message
+
+
+# --- random networks --------------------------------------------------------------------------
+
+ACTIONS = {
+    "link": (LINK, {"snoop_sequence": 3, "simulated_sequence": 3}, [0, 3]),
+    "link passed by": (LINK, {"snoop_sequence": 3}, [0, 1, 2, 3]),
+    "stop": (STOP, {"simulated_sequence": "stop"}, [0]),
+    "no stop": (STOP, {}, [0, 1, 2, 3]),
+}
+
+
+@given(
+    seed=st.integers(0, 2**16),
+    channels=st.sampled_from([3, 4, 6, 8, 12, 16, 32, 64]),
+    action=st.sampled_from(sorted(ACTIONS)),
+    whole_word=st.booleans(),
+)
+@settings(max_examples=20, deadline=None)
+def test_random_snoop_networks_run_the_declared_layers(
+    tmp_path_factory, seed: int, channels: int, action: str, whole_word: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """Layer 0 of `channels` channels; the unit watches, at an address some placement can give,
+    one of its words (whole, or one byte lane): the planner places the network and the device
+    runs exactly the declared layers with the known answer."""
+    rng = np.random.default_rng(seed)
+    folder = tmp_path_factory.mktemp("random")
+    tests = folder / "tests"
+    tests.mkdir()
+    rows, cols, inputs = int(rng.integers(3, 8)), int(rng.integers(3, 8)), int(rng.integers(1, 5))
+    np.save(tests / "sample_snp.npy", rng.integers(-128, 128, size=(inputs, rows, cols)))
+    with open(tests / "weights_snp.npy", "wb") as stream:
+        for shape in (
+            (channels, inputs, 3, 3),
+            (channels, channels, 1, 1),
+            (channels,) * 2 + (1, 1),
+        ):
+            np.save(stream, rng.integers(-128, 128, size=shape, dtype=np.int64))
+    layers = [
+        {"op": "conv2d", "kernel_size": "3x3", "pad": 1},
+        {"op": "conv2d", "kernel_size": "1x1", "pad": 0},
+        {"op": "passthrough"},
+        {"op": "conv2d", "kernel_size": "1x1", "pad": 0},
+    ]
+    (folder / "ref.yaml").write_text(
+        yaml.safe_dump({"arch": "test", "dataset": "snp", "layers": layers}, sort_keys=False)
+    )
+    result, _ = plan_in(folder, "MAX78002", config="ref.yaml")
+    out = result.layers[0].output.reshape(channels, -1)
+    quads = -(-channels // 4)
+    pixel, quad = int(rng.integers(0, out.shape[1])), int(rng.integers(0, quads))
+    lanes = out[4 * quad : 4 * quad + 4, pixel]
+    if whole_word and lanes.size == 4:
+        data = sum((int(v) & 0xFF) << 8 * i for i, v in enumerate(lanes))
+        compare_bits = 1 << 31
+    else:
+        lane = int(rng.integers(0, lanes.size))
+        data, compare_bits = int(lanes[lane]) & 0xFF, lane << 29
+    first = int(rng.integers(0, 16 - quads + 1))  # a memory instance the block may start at
+    word = pixel + int(rng.integers(0, 0x400))
+    control, declared, layers_run = ACTIONS[action]
+    c1 = 1 | 2 << 12 | 2 << 16 | compare_bits | control
+    snoop_words = [_word_address(first + quad, word), 0, data, 0, 0, 0, c1, 0x3000]
+    layers[0].update(declared)
+    spec = {"arch": "test", "dataset": "snp", "snoop": [*snoop_words, *[0] * 24], "layers": layers}
+    (folder / "net.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    sequence, _ = _plan(folder)
+    assert sequence == layers_run
