@@ -171,3 +171,14 @@ def simulated_order(
         if index == -1:
             break
     return sim_order
+
+
+def link_target(layer: Layer) -> int | None:
+    """The layer this layer's NXTLYR links to (a `next_sequence` jump, else `snoop_sequence`),
+    None: no link. A snoop unit that gates links decides whether the link is taken."""
+    following = layer.next_sequence
+    if following not in (None, -1, layer.index + 1):
+        return following
+    if following == layer.index + 1 and layer.spec.snoop_sequence is not None:
+        return int(layer.spec.snoop_sequence)
+    return None

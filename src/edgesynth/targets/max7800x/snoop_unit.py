@@ -130,10 +130,6 @@ class SnoopUnit:
         lane = self.lane
         return ((words >> np.uint32(8 * lane)) & np.uint32(0xFF)).astype(np.uint64)
 
-    def data_matches(self, words: np.ndarray) -> np.ndarray:
-        r = self.regs
-        return compare(self.data_code, self.data_of(words), r["D1"], r["D2"])
-
     def observe(self, layer: int, address: np.ndarray, words: np.ndarray) -> None:
         """A layer's writes, in the order the hardware makes them (address, 32-bit word)."""
         if not self.enabled:
@@ -144,7 +140,7 @@ class SnoopUnit:
         address = address.astype(np.uint64)
         in_window = compare(self.address_code, address, r["A1"], r["A2"])
         data = self.data_of(words)
-        match = in_window & self.data_matches(words)
+        match = in_window & compare(self.data_code, data, r["D1"], r["D2"])
         hits = data[match]
         if self.c1 >> 3 & 1:
             r["ACC"] = int((r["ACC"] + int(hits.sum())) & 0xFFFFFFFF)

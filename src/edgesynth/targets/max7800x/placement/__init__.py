@@ -176,7 +176,8 @@ def place(
 
     started = time.perf_counter()
     problem = build_problem(net, device, options)
-    if snoop.decisions(net):
+    decided = snoop.decisions(net)
+    if decided:
         if outputs is None:
             raise Unplaceable(
                 "automatic placement of a network whose layer sequence the snoop units decide "
@@ -184,7 +185,7 @@ def place(
                 file=net.spec.path,
                 key="snoop",
             )
-        snoop.restrict(problem, outputs(net))
+        snoop.restrict(problem, decided, outputs(net))
     capacity = [device.mask_width_small] * problem.instances
     forbidden: dict[int, set[int]] = {}
     columns = False  # the allocator's column model, after the first overflow

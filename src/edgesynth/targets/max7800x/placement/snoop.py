@@ -31,6 +31,7 @@ from edgesynth.ir.network import Layer, Network
 from edgesynth.targets.max7800x.placement.problem import Problem, member_map
 from edgesynth.targets.max7800x.plan.hwlayers import hardware_numbers, passes_and_threshold
 from edgesynth.targets.max7800x.plan.kat import FULL, layer_words
+from edgesynth.targets.max7800x.sequence import link_target
 from edgesynth.targets.max7800x.snoop_unit import (
     WORD_SPACE,
     SnoopUnit,
@@ -56,16 +57,6 @@ class Decision:
         return f"{names} must {verb} in layer {self.layer} ({self.why})"
 
 
-def _link(layer: Layer) -> int | None:
-    """The layer NXTLYR links to (taken only when a gating unit triggers), None: no link."""
-    following = layer.next_sequence
-    if following not in (None, -1, layer.index + 1):
-        return following
-    if layer.spec.snoop_sequence is not None:
-        return int(layer.spec.snoop_sequence)
-    return None
-
-
 def decisions(net: Network) -> list[Decision]:
     """Every decision the declared run needs from the snoop units (see the module docstring)."""
     if net.spec.snoop is None:
@@ -83,7 +74,7 @@ def decisions(net: Network) -> list[Decision]:
             result.append(Decision(index, stoppers, True, "`simulated_sequence: stop`"))
         elif stoppers and following is not None:
             result.append(Decision(index, stoppers, False, f"the run goes on to layer {following}"))
-        link = _link(layer)
+        link = link_target(layer)
         if gates and following is not None and link is not None and link != index + 1:
             taken = following == link
             why = f"the run goes on to layer {following}" + (
@@ -211,14 +202,14 @@ def watching(unit: SnoopUnit) -> str:
     )
 
 
-def restrict(problem: Problem, outputs: dict[int, np.ndarray]) -> None:
-    """Keep every block a decided layer writes to the offsets that give the decision
+def restrict(problem: Problem, decided: list[Decision], outputs: dict[int, np.ndarray]) -> None:
+    """Keep every block a decided layer writes to the offsets that give its decision
     (`problem.allowed`); an error naming the layer and unit when no placement does."""
     from edgesynth.targets.max7800x.placement.solve import candidates
 
     words = problem.device.instance_words
     numbers = hardware_numbers(problem.net, problem.device)
-    for decision in decisions(problem.net):
+    for decision in decided:
         layer = problem.net.layers[decision.layer]
         block = problem.blocks[problem.block_of[decision.layer]]
         member = block.member(decision.layer)

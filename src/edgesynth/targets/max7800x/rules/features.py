@@ -8,6 +8,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.text import map64, plural
+from edgesynth.targets.max7800x.sequence import link_target
 from edgesynth.targets.max7800x.snoop_unit import units_from_words
 
 
@@ -140,10 +141,9 @@ def snoop_links(ctx: Context) -> Iterator[EdgesynthError]:
         return
     run = ctx.net.sim_order or ctx.net.order
     for layer in ctx.layers:
-        target = layer.spec.snoop_sequence
-        if target is None or layer.next_sequence != layer.index + 1 or layer.index not in run:
-            continue  # no link, or `next_sequence` sets it
-        target = int(target)
+        target = link_target(layer)
+        if layer.spec.snoop_sequence is None or target is None or layer.index not in run:
+            continue  # no `snoop_sequence` link (`next_sequence` links are the run's own)
         position = run.index(layer.index)
         following = run[position + 1] if position + 1 < len(run) else None
         if target in (layer.index + 1, following):

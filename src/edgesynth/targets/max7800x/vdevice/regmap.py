@@ -545,8 +545,7 @@ MAX78000_MAP = DeviceMap(
 
 # The snoop units' registers, in the vendor's order (TC: REG_SNP1_A1 .. REG_SNP2_AM). Their
 # control fields are not published; INF marks what the vendor's snoop tests determine (their
-# register words, expected layer sequences and expected accumulators; see vdevice/snoop.py).
-SNOOP_NAMES = REGISTERS  # the vendor's order (snoop_unit.py)
+# register words, expected layer sequences and expected accumulators; see snoop_unit.py).
 SNOOP_FIELDS = {
     "C1": (
         _f("enable", 0, 1, "unit on", INF),
@@ -588,7 +587,7 @@ MAX78002_MAP = DeviceMap(
                 TC,
                 index=0x42020 + i,
             )
-            for i, name in enumerate(SNOOP_NAMES * 2)
+            for i, name in enumerate(REGISTERS * 2)  # the vendor's order
         },
     },
     layer_base=0x100000,

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgesynth.targets.max7800x.snoop_unit import WORD_SPACE, SnoopUnit
-from edgesynth.targets.max7800x.vdevice.regmap import SNOOP_NAMES
+from edgesynth.targets.max7800x.snoop_unit import REGISTERS, WORD_SPACE, SnoopUnit
 
 
 @dataclass
@@ -73,8 +72,7 @@ def read_units(global_regs: dict[tuple[int, int], int], offsets: dict[str, int])
     for g in groups:
         for n in (1, 2):
             regs = {
-                name: int(global_regs.get((g, offsets[f"SNP{n}_{name}"]), 0))
-                for name in SNOOP_NAMES
+                name: int(global_regs.get((g, offsets[f"SNP{n}_{name}"]), 0)) for name in REGISTERS
             }
             if regs["C1"] & 1:
                 units.append(SnoopUnit(g, n, regs))
