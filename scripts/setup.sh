@@ -24,8 +24,14 @@ if [ -n "$missing" ]; then
     echo "[setup] not found:$missing; install them with: sudo apt-get install $PACKAGES" >&2
   fi
 fi
+# The lock (constraints.txt, written by scripts/lock.sh): every pip call here, build isolation
+# included, installs exactly the versions the tests last ran with. EDGESYNTH_UNLOCKED=1 (used by
+# `scripts/lock.sh --upgrade`) takes the newest versions pyproject.toml's ranges allow instead.
+if [ -z "${EDGESYNTH_UNLOCKED:-}" ]; then
+  export PIP_CONSTRAINT="$PWD/constraints.txt"
+fi
 stamp=.venv/.edgesynth-installed
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml scripts/setup.sh constraints.txt | sha256sum | cut -d' ' -f1)
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0  # up to date: stay quiet, so `scripts/demo.sh` output is the demo's
 fi
@@ -43,7 +49,7 @@ if [ ! -x .venv/bin/python ]; then
 else
   step 1 ".venv exists; updating it"
 fi
-step 2 "upgrading pip"
+step 2 "installing the locked pip"
 pip_install --upgrade pip
 step 3 "installing torch 2.13.0 (CPU build; the largest download, a few minutes the first time)"
 pip_install "torch==2.13.0"
