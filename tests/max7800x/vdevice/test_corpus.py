@@ -54,9 +54,7 @@ VENDOR_FIRMWARE_DEFECTS = {
         frozenset({(_KERNELS, 2, 0), (_KERNELS, 3, 0)}), 3, (767, 768)
     ),
     "MAX78002/test-ffsx4-cifar10-hwc": Defect(frozenset({(_KERNELS, 3, 0)}), 3, (48, 48)),
-    "MAX78002/test-ffsx4readahead-cifar10-hwc": Defect(
-        frozenset({(_KERNELS, 3, 0)}), 3, (48, 48)
-    ),
+    "MAX78002/test-ffsx4readahead-cifar10-hwc": Defect(frozenset({(_KERNELS, 3, 0)}), 3, (48, 48)),
     "MAX78002/test-ffsx4readahead-nopad-multipass5-w8": Defect(
         frozenset({(_KERNELS, 1, 0)}), 3, (1, 4)
     ),
