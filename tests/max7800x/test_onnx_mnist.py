@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from edgesynth.cli import main
 from mnist_lenet import EVAL, lenet, load_mnist, third_party_onnx, trained
 
@@ -26,7 +27,7 @@ DEVTRACE = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "de
 @pytest.mark.slow
 @pytest.mark.train
 def test_third_party_onnx_lenet_on_max78000(tmp_path: Path, capsys) -> None:
-    ort = pytest.importorskip("onnxruntime")
+    ort = needs.module("onnxruntime")
     x, y = load_mnist()
     model_path = tmp_path / "lenet_opset11.onnx"
     third_party_onnx(trained("lenet", lenet, (x, y)), model_path, opset=11)

@@ -1,0 +1,72 @@
+"""What the tests need from the machine: a missing program or Python module fails the test
+with the line that installs it (scripts/setup.sh installs them all, the compilers when run as
+root). A test is never silently left out for want of a tool.
+
+On a developer's machine without them, EDGESYNTH_ALLOW_MISSING_TOOLS=1 turns these failures
+into skips that still say what to install; CI (CI=true) ignores it and fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+# program -> the Debian packages that provide it (one fact: scripts/setup.sh lists the same)
+APT_PACKAGES = {
+    "gcc": "gcc",
+    "arm-none-eabi-gcc": "gcc-arm-none-eabi libnewlib-arm-none-eabi",
+    "riscv64-unknown-elf-gcc": "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf",
+    "qemu-riscv32": "qemu-user",
+}
+# Python module -> what installs it
+PIP_PACKAGES = {
+    "torch": "torch==2.13.0 (bash scripts/setup.sh)",
+    "onnx": "-e '.[onnx]'",
+    "onnxruntime": "-e '.[onnx]'",
+}
+DEVTRACE = Path(__file__).resolve().parents[2] / "shared" / "tools" / "devtrace"
+
+
+def missing_allowed() -> bool:
+    ci = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+    return not ci and os.environ.get("EDGESYNTH_ALLOW_MISSING_TOOLS") == "1"
+
+
+def _missing(message: str) -> None:
+    if missing_allowed():
+        pytest.skip(message, allow_module_level=True)
+    pytest.fail(message + " (or EDGESYNTH_ALLOW_MISSING_TOOLS=1 to skip)", pytrace=False)
+
+
+def tool(name: str) -> str:
+    """The path of program `name`; the test fails (with the apt-get line) without it."""
+    path = shutil.which(name)
+    if path is None:
+        _missing(f"{name} is not installed: sudo apt-get install {APT_PACKAGES[name]}")
+    return str(path)
+
+
+def tools(*names: str) -> list[str]:
+    return [tool(name) for name in names]
+
+
+def module(name: str) -> ModuleType:
+    """Python module `name`; the test fails (with the pip line) without it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        _missing(f"{name} cannot be imported ({err}): pip install {PIP_PACKAGES[name]}")
+        raise  # not reached: _missing raises
+
+
+def devtrace() -> Path:
+    """The devtrace recorder's folder (../shared/tools/devtrace) and gcc to build it."""
+    tool("gcc")
+    if not (DEVTRACE / "run.sh").is_file():
+        pytest.fail(f"the devtrace recorder is missing: expected it at {DEVTRACE}", pytrace=False)
+    return DEVTRACE
