@@ -70,3 +70,23 @@ def devtrace() -> Path:
     if not (DEVTRACE / "run.sh").is_file():
         pytest.fail(f"the devtrace recorder is missing: expected it at {DEVTRACE}", pytrace=False)
     return DEVTRACE
+
+
+CORPUS = DEVTRACE.parents[1] / "corpus"
+
+
+def in_corpus(path: Path | None) -> Path:
+    """`path` of the reference corpus (../shared/corpus); the test fails when it is missing
+    (None: a parameter list found no corpus files at all)."""
+    if path is None or not path.exists():
+        where = CORPUS if path is None else path
+        pytest.fail(f"missing from the reference corpus: {where}", pytrace=False)
+    return path
+
+
+def corpus_params(paths: list[Path], root: Path) -> list:
+    """One parameter per corpus file (id: its path under `root`), or one that fails in
+    in_corpus when there are none."""
+    if not paths:
+        return [pytest.param(None, id="corpus-missing")]
+    return [pytest.param(p, id=str(p.relative_to(root))) for p in paths]

@@ -31,14 +31,11 @@ SRC = Path(__file__).parents[2] / "src"
 
 
 def _corpus_params(paths: list[Path]) -> list:
-    if not paths:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="vendor corpus not present"))]
-    return [pytest.param(p, id=str(p.relative_to(CORPUS / "cases"))) for p in paths]
+    return needs.corpus_params(paths, CORPUS / "cases")
 
 
 def _need_corpus() -> None:
-    if not CHECKPOINTS:
-        pytest.skip("vendor corpus not present")
+    assert CHECKPOINTS, needs.in_corpus(CORPUS / "cases")
 
 
 def _is_legacy(path: Path) -> bool:
@@ -49,7 +46,7 @@ def _corpus_pick(name: str) -> Path:
     for path in CHECKPOINTS:
         if str(path).endswith(name):
             return path
-    pytest.skip(f"{name} not in the corpus")
+    return needs.in_corpus(CORPUS / "cases" / name)
 
 
 # ------------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def _stripped_mnist(tmp_path: Path, keep: dict[int, dict[str, int]] | None = Non
     return path
 
 
-@pytest.mark.skipif(not MNIST.is_dir(), reason="needs ../shared/corpus")
+@pytest.mark.usefixtures("corpus")  # fails when the corpus is missing
 def test_plan_writes_a_yaml_that_synthesizes_to_the_same_answer(tmp_path, capsys):
     yaml_path = _stripped_mnist(tmp_path)
     out = tmp_path / "planned.yaml"
@@ -116,7 +116,7 @@ def test_plan_writes_a_yaml_that_synthesizes_to_the_same_answer(tmp_path, capsys
     capsys.readouterr()
 
 
-@pytest.mark.skipif(not MNIST.is_dir(), reason="needs ../shared/corpus")
+@pytest.mark.usefixtures("corpus")  # fails when the corpus is missing
 def test_given_keys_are_kept(tmp_path, capsys):
     keep = {1: {"processors": 0x00000FFFFFFFFFFF0 >> 4 << 4 | 0, "out_offset": 0x4000}}
     keep = {1: {"processors": 0x0FFFFFFFFFFFFFFF, "out_offset": 0x4000}}
@@ -138,7 +138,7 @@ def test_given_keys_are_kept(tmp_path, capsys):
     capsys.readouterr()
 
 
-@pytest.mark.skipif(not MNIST.is_dir(), reason="needs ../shared/corpus")
+@pytest.mark.usefixtures("corpus")  # fails when the corpus is missing
 def test_conflicting_given_keys_are_refused_with_the_key(tmp_path):
     keep = {0: {"out_offset": 0x1000}, 1: {"in_offset": 0x2000}}
     yaml_path = _stripped_mnist(tmp_path, keep)

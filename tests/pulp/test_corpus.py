@@ -219,8 +219,7 @@ def test_single_buffered_tiles_and_macs_match_dory(name: str, workdir: Path) -> 
 )
 def test_small_l2_goes_through_l3_and_stays_exact(name: str, l2: int, workdir: Path) -> None:
     case = Case(name)
-    if not case.folder.is_dir():
-        pytest.skip(f"no corpus case {name}")
+    needs.in_corpus(case.folder)
     folder, program = _compiled(case, workdir, l2=l2, code_reserve=0)
     stages = {lp.memory.stage for lp in program.plan.layers}
     assert stages - {0}, "some layer keeps its weights or its output in L3"
