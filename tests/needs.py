@@ -32,18 +32,18 @@ PIP_PACKAGES = {
 DEVTRACE = Path(__file__).resolve().parents[2] / "shared" / "tools" / "devtrace"
 
 
-def _in_ci() -> bool:
+def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
 def missing_allowed() -> bool:
-    return not _in_ci() and os.environ.get("EDGESYNTH_ALLOW_MISSING_TOOLS") == "1"
+    return not in_ci() and os.environ.get("EDGESYNTH_ALLOW_MISSING_TOOLS") == "1"
 
 
 def _missing(message: str) -> None:
     if missing_allowed():
         pytest.skip(message, allow_module_level=True)
-    hint = "" if _in_ci() else " (or EDGESYNTH_ALLOW_MISSING_TOOLS=1 to skip)"
+    hint = "" if in_ci() else " (or EDGESYNTH_ALLOW_MISSING_TOOLS=1 to skip)"
     pytest.fail(message + hint, pytrace=False)
 
 
