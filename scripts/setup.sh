@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 # The chips' C compilers and qemu (Debian packages): `edgesynth build`, `pulp run --rv32` and
-# their tests use them. Installed with apt-get when missing and this user may; otherwise the
-# tests that need them are skipped with the apt-get line to run.
+# their tests use them. Installed with apt-get when missing and this user may (a failing
+# apt-get stops the set-up); otherwise the tests that need them fail with the apt-get line to run.
 TOOLS="arm-none-eabi-gcc riscv64-unknown-elf-gcc qemu-riscv32"
 PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi gcc-riscv64-unknown-elf \
 picolibc-riscv64-unknown-elf qemu-user"
@@ -17,11 +17,28 @@ if [ -n "$missing" ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "[setup] installing the cross compilers and qemu ($PACKAGES) for:$missing" >&2
     export DEBIAN_FRONTEND=noninteractive
+    apt_log=$(mktemp)
+    apt_failed() {
+      tail -n 20 "$apt_log" >&2
+      echo "[setup] apt-get failed (above); the tests need$missing: fix apt-get and run" \
+        "bash scripts/setup.sh again" >&2
+      exit 1
+    }
+    echo "[setup] apt-get update (reading the package lists)" >&2
+    apt-get update -q >"$apt_log" 2>&1 || apt_failed
+    echo "[setup] apt-get install (about 1-2 minutes; one line per package set up)" >&2
+    # apt's own "Setting up ..." lines as progress; the whole log only when it fails.
     # shellcheck disable=SC2086
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends $PACKAGES; } \
-      >/dev/null 2>&1 || echo "[setup] apt-get failed; the tests that need$missing are skipped" >&2
+    apt-get install -y -q --no-install-recommends $PACKAGES 2>&1 | tee "$apt_log" \
+      | { grep -E --line-buffered '^Setting up ' | sed -u 's/^/[setup]   /' >&2 || true; } \
+      || apt_failed
+    rm -f "$apt_log"
+    for tool in $missing; do
+      command -v "$tool" >/dev/null 2>&1 || { echo "[setup] still not found: $tool" >&2; exit 1; }
+    done
   else
-    echo "[setup] not found:$missing; install them with: sudo apt-get install $PACKAGES" >&2
+    echo "[setup] not found:$missing; the tests that need them fail until you install them:" \
+      "sudo apt-get install $PACKAGES" >&2
   fi
 fi
 # The lock (constraints.txt, written by scripts/lock.sh): every pip call here, build isolation

@@ -12,9 +12,10 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-torch = pytest.importorskip("torch")
+import needs
+
+torch = needs.module("torch")
 MNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mnist"
 CACHE = Path(tempfile.gettempdir()) / "edgesynth-test-cache"
 EVAL = slice(9000, 10000)  # used neither for training nor for calibration
@@ -111,7 +112,7 @@ def as_float(t) -> np.ndarray:  # type: ignore[no-untyped-def]
 def third_party_onnx(m, path: Path, opset: int = 8) -> None:  # type: ignore[no-untyped-def]
     """The trained LeNet written the way a non-PyTorch exporter writes it: opset `opset`, NCHW,
     MaxPool, Reshape with a shape initializer, Gemm with transB (the weights as stored)."""
-    onnx = pytest.importorskip("onnx")
+    onnx = needs.module("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     def init(name: str, value: np.ndarray):  # type: ignore[no-untyped-def]

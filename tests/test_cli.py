@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
+import needs
 from edgesynth.cli import main
 
 MNIST = (
@@ -66,7 +66,7 @@ def test_unknown_device_is_a_usage_error(capsys) -> None:
 
 def _reference_demo(folder: Path) -> np.ndarray:
     """The demo network in PyTorch float64 with the hardware's rounding, written independently."""
-    torch = pytest.importorskip("torch")
+    torch = needs.module("torch")
     f = torch.nn.functional
     arrays = []
     with open(folder / "tests" / "weights_demo.npy", "rb") as handle:

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from cli_helpers import CliResult, run_cli
 from edgesynth.outputs import STAGING_PREFIX
 
@@ -320,8 +321,8 @@ def _bare(command: Command) -> list[str]:
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's project: the MNIST case, a Gati model and its compiled program, a float
     checkpoint with batchnorm, and a sentinel file."""
-    onnx = pytest.importorskip("onnx")
-    pytest.importorskip("torch")
+    onnx = needs.module("onnx")
+    needs.module("torch")
     from onnx import TensorProto, helper, numpy_helper
 
     from edgesynth.targets.gati.artifacts import write_outputs

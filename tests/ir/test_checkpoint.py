@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.checkpoint import (
     Checkpoint,
@@ -25,22 +26,13 @@ CHECKPOINTS = sorted(
 )
 
 
-def _corpus_params() -> list:
-    if not CHECKPOINTS:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="vendor corpus not present"))]
-    return [pytest.param(p, id=str(p.relative_to(CORPUS / "cases"))) for p in CHECKPOINTS]
-
-
 def _corpus(name: str) -> Path:
-    path = CORPUS / "cases" / name
-    if not path.is_file():
-        pytest.skip(f"{name} not in the corpus")
-    return path
+    return needs.in_corpus(CORPUS / "cases" / name)
 
 
-@pytest.mark.parametrize("path", _corpus_params())
-def test_every_corpus_checkpoint_has_layers(path: Path) -> None:
-    ckpt = load_checkpoint(path)
+@pytest.mark.parametrize("path", needs.corpus_params(CHECKPOINTS, CORPUS / "cases"))
+def test_every_corpus_checkpoint_has_layers(path: Path | None) -> None:
+    ckpt = load_checkpoint(needs.in_corpus(path))
     assert ckpt.arch
     assert ckpt.layers
     for layer in ckpt.layers:

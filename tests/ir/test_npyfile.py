@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.npyfile import (
     load_npy_arrays,
@@ -25,9 +26,7 @@ CASES = CORPUS / "cases"
 
 
 def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} not in the corpus")
-    return path
+    return needs.in_corpus(path)
 
 
 def _save_all(path: Path, *arrays: np.ndarray) -> Path:
@@ -87,8 +86,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_every_corpus_weight_and_bias_file_reads() -> None:
     files = sorted({*CASES.glob("*/*/tests/weights_*.npy"), *CASES.glob("*/*/tests/bias_*.npy")})
-    if not files:
-        pytest.skip("vendor corpus not present")
+    assert len(files) >= 500, needs.in_corpus(CASES)
     for path in files:
         arrays = load_npy_arrays(path)
         assert all(a.dtype == np.int64 for a in arrays), path
@@ -101,8 +99,7 @@ def test_every_corpus_weight_and_bias_file_reads() -> None:
 
 def test_every_corpus_sample_reads() -> None:
     files = sorted(CASES.glob("*/*/tests/sample_*.npy"))
-    if not files:
-        pytest.skip("vendor corpus not present")
+    assert len(files) >= 500, needs.in_corpus(CASES)
     for path in files:
         data = load_sample(path)
         assert data.dtype == np.int64 and data.ndim in (2, 3), path

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.torchfile import (
     Placeholder,
@@ -30,14 +31,11 @@ SRC = Path(__file__).parents[2] / "src"
 
 
 def _corpus_params(paths: list[Path]) -> list:
-    if not paths:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="vendor corpus not present"))]
-    return [pytest.param(p, id=str(p.relative_to(CORPUS / "cases"))) for p in paths]
+    return needs.corpus_params(paths, CORPUS / "cases")
 
 
 def _need_corpus() -> None:
-    if not CHECKPOINTS:
-        pytest.skip("vendor corpus not present")
+    assert CHECKPOINTS, needs.in_corpus(CORPUS / "cases")
 
 
 def _is_legacy(path: Path) -> bool:
@@ -48,7 +46,7 @@ def _corpus_pick(name: str) -> Path:
     for path in CHECKPOINTS:
         if str(path).endswith(name):
             return path
-    pytest.skip(f"{name} not in the corpus")
+    return needs.in_corpus(CORPUS / "cases" / name)
 
 
 # ------------------------------------------------------------------------------------------
@@ -370,7 +368,7 @@ def _compare(torch, ours, theirs, where: str = "") -> int:
 
 
 def test_matches_torch_load_on_corpus() -> None:
-    torch = pytest.importorskip("torch")
+    torch = needs.module("torch")
     _need_corpus()
     zipped = [p for p in CHECKPOINTS if not _is_legacy(p)]
     legacy = [p for p in CHECKPOINTS if _is_legacy(p)]
@@ -383,7 +381,7 @@ def test_matches_torch_load_on_corpus() -> None:
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
 def test_matches_torch_on_views_and_dtypes(tmp_path: Path, legacy: bool) -> None:
-    torch = pytest.importorskip("torch")
+    torch = needs.module("torch")
     base = torch.arange(60, dtype=torch.float32).reshape(6, 10)
     obj = {
         "state_dict": collections.OrderedDict(
@@ -422,7 +420,7 @@ def test_matches_torch_on_views_and_dtypes(tmp_path: Path, legacy: bool) -> None
 
 
 def test_torch_reads_what_we_write(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
+    torch = needs.module("torch")
     state = collections.OrderedDict(
         [
             ("conv1.op.weight", np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 3, 3)),

@@ -13,7 +13,7 @@ from edgesynth.ir.yamlcfg import load_spec
 CORPUS = Path(__file__).parents[2].parent / "shared" / "corpus"
 CASES = CORPUS / "cases"
 CORPUS_YAMLS = sorted(CASES.glob("*/*/**/*.yaml")) if CASES.is_dir() else []
-needs_corpus = pytest.mark.skipif(not CASES.is_dir(), reason=f"no vendor corpus at {CORPUS}")
+needs_corpus = pytest.mark.usefixtures("corpus")  # fails when the corpus is missing
 
 
 def case(device: str, name: str, relative: str) -> NetworkSpec:

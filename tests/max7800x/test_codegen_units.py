@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import needs
 from edgesynth.cli import main
 from edgesynth.targets.max7800x.device import MAX78000, MAX78002
 from edgesynth.targets.max7800x.emit.carrays import define
@@ -203,8 +204,6 @@ def test_no_unload_leaves_cnn_unload_declared_but_not_defined(
 def test_fixed_input_loads_a_pattern_instead_of_the_sample(project: Path, capsys) -> None:
     """As the vendor's tool: --fixed-input drops the sample arrays, defines memcpy32_const()
     (0x55555555, 0xaaaaaaaa, ...) in cnn.c and calls it per input block; the project builds."""
-    import shutil
-
     _two_conv_layers(project, seed=2)
     argv = ["izer", "--device", "MAX78000", "--config-file", "net.yaml"]
     assert main([*argv, "--test-dir", "out", "--prefix", "p", "--fixed-input"]) == 0
@@ -213,7 +212,7 @@ def test_fixed_input_loads_a_pattern_instead_of_the_sample(project: Path, capsys
     assert "SAMPLE_INPUT" not in (folder / "sampledata.h").read_text()
     assert "void memcpy32_const(uint32_t *dst, int n)\n{" in (folder / "cnn.c").read_text()
     assert "memcpy32_const((uint32_t *) 0x50400000, 16);" in (folder / "main.c").read_text()
-    if shutil.which("arm-none-eabi-gcc"):
-        from edgesynth.targets.max7800x.firmware import build_project
+    from edgesynth.targets.max7800x.firmware import build_project
 
-        build_project(folder)
+    needs.tool("arm-none-eabi-gcc")
+    build_project(folder)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.izer_args import (
     EFFECTS,
@@ -26,9 +27,7 @@ BASE = ["--config-file", "net.yaml", "--test-dir", "out", "--prefix", "p"]
 
 
 def case_args(device: str, name: str) -> list[str]:
-    path = CORPUS / "cases" / device / name / "case.json"
-    if not path.exists():
-        pytest.skip(f"corpus case {device}/{name} not available")
+    path = needs.in_corpus(CORPUS / "cases" / device / name / "case.json")
     return json.loads(path.read_text())["args"]
 
 
@@ -47,9 +46,8 @@ def usage_error(*args: str, base: list[str] | None = None) -> str:
 
 
 def test_every_corpus_command_line_parses():
-    cases = sorted((CORPUS / "cases").glob("*/*/case.json"))
-    if not cases:
-        pytest.skip("corpus not available")
+    cases = sorted(needs.in_corpus(CORPUS / "cases").glob("*/*/case.json"))
+    assert len(cases) >= 500
     failures = []
     for path in cases:
         case = json.loads(path.read_text())

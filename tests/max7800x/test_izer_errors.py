@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from edgesynth.cli import main
 
 CASES = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases"
@@ -166,7 +167,7 @@ def test_existing_output_folder_needs_overwrite(project: Path, capsys) -> None:
 
 def test_float_checkpoint_points_to_quantize(project: Path, capsys) -> None:
     """An unquantized checkpoint is refused (the vendor truncates every weight to 0)."""
-    torch = pytest.importorskip("torch")
+    torch = needs.module("torch")
     ck = torch.load(CHECKPOINT, weights_only=False)
     ck["state_dict"] = {
         k: (v / 128.0 if k.endswith("op.weight") else v) for k, v in ck["state_dict"].items()

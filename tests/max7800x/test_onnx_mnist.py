@@ -11,22 +11,20 @@ the virtual device with every known-answer word right and no memory hazard.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import needs
 from edgesynth.cli import main
 from mnist_lenet import EVAL, lenet, load_mnist, third_party_onnx, trained
-
-DEVTRACE = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "devtrace" / "run.sh"
 
 
 @pytest.mark.slow
 @pytest.mark.train
 def test_third_party_onnx_lenet_on_max78000(tmp_path: Path, capsys) -> None:
-    ort = pytest.importorskip("onnxruntime")
+    ort = needs.module("onnxruntime")
     x, y = load_mnist()
     model_path = tmp_path / "lenet_opset11.onnx"
     third_party_onnx(trained("lenet", lenet, (x, y)), model_path, opset=11)
@@ -56,8 +54,8 @@ def test_third_party_onnx_lenet_on_max78000(tmp_path: Path, capsys) -> None:
     agree = float((top1 == float_top1).mean())
     assert agree >= 0.98, agree
 
-    if shutil.which("gcc") and DEVTRACE.is_file():
-        assert main(["device", "run", str(out / "project")]) == 0
-        report = capsys.readouterr().out
-        assert "known answer: all" in report and "hazard:" not in report
+    needs.devtrace()
+    assert main(["device", "run", str(out / "project")]) == 0
+    report = capsys.readouterr().out
+    assert "known answer: all" in report and "hazard:" not in report
     print(f"third-party ONNX LeNet on MAX78000: top-1 agreement with ONNX Runtime {agree:.3f}")

@@ -20,6 +20,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.yamlcfg import load_spec
 from edgesynth.targets.max7800x.placement import snoop
@@ -256,9 +257,7 @@ def test_hardware_layer_numbers_count_the_hidden_layers(case: str, hidden: bool)
     from edgesynth.targets.max7800x.device import get_device
     from edgesynth.targets.max7800x.plan.hwlayers import hardware_numbers
 
-    folder = CORPUS / case
-    if not folder.is_dir():
-        pytest.skip("needs ../shared/corpus")
+    folder = needs.in_corpus(CORPUS / case)
     config = next((folder / "tests").glob("*.yaml")).relative_to(folder)
     result, plan = plan_in(folder, "MAX78002", config=str(config))
     numbers = hardware_numbers(result.network, get_device("MAX78002"))

@@ -5,13 +5,13 @@ tiling needs no more tiles than DORY chose, the L3 path is exact, the RV32 build
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from pulpcase import Case, align, case_params
 
+import needs
 from edgesynth.targets.pulp.cli import compile_network, run_program, simulate
 from edgesynth.targets.pulp.device import GAP8
 from edgesynth.targets.pulp.memory import check_no_overlap
@@ -219,8 +219,7 @@ def test_single_buffered_tiles_and_macs_match_dory(name: str, workdir: Path) -> 
 )
 def test_small_l2_goes_through_l3_and_stays_exact(name: str, l2: int, workdir: Path) -> None:
     case = Case(name)
-    if not case.folder.is_dir():
-        pytest.skip(f"no corpus case {name}")
+    needs.in_corpus(case.folder)
     folder, program = _compiled(case, workdir, l2=l2, code_reserve=0)
     stages = {lp.memory.stage for lp in program.plan.layers}
     assert stages - {0}, "some layer keeps its weights or its output in L3"
@@ -232,9 +231,7 @@ def test_small_l2_goes_through_l3_and_stays_exact(name: str, l2: int, workdir: P
 
 @pytest.mark.parametrize("name", ["eegnet_1d_8b_Hx1", "deeploy-KeywordSpotting"])
 def test_rv32_build_under_qemu_gives_the_same_bytes(name: str, workdir: Path) -> None:
-    for tool in ("riscv64-unknown-elf-gcc", "qemu-riscv32"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (Debian: gcc-riscv64-unknown-elf, qemu-user)")
+    needs.tools("riscv64-unknown-elf-gcc", "qemu-riscv32")
     case = Case(name)
     folder, _ = _compiled(case, workdir)
     rv32 = run_program(

@@ -14,13 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnxgen import Net, nemo_network, quantlab_network, random_weights, requantshift_network
 
+import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.frontends.onnx_int import load_integer_onnx, parse_type
 from edgesynth.frontends.onnx_int import symbolic as sy
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
 
-ort = pytest.importorskip("onnxruntime")
+ort = needs.module("onnxruntime")
 
 
 def _onnxruntime(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from edgesynth.ir import graph as g
@@ -50,8 +50,8 @@ def torch_int(t: torch.Tensor) -> np.ndarray:
 def test_conv2d_matches_torch(batch, groups, k, stride, dilation, pads) -> None:
     x, w, b = ints(batch, 4, 7, 6), ints(6, 4 // groups, k, k), ints(6, lo=-5000, hi=5000)
     top, left, bottom, right = pads
-    if 7 + top + bottom < dilation * (k - 1) + 1 or 6 + left + right < dilation * (k - 1) + 1:
-        return
+    span = dilation * (k - 1) + 1
+    assume(7 + top + bottom >= span and 6 + left + right >= span)
     xt = F.pad(torch.from_numpy(x).double(), (left, right, top, bottom))
     want = torch_int(
         F.conv2d(
@@ -152,8 +152,7 @@ def test_linear_flattens_chw() -> None:
     include=st.booleans(),
 )
 def test_float_pool_matches_torch(kind, k, stride, pad, ceil, include) -> None:
-    if pad * 2 > k:
-        return
+    assume(pad * 2 <= k)
     x = RNG.standard_normal((2, 3, 7, 8))
     xt = torch.from_numpy(x)
     if kind == "max":

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-
+import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.train.datasets import load_dataset, normalize
+
+needs.module("torch")
 
 RNG = np.random.default_rng(7)
 

@@ -8,12 +8,12 @@ tests/nn/test_corpus_8bit.py.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
+import needs
 from edgesynth.cli import main
 from edgesynth.nn.qat import QatPolicy
 from edgesynth.quant.files import quantize_file
@@ -26,7 +26,6 @@ from edgesynth.train.yamlgen import write_yaml_template, yaml_template
 
 pytestmark = pytest.mark.train
 
-DEVTRACE = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "devtrace" / "run.sh"
 
 # the data each architecture is built for: (channels, *spatial), classes
 INPUTS = {
@@ -110,11 +109,11 @@ def _synthesize_and_run_on_the_virtual_device(
     out = tmp_path / "synth"
     args = ["synth", str(yaml_path), str(quantized), "--device", chip]
     assert main([*args, "--sample-input", str(sample), "-o", str(out)]) == 0
-    if shutil.which("gcc") and DEVTRACE.is_file():
-        capsys.readouterr()
-        assert main(["device", "run", str(out)]) == 0
-        report = capsys.readouterr().out
-        assert "known answer: all" in report and "hazard:" not in report
+    needs.devtrace()
+    capsys.readouterr()
+    assert main(["device", "run", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "known answer: all" in report and "hazard:" not in report
 
 
 # A 160x120 face fills more than a MAX78000 data-memory instance: the vendor streams it in

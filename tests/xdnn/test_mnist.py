@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from xdnn_graphs import Builder
 
+import needs
 from edgesynth.sim.graph import run
 from edgesynth.targets.xdnn.cli import compile_graph, run_program
 from edgesynth.targets.xdnn.target import run_folder
 from mnist_lenet import EVAL, lenet, load_mnist, third_party_onnx, trained
 
-torch = pytest.importorskip("torch")
+torch = needs.module("torch")
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +161,7 @@ def test_third_party_onnx_mnist(mnist, tmp_path: Path) -> None:  # type: ignore[
     """A third-party MNIST CNN in ONNX (opset 8): through the ONNX front end and
     `edgesynth compile -t xdnn`, the functional model equals the integer reference and agrees
     with ONNX Runtime's float top-1 on at least 99% of 1,000 real images."""
-    ort = pytest.importorskip("onnxruntime")
+    ort = needs.module("onnxruntime")
     from edgesynth.flow import compile_to, load_model
 
     model_path = tmp_path / "lenet_opset8.onnx"
@@ -191,7 +192,7 @@ def test_inception_through_torch_onnx(mnist, tmp_path: Path) -> None:  # type: i
     kept: the ONNX front end and `compile -t xdnn` fold them, place the concatenated branches
     side by side; the functional model equals the integer reference and agrees with ONNX
     Runtime's float top-1 on at least 99% of 1,000 real images."""
-    ort = pytest.importorskip("onnxruntime")
+    ort = needs.module("onnxruntime")
     from edgesynth.flow import compile_to, load_model
 
     model = _trained("inception", Inception, mnist)

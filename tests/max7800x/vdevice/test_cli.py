@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.vdevice import cli, commands
 from edgesynth.targets.max7800x.vdevice.knownanswer import load_kat, parse_sampleoutput
@@ -113,8 +113,8 @@ def _project_from_trace(trace_path: Path, folder: Path) -> None:
     (folder / "main.c").write_text("int main(void) { return 0; }\n")
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to compile the project")
 def test_project_folder_is_recorded_and_checked(tmp_path):
+    needs.devtrace()
     project = tmp_path / "mnist"
     _project_from_trace(MNIST / "trace.bin", project)
     (project / "sampleoutput.h").write_text(_sampleoutput(MNIST / "kat.npz"))
