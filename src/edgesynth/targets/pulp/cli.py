@@ -164,7 +164,11 @@ def _tiles(values: list[str] | None) -> dict[int, tuple[int, int, int]]:
     for v in values or []:
         m = _TILE.match(v)
         if not m:
-            raise EdgesynthError(f"`{v}`: write LAYER=CxHxW, e.g. 3=32x8x16", key="--tile")
+            raise EdgesynthError(
+                f"`{v}`: write LAYER=CxHxW, LAYER being the layer's index (0-based, the `#` "
+                "column of the plan table), e.g. 3=32x8x16",
+                key="--tile",
+            )
         out[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
     return out
 
@@ -260,7 +264,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--code-reserve", type=int, help="L2 bytes kept for code (default 132000)")
     p.add_argument("--single-buffer", action="store_true", help="no double buffering")
     p.add_argument("--no-prefetch", action="store_true", help="no weight prefetch from L3")
-    p.add_argument("--tile", action="append", metavar="LAYER=CxHxW", help="force a tile shape")
+    p.add_argument(
+        "--tile",
+        action="append",
+        metavar="LAYER=CxHxW",
+        help="force the tile shape (channels x rows x columns) of layer LAYER, its index "
+        "(0-based, the `#` column of the plan table) (repeatable)",
+    )
     p.add_argument(
         "--saturate-additions",
         action="store_true",
