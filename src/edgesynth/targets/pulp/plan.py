@@ -41,11 +41,12 @@ class PlanOptions:
         l1 = device.l1_tile_budget if self.l1 is None else self.l1
         l2 = device.l2_bytes if self.l2 is None else self.l2
         reserve = device.code_reserve if self.code_reserve is None else self.code_reserve
+        chip = device.name.upper()
         if not 1 <= l1 <= device.l1_tile_budget:
             raise EdgesynthError(
                 f"{l1} bytes of L1 for tiles is out of range: give 1 to {device.l1_tile_budget} "
-                f"({device.name.upper()}'s {device.l1_bytes}-byte L1 less the {device.cores} cores' "
-                "stacks; the default is the most)",
+                f"({chip}'s {device.l1_bytes}-byte L1 less the {device.cores} cores' stacks; "
+                "the default is the most)",
                 key="--l1",
             )
         if not 0 <= reserve < device.l2_bytes:
@@ -54,7 +55,6 @@ class PlanOptions:
                 f"{device.l2_bytes - 1} (default {device.code_reserve})",
                 key="--code-reserve",
             )
-        chip = device.name.upper()
         if not reserve < l2 <= device.l2_bytes:
             why = (
                 f"is more than {chip}'s L2"
