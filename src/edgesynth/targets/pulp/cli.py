@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.wording import plural
 
 _TILE = re.compile(r"^(\d+)=(\d+)x(\d+)x(\d+)$")
 
@@ -155,7 +156,9 @@ def simulate_cmd(args: argparse.Namespace) -> int:
     layers = result.pop("_layers")
     _print_warnings(result.pop("_warnings"))
     path = save_npz(args.output, result, inputs=inputs)
-    print(f"{args.model.name}: {len(layers)} layers; wrote every layer's output to {path}")
+    print(
+        f"{args.model.name}: {plural(len(layers), 'layer')}; wrote every layer's output to {path}"
+    )
     return 0
 
 
@@ -209,7 +212,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     layers = sum(1 for k in result if k.startswith("out_"))
     print(
         f"{args.folder}: ran the generated C ({'rv32 under qemu' if args.rv32 else 'host build'});"
-        f" wrote {layers} layer outputs and their checksums to {path}"
+        f" wrote {plural(layers, 'layer output')} and their checksums to {path}"
     )
     return 0
 
