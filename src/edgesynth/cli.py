@@ -48,6 +48,7 @@ EXTRAS = {
     "matplotlib": "plot",
 }
 
+_NEGATIVE = re.compile(r"^-((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf|nan)$", re.IGNORECASE)
 _INVALID_CHOICE = re.compile(r"invalid choice: '(.*?)' \(choose from (.*)\)")
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 70, 130
@@ -59,6 +60,13 @@ class CommandParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        """A negative number is an option's value (`--epochs -1`, refused by the option's type
+        with its allowed range), even where the parser has an option such as `-8`."""
+        if arg_string not in self._option_string_actions and _NEGATIVE.match(arg_string):
+            return None
+        return super()._parse_optional(arg_string)
 
     def error(self, message: str) -> NoReturn:
         if m := _INVALID_CHOICE.search(message):

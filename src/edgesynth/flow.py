@@ -98,6 +98,7 @@ def load_vendor_network(
     hardware layers the YAML describes, arithmetic only (the device rules with `check`)."""
     from edgesynth.targets.max7800x.build import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.option_names import COMPILE
     from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
 
     job = SynthesisJob(
@@ -107,6 +108,7 @@ def load_vendor_network(
             checkpoint=None if checkpoint is None else str(checkpoint),
             sample_input=None if sample is None else str(sample),
             base_dir=Path(base),
+            names=COMPILE,
         ),
     )
     net, _ = load_network(job)

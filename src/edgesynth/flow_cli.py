@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.wording import plural
 
 
 def _options(pairs: list[str] | None) -> dict[str, object]:
@@ -53,7 +54,8 @@ def compile_cmd(args: argparse.Namespace) -> int:
     fmt = program.inputs[0]
     kind = f"{'' if fmt.signed else 'u'}int{fmt.bits}"
     print(
-        f"{Path(args.model).name} -> {target.name}: {len(program.layers)} hardware layers, "
+        f"{Path(args.model).name} -> {target.name}: "
+        f"{plural(len(program.layers), 'hardware layer')}, "
         f"input {'x'.join(map(str, fmt.shape))} {kind}"
     )
     print(f"wrote {', '.join(files)} in {args.output}")
@@ -77,7 +79,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     else:
         y = result.program.postprocess(result.values).astype(np.float32)
     target = result.program.target
-    print(f"ran {len(y)} inputs on {target}'s bit-exact model; outputs {tuple(y.shape[1:])}")
+    print(f"ran {plural(len(y), 'input')} on {target}'s bit-exact model; outputs {y.shape[1:]}")
     if y.ndim == 2 and y.shape[1] > 1:
         top = y.argmax(axis=1)
         shown = ", ".join(map(str, top[:10])) + (" ..." if len(top) > 10 else "")

@@ -386,6 +386,6 @@ def test_dynamic_spatial_dimension_and_bad_file(tmp_path: Path) -> None:
     _refused(path, r"input `x` has a dynamic dimension other than the batch")
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a protobuf at all")
-    _refused(bad, "cannot read ONNX model")
+    _refused(bad, "not an ONNX model: it is a text file")
     with pytest.raises(EdgesynthError, match="no such file"):
         load_onnx(tmp_path / "missing.onnx")

@@ -17,6 +17,7 @@ from edgesynth.ir import graph as g
 from edgesynth.sim import ops
 from edgesynth.sim.rounding import divide, requantize
 from edgesynth.sim.staged import shift_scale_bias
+from edgesynth.wording import plural
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -258,7 +259,7 @@ def run(
     array for a one-input graph). Returns every tensor (`keep`) or only the graph outputs."""
     if isinstance(inputs, np.ndarray):
         if len(graph.inputs) != 1:
-            raise EdgesynthError(f"graph {graph.name} takes {len(graph.inputs)} inputs")
+            raise EdgesynthError(f"graph {graph.name} takes {plural(len(graph.inputs), 'input')}")
         inputs = {graph.inputs[0]: inputs}
     values: dict[str, np.ndarray] = {}
     for name in graph.inputs:

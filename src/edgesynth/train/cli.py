@@ -12,6 +12,7 @@ from pathlib import Path
 
 from edgesynth.cliargs import device_name, non_negative_int, positive_float, positive_int
 from edgesynth.train import defaults
+from edgesynth.wording import plural
 
 
 def _add_device(parser: argparse.ArgumentParser) -> None:
@@ -286,7 +287,7 @@ def quantize(args: argparse.Namespace) -> int:
         print(
             f"  {r.name}: {r.method}, {r.weight_bits}-bit, output_shift {r.output_shift}{clipped}"
         )
-    print(f"Quantized {len(reports)} layers for {dev.name}: {args.output}")
+    print(f"Quantized {plural(len(reports), 'layer')} for {dev.name}: {args.output}")
     return 0
 
 

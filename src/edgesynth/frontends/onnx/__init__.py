@@ -29,16 +29,11 @@ def from_model(model: Any, path: str = "<onnx model>") -> Graph:
 def load_onnx(path: str | Path) -> Graph:
     """Read an ONNX file into a float graph."""
     try:
-        import onnx
+        import onnx  # noqa: F401  (the reader's; here to say which package is missing)
     except ModuleNotFoundError:
         raise EdgesynthError(
             "reading ONNX models needs the onnx package: pip install 'edgesynth[onnx]'"
         ) from None
-    path = str(path)
-    try:
-        model = onnx.load(path)
-    except FileNotFoundError:
-        raise EdgesynthError("no such file", file=path) from None
-    except Exception as exc:  # protobuf raises several types
-        raise EdgesynthError(f"cannot read ONNX model: {exc}", file=path) from None
-    return from_model(model, path)
+    from edgesynth.frontends.onnxfile import read_onnx_file
+
+    return from_model(read_onnx_file(path), str(path))

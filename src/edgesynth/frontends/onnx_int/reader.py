@@ -79,15 +79,10 @@ def read_onnx(path: Path) -> OnnxModel:
     onnx = _require_onnx()
     from onnx import numpy_helper
 
+    from edgesynth.frontends.onnxfile import read_onnx_file
+
+    model = read_onnx_file(path)
     path = Path(path)
-    if not path.is_file():
-        raise EdgesynthError(
-            "is a folder, not an ONNX file" if path.is_dir() else "no such file", file=str(path)
-        )
-    try:
-        model = onnx.load(str(path))
-    except Exception as err:  # the protobuf parser raises several unrelated types
-        raise EdgesynthError(f"not a readable ONNX model ({err})", file=str(path)) from None
     graph = model.graph
     constants = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
     nodes: list[OnnxNode] = []

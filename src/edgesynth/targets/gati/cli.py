@@ -10,6 +10,7 @@ from pathlib import Path
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.gati import hw
+from edgesynth.wording import plural
 
 
 def compile_cmd(args: argparse.Namespace) -> int:
@@ -37,7 +38,8 @@ def compile_cmd(args: argparse.Namespace) -> int:
     prog = compile_onnx(model, calib, args.dispatch or (), args.on_chip_acc_bytes)
     report = write_outputs(prog, folder, calib[:1])
     print(
-        f"{model.name}: {len(prog.layers)} layers, {report['instruction_count']} instructions, "
+        f"{model.name}: {plural(len(prog.layers), 'layer')}, "
+        f"{report['instruction_count']} instructions, "
         f"{prog.dram_bytes} bytes of DRAM, about {report['total_cycles']} cycles"
     )
     for layer in report["layers"]:
@@ -96,7 +98,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     x = load_float_npy(args.input, "input")
     y, _ = run_program(stream, host, x)
     written = save_npy_atomic(args.output, y.astype(np.float32), inputs=inputs, option="--output")
-    print(f"ran {x.shape[0]} inputs; wrote {written} {tuple(y.shape)}")
+    print(f"ran {plural(x.shape[0], 'input')}; wrote {written} {tuple(y.shape)}")
     return 0
 
 

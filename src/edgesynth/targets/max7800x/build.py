@@ -31,6 +31,7 @@ from edgesynth.targets.max7800x.buffers import DATA_BUFFER, check_buffers
 from edgesynth.targets.max7800x.compat.weight_lists import line_up, zero_every_seventh
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.layer_config import configure_layer, shared_default_pad
+from edgesynth.targets.max7800x.option_names import VENDOR, OptionNames
 from edgesynth.targets.max7800x.sequence import (
     References,
     simulated_order,
@@ -85,6 +86,7 @@ class BuildOptions:
     synthesize_input: int | None = None  # --synthesize-input
     synthesize_words: int = 8  # --synthesize-words
     input_csv_format: int = 888  # --input-csv-format: 555/565 drop low bits of the sample
+    names: OptionNames = VENDOR  # how the command spells the options messages name
 
 
 def checkpoint_takers(spec: NetworkSpec, opts: BuildOptions) -> int:

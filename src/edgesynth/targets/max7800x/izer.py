@@ -14,12 +14,15 @@ from edgesynth.targets.max7800x.izer_args import (
     parse_izer_args,
 )
 from edgesynth.targets.max7800x.network_sim import SimOptions
+from edgesynth.targets.max7800x.option_names import VENDOR, OptionNames
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize
 from edgesynth.targets.max7800x.plan.plan import Plan
 from edgesynth.targets.max7800x.rules.text import layer_name
 
 
-def job_from_options(opts: IzerOptions, base_dir: Path | None = None) -> SynthesisJob:
+def job_from_options(
+    opts: IzerOptions, base_dir: Path | None = None, names: OptionNames = VENDOR
+) -> SynthesisJob:
     build = BuildOptions(
         device=opts.device_spec,
         checkpoint=opts.checkpoint_file,
@@ -43,6 +46,7 @@ def job_from_options(opts: IzerOptions, base_dir: Path | None = None) -> Synthes
         synthesize_input=opts.synthesize_input,
         synthesize_words=opts.synthesize_words,
         input_csv_format=opts.input_csv_format,
+        names=names,
     )
     sim = SimOptions(
         avg_pool_rounding=opts.avg_pool_rounding,
@@ -92,7 +96,9 @@ def plan_izer(argv: list[str]) -> tuple[SynthesisResult, Plan]:
     return result, make_plan(result, opts)
 
 
-def run_izer(argv: list[str]) -> SynthesisResult:
+def run_izer(argv: list[str], names: OptionNames = VENDOR) -> SynthesisResult:
+    """Run the vendor command line `argv`; messages spell options as `names` says (`synth`
+    runs its native options through here)."""
     opts = parse_izer_args(argv)
     problems = option_rule_errors(opts)
     if problems:
@@ -112,10 +118,10 @@ def run_izer(argv: list[str]) -> SynthesisResult:
         Path(opts.test_dir or ".") / opts.prefix,
         overwrite=opts.overwrite,
         inputs=izer_inputs(opts),
-        option="--test-dir/--prefix",
+        option=names.output,
         empty_ok=False,
     )
-    result = synthesize(job_from_options(opts))
+    result = synthesize(job_from_options(opts, names=names))
     if not opts.no_warn_zero:  # as the vendor's tool warns (unless --no-warn-zero)
         for layer in result.layers:
             if not layer.output.any():

@@ -39,6 +39,7 @@ class SynthesisJob:
     rules: object | None = None  # rules.RuleOptions, when the caller has global options
     placement: Placement | None = None  # set when edgesynth chose the placement
     izer: Any = None  # the izer options, when known: placements can then be proven on the device
+    shown_as: str | None = None  # the YAML's path as the user wrote it (default: config_file)
 
 
 @dataclass
@@ -197,13 +198,35 @@ def _stored_dtype(path: Path) -> np.dtype | None:
     return header[2]
 
 
+def _no_sample(spec: NetworkSpec, opts: BuildOptions, path: Path) -> EdgesynthError:
+    """No sample was given and the default one is missing: say where it comes from."""
+    option = opts.names.sample
+    name = path.name
+    found = Path(opts.checkpoint).parent / name if opts.checkpoint else None
+    hint = (
+        f"{found} lies beside the checkpoint: pass {option} {found}"
+        if found is not None and found.is_file()
+        else f"pass {option} FILE.npy; `edgesynth train --save-sample N` writes {name} into "
+        "its run folder, beside the checkpoint"
+    )
+    return EdgesynthError(
+        f"no sample input: without {option}, the sample is tests/{name} (named after the "
+        f"YAML's `dataset: {spec.dataset}`), and there is no such file; {hint}",
+        file=str(path),
+    )
+
+
 def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path]:
     from edgesynth.ir.npyfile import load_sample as read_sample
 
     if opts.sample_input:
         path = _resolve(opts.base_dir, opts.sample_input)
+        if not path.exists():
+            raise EdgesynthError("no such file", file=opts.sample_input, key=opts.names.sample)
     else:
         path = _resolve(opts.base_dir, f"tests/sample_{(spec.dataset or '').lower()}.npy")
+        if not path.exists():
+            raise _no_sample(spec, opts, path)
     sample = read_sample(path).astype(np.int64)
     stored = _stored_dtype(path)
     if stored is not None and stored.type is not np.int64:
@@ -231,17 +254,18 @@ def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path
 def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
     opts = job.build
     spec = load_spec(_resolve(opts.base_dir, job.config_file))
-    spec.path = job.config_file
+    spec.path = job.shown_as or job.config_file
     rules.check_spec(spec, opts.device)  # layer count and offsets: the vendor checks them first
+    trained = (spec.arch or "").lower() != "test"
+    if trained and not opts.checkpoint:
+        raise EdgesynthError(
+            f"`arch: {spec.arch}` needs trained weights: pass the checkpoint with "
+            f"{opts.names.checkpoint} (or use `arch: test` with synthetic weights in tests/).",
+            file=spec.path,
+            line=spec.lines.get("arch"),
+        )
     sample, _ = load_sample(spec, opts)
-    if (spec.arch or "").lower() != "test":
-        if not opts.checkpoint:
-            raise EdgesynthError(
-                f"`arch: {spec.arch}` needs trained weights: pass --checkpoint-file "
-                "(or use `arch: test` with synthetic weights in tests/).",
-                file=spec.path,
-                line=spec.lines.get("arch"),
-            )
+    if trained:
         weights = _checkpoint_weights(spec, _resolve(opts.base_dir, opts.checkpoint), opts)
 
         def build(s: NetworkSpec) -> Network:

@@ -112,6 +112,15 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
         soft = nodes.pop()
         outputs[outputs.index(soft.output)] = soft.inputs[0]
         warnings.append(f"`{soft.name}` ({soft.op}) runs on the host, after the chip's output")
+    for node in nodes:
+        if isinstance(node, g.Softmax):
+            raise EdgesynthError(
+                f"{node.source or f'operator `{node.name}`'} is a softmax in the middle of the "
+                f"network: the {device.name} runs softmax only on its CPU, after the last "
+                "layer (the project's softmax.c); make it the network's last operation, or "
+                "remove it",
+                file=graph.source or None,
+            )
 
     scales = _Scales()
     for node in nodes:
@@ -264,7 +273,8 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
         else:
             raise EdgesynthError(
                 f"operator `{node.name}` ({node.op}) has no MAX7800x equivalent"
-                + (f" ({node.source})" if node.source else "")
+                + (f" ({node.source})" if node.source else ""),
+                file=graph.source or None,
             )
     out.outputs = outputs
     out.validate()

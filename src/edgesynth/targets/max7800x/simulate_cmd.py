@@ -14,6 +14,7 @@ from edgesynth.outputs import check_output_npy, output_folder, save_npy_atomic
 from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.network_sim import SimOptions
+from edgesynth.targets.max7800x.option_names import NATIVE
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize
 
 
@@ -62,6 +63,12 @@ def summary_table(result: SynthesisResult) -> Table:
             str(int(out.max())),
         )
     return table
+
+
+def _as_given(path: Path, base: Path) -> str:
+    """`path` as the user wrote it where it means the same file from `base` (the folder the
+    synthesizer resolves names against), else its absolute path."""
+    return str(path) if (base / path).resolve() == path.resolve() else str(path.resolve())
 
 
 def project_folder(network: Path) -> Path:
@@ -115,6 +122,9 @@ def run_simulate(
 ) -> SynthesisResult:
     dev = get_device(device)
     check_argument_order(network, checkpoint)
+    for path, name in ((checkpoint, "CHECKPOINT"), (sample_input, "--sample-input")):
+        if path is not None and not path.exists():  # named as given, before paths resolve
+            raise EdgesynthError("no such file", file=str(path), key=name)
     base = project_folder(network)
     inputs = [network, checkpoint, sample_input, base / "tests"]
     # The output rules are checked before the simulation, not after it.
@@ -127,13 +137,18 @@ def run_simulate(
         check_output_npy(output, inputs=inputs, option="--output")
     opts = BuildOptions(
         device=dev,
-        checkpoint=str(checkpoint.resolve()) if checkpoint else None,
-        sample_input=str(sample_input.resolve()) if sample_input else None,
+        checkpoint=_as_given(checkpoint, base) if checkpoint else None,
+        sample_input=_as_given(sample_input, base) if sample_input else None,
         stop_after=stop_after,
         base_dir=base,
+        names=NATIVE,
     )
-    config = str(network.resolve())
-    job = SynthesisJob(config, opts, SimOptions(avg_pool_rounding=avg_pool_rounding))
+    job = SynthesisJob(
+        str(network.resolve()),
+        opts,
+        SimOptions(avg_pool_rounding=avg_pool_rounding),
+        shown_as=str(network),
+    )
     result = synthesize(job)
     Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
     if layers_folder is not None:

@@ -64,8 +64,9 @@ def izer_argv(o: SynthOptions) -> list[str]:
 
 def run_synth(o: SynthOptions) -> None:
     from edgesynth.targets.max7800x.izer import run_izer
+    from edgesynth.targets.max7800x.option_names import NATIVE
 
-    run_izer(izer_argv(o))
+    run_izer(izer_argv(o), NATIVE)
 
 
 def run_build(project: Path, device: str | None = None, riscv: bool | None = None) -> None:

@@ -11,12 +11,14 @@ the known answer of the program's sample: the first calibration input, or the gi
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
 
@@ -49,6 +51,27 @@ def _save_arrays(path: Path, arrays: list[np.ndarray]) -> None:
             np.save(handle, np.asarray(a, dtype=np.int64))
 
 
+def _retold(err: EdgesynthError, model: str, folder: Path) -> EdgesynthError:
+    """`err` about the internal description in `folder`, told about the user's model instead
+    (the description's lines and files mean nothing to the user; its layers are the model's
+    hardware layers, named after the model's nodes)."""
+    if isinstance(err, MultipleErrors):
+        return MultipleErrors([_retold(e, model, folder) for e in err.errors])
+    if err.file is not None and (err.file == NETWORK_FILE or err.file.startswith(str(folder))):
+        err.file, err.line = model, None
+        err.args = (err.render(),)
+    return err
+
+
+@contextmanager
+def _about(model: str, folder: Path) -> Iterator[None]:
+    """Errors raised while building from the internal description name the user's model."""
+    try:
+        yield
+    except EdgesynthError as err:
+        raise _retold(err, model, folder) from None
+
+
 class Max7800xTarget(Target):
     device_name: ClassVar[str]
 
@@ -59,6 +82,7 @@ class Max7800xTarget(Target):
 
         device = get_device(self.device_name)
         warnings: list[str] = list(graph.warnings)
+        model = str(graph.meta.get("path") or graph.source or graph.name)
         if not graph.is_integer:
             from edgesynth.targets.max7800x.quantize import quantize
 
@@ -82,7 +106,7 @@ class Max7800xTarget(Target):
             sample = in_format.quantize(first)[0]
         if sample is None:
             sample = np.zeros(in_t.shape, dtype=np.int64)
-        net = self._build(desc, np.asarray(sample))
+        net = self._build(desc, np.asarray(sample), model)
         out_t = graph.tensors[graph.outputs[0]]
         return Program(
             target=self.name,
@@ -91,14 +115,20 @@ class Max7800xTarget(Target):
             inputs=[in_format],
             outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
             warnings=warnings,
-            extra={"description": desc, "network": net, "sample": np.asarray(sample)},
+            extra={
+                "description": desc,
+                "network": net,
+                "sample": np.asarray(sample),
+                "model": model,
+            },
         )
 
-    def _build(self, desc: Any, sample: np.ndarray) -> Any:
+    def _build(self, desc: Any, sample: np.ndarray, model: str) -> Any:
         with tempfile.TemporaryDirectory(prefix="edgesynth-") as tmp:
             folder = Path(tmp)
             _write_description(folder, desc, sample)
-            return self._load_network(folder)
+            with _about(model, folder):
+                return self._load_network(folder)
 
     def _load_network(self, folder: Path) -> Any:
         from edgesynth.targets.max7800x.build import BuildOptions
@@ -146,7 +176,8 @@ class Max7800xTarget(Target):
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:
         files = _write_description(folder, program.extra["description"], program.extra["sample"])
-        files += self._write_project(Path(folder))
+        with _about(program.extra.get("model", NETWORK_FILE), Path(folder)):
+            files += self._write_project(Path(folder))
         return self.write_manifest(program, folder, files)
 
     def _write_project(self, folder: Path) -> list[str]:

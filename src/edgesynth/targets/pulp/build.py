@@ -19,6 +19,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.targets.pulp.emit import RV32_FLAGS, WEIGHTS
 from edgesynth.targets.pulp.layers import Storage
 from edgesynth.targets.pulp.packing import from_hwc, pack, to_hwc, unpack
+from edgesynth.wording import plural
 
 LAYOUT = "layout.json"
 SOURCES = ("network.c", "es_kernels.c", "es_hal_host.c", "main.c")
@@ -105,7 +106,7 @@ def stdin_bytes(
         )
     specs = layout["inputs"]
     if len(inputs) != len(specs):
-        raise EdgesynthError(f"the network takes {len(specs)} inputs, got {len(inputs)}")
+        raise EdgesynthError(f"the network takes {plural(len(specs), 'input')}, got {len(inputs)}")
     samples = inputs[0].shape[0]
     parts = [b"ESIT" if trace else b"ESIN", struct.pack("<I", samples), weights]
     for s in range(samples):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.wording import plural
 
 _TILE = re.compile(r"^(\d+)=(\d+)x(\d+)x(\d+)$")
 
@@ -155,7 +156,9 @@ def simulate_cmd(args: argparse.Namespace) -> int:
     layers = result.pop("_layers")
     _print_warnings(result.pop("_warnings"))
     path = save_npz(args.output, result, inputs=inputs)
-    print(f"{args.model.name}: {len(layers)} layers; wrote every layer's output to {path}")
+    print(
+        f"{args.model.name}: {plural(len(layers), 'layer')}; wrote every layer's output to {path}"
+    )
     return 0
 
 
@@ -164,7 +167,11 @@ def _tiles(values: list[str] | None) -> dict[int, tuple[int, int, int]]:
     for v in values or []:
         m = _TILE.match(v)
         if not m:
-            raise EdgesynthError(f"`{v}`: write LAYER=CxHxW, e.g. 3=32x8x16", key="--tile")
+            raise EdgesynthError(
+                f"`{v}`: write LAYER=CxHxW, LAYER being the layer's index (0-based, the `#` "
+                "column of the plan table), e.g. 3=32x8x16",
+                key="--tile",
+            )
         out[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
     return out
 
@@ -205,7 +212,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     layers = sum(1 for k in result if k.startswith("out_"))
     print(
         f"{args.folder}: ran the generated C ({'rv32 under qemu' if args.rv32 else 'host build'});"
-        f" wrote {layers} layer outputs and their checksums to {path}"
+        f" wrote {plural(layers, 'layer output')} and their checksums to {path}"
     )
     return 0
 
@@ -260,7 +267,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--code-reserve", type=int, help="L2 bytes kept for code (default 132000)")
     p.add_argument("--single-buffer", action="store_true", help="no double buffering")
     p.add_argument("--no-prefetch", action="store_true", help="no weight prefetch from L3")
-    p.add_argument("--tile", action="append", metavar="LAYER=CxHxW", help="force a tile shape")
+    p.add_argument(
+        "--tile",
+        action="append",
+        metavar="LAYER=CxHxW",
+        help="force the tile shape (channels x rows x columns) of layer LAYER, its index "
+        "(0-based, the `#` column of the plan table) (repeatable)",
+    )
     p.add_argument(
         "--saturate-additions",
         action="store_true",

@@ -37,16 +37,36 @@ class PlanOptions:
     tiles: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # forced (c, h, w)
 
     def budgets(self, device: Device) -> tuple[int, int]:
+        """The L1 bytes for tiles and the L2 bytes for data; an option out of range refused."""
         l1 = device.l1_tile_budget if self.l1 is None else self.l1
         l2 = device.l2_bytes if self.l2 is None else self.l2
         reserve = device.code_reserve if self.code_reserve is None else self.code_reserve
-        if l2 - reserve <= 0:
+        chip = device.name.upper()
+        if not 1 <= l1 <= device.l1_tile_budget:
             raise EdgesynthError(
-                f"L2 of {l2} bytes minus a code reserve of {reserve} leaves nothing",
+                f"{l1} bytes of L1 for tiles is out of range: give 1 to {device.l1_tile_budget} "
+                f"({chip}'s {device.l1_bytes}-byte L1 less the {device.cores} cores' stacks; "
+                "the default is the most)",
+                key="--l1",
+            )
+        if not 0 <= reserve < device.l2_bytes:
+            raise EdgesynthError(
+                f"a code reserve of {reserve} bytes is out of range: give 0 to "
+                f"{device.l2_bytes - 1} (default {device.code_reserve})",
                 key="--code-reserve",
             )
-        if l1 <= 0:
-            raise EdgesynthError(f"L1 budget {l1} bytes", key="--l1")
+        if not reserve < l2 <= device.l2_bytes:
+            why = (
+                f"is more than {chip}'s L2"
+                if l2 > device.l2_bytes
+                else f"with a code reserve of {reserve} bytes (--code-reserve) leaves none "
+                "for the network"
+            )
+            raise EdgesynthError(
+                f"L2 of {l2} bytes {why}: --l2 takes {reserve + 1} to {device.l2_bytes} bytes "
+                "with this reserve",
+                key="--code-reserve" if self.l2 is None else "--l2",
+            )
         return l1, l2 - reserve
 
     def to_json(self) -> dict[str, Any]:
@@ -352,10 +372,27 @@ def estimate_cycles(
 # -- planning ----------------------------------------------------------------------------------
 
 
+def check_tile_layers(tiles: dict[int, tuple[int, int, int]], layers: list[PulpLayer]) -> None:
+    """Every forced tile names a layer by its index (0-based, the `#` of the plan table)."""
+    unknown = sorted(set(tiles) - {layer.index for layer in layers})
+    if not unknown:
+        return
+    shown = [f"{layer.index} ({layer.name})" for layer in layers]
+    if len(shown) > 8:
+        shown = [*shown[:6], "...", shown[-1]]
+    raise EdgesynthError(
+        f"no layer {' or '.join(map(str, unknown))}: LAYER in LAYER=CxHxW is the layer's index "
+        f"(0-based, the `#` column of the plan table); this network's layers are "
+        f"{', '.join(shown)}",
+        key="--tile",
+    )
+
+
 def make_plan(
     layers: list[PulpLayer], graph: g.Graph, options: PlanOptions, device: Device = GAP8
 ) -> Plan:
     l1_budget, l2_budget = options.budgets(device)
+    check_tile_layers(options.tiles, layers)
     memory = plan_memory(layers, graph, l2_budget, prefetch=options.prefetch)
     plans: list[LayerPlan] = []
     warnings: list[str] = []

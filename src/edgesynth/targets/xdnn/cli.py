@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.wording import plural
 
 if TYPE_CHECKING:  # the graph module is loaded by the handlers, not by `edgesynth --help`
     from edgesynth.ir.graph import Graph
@@ -87,7 +88,7 @@ def check_quant_file(path: Path) -> tuple[str, int]:
 
     report = check_quant(read_quant(Path(path)))
     lines = [
-        f"{path}: {report.layers} layers, {report.channels} channels, solver "
+        f"{path}: {plural(report.layers, 'layer')}, {report.channels} channels, solver "
         f"{report.policy.name} (post-shift {report.policy.postshift}, scale in "
         f"({report.policy.scale_min}, {2 * report.policy.scale_min}])"
     ]
@@ -148,7 +149,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     x = load_array(args.input, "input", "--input")
     y = run_program(args.program, x)
     written = save_npy_atomic(args.output, y.astype(np.float32), inputs=inputs, option="--output")
-    print(f"ran {len(y)} inputs; wrote {written} {tuple(y.shape)}")
+    print(f"ran {plural(len(y), 'input')}; wrote {written} {tuple(y.shape)}")
     return 0
 
 

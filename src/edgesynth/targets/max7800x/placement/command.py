@@ -59,6 +59,7 @@ def run_plan(o: PlanOptions) -> list[str]:
     from edgesynth.targets.max7800x.izer import job_from_options
     from edgesynth.targets.max7800x.izer_args import parse_izer_args
     from edgesynth.targets.max7800x.network_sim import simulate
+    from edgesynth.targets.max7800x.option_names import NATIVE
     from edgesynth.targets.max7800x.pipeline import (
         SynthesisResult,
         check_network,
@@ -72,7 +73,7 @@ def run_plan(o: PlanOptions) -> list[str]:
     _check_outputs(o)
     with tempfile.TemporaryDirectory(prefix="edgesynth-plan-") as folder:
         opts = parse_izer_args(_izer_argv(o, folder))
-    job = job_from_options(opts)
+    job = job_from_options(opts, names=NATIVE)
     net, sample = load_network(job)
     check_network(net, job)
     result = SynthesisResult(net, sample, simulate(net, sample, job.sim))

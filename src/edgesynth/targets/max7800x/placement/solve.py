@@ -26,6 +26,7 @@ from edgesynth.targets.max7800x.placement.problem import (
     tensor_name,
 )
 from edgesynth.targets.max7800x.placement.problem import member_map as problem_member_map
+from edgesynth.targets.max7800x.placement.shortage import DATA_ADVICE, shortages, usage
 from edgesynth.targets.max7800x.plan.hwlayers import passthrough_slot_index
 from edgesynth.targets.max7800x.rules import input_passes, memory_instances, popcount
 from edgesynth.targets.max7800x.rules.layers import passthrough_group_mismatch
@@ -127,8 +128,20 @@ def solve(
         options = [
             q for q in candidates(problem, block) if q not in (forbidden or {}).get(block.index, ())
         ]
-        if not options or span > instances:
-            raise _no_room(problem, block, "it spans more processors than the device has")
+        if span > instances:
+            raise _no_room(
+                problem,
+                block,
+                f"processors are short: it needs {span} memory instances ({block.processors} "
+                f"processors), the {problem.device.name} has {instances}",
+            )
+        if not options:
+            raise _no_room(
+                problem,
+                block,
+                "every memory instance it could start at makes the kernel allocator overlap "
+                "two layers' kernels; give its readers' `processors` by hand",
+            )
         choice[block.index] = {q: model.NewBoolVar(f"b{block.index}q{q}") for q in options}
         model.AddExactlyOne(choice[block.index].values())
         fixed = None
@@ -145,7 +158,13 @@ def solve(
         if block.fixed_word is not None:
             low = high = block.fixed_word
         if high < low:
-            raise _no_room(problem, block, "it is larger than a data-memory instance")
+            raise _no_room(
+                problem,
+                block,
+                f"data memory is short by {block.words + block.skip_words - words:,} words: it "
+                f"takes {block.words + block.skip_words:,} words in each memory instance it "
+                f"spans, an instance holds {words:,}; {DATA_ADVICE}",
+            )
         offset[block.index] = model.NewIntVar(low, high, f"b{block.index}off")
         for q, runs in problem.allowed.get(block.index, {}).items():
             if q not in choice[block.index]:
@@ -450,19 +469,10 @@ def _tie_passthrough(model, problem: Problem, layer: int, choice) -> None:
 
 def _no_room(problem: Problem, block: Block, why: str) -> EdgesynthError:
     names = ", ".join(tensor_name(problem.net, m.tensor) for m in block.members)
-    return EdgesynthError(
-        f"cannot place {names}: {why} ({block.words:,} words per instance of "
-        f"{problem.device.instance_words:,}).",
-        file=problem.net.spec.path,
-    )
+    return EdgesynthError(f"cannot place {names}: {why}.", file=problem.net.spec.path)
 
 
 def _infeasible(problem: Problem, proven: bool, calcx4_apart: bool = True) -> EdgesynthError:
-    live = max(
-        sum(b.words for b in problem.blocks if b.born <= s <= b.dies)
-        for s in range(problem.steps + 1)
-    )
-    kernels = sum(k.words for k in problem.kernels)
     what = "no placement exists" if proven else "no placement was found within the search effort"
     mixed = any(u.calcx4 for u in problem.kernels) and not all(u.calcx4 for u in problem.kernels)
     if mixed and calcx4_apart:
@@ -482,12 +492,17 @@ def _infeasible(problem: Problem, proven: bool, calcx4_apart: bool = True) -> Ed
             "layers around them by hand.",
             file=problem.net.spec.path,
         )
+    short = shortages(problem)
+    if short:
+        return EdgesynthError(
+            f"{what} for this network on the {problem.device.name}: {'; '.join(short)}.",
+            file=problem.net.spec.path,
+        )
     return EdgesynthError(
-        f"{what} for this network on the {problem.device.name}: at the busiest step the live "
-        f"tensors need {live:,} words per memory instance if stacked in one instance "
-        f"({problem.device.instance_words:,} available per instance, {problem.instances} "
-        f"instances), and the layers need {kernels:,} kernel words in all; reduce tensor "
-        "sizes (pooling, fewer channels) or weights, or give some placement keys by hand.",
+        f"{what} for this network on the {problem.device.name}: the layers' data and kernels "
+        f"cannot be arranged together, though no resource is short on its own ({usage(problem)}"
+        "); make the largest tensors smaller, or give some placement keys (`processors`, "
+        "`out_offset`) by hand.",
         file=problem.net.spec.path,
     )
 

@@ -32,6 +32,7 @@ from edgesynth.targets.max7800x.vdevice.runner import (
 )
 from edgesynth.targets.max7800x.vdevice.state import replay
 from edgesynth.targets.max7800x.vdevice.trace import Trace, read_trace
+from edgesynth.wording import plural
 
 RECORDER_ENV = "EDGESYNTH_DEVTRACE"
 DEFAULT_RECORDER = Path(__file__).resolve().parents[6] / "shared" / "tools" / "devtrace" / "run.sh"
@@ -91,6 +92,33 @@ class DeviceRun:
     output: np.ndarray | None = None
 
 
+def find_project(folder: Path) -> tuple[Path, str | None]:
+    """The generated project in `folder`: the folder itself when it holds cnn.c, else the one
+    folder inside it that does (`compile -t max78000 -o DIR` writes DIR/project), with a note."""
+    if not folder.is_dir():
+        raise EdgesynthError(
+            "no such folder" if not folder.exists() else "not a folder", file=str(folder)
+        )
+    if (folder / "cnn.c").is_file():
+        return folder, None
+    inner = sorted(p.parent for p in folder.glob("*/cnn.c"))
+    if len(inner) == 1:
+        return inner[0], f"note: {folder} holds no cnn.c; running the project in {inner[0]}"
+    if inner:
+        names = ", ".join(str(p) for p in inner)
+        raise EdgesynthError(
+            f"not a generated project: no cnn.c here, and several projects inside ({names}); "
+            "name one of them",
+            file=str(folder),
+        )
+    raise EdgesynthError(
+        "not a generated project: no cnn.c here or in a folder inside; give the folder "
+        "`edgesynth synth -o` or `edgesynth izer` wrote (for `edgesynth compile -t max78000 "
+        "-o DIR`, DIR/project)",
+        file=str(folder),
+    )
+
+
 def record_trace(project: Path, recorder: Path | None = None) -> Trace:
     """Compile a generated project on this PC with the devtrace recorder and record its writes."""
     script = recorder or Path(os.environ.get(RECORDER_ENV, DEFAULT_RECORDER))
@@ -140,8 +168,9 @@ def run_device(
         else None
     )
     known: KnownAnswer | None = None
+    note = None
     if project is not None:
-        project = Path(project)
+        project, note = find_project(Path(project))
         recorded = record_trace(project, Path(recorder) if recorder else None)
         header = project / "sampleoutput.h"
         if kat is None and header.is_file():
@@ -154,7 +183,11 @@ def run_device(
     result = run(recorded, name)
     report = DeviceRun(result)
     lines = report.lines
-    lines.append(f"{name}: {len(recorded)} writes, {len(result.layers)} layers run")
+    if note:
+        lines.append(note)
+    lines.append(
+        f"{name}: {plural(len(recorded), 'write')}, {plural(len(result.layers), 'layer')} run"
+    )
     estimates = cycles.estimate_all(result.programs, result.layers)
     for prog, layer, cyc in zip(result.programs, result.layers, estimates, strict=True):
         lines.append(layer_line(prog, layer, cyc))

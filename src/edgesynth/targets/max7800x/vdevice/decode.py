@@ -6,6 +6,7 @@ import numpy as np
 
 from edgesynth.targets.max7800x.vdevice.regmap import Register
 from edgesynth.targets.max7800x.vdevice.state import Machine
+from edgesynth.wording import plural
 
 
 def _fields(register: Register, value: int) -> str:
@@ -68,7 +69,8 @@ def describe_layers(machine: Machine) -> list[str]:
         processors = sum(len(p.processors) for p in prog.parts.values())
         passes = f" x {prog.passes} passes" if prog.passes > 1 else ""
         lines.append(
-            f"  layer {layer}: {processors} processors{passes}, {prog.rows}x{prog.cols} input "
+            f"  layer {layer}: {plural(processors, 'processor')}{passes}, "
+            f"{prog.rows}x{prog.cols} input "
             f"at word {prog.read_ptr}: {operation(prog)}"
         )
     return lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from edgesynth.targets.max7800x.vdevice.execute import LayerResult
 from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram
+from edgesynth.wording import plural
 
 
 def operation(prog: LayerProgram) -> str:
@@ -44,7 +45,8 @@ def layer_line(prog: LayerProgram, result: LayerResult, cycles: int | None = Non
     passes = f" x {prog.passes} passes" if prog.passes > 1 else ""
     out = result.output.shape
     line = (
-        f"layer {prog.layer:3d}: {processors} processors{passes}, {prog.rows}x{prog.cols} in -> "
+        f"layer {prog.layer:3d}: {plural(processors, 'processor')}{passes}, "
+        f"{prog.rows}x{prog.cols} in -> "
         f"{out[0]}x{out[1]}x{out[2]} out: {operation(prog)}"
     )
     if cycles is not None:
