@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from cli_helpers import run_cli
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -36,10 +37,10 @@ class Case:
     status: int
     says: list[str]  # fragments the output must hold
     never: list[str] = field(default_factory=list)  # fragments it must not
-    marks: tuple = ()
+    tools: tuple[str, ...] = ()  # programs the command needs (missing: the test fails)
 
 
-GCC = pytest.mark.skipif(shutil.which("gcc") is None, reason="device run records with gcc")
+GCC = ("gcc",)  # device run records a project's writes with the host compiler
 MAX = ["-t", "max78000", "-o", "out"]
 
 CASES = [
@@ -178,7 +179,7 @@ CASES = [
             "5 layers run",
         ],
         ["1 processors"],
-        (GCC,),
+        GCC,
     ),
     Case(
         "device-run-no-project",
@@ -266,7 +267,7 @@ def _onnx_net(path: Path, chans: list[int], side: int, pool_first: bool, softmax
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's project: the MNIST YAML, checkpoint and sample (not in tests/), a training run
     folder, the folder `compile -t max78000` wrote, a PULP network and some ONNX models."""
-    pytest.importorskip("onnx")
+    needs.module("onnx")
     root = tmp_path_factory.mktemp("messages") / "project"
     for sub in ("networks", "trained"):
         shutil.copytree(MNIST / sub, root / sub)
@@ -331,10 +332,11 @@ def _read_only(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
     monkeypatch.setattr(os, "open", open_)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=c.marks) for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES])
 def test_message(
     case: Case, template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    needs.tools(*case.tools)
     root = tmp_path / "project"
     shutil.copytree(template, root)
     monkeypatch.chdir(root)
