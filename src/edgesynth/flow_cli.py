@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
 
 
@@ -65,11 +66,11 @@ def run_cmd(args: argparse.Namespace) -> int:
     import numpy as np
 
     from edgesynth.flow import load_array, run_folder
-    from edgesynth.outputs import check_output_npy, save_npy_atomic
+    from edgesynth.outputs import check_output_file, save_npy_atomic
 
     inputs = [args.input, args.program]
     if args.output is not None:
-        check_output_npy(args.output, inputs=inputs, option="--output")
+        check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     x = load_array(args.input, "input", "--input")
     result = run_folder(args.program, x)
     if args.integer:
@@ -83,7 +84,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         shown = ", ".join(map(str, top[:10])) + (" ..." if len(top) > 10 else "")
         print(f"top-1: {shown}")
     if args.output is not None:
-        written = save_npy_atomic(args.output, y, inputs=inputs, option="--output")
+        written = save_npy_atomic(
+            args.output, y, overwrite=args.overwrite, inputs=inputs, option="--output"
+        )
         print(f"wrote {written}")
     return 0
 
@@ -159,6 +162,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--output", "-o", type=Path, metavar="NPY", help="write the outputs (.npy)")
     r.add_argument("--integer", action="store_true", help="write the integer output codes")
+    add_overwrite(r, "the --output file")
     r.set_defaults(handler=run_cmd)
 
     t = subparsers.add_parser("targets", help="list the targets `compile --target` takes")
