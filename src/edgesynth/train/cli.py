@@ -17,6 +17,7 @@ from edgesynth.cliargs import (
     positive_float,
     positive_int,
 )
+from edgesynth.errors import EdgesynthError
 from edgesynth.train import defaults
 
 
@@ -284,6 +285,12 @@ def quantize(args: argparse.Namespace) -> int:
         option="OUTPUT",
     )
     dev = get_device(args.device)
+    if args.weight_bits is not None and args.weight_bits not in dev.weight_bits:
+        raise EdgesynthError(
+            f"{args.weight_bits}-bit weights: {dev.name} takes "
+            f"{', '.join(map(str, dev.weight_bits[:-1]))} or {dev.weight_bits[-1]} bits.",
+            key="--weight-bits",
+        )
     method = args.clip_method.upper() if args.clip_method else None
     opts = QuantizeOptions(
         clip_method=method,
