@@ -36,7 +36,22 @@ class PlanOptions:
     prefetch: bool = True
     tiles: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # forced (c, h, w)
 
+    def within_device(self, device: Device) -> None:
+        """Refuse a memory size the device does not have (the plan would not run)."""
+        for key, size, limit, what in (
+            ("--l1", self.l1, device.l1_tile_budget, "L1 bytes left for tiles after the stacks"),
+            ("--l2", self.l2, device.l2_bytes, "L2 bytes"),
+            ("--code-reserve", self.code_reserve, device.l2_bytes, "L2 bytes"),
+        ):
+            if size is not None and size > limit:
+                raise EdgesynthError(
+                    f"{size} bytes is more than the {device.name}'s {limit:,} {what}; give at "
+                    f"most {limit}.",
+                    key=key,
+                )
+
     def budgets(self, device: Device) -> tuple[int, int]:
+        self.within_device(device)
         l1 = device.l1_tile_budget if self.l1 is None else self.l1
         l2 = device.l2_bytes if self.l2 is None else self.l2
         reserve = device.code_reserve if self.code_reserve is None else self.code_reserve
