@@ -47,9 +47,9 @@ def _check_outputs(o: PlanOptions) -> None:
     ):
         if path is None:
             continue
+        check_output_file(path, overwrite=o.overwrite, inputs=inputs, option=option)
         if path.suffix.lower() not in suffixes:
             raise EdgesynthError(f"{path}: name a {' or '.join(suffixes)} file.", key=option)
-        check_output_file(path, overwrite=o.overwrite, inputs=inputs, option=option)
 
 
 def run_plan(o: PlanOptions) -> list[str]:
