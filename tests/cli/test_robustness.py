@@ -298,6 +298,7 @@ COMMANDS = [
         swapped=["pulp", "run", "pulp/data.npz", "--input", "compiled-pulp", "--output", "o.npz"],
         bad_value=["--layout", "xyz"],
         suffix=".npz",
+        leaves=("compiled-pulp/network_host",),  # the host build, made before the output
     ),
     Command(
         "pulp report",
@@ -683,12 +684,12 @@ MISUSES = {
     "quantize --weight-bits 0": Misuse(
         ["quantize", "float/net5.pth.tar", "res/q.pth.tar", "--weight-bits", "0"],
         1,
-        ("`--weight-bits`", "0-bit weights", "1, 2, 4 or 8"),
+        ("`--weight-bits`", "0-bit weights are not supported on the MAX78000", "1, 2, 4 or 8"),
     ),
     "quantize --weight-bits 3": Misuse(
         ["quantize", "float/net5.pth.tar", "res/q.pth.tar", "--weight-bits", "3"],
         1,
-        ("`--weight-bits`", "3-bit weights", "1, 2, 4 or 8"),
+        ("`--weight-bits`", "3-bit weights are not supported", "choose 1, 2, 4 or 8"),
     ),
     "a YAML with fewer layers than the checkpoint": Misuse(
         ["simulate", "networks/short.yaml", CKPT, "--sample-input", SAMPLE],

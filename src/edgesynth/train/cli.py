@@ -287,8 +287,8 @@ def quantize(args: argparse.Namespace) -> int:
     dev = get_device(args.device)
     if args.weight_bits is not None and args.weight_bits not in dev.weight_bits:
         raise EdgesynthError(
-            f"{args.weight_bits}-bit weights: {dev.name} takes "
-            f"{', '.join(map(str, dev.weight_bits[:-1]))} or {dev.weight_bits[-1]} bits.",
+            f"{args.weight_bits}-bit weights are not supported on the {dev.name}; choose "
+            f"{', '.join(map(str, dev.weight_bits[:-1]))} or {dev.weight_bits[-1]}.",
             key="--weight-bits",
         )
     method = args.clip_method.upper() if args.clip_method else None
