@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgesynth.cliargs import add_overwrite
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, warn
 
 if TYPE_CHECKING:
     from edgesynth.targets.base import TensorFormat
@@ -70,12 +70,10 @@ def compile_cmd(args: argparse.Namespace) -> int:
 def _warn_integer_input(path: Path, dtype: object, fmt: TensorFormat) -> None:
     """Integer data given without --integer may be values (pixels 0..255) mistaken for codes."""
     value = f" (value = code x {fmt.scale:g})" if fmt.scale is not None else ""
-    print(
-        f"edgesynth: warning: `--input`: {path} holds integers ({dtype}), taken as the "
-        f"program's {fmt.bits}-bit input codes{value}, not as values; pass --integer when they "
-        "are codes (the outputs are then codes too), or give float values to have them "
-        "quantized",
-        file=sys.stderr,
+    warn(
+        f"`--input`: {path} holds integers ({dtype}), taken as the program's {fmt.bits}-bit "
+        f"input codes{value}, not as values; pass --integer when they are codes (the outputs "
+        "are then codes too), or give float values to have them quantized"
     )
 
 
