@@ -108,3 +108,13 @@ def test_virtual_device_is_independent_of_the_code_generator() -> None:
             continue
         bad = [n for n in imports(path) if ".vdevice" in n]
         assert not bad, f"{path.relative_to(SRC)} imports {bad}"
+
+
+def test_every_cp_sat_solver_comes_from_cpsat() -> None:
+    """A CpSolver made elsewhere would catch SIGINT and make Ctrl-C kill edgesynth by signal."""
+    makers = [
+        path.relative_to(SRC)
+        for path in sorted(SRC.rglob("*.py"))
+        if "CpSolver(" in path.read_text() and path.name != "cpsat.py"
+    ]
+    assert not makers, f"use edgesynth.cpsat.new_solver in {makers}"

@@ -20,6 +20,7 @@ from edgesynth.outputs import (
     save_npy_atomic,
     write_file_atomic,
 )
+from readonly_fs import read_only
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -71,12 +72,51 @@ def test_new_folder_gets_the_files_with_umask_permissions(elsewhere: Path, umask
 
 
 def test_single_file_permissions_and_no_leftovers(elsewhere: Path, umask022) -> None:
-    target = elsewhere / "new" / "y.npy"
-    assert save_npy_atomic(elsewhere / "new" / "y", np.ones(2)) == target
+    target = elsewhere / "new" / "y"
+    assert save_npy_atomic(target, np.ones(2)) == target  # exactly the name given
+    assert np.load(target).tolist() == [1.0, 1.0]
     assert mode(target) == 0o644 and mode(target.parent) == 0o755
-    write_file_atomic(target, b"replaced")  # a file the user names is replaced, like cp
+    write_file_atomic(target, b"replaced", overwrite=True)
     assert target.read_bytes() == b"replaced"
-    assert [p.name for p in target.parent.iterdir()] == ["y.npy"]
+    assert [p.name for p in target.parent.iterdir()] == ["y"]
+
+
+@pytest.mark.parametrize("write", ["text", "npy", "check"])
+def test_an_existing_file_needs_overwrite(elsewhere: Path, write: str) -> None:
+    target = elsewhere / "notes.txt"
+    target.write_text("the user's notes")
+    with pytest.raises(EdgesynthError, match=r"notes\.txt exists; pass --overwrite") as info:
+        if write == "text":
+            write_file_atomic(target, "replaced", option="-o")
+        elif write == "npy":
+            save_npy_atomic(target, np.ones(2), option="-o")
+        else:
+            check_output_file(target, option="-o")
+    assert "`-o`" in str(info.value)
+    assert target.read_text() == "the user's notes"
+    assert [p.name for p in elsewhere.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("where", ["file", "new-folder", "folder"])
+def test_a_read_only_file_system_is_one_message(
+    elsewhere: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The clean-up after a refused write must not fail in turn (a read-only file system
+    refuses even the removal of a staging file that was never made)."""
+    (elsewhere / "ro").mkdir()
+    before = tree(elsewhere)
+    with read_only(elsewhere / "ro", monkeypatch), pytest.raises(EdgesynthError) as info:
+        if where == "file":
+            write_file_atomic(elsewhere / "ro" / "y.npy", b"x", option="--output")
+        elif where == "new-folder":
+            write_file_atomic(elsewhere / "ro" / "a" / "y.npy", b"x", option="--output")
+        else:
+            with output_folder(elsewhere / "ro", option="-o") as out:
+                out.write_text("r.txt", "x")
+    message = str(info.value)
+    assert f"cannot write into {elsewhere / 'ro'}: it is on a read-only file system" in message
+    assert message.startswith("`")  # the option is named
+    assert tree(elsewhere) == before
 
 
 def test_failure_leaves_no_staging_and_no_created_folders(elsewhere: Path) -> None:
@@ -108,7 +148,7 @@ def test_single_file_failure_keeps_the_old_file(elsewhere: Path) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        write_file_atomic(target, writer=writer)
+        write_file_atomic(target, writer=writer, overwrite=True)
     assert target.read_bytes() == b"old"
     assert [p.name for p in elsewhere.iterdir()] == ["k.npy"]
 
@@ -236,9 +276,9 @@ def test_write_file_atomic_all_or_nothing(elsewhere: Path, data: bytes, fail: bo
 
     if fail:
         with pytest.raises(EdgesynthError, match="No space left on device"):
-            write_file_atomic(target, writer=writer, option="--output")
+            write_file_atomic(target, writer=writer, overwrite=True, option="--output")
         assert target.read_bytes() == b"previous"
     else:
-        write_file_atomic(target, writer=writer)
+        write_file_atomic(target, writer=writer, overwrite=True)
         assert target.read_bytes() == data
     assert [p.name for p in elsewhere.iterdir()] == ["f.bin"]

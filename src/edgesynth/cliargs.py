@@ -51,3 +51,8 @@ def positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def add_overwrite(parser: argparse.ArgumentParser, what: str = "the output file") -> None:
+    """`--overwrite`: without it an existing output file is refused (nothing is replaced)."""
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {what} when it exists")

@@ -81,3 +81,10 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """' Did you mean `x`?' for the closest choice, or '' when nothing is close."""
     match = get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" Did you mean `{match[0]}`?" if match else ""
+
+
+def warn(message: str) -> None:
+    """A problem that does not stop the run, on stderr as one `edgesynth: warning:` line."""
+    import sys
+
+    print(f"edgesynth: warning: {message}", file=sys.stderr)

@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.cliargs import add_overwrite
+from edgesynth.errors import EdgesynthError, warn
 from edgesynth.wording import plural
+
+if TYPE_CHECKING:
+    from edgesynth.targets.base import TensorFormat
 
 
 def _options(pairs: list[str] | None) -> dict[str, object]:
@@ -28,6 +33,8 @@ def compile_cmd(args: argparse.Namespace) -> int:
     from edgesynth.targets.base import get_target
 
     target = get_target(args.target)  # an unknown target is refused before any work
+    options = _options(args.option)
+    target.check_option_keys(options)  # so is an unknown --option key
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     device = "MAX78002" if target.name == "max78002" else "MAX78000"
@@ -62,18 +69,30 @@ def compile_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_integer_input(path: Path, dtype: object, fmt: TensorFormat) -> None:
+    """Integer data given without --integer may be values (pixels 0..255) mistaken for codes."""
+    value = f" (value = code x {fmt.scale:g})" if fmt.scale is not None else ""
+    warn(
+        f"`--input`: {path} holds integers ({dtype}), taken as the program's {fmt.bits}-bit "
+        f"input codes{value}, not as values; pass --integer when they are codes (the outputs "
+        "are then codes too), or give float values to have them quantized"
+    )
+
+
 def run_cmd(args: argparse.Namespace) -> int:
     """Run a batch through a compiled folder; write the outputs, one row per input."""
     import numpy as np
 
     from edgesynth.flow import load_array, run_folder
-    from edgesynth.outputs import check_output_npy, save_npy_atomic
+    from edgesynth.outputs import check_output_file, save_npy_atomic
 
     inputs = [args.input, args.program]
     if args.output is not None:
-        check_output_npy(args.output, inputs=inputs, option="--output")
+        check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     x = load_array(args.input, "input", "--input")
     result = run_folder(args.program, x)
+    if x.dtype.kind in "iu" and not args.integer:
+        _warn_integer_input(args.input, x.dtype, result.program.inputs[0])
     if args.integer:
         y = result.codes
     else:
@@ -85,7 +104,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         shown = ", ".join(map(str, top[:10])) + (" ..." if len(top) > 10 else "")
         print(f"top-1: {shown}")
     if args.output is not None:
-        written = save_npy_atomic(args.output, y, inputs=inputs, option="--output")
+        written = save_npy_atomic(
+            args.output, y, overwrite=args.overwrite, inputs=inputs, option="--output"
+        )
         print(f"wrote {written}")
     return 0
 
@@ -160,7 +181,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="inputs (.npy): N x input, or one sample",
     )
     r.add_argument("--output", "-o", type=Path, metavar="NPY", help="write the outputs (.npy)")
-    r.add_argument("--integer", action="store_true", help="write the integer output codes")
+    r.add_argument(
+        "--integer",
+        action="store_true",
+        help="integer --input holds the program's input codes; write the integer output codes",
+    )
+    add_overwrite(r, "the --output file")
     r.set_defaults(handler=run_cmd)
 
     t = subparsers.add_parser("targets", help="list the targets `compile --target` takes")

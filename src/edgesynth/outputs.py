@@ -28,10 +28,11 @@ The rules for an output folder (EdgesynthError naming the option and the folder 
 - a file the command writes never replaces a folder (checked before anything is moved).
 
 Single files (`write_file_atomic`, `save_npy_atomic`): written to a hidden staging name in the
-destination's folder, then renamed over the destination. An existing file the user named is
-replaced (as `cp` and `np.save` do); a folder, or a file that is one of the run's `inputs`,
-is refused. Folders created for the file are removed again if the write fails.
-`check_output_file` / `output_folder` check the rules before a long computation starts.
+destination's folder, then renamed to exactly the name given (no suffix added). An existing
+file is refused unless `overwrite=True` (the command's `--overwrite`); a folder, or a file that
+is one of the run's `inputs`, is always refused. Folders created for the file are removed again
+if the write fails. `check_output_file` / `output_folder` check the rules before a long
+computation starts. A read-only file system is one message naming the folder.
 
 Files and folders get the permissions the user's umask gives (0644 / 0755 under umask 022),
 never tempfile's private 0600 / 0700.
@@ -39,6 +40,8 @@ never tempfile's private 0600 / 0700.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
 import shutil
@@ -70,7 +73,20 @@ def _error(message: str, option: str | None) -> EdgesynthError:
 
 
 def _os_error(action: str, path: Path, err: OSError, option: str | None) -> EdgesynthError:
+    if err.errno == errno.EROFS:
+        return _error(
+            f"cannot write into {path.parent}: it is on a read-only file system; "
+            "name a folder you can write to.",
+            option,
+        )
     return _error(f"cannot {action} {path}: {err.strerror or err}.", option)
+
+
+def _discard(path: Path) -> None:
+    """Remove a staging file if it is there; a clean-up never raises (a read-only file
+    system refuses even the removal of a file that was never made)."""
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
 
 
 def _resolved(paths: Iterable[PathLike | None]) -> list[Path]:
@@ -193,9 +209,14 @@ def check_output_folder(
 
 
 def check_output_file(
-    path: PathLike, *, inputs: Iterable[PathLike | None] = (), option: str | None = None
+    path: PathLike,
+    *,
+    overwrite: bool = False,
+    inputs: Iterable[PathLike | None] = (),
+    option: str | None = None,
 ) -> Path:
-    """The rules for a single output file: not a folder, not one of the run's `inputs`."""
+    """The rules for a single output file: not a folder, not one of the run's `inputs`, not
+    an existing file unless `overwrite`."""
     if str(path) == "":
         raise _error("needs a file name, got an empty string.", option)
     target = Path(path)
@@ -205,21 +226,16 @@ def check_output_file(
     for source in _resolved(inputs):
         if source == where:
             raise _error(f"{target} is an input of this run; name another output file.", option)
+    if (target.exists() or target.is_symlink()) and not overwrite:
+        raise _error(
+            f"{target} exists; pass --overwrite to replace it, or name a new file.", option
+        )
     for parent in target.parents:
         if parent.exists():
             if not parent.is_dir():
                 raise _error(f"cannot write {target}: {parent} is a file, not a folder.", option)
             break
     return target
-
-
-def check_output_npy(
-    path: PathLike, *, inputs: Iterable[PathLike | None] = (), option: str | None = None
-) -> Path:
-    """`check_output_file` for a `.npy` output named the np.save way: the name as given must
-    not be an input either (`--output net.yaml` is a mistake, not a request for net.yaml.npy)."""
-    check_output_file(path, inputs=inputs, option=option)
-    return check_output_file(npy_path(path), inputs=inputs, option=option)
 
 
 # ------------------------------------------------------------------------------------------
@@ -231,26 +247,29 @@ def write_file_atomic(
     data: bytes | str | None = None,
     *,
     writer: Writer | None = None,
+    overwrite: bool = False,
     inputs: Iterable[PathLike | None] = (),
     option: str | None = None,
 ) -> Path:
     """Write `data` (bytes or UTF-8 text) or whatever `writer(handle)` writes to `path`.
 
-    The file appears complete or not at all; an existing file at `path` is replaced, a folder
-    or an input of the run is refused. Returns `path`.
+    The file appears complete or not at all, under exactly the name given; an existing file at
+    `path` is refused unless `overwrite`, a folder or an input of the run always. Returns `path`.
     """
     if (data is None) == (writer is None):
         raise TypeError("give either data or writer")
     if writer is None:
         writer = _text_writer(data) if isinstance(data, str) else _bytes_writer(data)  # type: ignore[arg-type]
-    target = check_output_file(path, inputs=inputs, option=option)
+    target = check_output_file(path, overwrite=overwrite, inputs=inputs, option=option)
     created = _make_folders(target.parent, option)
     staging = target.with_name(f".{target.name}.{STAGING_PREFIX[1:]}{secrets.token_hex(4)}")
     try:
         _create_exclusive(staging, writer)
+        # Checked again: the file may have appeared during the computation.
+        check_output_file(target, overwrite=overwrite, inputs=inputs, option=option)
         os.replace(staging, target)
     except BaseException as err:
-        staging.unlink(missing_ok=True)
+        _discard(staging)
         _remove_empty(created)
         if isinstance(err, OSError):
             raise _os_error("write", target, err, option) from None
@@ -262,12 +281,13 @@ def save_npy_atomic(
     path: PathLike,
     array: np.ndarray,
     *,
+    overwrite: bool = False,
     inputs: Iterable[PathLike | None] = (),
     option: str | None = None,
 ) -> Path:
-    """Save `array` to `path` (`.npy` added like np.save does) atomically; returns the path."""
+    """Save `array` in .npy format to exactly `path` (no suffix added), atomically."""
     return write_file_atomic(
-        npy_path(path), writer=_npy_writer(array), inputs=inputs, option=option
+        path, writer=_npy_writer(array), overwrite=overwrite, inputs=inputs, option=option
     )
 
 

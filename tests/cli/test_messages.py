@@ -158,7 +158,7 @@ CASES = [
         "synth-read-only-folder",
         ["synth", YAML, CKPT, "--sample-input", SAMPLE, "-o", f"{READ_ONLY}/project"],
         1,
-        ["`-o`", f"cannot create {READ_ONLY}/project", "Read-only file system"],
+        ["`-o`", f"cannot write into {READ_ONLY}", "read-only file system"],
         ["--test-dir", "--prefix"],
     ),
     Case(

@@ -2,10 +2,16 @@
 
 `COMMANDS` is the one table: a row per command (adding a command adds a row). Each row is run
 with missing, unknown, bad and swapped arguments, and with its output pointed at the working
-directory, at a folder holding an input, at the home folder, at a non-empty folder and (for
-file outputs) at an input file. Every run must end with the expected exit status, at most one
-message and no traceback, and must leave the sentinel files, every input and the folders it
-did not create exactly as they were, with no staging files anywhere.
+directory, at a folder holding an input, at the home folder, at a non-empty folder, at a
+read-only folder and (for file outputs) at an input file and at an existing file of the user's,
+with and without --overwrite, and under a name of the user's choosing (written exactly so).
+Every run must end with the expected exit status, at most one message and no traceback, and
+must leave the sentinel files, every input and the folders it did not create exactly as they
+were (a sha256 of every file before and after), with no staging files anywhere.
+
+`MISUSES` is the table of inputs that once gave a silent wrong result: each is refused with
+one message naming the option, file or value, or warned about in one line. Ctrl-C after the
+CP-SAT solver has run is checked on real processes (`test_ctrl_c_after_the_solver`).
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +32,7 @@ import pytest
 import needs
 from cli_helpers import CliResult, run_cli
 from edgesynth.outputs import STAGING_PREFIX
+from readonly_fs import read_only
 
 CASE = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases" / "MAX78000"
 YAML = "networks/mnist-chw-ai85.yaml"
@@ -49,6 +59,8 @@ class Command:
     required: bool = True  # the bare command is a usage error
     overwrite: bool = False  # has --overwrite (a folder output)
     suffix: str = ".npy"  # what a file output is named with
+    any_name: bool = True  # a file output may have any name (plan -o wants .yaml)
+    leaves: tuple[str, ...] = ()  # what a run refused at its end has written by then
 
 
 def _izer(out: str) -> list[str]:
@@ -110,6 +122,7 @@ COMMANDS = [
         "file",
         swapped=["plan", CKPT, YAML],
         suffix=".yaml",
+        any_name=False,
     ),
     Command(
         "build",
@@ -135,6 +148,7 @@ COMMANDS = [
         swapped=["train", "--dataset", "synthetic", "--resume", SAMPLE, "--epochs", "1"],
         bad_value=["--epochs", "many"],
         required=False,
+        leaves=("runs",),  # a read-only --yaml-template folder is found after training
     ),
     Command(
         "quantize",
@@ -285,6 +299,7 @@ COMMANDS = [
         swapped=["pulp", "run", "pulp/data.npz", "--input", "compiled-pulp", "--output", "o.npz"],
         bad_value=["--layout", "xyz"],
         suffix=".npz",
+        leaves=("compiled-pulp/network_host",),  # the host build, made before the output
     ),
     Command(
         "pulp report",
@@ -351,6 +366,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     onnx.save(model, str(root / "gati" / "model.onnx"))
     calib = rng.uniform(0, 1, (8, 1, 8, 8)).astype(np.float32)
     np.save(root / "gati" / "calib.npy", calib)
+    np.save(root / "gati" / "calib_u8.npy", (calib * 255).astype(np.uint8))  # pixels, not floats
+    with_nan = calib.copy()
+    with_nan[3, 0, 2, 2] = np.nan
+    np.save(root / "gati" / "calib_nan.npy", with_nan)
+    _network_variants(root / "networks")
     write_outputs(compile_onnx(root / "gati" / "model.onnx", calib), root / "compiled", calib[:1])
     from edgesynth.quant.checkpoint import model_state, write_checkpoint
     from edgesynth.train.models import create_model
@@ -404,6 +424,21 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _network_variants(folder: Path) -> None:
+    """`short.yaml`: the MNIST network without its last layer (the checkpoint has one more);
+    `unplaced.yaml`: without placement keys, for the planner's CP-SAT model to place."""
+    import yaml
+
+    data = yaml.safe_load((folder / Path(YAML).name).read_text())
+    (folder / "short.yaml").write_text(
+        yaml.safe_dump({**data, "layers": data["layers"][:-1]}, sort_keys=False)
+    )
+    for layer in data["layers"]:
+        for key in ("processors", "output_processors", "in_offset", "out_offset"):
+            layer.pop(key, None)
+    (folder / "unplaced.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 @pytest.fixture
 def project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh copy of the project as the working directory; HOME is a folder of its own."""
@@ -427,19 +462,30 @@ def snapshot(root: Path) -> dict[str, str]:
     }
 
 
-def check(result: CliResult, status: int, before: dict[str, str], root: Path) -> None:
+def check(
+    result: CliResult,
+    status: int,
+    before: dict[str, str],
+    root: Path,
+    *,
+    replaced: str | None = None,
+    leaves: tuple[str, ...] = (),
+) -> None:
+    """The exit status, at most one message, no traceback; every file before is unchanged
+    (but `replaced`, which must change); a refused run created nothing (but under `leaves`)."""
     assert result.exit_code == status, result.output
     assert "Traceback" not in result.output and "internal error" not in result.output
-    if status:
+    if status and status != 130:  # (Ctrl-C: "edgesynth: interrupted")
         errors = [line for line in result.stderr.splitlines() if "error:" in line]
         assert len(errors) == 1, result.stderr
     after = snapshot(root)
     changed = {k for k in before if after.get(k) != before[k]}
-    assert not changed, f"files changed or lost: {sorted(changed)}"
+    assert changed == ({replaced} if replaced else set()), f"files changed or lost: {changed}"
     if status:
-        created = sorted(set(after) - set(before))
-        assert not created, f"a refused run created {created}"
-    assert not [p for p in root.rglob(f"*{STAGING_PREFIX}*")], "staging files left behind"
+        created = set(after) - set(before)
+        created = {c for c in created if not any(c.startswith(f"project/{x}") for x in leaves)}
+        assert not created, f"a refused run created {sorted(created)}"
+    assert not [p for p in root.rglob(f"*{STAGING_PREFIX[1:]}*")], "staging files left behind"
 
 
 def scenarios() -> list[tuple[Command, str]]:
@@ -450,8 +496,11 @@ def scenarios() -> list[tuple[Command, str]]:
         names += ["swapped"] if command.swapped else []
         if command.output:
             names += ["out-cwd", "out-input-folder", "out-home", "out-non-empty"]
-        if command.output == "file" and command.input_file.endswith(command.suffix):
-            names += ["out-input-file"]  # (np.save naming gives other inputs a new name)
+        if command.output:
+            names += ["out-read-only"]
+        if command.output == "file":
+            names += ["out-input-file", "out-existing-file", "overwrite-existing-file"]
+            names += ["exact-name"] if command.any_name else []
         if command.overwrite:
             names += ["overwrite-keeps-other-files"]
         rows += [(command, name) for name in names]
@@ -463,13 +512,20 @@ def scenarios() -> list[tuple[Command, str]]:
     scenarios(),
     ids=[f"{c.name}-{s}" for c, s in scenarios()],
 )
-def test_command(project: Path, command: Command, scenario: str) -> None:
+def test_command(
+    project: Path, command: Command, scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = project.parent
     (project / "busy").mkdir()
     (project / "busy" / SENTINEL).write_text("a non-empty folder\n")
+    (project / "read-only").mkdir()
+    notes = "notes.txt" if command.any_name else f"notes{command.suffix}"
+    (project / notes).write_text("the user's notes\n")  # `quantize ck.pth.tar notes.txt`
     before = snapshot(root)
     fresh = "results/new" if command.output == "folder" else f"results/new{command.suffix}"
-    status = 1
+    if scenario == "exact-name":
+        fresh = "results/out.txt"  # not out.txt.npy
+    status, replaced, leaves = 1, None, ()
     if scenario == "ok":
         argv, status = command.argv(fresh), 0
     elif scenario == "unknown-option":
@@ -490,15 +546,36 @@ def test_command(project: Path, command: Command, scenario: str) -> None:
         argv = command.argv("busy")
     elif scenario == "out-input-file":
         argv = command.argv(command.input_file)
+    elif scenario == "out-existing-file":
+        argv = command.argv(notes)
+    elif scenario == "overwrite-existing-file":
+        argv, status, replaced = [*command.argv(notes), "--overwrite"], 0, f"project/{notes}"
+    elif scenario == "exact-name":
+        argv, status = command.argv(fresh), 0
     elif scenario == "overwrite-keeps-other-files":
         argv, status = [*command.argv("busy"), "--overwrite"], 0
-    result = run_cli(*argv)
-    check(result, status, before, root)
-    if scenario == "ok" and command.output:
+    if scenario == "out-read-only":
+        leaves = command.leaves
+        suffix = command.suffix if command.output == "file" else ""
+        with read_only(project / "read-only", monkeypatch):
+            result = run_cli(*command.argv(f"read-only/new{suffix}"))
+    else:
+        result = run_cli(*argv)
+    check(result, status, before, root, replaced=replaced, leaves=leaves)
+    if scenario in ("ok", "exact-name") and command.output:
         assert (project / fresh).exists(), result.output
-    if scenario.startswith("out-") and command.output:
+    if scenario == "exact-name":
+        assert sorted(p.name for p in (project / "results").iterdir()) == ["out.txt"]
+    if scenario.startswith("out-") and scenario != "out-existing-file" and command.output:
         message = result.stderr
         assert "refusing" in message or "input of this run" in message or "folder" in message
+    if scenario == "out-read-only":
+        assert f"cannot write into {Path('read-only')}" in result.stderr or (
+            f"cannot write into {project / 'read-only'}" in result.stderr
+        ), result.stderr
+        assert "read-only file system" in result.stderr
+    if scenario == "out-existing-file":
+        assert f"{notes} exists; pass --overwrite" in result.stderr, result.stderr
     if scenario == "overwrite-keeps-other-files":
         assert len(list((project / "busy").iterdir())) > 1
 
@@ -514,3 +591,201 @@ def test_every_command_has_a_row() -> None:
         names |= {f"{name} {n}" for n in nested} if nested else {name}
     covered = {c.name.split(" --")[0] for c in COMMANDS}
     assert names <= covered, f"commands without a robustness row: {sorted(names - covered)}"
+
+
+# -- inputs that once gave a silent wrong result -----------------------------------------------
+
+TARGET_MODELS = {
+    "max78000": "gati/model.onnx",
+    "max78002": "gati/model.onnx",
+    "gati": "gati/model.onnx",
+    "xdnn": "gati/model.onnx",
+    "gap8": "pulp/network.onnx",
+}
+UINT8 = "calibration data is uint8, but Gati takes float inputs"
+NAN = "calibration data holds 1 NaN or infinite values (the first at index [3, 0, 2, 2]: nan)"
+
+
+@dataclass
+class Misuse:
+    """A command line that must be refused (status 1 or 2, one `error:` line) or warned
+    about (status 0, one `warning:` line); the line holds every one of `says`."""
+
+    argv: list[str]
+    status: int
+    says: tuple[str, ...]
+
+
+MISUSES = {
+    "compile -t gati, uint8 calibration": Misuse(
+        ["compile", "gati/model.onnx", "-t", "gati", "-c", "gati/calib_u8.npy", "-o", "res/g"],
+        1,
+        ("`--calibration`", UINT8),
+    ),
+    "gati compile, uint8 calibration (the same check)": Misuse(
+        ["gati", "compile", "gati/model.onnx", "-c", "gati/calib_u8.npy", "-o", "res/g"],
+        1,
+        ("gati/calib_u8.npy", UINT8),
+    ),
+    **{
+        f"compile -t {target}, NaN in the calibration data": Misuse(
+            ["compile", model, "-t", target, "-c", "gati/calib_nan.npy", "-o", "res/c"],
+            1,
+            ("`--calibration`", NAN),
+        )
+        for target, model in TARGET_MODELS.items()
+    },
+    "xdnn compile, NaN in the calibration data": Misuse(
+        ["xdnn", "compile", "gati/model.onnx", "-c", "gati/calib_nan.npy", "-o", "res/x"],
+        1,
+        ("`--calibration`", NAN),
+    ),
+    "gati compile, NaN in the calibration data": Misuse(
+        ["gati", "compile", "gati/model.onnx", "-c", "gati/calib_nan.npy", "-o", "res/g"],
+        1,
+        ("gati/calib_nan.npy", NAN),
+    ),
+    "compile --option with an unknown key": Misuse(
+        [
+            "compile",
+            "gati/model.onnx",
+            "-t",
+            "xdnn",
+            "-c",
+            "gati/calib.npy",
+            "--option",
+            "engin=56x32",
+            "-o",
+            "res/x",
+        ],
+        1,
+        ("`--option`", "xdnn has no option `engin`", "engine, bits, fc_on_host", "`engine`?"),
+    ),
+    "compile --option for a target that takes none": Misuse(
+        [
+            "compile",
+            YAML,
+            "--checkpoint",
+            CKPT,
+            "-t",
+            "max78000",
+            "--option",
+            "bits=4",
+            "-o",
+            "res/m",
+        ],
+        1,
+        ("`--option`", "max78000 has no option `bits`; it takes none"),
+    ),
+    "run, integer codes without --integer": Misuse(
+        ["run", "compiled-max78000", "-i", SAMPLE, "-o", "res/y.npy"],
+        0,
+        ("`--input`", SAMPLE, "holds integers (int64)", "input codes", "--integer"),
+    ),
+    "quantize --weight-bits 0": Misuse(
+        ["quantize", "float/net5.pth.tar", "res/q.pth.tar", "--weight-bits", "0"],
+        1,
+        ("`--weight-bits`", "0-bit weights are not supported on the MAX78000", "1, 2, 4 or 8"),
+    ),
+    "quantize --weight-bits 3": Misuse(
+        ["quantize", "float/net5.pth.tar", "res/q.pth.tar", "--weight-bits", "3"],
+        1,
+        ("`--weight-bits`", "3-bit weights are not supported", "choose 1, 2, 4 or 8"),
+    ),
+    "a YAML with fewer layers than the checkpoint": Misuse(
+        ["simulate", "networks/short.yaml", CKPT, "--sample-input", SAMPLE],
+        0,
+        (CKPT, "5 weight layers", "short.yaml uses 4", "fc is left out"),
+    ),
+    "pulp compile --l1 beyond the device": Misuse(
+        ["pulp", "compile", "pulp/network.onnx", "-o", "res/p", "--l1", "1000000000000"],
+        1,
+        ("`--l1`", "1000000000000 bytes", "give 1 to 36700", "64000-byte L1"),
+    ),
+    "pulp compile --l1 1e12 (not an integer)": Misuse(
+        ["pulp", "compile", "pulp/network.onnx", "-o", "res/p", "--l1", "1e12"],
+        2,
+        ("--l1", "1e12"),
+    ),
+    "pulp compile --l2 beyond the device": Misuse(
+        ["pulp", "compile", "pulp/network.onnx", "-o", "res/p", "--l2", "600000"],
+        1,
+        ("`--l2`", "600000 bytes", "more than GAP8's L2", "to 512000 bytes"),
+    ),
+    "compile -t gap8 --option l1 beyond the device": Misuse(
+        ["compile", "pulp/network.onnx", "-t", "gap8", "--option", "l1=40000", "-o", "res/p"],
+        1,
+        ("`--l1`", "40000 bytes", "give 1 to 36700"),
+    ),
+}
+
+
+@pytest.mark.parametrize("misuse", MISUSES.values(), ids=MISUSES.keys())
+def test_misuse(project: Path, misuse: Misuse) -> None:
+    root = project.parent
+    before = snapshot(root)
+    result = run_cli(*misuse.argv)
+    check(result, misuse.status, before, root)
+    kind = "warning:" if misuse.status == 0 else "error:"
+    lines = [line for line in result.stderr.splitlines() if kind in line]
+    assert len(lines) == 1, result.stderr
+    for part in misuse.says:
+        assert part in lines[0], lines[0]
+    if misuse.status == 0:
+        assert "error:" not in result.stderr
+
+
+# -- Ctrl-C after the CP-SAT solver ----------------------------------------------------------
+
+INTERRUPTED = {
+    "pulp compile, a folder": ["pulp", "compile", "pulp/network.onnx", "-o", "busy", "--overwrite"],
+    "compile -t max78000, a new folder": [
+        "compile", "networks/unplaced.yaml", "--checkpoint", CKPT, "-t", "max78000",
+        "-o", "results/new",
+    ],
+    "plan -o, a file": [
+        "plan", "networks/unplaced.yaml", CKPT, "--sample-input", SAMPLE, "-o", "notes.yaml",
+        "--overwrite",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", INTERRUPTED.values(), ids=INTERRUPTED.keys())
+def test_ctrl_c_after_the_solver(
+    project: Path, argv: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A real process (OR-Tools' signal handling is process-wide) that has solved at least
+    once and has its output staged gets SIGINT: exit status 130, "interrupted", nothing left.
+    `interrupt_driver.py` is `edgesynth` with a pause at that point."""
+    pytest.importorskip("ortools")
+    root = project.parent
+    (project / "busy").mkdir()
+    (project / "busy" / SENTINEL).write_text("a non-empty folder\n")
+    (project / "notes.yaml").write_text("the user's old plan\n")
+    before = snapshot(root)
+    here = Path(__file__).resolve().parent
+    path = [str(here.parents[1] / "src"), str(here), os.environ.get("PYTHONPATH", "")]
+    process = subprocess.Popen(
+        [sys.executable, str(here / "interrupt_driver.py"), *argv],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(path),
+            "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache")),  # the template cache
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        ready = process.stderr.readline()
+        assert ready.startswith("staged after "), ready + process.stderr.read()
+        assert int(ready.split()[2]) >= 1, f"no CP-SAT solve ran: {ready}"
+        process.send_signal(signal.SIGINT)
+        message = process.stderr.read()
+        status = process.wait(timeout=60)
+    finally:
+        process.kill()
+    check(CliResult(status, "", message), 130, before, root)
+    assert message == "edgesynth: interrupted\n"
+    assert not (project / "results").exists()

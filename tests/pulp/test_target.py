@@ -188,7 +188,7 @@ def test_command_line_simulate_compile_run_report(nemo_model: Path, tmp_path: Pa
     assert "L2 peak" in capsys.readouterr().out
     args = parse(["pulp", "run", str(out), "--input", str(data), "--output", str(tmp_path / "r")])
     assert args.handler(args) == 0
-    sim, ran = np.load(tmp_path / "sim.npz"), np.load(tmp_path / "r.npz")
+    sim, ran = np.load(tmp_path / "sim.npz"), np.load(tmp_path / "r")  # exactly the name given
     layers = [k for k in sim.files if k.startswith("out_layer")]
     assert layers and all(np.array_equal(sim[k], ran[k]) for k in layers)
     assert all(f"checksum_{k[4:]}" in ran.files for k in layers)

@@ -284,8 +284,10 @@ def write_checkpoint(
     extras: dict[str, Any] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     inputs: Sequence[str | Path | None] = (),
+    overwrite: bool = False,
 ) -> Path:
-    """Write a checkpoint in the vendor's layout, atomically (staging file, then rename)."""
+    """Write a checkpoint in the vendor's layout, atomically (staging file, then rename); an
+    existing file is replaced only with `overwrite`."""
     from edgesynth.outputs import write_file_atomic
 
     p = Path(path)
@@ -298,4 +300,6 @@ def write_checkpoint(
         "compression_sched": {},
         "extras": dict(extras or {}),
     }
-    return write_file_atomic(p, writer=lambda handle: torch.save(data, handle), inputs=inputs)
+    return write_file_atomic(
+        p, writer=lambda handle: torch.save(data, handle), overwrite=overwrite, inputs=inputs
+    )

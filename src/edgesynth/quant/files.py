@@ -37,10 +37,15 @@ def yaml_layer_bits(config_file: Path) -> list[int | None]:
 
 
 def quantize_file(
-    src: Path, dst: Path, opts: QuantizeOptions, inputs: Sequence[Path | None] = ()
+    src: Path,
+    dst: Path,
+    opts: QuantizeOptions,
+    inputs: Sequence[Path | None] = (),
+    overwrite: bool = False,
 ) -> list[LayerReport]:
     """Quantize checkpoint `src` into `dst` (vendor layout); returns the per-layer report.
-    `dst` must not be `src` or one of the other `inputs`."""
+    `dst` must not be `src` or one of the other `inputs`, nor an existing file unless
+    `overwrite`."""
     _distinct(src, dst)
     ck = read_checkpoint(src)
     state, reports = quantize_state(clean_state_dict(ck["state_dict"]), opts)
@@ -57,12 +62,14 @@ def quantize_file(
         epoch=int(ck.get("epoch", 0) or 0),
         extras=extras,
         inputs=[src, *inputs],
+        overwrite=overwrite,
     )
     return reports
 
 
-def fuse_file(src: Path, dst: Path, out_arch: str | None = None) -> int:
-    """Fold the batchnorm layers of checkpoint `src` into `dst`; returns how many."""
+def fuse_file(src: Path, dst: Path, out_arch: str | None = None, overwrite: bool = False) -> int:
+    """Fold the batchnorm layers of checkpoint `src` into `dst` (an existing file only with
+    `overwrite`); returns how many."""
     _distinct(src, dst)
     ck = read_checkpoint(src)
     state, count = fuse_bn_state(clean_state_dict(ck["state_dict"]))
@@ -75,5 +82,6 @@ def fuse_file(src: Path, dst: Path, out_arch: str | None = None) -> int:
         epoch=int(ck.get("epoch", 0) or 0),
         extras=dict(ck.get("extras") or {}),
         inputs=[src],
+        overwrite=overwrite,
     )
     return count

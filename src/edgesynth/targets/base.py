@@ -22,6 +22,7 @@ import importlib
 import json
 import pkgutil
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -146,6 +147,24 @@ class Program:
         return evaluate(node, flat).reshape(values.shape)
 
 
+def require_finite(
+    array: np.ndarray, what: str, *, file: str | None = None, key: str | None = None
+) -> None:
+    """Refuse data that is not numbers, or holds NaN or infinite values (every target)."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "biuf":
+        raise EdgesynthError(f"{what} must hold numbers, not {array.dtype}.", file=file, key=key)
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        bad = np.argwhere(~np.isfinite(array))[0]
+        at = ", ".join(map(str, bad))
+        raise EdgesynthError(
+            f"{what} holds {int((~np.isfinite(array)).sum())} NaN or infinite values "
+            f"(the first at index [{at}]: {array[tuple(bad)]}); give finite numbers.",
+            file=file,
+            key=key,
+        )
+
+
 @dataclass
 class CompileOptions:
     calibration: np.ndarray | None = None  # float inputs for post-training quantization
@@ -157,6 +176,22 @@ class Target(ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    option_keys: ClassVar[tuple[str, ...]] = ()  # what `compile --option KEY=VALUE` takes
+
+    def check_option_keys(self, keys: Iterable[str]) -> None:
+        """Refuse a `--option` key the target does not take, naming the ones it takes."""
+        for key in keys:
+            if key not in self.option_keys:
+                takes = (
+                    f"its options are {', '.join(self.option_keys)}"
+                    if self.option_keys
+                    else "it takes none"
+                )
+                raise EdgesynthError(
+                    f"{self.name} has no option `{key}`; {takes}."
+                    + did_you_mean(key, self.option_keys),
+                    key="--option",
+                )
 
     @abstractmethod
     def lower(self, graph: Graph, options: CompileOptions) -> Program:
@@ -185,6 +220,8 @@ class Target(ABC):
 
     # -- shared ---------------------------------------------------------------------------
     def compile(self, graph: Graph, options: CompileOptions) -> Program:
+        if options.calibration is not None:
+            require_finite(options.calibration, "calibration data", key="--calibration")
         program = self.lower(graph, options)
         self.check(program)
         self.plan(program)

@@ -151,6 +151,7 @@ def _processed(
         write_file_atomic(
             cache,
             writer=lambda handle: np.savez(handle, key=np.array(key), x=x, y=y, is_test=is_test),
+            overwrite=True,  # edgesynth's own cache, remade when stale
         )
     return x, y, is_test
 

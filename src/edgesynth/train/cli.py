@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from edgesynth.cliargs import device_name, non_negative_int, positive_float, positive_int
+from edgesynth.cliargs import (
+    add_overwrite,
+    device_name,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+from edgesynth.errors import EdgesynthError
 from edgesynth.train import defaults
 from edgesynth.wording import plural
 
@@ -31,14 +38,14 @@ def _flag(parser: argparse.ArgumentParser, name: str, default: bool | None, help
 def evaluate(args: argparse.Namespace) -> int:
     """Run one sample through the training-side model, as the synthesizer's known-answer test."""
     from edgesynth.ir.npyfile import load_sample
-    from edgesynth.outputs import check_output_npy, save_npy_atomic
+    from edgesynth.outputs import check_output_file, save_npy_atomic
     from edgesynth.quant.checkpoint import read_checkpoint
     from edgesynth.train.evaluate import model_for_checkpoint, model_for_network, run_sample
     from edgesynth.train.models import get_model_info
 
     inputs = [args.checkpoint, args.sample_input, args.network]
     if args.output is not None:
-        check_output_npy(args.output, inputs=inputs, option="--output")
+        check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     sample = load_sample(args.sample_input)
     if args.network is not None:
         net = model_for_network(args.network, args.checkpoint, args.sample_input, args.device)
@@ -70,7 +77,9 @@ def evaluate(args: argparse.Namespace) -> int:
         shown = str(values) if len(values) <= 32 else f"{str(values[:16])[:-1]}, ...]"
         print(f"  values: {shown}  (class {int(flat[:, 0].argmax())})")
     if args.output is not None:
-        written = save_npy_atomic(args.output, out, inputs=inputs, option="--output")
+        written = save_npy_atomic(
+            args.output, out, overwrite=args.overwrite, inputs=inputs, option="--output"
+        )
         print(f"  written: {written}")
     return 0
 
@@ -92,6 +101,7 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
         help="sample .npy (C x H x W or C x L, int8 values)",
     )
     p.add_argument("--output", type=Path, metavar="NPY", help="write the network output (.npy)")
+    add_overwrite(p, "the --output file")
     _add_device(p)
     p.add_argument(
         "--8-bit", "-8", dest="eight_bit", action="store_true", help="compute the chip's integers"
@@ -187,6 +197,7 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         help="write test item N as sample_<dataset>.npy",
     )
     p.add_argument("--yaml-template", type=Path, help="write the YAML network description here")
+    add_overwrite(p, "an existing --yaml-template file (and --evaluate's --save-sample file)")
     p.add_argument(
         "--simulate",
         type=non_negative_int,
@@ -268,8 +279,19 @@ def quantize(args: argparse.Namespace) -> int:
     from edgesynth.quant.ptq import DEFAULT_SCALE, DEFAULT_STDDEV, QuantizeOptions
     from edgesynth.targets.max7800x.device import get_device
 
-    check_output_file(args.output, inputs=[args.input, args.config_file], option="OUTPUT")
+    check_output_file(
+        args.output,
+        overwrite=args.overwrite,
+        inputs=[args.input, args.config_file],
+        option="OUTPUT",
+    )
     dev = get_device(args.device)
+    if args.weight_bits is not None and args.weight_bits not in dev.weight_bits:
+        raise EdgesynthError(
+            f"{args.weight_bits}-bit weights are not supported on the {dev.name}; choose "
+            f"{', '.join(map(str, dev.weight_bits[:-1]))} or {dev.weight_bits[-1]}.",
+            key="--weight-bits",
+        )
     method = args.clip_method.upper() if args.clip_method else None
     opts = QuantizeOptions(
         clip_method=method,
@@ -281,7 +303,9 @@ def quantize(args: argparse.Namespace) -> int:
     )
     if args.scale is not None and method != "SCALE":
         print("note: --scale only applies to --clip-method SCALE")
-    reports = quantize_file(args.input, args.output, opts, inputs=[args.config_file])
+    reports = quantize_file(
+        args.input, args.output, opts, inputs=[args.config_file], overwrite=args.overwrite
+    )
     for r in reports:
         clipped = f", {r.clipped}/{r.total} weights clipped" if r.clipped else ""
         print(
@@ -296,8 +320,8 @@ def fuse_bn(args: argparse.Namespace) -> int:
     from edgesynth.outputs import check_output_file
     from edgesynth.quant.files import fuse_file
 
-    check_output_file(args.output, inputs=[args.input], option="OUTPUT")
-    count = fuse_file(args.input, args.output, args.out_arch)
+    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input], option="OUTPUT")
+    count = fuse_file(args.input, args.output, args.out_arch, overwrite=args.overwrite)
     print(f"Folded {count} batchnorm layers: {args.output}")
     return 0
 
@@ -311,6 +335,7 @@ def _register_quantize(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("input", type=Path, metavar="INPUT", help="trained checkpoint (.pth.tar)")
     p.add_argument("output", type=Path, metavar="OUTPUT", help="quantized checkpoint to write")
+    add_overwrite(p, "OUTPUT")
     _add_device(p)
     p.add_argument(
         "--clip-method",
@@ -334,6 +359,7 @@ def _register_quantize(subparsers: argparse._SubParsersAction) -> None:
     f.add_argument("input", type=Path, metavar="INPUT", help="checkpoint with batchnorm layers")
     f.add_argument("output", type=Path, metavar="OUTPUT", help="checkpoint to write")
     f.add_argument("--out-arch", help="arch name to record (default: the same)")
+    add_overwrite(f, "OUTPUT")
     f.set_defaults(handler=fuse_bn)
 
 

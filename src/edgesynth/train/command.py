@@ -56,6 +56,7 @@ class TrainArgs:
     eight_bit: bool = False
     save_sample: int | None = None
     yaml_template: Path | None = None
+    overwrite: bool = False  # replace an existing --yaml-template (or --evaluate's sample)
     simulate: int = 0
     tensorboard: bool = False
     progress: bool = True
@@ -177,7 +178,9 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
             resume_state(cfg, probe)
     inputs = [args.data, args.resume, args.qat_policy if args.qat_policy != "None" else None]
     if args.yaml_template is not None and ctx.is_main:
-        check_output_file(args.yaml_template, inputs=inputs, option="--yaml-template")
+        check_output_file(
+            args.yaml_template, overwrite=args.overwrite, inputs=inputs, option="--yaml-template"
+        )
     if launch is not None:
         total = launch.nproc_per_node * launch.nnodes
         log(
@@ -280,7 +283,9 @@ def _train_in(
         input_channels=dataset.input_shape[0],
         device=device,
     )
-    yaml_path = write_yaml_template(args.yaml_template or run_dir / f"{model}.yaml", template)
+    yaml_path = write_yaml_template(
+        args.yaml_template or run_dir / f"{model}.yaml", template, overwrite=args.overwrite
+    )
     log(f"Network description: {yaml_path}")
     best_qat = result.checkpoints.get("qat_best")
     if best_qat is not None:
@@ -335,7 +340,12 @@ def _evaluate_only(
     log(format_confusion(m.confusion, dataset.classes))
     if args.save_sample is not None:
         log(
-            f"Sample: {deploy.save_sample(dataset.test, args.save_sample, Path('.'), dataset.name)}"
+            "Sample: "
+            + str(
+                deploy.save_sample(
+                    dataset.test, args.save_sample, Path("."), dataset.name, args.overwrite
+                )
+            )
         )
     if args.yaml_template is not None:
         text = yaml_template(
@@ -345,5 +355,6 @@ def _evaluate_only(
             input_channels=dataset.input_shape[0],
             device=device,
         )
-        log(f"Network description: {write_yaml_template(args.yaml_template, text)}")
+        written = write_yaml_template(args.yaml_template, text, overwrite=args.overwrite)
+        log(f"Network description: {written}")
     return None

@@ -3,6 +3,7 @@ agrees with the training-side model image for image."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,13 +41,21 @@ def load_model(checkpoint: Path, model: str, dataset: Dataset, device: str) -> n
     return net
 
 
-def save_sample(split: Split, index: int, folder: Path, dataset: str) -> Path:
-    """Write test item `index` as the synthesizer's sample file `sample_<dataset>.npy`."""
+def save_sample(
+    split: Split, index: int, folder: Path, dataset: str, overwrite: bool = False
+) -> Path:
+    """Write test item `index` as the synthesizer's sample file `sample_<dataset>.npy` (an
+    existing file only with `overwrite`)."""
     from edgesynth.errors import EdgesynthError
 
     if not 0 <= index < len(split):
         raise EdgesynthError(f"--save-sample {index}: the test set has {len(split)} items.")
-    return save_npy_atomic(folder / f"sample_{dataset.lower()}.npy", to_chip(split.x[index]))
+    return save_npy_atomic(
+        folder / f"sample_{dataset.lower()}.npy",
+        to_chip(split.x[index]),
+        overwrite=overwrite,
+        option="--save-sample",
+    )
 
 
 def eight_bit_metrics(
@@ -80,8 +89,8 @@ def simulator_check(
 
     test = dataset.test
     count = min(count, len(test))
-    first = save_sample(test, 0, yaml_path.parent, "check")
-    try:
+    with tempfile.TemporaryDirectory(prefix="edgesynth-check-") as folder:
+        first = save_sample(test, 0, Path(folder), "check")  # never beside the user's YAML
         graph = load_model(
             yaml_path,
             checkpoint=checkpoint,
@@ -90,8 +99,6 @@ def simulator_check(
             avg_pool_rounding=avg_pool_rounding,
             check_rules=True,
         )
-    finally:
-        first.unlink()
     chunks = [
         run(graph, np.stack([to_chip(x) for x in test.x[i : i + SIM_BATCH]]), keep=False)
         for i in range(0, count, SIM_BATCH)

@@ -465,6 +465,7 @@ def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult
             epoch=epoch,
             extras=extras,
             optimizer=optimizer,
+            overwrite=True,  # the run folder's own file, rewritten every epoch
         )
         if m.top1 > best[phase]:
             best[phase] = m.top1
@@ -475,6 +476,7 @@ def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult
                 epoch=epoch,
                 extras=extras,
                 optimizer=optimizer,
+                overwrite=True,
             )
         distributed.barrier(ctx)
     if writer is not None:

@@ -250,8 +250,9 @@ def yaml_template(
     return "\n".join(lines) + "\n"
 
 
-def write_yaml_template(path: Path, text: str) -> Path:
-    """Write `text` to `path` atomically (never half a file; umask permissions)."""
+def write_yaml_template(path: Path, text: str, *, overwrite: bool = False) -> Path:
+    """Write `text` to `path` atomically (never half a file; umask permissions); an existing
+    file only with `overwrite`."""
     from edgesynth.outputs import write_file_atomic
 
-    return write_file_atomic(path, text, option="--yaml-template")
+    return write_file_atomic(path, text, overwrite=overwrite, option="--yaml-template")

@@ -10,6 +10,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import OutputFolder, output_folder
+from edgesynth.targets.base import require_finite
 from edgesynth.targets.gati.compiler import CompiledProgram
 from edgesynth.targets.gati.host import known_answer
 from edgesynth.targets.gati.report import build_report
@@ -81,14 +82,22 @@ def load_float_npy(path: str | Path, what: str) -> np.ndarray:
     if len(arrays) != 1:
         found = "no array" if not arrays else f"{len(arrays)} arrays"
         raise EdgesynthError(f"{what} must be one .npy array, found {found}.", file=str(path))
-    array = arrays[0]
+    return require_float(arrays[0], what, file=str(path))
+
+
+def require_float(
+    array: np.ndarray, what: str, *, file: str | None = None, key: str | None = None
+) -> np.ndarray:
+    """Gati's float data (inputs, calibration): integer data is refused, because the compiler
+    takes float inputs and chooses their scale itself; NaN and infinity are refused."""
+    array = np.asarray(array)
     if array.dtype.kind != "f":
         raise EdgesynthError(
             f"{what} is {array.dtype}, but Gati takes float inputs (float32, as the ONNX "
             "model does) and chooses the input scale itself; save the float data, e.g. "
             "`np.save(path, x.astype(np.float32))`.",
-            file=str(path),
+            file=file,
+            key=key,
         )
-    if not np.all(np.isfinite(array)):
-        raise EdgesynthError(f"{what} holds NaN or infinite values.", file=str(path))
+    require_finite(array, what, file=file, key=key)
     return array

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.gati import hw
 from edgesynth.wording import plural
@@ -88,16 +89,22 @@ def run_cmd(args: argparse.Namespace) -> int:
     """Run the compiled program on the functional model; write the dequantized outputs."""
     import numpy as np
 
-    from edgesynth.outputs import check_output_npy, save_npy_atomic
+    from edgesynth.outputs import check_output_file, save_npy_atomic
     from edgesynth.targets.gati.artifacts import load_float_npy, load_outputs
     from edgesynth.targets.gati.host import run_program
 
     inputs = [args.input, args.program]
-    check_output_npy(args.output, inputs=inputs, option="--output")
+    check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     stream, host = load_outputs(args.program)
     x = load_float_npy(args.input, "input")
     y, _ = run_program(stream, host, x)
-    written = save_npy_atomic(args.output, y.astype(np.float32), inputs=inputs, option="--output")
+    written = save_npy_atomic(
+        args.output,
+        y.astype(np.float32),
+        overwrite=args.overwrite,
+        inputs=inputs,
+        option="--output",
+    )
     print(f"ran {plural(x.shape[0], 'input')}; wrote {written} {tuple(y.shape)}")
     return 0
 
@@ -174,4 +181,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--output", "-o", type=Path, required=True, metavar="NPY", help="float outputs (.npy)"
     )
+    add_overwrite(r, "the --output file")
     r.set_defaults(handler=run_cmd)

@@ -53,9 +53,11 @@ class GatiTarget(Target):
         "Gati FPGA: 8 engines of 9x8 PEs and a 1x32 FC engine; 256-bit instructions and a DRAM "
         "Write Protocol stream"
     )
+    option_keys: ClassVar[tuple[str, ...]] = ("dispatch", "on_chip_acc_bytes")
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: Graph, options: CompileOptions) -> Program:
+        from edgesynth.targets.gati.artifacts import require_float
         from edgesynth.targets.gati.check import check_all
         from edgesynth.targets.gati.lower import fuse
         from edgesynth.targets.gati.lower_integer import lower_integer
@@ -75,6 +77,7 @@ class GatiTarget(Target):
                     "(--calibration CAL.npy: a few hundred inputs)",
                     file=graph.source or None,
                 )
+            require_float(options.calibration, "calibration data", key="--calibration")
             model = quantize(fused.chain, options.calibration)
             sample = np.asarray(options.calibration)[:1]
             input_scale = model.input_scale

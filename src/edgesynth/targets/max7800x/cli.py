@@ -137,7 +137,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim.add_argument(
         "--overwrite",
         action="store_true",
-        help="let --save replace the layerNN.npy files of a non-empty folder",
+        help="let --save replace the layerNN.npy files of a non-empty folder and --output "
+        "replace its file",
     )
     sim.add_argument("--stop-after", type=int, metavar="N", help="stop after this layer")
     sim.add_argument(

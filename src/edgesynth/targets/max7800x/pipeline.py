@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, warn
 from edgesynth.ir.checkpoint import Checkpoint, CheckpointLayer
 from edgesynth.ir.network import Network
 from edgesynth.ir.spec import NetworkSpec
@@ -95,6 +95,22 @@ def _vendor_weight_layers(
     return chosen
 
 
+def _warn_unused_layers(
+    spec: NetworkSpec, layers: list[CheckpointLayer], needed: int, path: Path
+) -> None:
+    """A YAML with fewer weight layers than the checkpoint: the network the chip runs is not
+    the one that was trained (the vendor's tool, too, takes the first layers only)."""
+    unused = [layer.name for layer in layers[needed:]]
+    if not unused:
+        return
+    shown = ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else "")
+    left = f"the last {len(unused)} ({shown}) are" if len(unused) > 1 else f"{shown} is"
+    warn(
+        f"{path}: the checkpoint has {len(layers)} weight layers but {spec.path} uses "
+        f"{needed}; {left} left out. Check that the YAML describes the whole trained network."
+    )
+
+
 def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> list[WeightLayer]:
     from edgesynth.ir.checkpoint import load_checkpoint
 
@@ -106,7 +122,9 @@ def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> li
             file=spec.path,
             line=spec.lines.get("arch"),
         )
-    layers = _vendor_weight_layers(checkpoint, checkpoint_takers(spec, opts), opts, path)
+    needed = checkpoint_takers(spec, opts)
+    layers = _vendor_weight_layers(checkpoint, needed, opts, path)
+    _warn_unused_layers(spec, checkpoint.layers[opts.skip_checkpoint_layers :], needed, path)
     return [
         WeightLayer(
             weight=layer.weight,

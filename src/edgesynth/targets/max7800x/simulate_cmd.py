@@ -10,7 +10,7 @@ from rich.table import Table
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer
-from edgesynth.outputs import check_output_npy, output_folder, save_npy_atomic
+from edgesynth.outputs import check_output_file, output_folder, save_npy_atomic
 from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.network_sim import SimOptions
@@ -134,7 +134,7 @@ def run_simulate(
         else None
     )
     if output is not None:
-        check_output_npy(output, inputs=inputs, option="--output")
+        check_output_file(output, overwrite=overwrite, inputs=inputs, option="--output")
     opts = BuildOptions(
         device=dev,
         checkpoint=_as_given(checkpoint, base) if checkpoint else None,
@@ -157,6 +157,8 @@ def run_simulate(
                 folder.write_npy(f"layer{item.index:02d}.npy", item.output)
         print(f"Layer outputs ({len(result.layers)}) -> {layers_folder.path}")
     if output is not None:
-        written = save_npy_atomic(output, result.output, inputs=inputs, option="--output")
+        written = save_npy_atomic(
+            output, result.output, overwrite=overwrite, inputs=inputs, option="--output"
+        )
         print(f"Network output -> {written}")
     return result

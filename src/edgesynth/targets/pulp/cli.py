@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
 from edgesynth.wording import plural
 
@@ -151,11 +152,11 @@ def simulate_cmd(args: argparse.Namespace) -> int:
     from edgesynth.targets.pulp.data import save_npz
 
     inputs = (args.model, args.input)
-    check_output_file(args.output, inputs=inputs, option="--output")
+    check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     result = simulate(args.model, args.input, args.input_type, args.layout)
     layers = result.pop("_layers")
     _print_warnings(result.pop("_warnings"))
-    path = save_npz(args.output, result, inputs=inputs)
+    path = save_npz(args.output, result, overwrite=args.overwrite, inputs=inputs)
     print(
         f"{args.model.name}: {plural(len(layers), 'layer')}; wrote every layer's output to {path}"
     )
@@ -204,11 +205,11 @@ def run_cmd(args: argparse.Namespace) -> int:
     from edgesynth.targets.pulp.data import save_npz
 
     inputs = (args.folder, args.input)
-    check_output_file(args.output, inputs=inputs, option="--output")
+    check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     result = run_program(
         args.folder, args.input, "rv32" if args.rv32 else "host", args.layout, args.accumulators
     )
-    path = save_npz(args.output, result, inputs=inputs)
+    path = save_npz(args.output, result, overwrite=args.overwrite, inputs=inputs)
     layers = sum(1 for k in result if k.startswith("out_"))
     print(
         f"{args.folder}: ran the generated C ({'rv32 under qemu' if args.rv32 else 'host build'});"
@@ -250,6 +251,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("model", type=Path, help="integer ONNX network")
     p.add_argument("--input", type=Path, required=True, help="inputs (.npz or .npy)")
     p.add_argument("--output", type=Path, required=True, help="results (.npz)")
+    add_overwrite(p, "the --output file")
     p.add_argument("--layout", choices=("hwc", "chw"), default="hwc", help="order of out_layerK")
     _type_option(p)
     p.set_defaults(handler=simulate_cmd)
@@ -287,6 +289,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("folder", type=Path, help="a folder `edgesynth pulp compile` wrote")
     p.add_argument("--input", type=Path, required=True, help="inputs (.npz or .npy)")
     p.add_argument("--output", type=Path, required=True, help="results (.npz)")
+    add_overwrite(p, "the --output file")
     p.add_argument("--rv32", action="store_true", help="RV32IMC build under qemu-riscv32")
     p.add_argument(
         "--accumulators",

@@ -110,14 +110,22 @@ def flatten(x: np.ndarray, layout: str) -> np.ndarray:
     return to_hwc(x) if layout == "hwc" else x.reshape(-1)
 
 
-def save_npz(path: Path, arrays: dict[str, np.ndarray], *, inputs: tuple[Path, ...] = ()) -> Path:
-    """Write `arrays` to `path` (`.npz` added when missing) through the project's atomic file
-    rule: complete or not at all, never over one of the run's `inputs` or a folder."""
+def save_npz(
+    path: Path,
+    arrays: dict[str, np.ndarray],
+    *,
+    overwrite: bool = False,
+    inputs: tuple[Path, ...] = (),
+) -> Path:
+    """Write `arrays` in .npz format to exactly `path` through the project's atomic file rule:
+    complete or not at all, never over an existing file without `overwrite`, one of the run's
+    `inputs` or a folder."""
     from edgesynth.outputs import write_file_atomic
 
-    path = Path(path)
-    if path.suffix != ".npz":
-        path = path.with_name(path.name + ".npz")
     return write_file_atomic(
-        path, writer=lambda handle: np.savez(handle, **arrays), inputs=inputs, option="--output"
+        path,
+        writer=lambda handle: np.savez(handle, **arrays),
+        overwrite=overwrite,
+        inputs=inputs,
+        option="--output",
     )

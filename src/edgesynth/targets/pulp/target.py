@@ -37,22 +37,21 @@ def read_network(path: Path, input_types: list[QType] | None = None) -> Graph:
     return net.graph
 
 
+PLAN_KEYS = ("l1", "l2", "code_reserve", "double_buffer", "prefetch", "tiles")
+
+
 def plan_options(options: CompileOptions) -> Any:
     from edgesynth.targets.pulp.plan import PlanOptions
 
-    known = {"l1", "l2", "code_reserve", "double_buffer", "prefetch", "tiles"}
-    unknown = sorted(set(options.options) - known - {"input_types", "model", "saturate_additions"})
-    if unknown:
-        raise EdgesynthError(
-            f"gap8 has no option {', '.join(unknown)}; its options are {', '.join(sorted(known))}"
-        )
-    return PlanOptions(**{k: v for k, v in options.options.items() if k in known})
+    Gap8Target().check_option_keys(set(options.options) - {"input_types", "model"})
+    return PlanOptions(**{k: v for k, v in options.options.items() if k in PLAN_KEYS})
 
 
 @register
 class Gap8Target(Target):
     name = "gap8"
     summary = "PULP/GAP8 cluster: integer ONNX to DORY-style tiled C (L3/L2/L1, 8 cores)"
+    option_keys = (*PLAN_KEYS, "saturate_additions")
 
     def lower(self, graph: Graph, options: CompileOptions) -> Program:
         from edgesynth.targets.pulp.layers import lower_graph

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import gcd
 
+from edgesynth.cpsat import new_solver
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.pulp.layers import PulpLayer
 
@@ -384,11 +385,8 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
         m.AddHint(w, start.w)
         m.Add(tiles <= start.tiles)
 
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.max_time_in_seconds = 30.0
-    solver.parameters.max_deterministic_time = 2.0  # a work limit: the same plan everywhere
-    solver.parameters.random_seed = 0
+    # 2.0 is a work limit: the same plan everywhere
+    solver = new_solver(seconds=30.0, effort=2.0, seed=0)
     status = solver.Solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         smallest = make_tiling(layer, region, choices[0], 1, 1, double)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
 from edgesynth.wording import plural
 
@@ -142,13 +143,19 @@ def decode_cmd(args: argparse.Namespace) -> int:
 def run_cmd(args: argparse.Namespace) -> int:
     """Run a compiled folder on the functional model; write the float outputs."""
     from edgesynth.flow import load_array
-    from edgesynth.outputs import check_output_npy, save_npy_atomic
+    from edgesynth.outputs import check_output_file, save_npy_atomic
 
     inputs = [args.input, args.program]
-    check_output_npy(args.output, inputs=inputs, option="--output")
+    check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     x = load_array(args.input, "input", "--input")
     y = run_program(args.program, x)
-    written = save_npy_atomic(args.output, y.astype(np.float32), inputs=inputs, option="--output")
+    written = save_npy_atomic(
+        args.output,
+        y.astype(np.float32),
+        overwrite=args.overwrite,
+        inputs=inputs,
+        option="--output",
+    )
     print(f"ran {plural(len(y), 'input')}; wrote {written} {tuple(y.shape)}")
     return 0
 
@@ -210,6 +217,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--output", "-o", type=Path, required=True, metavar="NPY", help="float outputs (.npy)"
     )
+    add_overwrite(r, "the --output file")
     r.set_defaults(handler=run_cmd)
     q = commands.add_parser("check-quant", help="recompute every channel's (pre, scale, post)")
     q.add_argument("file", type=Path, metavar="FILE", help="an ml-suite quantization .json")

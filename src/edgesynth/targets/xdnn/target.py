@@ -36,6 +36,8 @@ class XdnnTarget(Target):
         "Xilinx xDNN: XN* command list, CSR script image, IMEM map, 16-bit filter image"
     )
 
+    option_keys: ClassVar[tuple[str, ...]] = ("engine", "bits", "fc_on_host")
+
     def lower(self, graph: Graph, options: CompileOptions) -> Program:
         from edgesynth.targets.xdnn import device as dev
         from edgesynth.targets.xdnn.lower import lower

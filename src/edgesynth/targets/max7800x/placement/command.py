@@ -47,11 +47,9 @@ def _check_outputs(o: PlanOptions) -> None:
     ):
         if path is None:
             continue
-        check_output_file(path, inputs=inputs, option=option)
+        check_output_file(path, overwrite=o.overwrite, inputs=inputs, option=option)
         if path.suffix.lower() not in suffixes:
             raise EdgesynthError(f"{path}: name a {' or '.join(suffixes)} file.", key=option)
-        if path.exists() and not o.overwrite:
-            raise EdgesynthError(f"{path} exists; pass --overwrite to replace it.", key=option)
 
 
 def run_plan(o: PlanOptions) -> list[str]:
@@ -114,6 +112,7 @@ def run_plan(o: PlanOptions) -> list[str]:
         written = write_file_atomic(
             o.output,
             with_placement(text, net.spec, values, str(o.network)),
+            overwrite=o.overwrite,
             inputs=[o.network, o.checkpoint, o.sample_input],
             option="-o",
         )
@@ -121,6 +120,6 @@ def run_plan(o: PlanOptions) -> list[str]:
     if o.picture is not None and placement is not None:
         from edgesynth.targets.max7800x.placement.picture import draw
 
-        lines.append(f"wrote {draw(placement, plan, o.picture)}")
+        lines.append(f"wrote {draw(placement, plan, o.picture, overwrite=o.overwrite)}")
     print("\n".join(lines))
     return lines

@@ -16,7 +16,7 @@ from edgesynth.targets.max7800x.plan.plan import Plan
 from edgesynth.targets.max7800x.rules import ffs, fls
 
 
-def draw(placement: Placement, plan: Plan, path: Path) -> Path:
+def draw(placement: Placement, plan: Plan, path: Path, *, overwrite: bool = False) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,6 +88,6 @@ def draw(placement: Placement, plan: Plan, path: Path) -> Path:
         fig.savefig(handle, format=fmt, dpi=120)
 
     try:
-        return write_file_atomic(path, writer=writer, option="--picture")
+        return write_file_atomic(path, writer=writer, overwrite=overwrite, option="--picture")
     finally:
         plt.close(fig)

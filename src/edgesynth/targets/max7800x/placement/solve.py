@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edgesynth.cpsat import new_solver
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.placement.problem import (
     CONCAT,
@@ -237,11 +238,7 @@ def solve(
     lowest = sum(q * v for c in choice.values() for q, v in c.items())
     span_q = instances * len(problem.blocks) + 1
 
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = TIME_LIMIT_S
-    solver.parameters.max_deterministic_time = EFFORT_LIMIT
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 1
+    solver = new_solver(seconds=TIME_LIMIT_S, effort=EFFORT_LIMIT, seed=1)
     cycles = _passthrough_cycles(problem, choice)
     if cycles is not None:  # first the latency the placement decides, then the rest
         model.Minimize(cycles)

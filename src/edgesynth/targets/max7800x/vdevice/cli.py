@@ -52,7 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--reference", type=Path, help="a known-good trace: report the registers that differ"
     )
     run_p.add_argument(
-        "--overwrite", action="store_true", help="write into an existing --layers folder"
+        "--overwrite",
+        action="store_true",
+        help="write into an existing --layers folder and replace an existing --output file",
     )
     run_p.set_defaults(handler=_run_main, usage_parser=run_p)
     return parser

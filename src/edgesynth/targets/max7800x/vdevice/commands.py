@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.outputs import output_folder, save_npy_atomic
+from edgesynth.outputs import check_output_file, output_folder, save_npy_atomic
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.vdevice import cycles
 from edgesynth.targets.max7800x.vdevice.decode import describe
@@ -167,6 +167,8 @@ def run_device(
         if layers is not None
         else None
     )
+    if output is not None:
+        check_output_file(output, overwrite=overwrite, inputs=inputs, option="--output")
     known: KnownAnswer | None = None
     note = None
     if project is not None:
@@ -220,7 +222,9 @@ def run_device(
         shape = "x".join(str(s) for s in report.output.shape)
         lines.append(f"output of layer {last.layer}: {shape}")
         if output is not None:
-            written = save_npy_atomic(output, report.output, inputs=inputs, option="--output")
+            written = save_npy_atomic(
+                output, report.output, overwrite=overwrite, inputs=inputs, option="--output"
+            )
             lines.append(f"wrote {written}")
     if layers_plan is not None and result.layers:
         with layers_plan as folder:
