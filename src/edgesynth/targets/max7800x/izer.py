@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
@@ -92,8 +93,10 @@ def plan_izer(argv: list[str]) -> tuple[SynthesisResult, Plan]:
     return result, make_plan(result, opts)
 
 
-def run_izer(argv: list[str]) -> SynthesisResult:
-    opts = parse_izer_args(argv)
+def run_izer(argv: list[str], write_for_write: bool = True) -> SynthesisResult:
+    """`edgesynth izer ARGV` (write for write: the vendor's project, its firmware defects
+    included); `edgesynth synth` runs it with `write_for_write` false (edgesynth's own path)."""
+    opts = replace(parse_izer_args(argv), write_for_write=write_for_write)
     problems = option_rule_errors(opts)
     if problems:
         raise problems[0] if len(problems) == 1 else MultipleErrors(problems)

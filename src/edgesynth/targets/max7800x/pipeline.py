@@ -266,6 +266,7 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
             build,
             prove,
             lambda n: {r.index: r.output for r in simulate(n, sample, job.sim)},
+            write_for_write=job.izer is not None and job.izer.write_for_write,
         )
         for index, keys in from_buffer.items():  # chosen too: the user gave none of them
             chosen = job.placement.chosen.setdefault(index, [])

@@ -11,6 +11,7 @@ the known answer of the program's sample: the first calibration input, or the gi
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -158,6 +159,7 @@ class Max7800xTarget(Target):
 
         argv = ["--device", self.device_name, "--config-file", NETWORK_FILE]
         opts = parse_izer_args([*argv, "--test-dir", ".", "--prefix", PROJECT])
+        opts = replace(opts, write_for_write=False)  # edgesynth's own path
         job = job_from_options(opts, base_dir=folder)
         result = synthesize(job)
         if job.placement is not None:  # the description gets the placement the planner chose
