@@ -97,7 +97,7 @@ def _vendor_weight_layers(
 def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> list[WeightLayer]:
     from edgesynth.ir.checkpoint import load_checkpoint
 
-    checkpoint = load_checkpoint(path, ignore_bn=True)
+    checkpoint = load_checkpoint(path, ignore_bn=True, defer_float=True)
     if spec.arch and checkpoint.arch and checkpoint.arch.lower() != spec.arch.lower():
         raise EdgesynthError(
             f"the checkpoint {path} was trained for `{checkpoint.arch}`, but the network "
@@ -113,6 +113,7 @@ def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> li
             output_shift=layer.output_shift,
             source=f"{path}: {layer.name}",
             weight_bits=layer.weight_bits,
+            problem=layer.problem,
         )
         for layer in layers
     ]
