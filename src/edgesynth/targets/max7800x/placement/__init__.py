@@ -275,10 +275,17 @@ def place(
         seconds = time.perf_counter() - started
         return placed, Placement(placements, problem, solution, chosen, rounds, seconds)
     if not apart:
+        hint = "use calcx4 on every layer or on none, or give the placement by hand."
+        if write_for_write:
+            hint = (
+                "the vendor's kernel allocator, which `edgesynth izer` keeps write for write, "
+                "writes calcx4 kernels over other layers' kernels; `edgesynth synth` and "
+                "`edgesynth plan` allocate them where they are free, or " + hint
+            )
         raise Unplaceable(
             "automatic placement does not handle this mix of calcx4 and other layers: the "
             f"placements tried with shared kernel memory failed on the virtual device ({refuted}); "
-            "use calcx4 on every layer or on none, or give the placement by hand.",
+            + hint,
             file=net.spec.path,
         )
     raise EdgesynthError(
