@@ -237,27 +237,21 @@ class KernelPlanner:
 
     def _free(self, h: HwLayer, procs: list[int], offs: int, length: int, quad: bool) -> bool:
         """Whether the columns the layer would book from `offs` are free where booked and
-        where written."""
+        where written (the first layer of --fast-fifo-quad books them in every quadrant)."""
+        booked = np.asarray(procs)
+        if quad:
+            booked = (booked[:, None] + np.arange(4) * self.chip.per_group).reshape(-1)
+        if (offs + length > self.widths[booked]).any():
+            return False
         cols = np.arange(offs, offs + length)
-        for p in procs:
-            if not self._fits(h, p, offs, length, False, False):
-                return False
-            if (self.owner[p, cols] != FREE).any():
-                return False
-        pp, pc = self._written_columns(h, np.asarray(procs), cols, offs, quad)
+        if (self.owner[np.ix_(booked, cols)] != FREE).any():
+            return False
+        if h.calcx4:
+            cols = calcx4_columns(cols, offs, calcx4_count(h), self.chip)
+        pp, pc = np.repeat(booked, cols.size), np.tile(cols, booked.size)
         if (pc >= self.widths[pp]).any():
             return False
         return bool((self.written[pp, pc] == FREE).all())
-
-    def _written_columns(
-        self, h: HwLayer, procs: np.ndarray, cols: np.ndarray, offs: int, quad: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(processor, column) pairs written for booked `cols` in every processor of `procs`."""
-        if h.calcx4:
-            cols = calcx4_columns(cols, offs, calcx4_count(h), self.chip)
-        if quad:  # the first layer of --fast-fifo-quad: the same columns in every quadrant
-            procs = (procs[:, None] + np.arange(4) * self.chip.per_group).reshape(-1)
-        return np.repeat(procs, cols.size), np.tile(cols, procs.size)
 
     def _mark_written(self, h: HwLayer, offs: int) -> None:
         """Record the columns the layer's kernels are written to; a clash is a defect."""
