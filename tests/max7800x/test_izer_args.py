@@ -335,6 +335,7 @@ def test_every_option_is_tagged_and_in_the_dataclass():
     assert {o.dest for o in OPTIONS} == {f.name for f in fields(IzerOptions)} - {
         "given",
         "warnings",
+        "write_for_write",
     }
 
 

@@ -92,6 +92,9 @@ class CheckpointLayer:
     binary: bool = False  # synthetic weights configured as +/-1 (quantization -1)
     synthetic: bool = False  # from a weights .npy: ConvTranspose2d already swapped/flipped
     params: dict[str, float] = field(default_factory=dict)  # the layer's training parameters
+    # Weights that are no hardware values (not integers, NaN), with `defer_float`: raised by
+    # the caller only when a layer the run uses takes them (the weight then holds zeros).
+    problem: EdgesynthError | None = None
 
     @property
     def weight_range(self) -> tuple[int, int]:
@@ -228,17 +231,39 @@ def _strip_module(name: str) -> str:
     return name
 
 
+def _float_problem(key: str, tensor: np.ndarray, path: Path) -> EdgesynthError | None:
+    """Why float weights are no hardware values (NaN, or not integers: an unquantized
+    checkpoint), or None."""
+    if tensor.dtype.kind != "f":
+        return None
+    if not np.all(np.isfinite(tensor)):
+        return EdgesynthError(f"`{key}` holds NaN or infinite weights", file=str(path))
+    values = np.trunc(tensor)
+    if np.array_equal(values, tensor):
+        return None
+    example = float(tensor.reshape(-1)[np.argmax(values.reshape(-1) != tensor.reshape(-1))])
+    return EdgesynthError(
+        f"`{key}` holds weights that are not integers (e.g. {example:.6g}): this is an "
+        "unquantized (float) checkpoint, and the chip takes integer weights. Quantize it "
+        f"first: `edgesynth quantize {path.name} {path.name.removesuffix('.pth.tar')}-q.pth.tar`.",
+        file=str(path),
+    )
+
+
 def load_checkpoint(
     path: str | PathLike[str],
     *,
     ignore_bn: bool = False,
     no_bias: Sequence[int] = (),
+    defer_float: bool = False,
 ) -> Checkpoint:
     """Read a quantized checkpoint into its weight-bearing layers (see the module docstring).
 
     `no_bias` lists layer positions (in the returned list) whose bias the vendor's `--no-bias`
     drops. Raises EdgesynthError for unreadable files and for weights or biases that cannot be
-    hardware values (more than 8 bits, 1-dimensional weights).
+    hardware values (more than 8 bits, 1-dimensional weights, not integers, NaN); with
+    `defer_float` a layer whose weights are not integers or not finite is returned with its
+    `problem` set instead (a network may leave that layer out of its run).
     """
     path = Path(path)
     data = read_torch_file(path)
@@ -291,25 +316,13 @@ def load_checkpoint(
             )
         if tensor.dtype.kind not in "fiub":
             raise EdgesynthError(f"`{key}` holds {tensor.dtype} weights", file=file)
-        values = tensor
-        if tensor.dtype.kind == "f":
-            if not np.all(np.isfinite(tensor)):
-                raise EdgesynthError(f"`{key}` holds NaN or infinite weights", file=file)
-            values = np.trunc(tensor)
-            if not np.array_equal(values, tensor):
-                example = float(
-                    tensor.reshape(-1)[np.argmax(values.reshape(-1) != tensor.reshape(-1))]
-                )
-                raise EdgesynthError(
-                    f"`{key}` holds weights that are not integers (e.g. {example:.6g}): this "
-                    "is an unquantized (float) checkpoint, and the chip takes integer weights. "
-                    f"Quantize it first: `edgesynth quantize {path.name} "
-                    f"{path.name.removesuffix('.pth.tar')}-q.pth.tar`.",
-                    file=file,
-                )
+        problem = _float_problem(key, tensor, path)
+        if problem is not None and not defer_float:
+            raise problem
+        values = tensor if problem is None else np.zeros(tensor.shape, dtype=np.int64)
         check_weight_range(values, 8, name=key, file=file)  # before the cast to int64
         weight = values.astype(np.int64)
-        if weight.size and not np.any(weight):
+        if weight.size and not np.any(weight) and problem is None:
             warnings.append(f"all weights for `{key}` are zero")
 
         params: dict[str, float] = {}
@@ -359,6 +372,7 @@ def load_checkpoint(
                 key=key,
                 bias_key=bias_key,
                 params=params,
+                problem=problem,
             )
         )
 

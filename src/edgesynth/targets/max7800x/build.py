@@ -44,6 +44,7 @@ from edgesynth.targets.max7800x.weights import (
     WeightLayer,
     attach_weights,
     checkpoint_params,
+    refuse_weights_in_use,
     synthetic_biases,
     synthetic_params,
 )
@@ -148,12 +149,15 @@ def build_network(
             layer.streaming = False
         if layer.index in opts.streaming_layers:
             layer.streaming = True
+    sim_order = simulated_order(spec, layers, order, refs)
+    if checkpoint_layers is not None:
+        refuse_weights_in_use(layers, checkpoint_layers, set(order) | set(sim_order))
     return Network(
         spec=spec,
         device=opts.device.name,
         layers=layers,
         input_shape=tuple(sample.shape),
         order=order,
-        sim_order=simulated_order(spec, layers, order, refs),
+        sim_order=sim_order,
         output_layer=final,
     )

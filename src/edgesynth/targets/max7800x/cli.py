@@ -154,7 +154,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write the MAX78000/MAX78002 C project for a network (native option names)",
         description="Write the MSDK C project for a network: the files the vendor tool writes "
         "(cnn.c, cnn.h, weights.h, main.c, sampledata.h, sampleoutput.h, Makefile ...), "
-        "write for write identical to the vendor's. `edgesynth izer` takes the vendor's options.",
+        "write for write identical to the vendor's, except where the vendor's firmware would "
+        "miss its own known answer (calcx4 kernels written over another layer's, fast-FIFO "
+        "channels not fed): there edgesynth writes what computes it. `edgesynth izer` takes "
+        "the vendor's options and writes exactly what the vendor's tool writes.",
     )
     _network_arguments(synth)
     synth.add_argument(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
@@ -96,10 +97,14 @@ def plan_izer(argv: list[str]) -> tuple[SynthesisResult, Plan]:
     return result, make_plan(result, opts)
 
 
-def run_izer(argv: list[str], names: OptionNames = VENDOR) -> SynthesisResult:
-    """Run the vendor command line `argv`; messages spell options as `names` says (`synth`
-    runs its native options through here)."""
-    opts = parse_izer_args(argv)
+def run_izer(
+    argv: list[str], names: OptionNames = VENDOR, write_for_write: bool = True
+) -> SynthesisResult:
+    """Run the vendor command line `argv`; messages spell options as `names` says. `edgesynth
+    izer` runs it write for write (the vendor's project, its firmware defects included);
+    `edgesynth synth` runs its native options through here with `write_for_write` false
+    (edgesynth's own path)."""
+    opts = replace(parse_izer_args(argv), write_for_write=write_for_write)
     problems = option_rule_errors(opts)
     if problems:
         raise problems[0] if len(problems) == 1 else MultipleErrors(problems)

@@ -881,6 +881,10 @@ class IzerOptions:
     # Bookkeeping
     given: tuple[tuple[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
+    # True: the vendor's writes, its firmware defects included (`edgesynth izer`, the
+    # compat quirks that are wrong on the silicon); False: edgesynth's own path (`synth`,
+    # `compile`, `plan`), which writes what computes the known answer.
+    write_for_write: bool = True
 
     @property
     def device_spec(self) -> Device:
@@ -894,7 +898,7 @@ class IzerOptions:
 
 
 _BY_STRING: dict[str, Opt] = {flag: o for o in OPTIONS for flag in o.flags}
-_BOOKKEEPING = {"given", "warnings"}
+_BOOKKEEPING = {"given", "warnings", "write_for_write"}
 
 
 def _int_list(text: str, option: str, what: str, base: int = 10) -> tuple[int, ...]:

@@ -114,7 +114,7 @@ def _warn_unused_layers(
 def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> list[WeightLayer]:
     from edgesynth.ir.checkpoint import load_checkpoint
 
-    checkpoint = load_checkpoint(path, ignore_bn=True)
+    checkpoint = load_checkpoint(path, ignore_bn=True, defer_float=True)
     if spec.arch and checkpoint.arch and checkpoint.arch.lower() != spec.arch.lower():
         raise EdgesynthError(
             f"the checkpoint {path} was trained for `{checkpoint.arch}`, but the network "
@@ -132,6 +132,7 @@ def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> li
             output_shift=layer.output_shift,
             source=f"{path}: {layer.name}",
             weight_bits=layer.weight_bits,
+            problem=layer.problem,
         )
         for layer in layers
     ]
@@ -308,6 +309,7 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
             build,
             prove,
             lambda n: {r.index: r.output for r in simulate(n, sample, job.sim)},
+            write_for_write=job.izer is not None and job.izer.write_for_write,
         )
         for index, keys in from_buffer.items():  # chosen too: the user gave none of them
             chosen = job.placement.chosen.setdefault(index, [])

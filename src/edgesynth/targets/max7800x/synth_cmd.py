@@ -1,8 +1,9 @@
 """`edgesynth synth` and `edgesynth build`: the native commands around code generation.
 
 `synth NET.yaml [CHECKPOINT] --device D --sample-input X.npy -o OUT/` writes the same project
-as the vendor command line (`edgesynth izer`), with the native option names; `build PROJECT/`
-compiles a generated project for the chip and prints its size.
+as the vendor command line (`edgesynth izer`), with the native option names, except where the
+vendor's firmware is wrong (edgesynth's own path: `IzerOptions.write_for_write` false);
+`build PROJECT/` compiles a generated project for the chip and prints its size.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def run_synth(o: SynthOptions) -> None:
     from edgesynth.targets.max7800x.izer import run_izer
     from edgesynth.targets.max7800x.option_names import NATIVE
 
-    run_izer(izer_argv(o), NATIVE)
+    run_izer(izer_argv(o), NATIVE, write_for_write=False)
 
 
 def run_build(project: Path, device: str | None = None, riscv: bool | None = None) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -189,6 +190,7 @@ class Max7800xTarget(Target):
 
         argv = ["--device", self.device_name, "--config-file", NETWORK_FILE]
         opts = parse_izer_args([*argv, "--test-dir", ".", "--prefix", PROJECT])
+        opts = replace(opts, write_for_write=False)  # edgesynth's own path
         job = job_from_options(opts, base_dir=folder)
         result = synthesize(job)
         if job.placement is not None:  # the description gets the placement the planner chose

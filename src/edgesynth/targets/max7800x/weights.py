@@ -32,6 +32,7 @@ class WeightLayer:
     output_shift: int | None  # from the checkpoint; None when the source has none
     source: str  # for messages: "checkpoint.pth.tar: conv1.op.weight"
     weight_bits: int = 8  # the checkpoint's `weight_bits` (8 when absent)
+    problem: EdgesynthError | None = None  # no hardware values: refused if the run uses them
 
 
 def _fls(value: int) -> int:
@@ -76,11 +77,27 @@ def _check_kernel(spec: NetworkSpec, layer: Layer, weight: np.ndarray, source: s
         )
 
 
+def _checkpoint_takers(layers: list[Layer]) -> list[Layer]:
+    """The layers that take the checkpoint's weight layers, in order."""
+    return [x for x in layers if not takes_no_weights(x) and x.spec.weight_source is None]
+
+
+def refuse_weights_in_use(layers: list[Layer], sources: list[WeightLayer], run: set[int]) -> None:
+    """Refuse checkpoint weights that are no hardware values (`WeightLayer.problem`) where a
+    layer of the run (`run`: the layers from --start-layer to --stop-after, and those the known
+    answer simulates) uses them, itself or through `weight_source`. A layer the run leaves out
+    may hold them: the vendor's tool runs such a network."""
+    used = run | {layers[i].weight_source for i in run if layers[i].weight_source is not None}
+    for layer, source in zip(_checkpoint_takers(layers), sources, strict=False):
+        if source.problem is not None and layer.index in used:
+            raise source.problem
+
+
 def checkpoint_params(
     spec: NetworkSpec, layers: list[Layer], sources: list[WeightLayer], opts: BuildOptions
 ) -> tuple[list[_Params], list[np.ndarray | None], dict[int, int]]:
     """Weights, biases and total shifts of the layers that read the checkpoint, in order."""
-    takers = [x for x in layers if not takes_no_weights(x) and x.spec.weight_source is None]
+    takers = _checkpoint_takers(layers)
     if len(sources) < len(takers):
         missing = takers[len(sources)]
         raise layer_error(

@@ -120,8 +120,9 @@ def apply_placement(
     return placed, chosen
 
 
-def _check(net: Network, device: Device, options: RuleOptions) -> None:
-    """The device rules and the kernel allocator on the placed network."""
+def _check(net: Network, device: Device, options: RuleOptions, write_for_write: bool) -> None:
+    """The device rules and the kernel allocator on the placed network (the vendor's, for
+    `edgesynth izer`: `write_for_write`)."""
     from edgesynth.targets.max7800x import rules
     from edgesynth.targets.max7800x.plan.chip import Chip
     from edgesynth.targets.max7800x.plan.hwlayers import build_hw_layers
@@ -129,7 +130,8 @@ def _check(net: Network, device: Device, options: RuleOptions) -> None:
 
     rules.check_network(net, device, options)
     chip = Chip.of(device, options.max_proc)
-    plan_kernels(build_hw_layers(net, chip, options), chip, KernelOptions())
+    kernels = KernelOptions(write_for_write=write_for_write)
+    plan_kernels(build_hw_layers(net, chip, options), chip, kernels)
 
 
 def _kernel_words(problem: Problem, solution: Solution, instance: int) -> int:
@@ -161,6 +163,7 @@ def place(
     rebuild: Callable[[NetworkSpec], Network],
     prove: Callable[[Network], str | None] | None = None,
     outputs: Callable[[Network], dict[int, np.ndarray]] | None = None,
+    write_for_write: bool = False,
 ) -> tuple[Network, Placement]:
     """The network with its placement chosen, and the placement (see the module docstring).
 
@@ -171,7 +174,10 @@ def place(
 
     `outputs(net)` gives every layer's simulated output (they do not depend on the placement):
     a network whose layer sequence the MAX78002's snoop units decide needs them to place the
-    outputs they watch (placement/snoop.py), and its placement is proven with `prove`."""
+    outputs they watch (placement/snoop.py), and its placement is proven with `prove`.
+
+    `write_for_write`: the kernels are allocated as the vendor's tool does (`edgesynth izer`),
+    not as edgesynth's own path does (see plan/kernels.py)."""
     from edgesynth.targets.max7800x.plan.kernels import KernelClash, KernelMemoryExhausted
 
     started = time.perf_counter()
@@ -229,7 +235,7 @@ def place(
         spec, chosen = apply_placement(net.spec, placements)
         placed = rebuild(spec)
         try:
-            _check(placed, device, options)
+            _check(placed, device, options, write_for_write)
         except KernelMemoryExhausted as full:
             # The allocator gives each layer the same columns on all its processors, so
             # memory is lost between layers of different processor ranges: what the model
@@ -269,10 +275,17 @@ def place(
         seconds = time.perf_counter() - started
         return placed, Placement(placements, problem, solution, chosen, rounds, seconds)
     if not apart:
+        hint = "use calcx4 on every layer or on none, or give the placement by hand."
+        if write_for_write:
+            hint = (
+                "the vendor's kernel allocator, which `edgesynth izer` keeps write for write, "
+                "writes calcx4 kernels over other layers' kernels; `edgesynth synth` and "
+                "`edgesynth plan` allocate them where they are free, or " + hint
+            )
         raise Unplaceable(
             "automatic placement does not handle this mix of calcx4 and other layers: the "
             f"placements tried with shared kernel memory failed on the virtual device ({refuted}); "
-            "use calcx4 on every layer or on none, or give the placement by hand.",
+            + hint,
             file=net.spec.path,
         )
     raise EdgesynthError(

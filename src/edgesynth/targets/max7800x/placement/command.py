@@ -9,7 +9,7 @@ estimate. `-o` writes the YAML with the chosen keys added (the user's lines kept
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgesynth.errors import EdgesynthError
@@ -70,7 +70,7 @@ def run_plan(o: PlanOptions) -> list[str]:
 
     _check_outputs(o)
     with tempfile.TemporaryDirectory(prefix="edgesynth-plan-") as folder:
-        opts = parse_izer_args(_izer_argv(o, folder))
+        opts = replace(parse_izer_args(_izer_argv(o, folder)), write_for_write=False)
     job = job_from_options(opts, names=NATIVE)
     net, sample = load_network(job)
     check_network(net, job)

@@ -15,7 +15,8 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x import regmap as rm
-from edgesynth.targets.max7800x.plan.hwlayers import popcount
+from edgesynth.targets.max7800x.compat.fifo_input import quadrant_packed_lanes
+from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, popcount
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.plan.plan import PlanSettings
@@ -177,25 +178,13 @@ def _fifo_input(s, h, data, chans, rows, cols) -> InputPlan:
             streams[fifo_of[c]] = _pack4(flat.reshape(-1, 4))
         count = chans
     else:
-        # Four channels per word, the quadrants' FIFOs in turn.
-        count = (chans + 3) // 4
-        streams = np.zeros((count, pixels), dtype=np.uint32)
-        lanes = np.zeros((count, pixels, 4), dtype=np.int64)
-        bits = 0
-        fifo = 0
-        for c in range(0, chans, 4):
-            if bits == 0:
-                bits, fifo = pmap, 0
-            while bits & 0x0F == 0:
-                bits >>= per_group
-                fifo += 1
-            for b in range(4):
-                if bits & 1 and c + b < chans:
-                    lanes[fifo, :, b] = _bytes(data[c + b].reshape(-1))
-                bits >>= 1
-            bits >>= per_group - 4
-            fifo += 1
-        streams[:count] = _pack4(lanes[:count])
+        channels = _bytes(data[:chans].reshape(chans, -1))
+        if s.opts.write_for_write:
+            lanes = quadrant_packed_lanes(channels, pmap, per_group)
+        else:
+            lanes = _processor_lanes(s, h, channels)
+        count = lanes.shape[0]
+        streams = _pack4(lanes)
     words = [streams[c] for c in range(count)]
     fast = s.opts.fast_fifo
     base = chip.regs.apb_base
@@ -222,3 +211,33 @@ def _fifo_input(s, h, data, chans, rows, cols) -> InputPlan:
         synthesize_mask=mask,
         chw=h.big_data,
     )
+
+
+def _processor_lanes(s: PlanSettings, h: HwLayer, channels: np.ndarray) -> np.ndarray:
+    """(FIFOs, pixels, 4) bytes of an HWC input: channel c in the byte the processor that reads
+    it takes. A standard FIFO n feeds processors 16n..16n+3, byte k to processor 16n+k; the fast
+    FIFO is one stream, byte k to processor k (CTRL.fifogrp) or to processor 16k."""
+    per_group = s.chip.per_group
+    procs = [p for p in range(s.chip.max_proc) if s.processor_map_0 >> p & 1]
+    if channels.shape[0] > len(procs):  # more than one pass: as the vendor packs them
+        return quadrant_packed_lanes(channels, s.processor_map_0, per_group)
+    fast = bool(s.opts.fast_fifo)
+    place = []
+    for p in procs[: channels.shape[0]]:
+        if fast:
+            place.append((0, p % per_group if s.fifo_group else p // per_group))
+        else:
+            place.append((p // per_group, p % per_group))
+    if len(set(place)) < len(place) or max(lane for _, lane in place) > 3:
+        raise EdgesynthError(
+            f"the FIFO cannot feed processors {', '.join(map(str, procs))} one channel each "
+            "(the fast FIFO feeds processors 0-3, or 0, 16, 32 and 48; FIFO n processors "
+            "16n to 16n+3); choose the first layer's processors among those.",
+            layer=h.index,
+            layer_name=h.layer.spec.name,
+            key="processors",
+        )
+    lanes = np.zeros((max(f for f, _ in place) + 1, channels.shape[1], 4), dtype=np.int64)
+    for c, (fifo, lane) in enumerate(place):
+        lanes[fifo, :, lane] = channels[c]
+    return lanes

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgesynth.targets.max7800x.plan.chip import Chip
-from edgesynth.targets.max7800x.plan.kernels import FREE, KernelMemory
+from edgesynth.targets.max7800x.plan.kernels import FREE, KernelMemory, calcx4_columns
 
 
 @dataclass
@@ -25,17 +25,6 @@ class KernelBlock:
     @property
     def length(self) -> int:
         return int(self.words.size)
-
-
-def _x4_columns(cols: np.ndarray, start: int, count: int, chip: Chip) -> np.ndarray:
-    """Kernel word index of a calcx4 layer's kernels: each quarter of the layer goes to its own
-    quarter of the memory."""
-    small, large = chip.regs.mask_width_small, chip.regs.mask_width_large
-    mem, rem = np.divmod(cols - start, (count + 3) // 4)
-    base = start // 4
-    low = mem * (small // 4) + rem + base
-    high = mem * ((large - small) // 4) + rem + small + base
-    return np.where(cols < small, low, high)
 
 
 def kernel_blocks(
@@ -58,7 +47,7 @@ def kernel_blocks(
         for layer, (start, count) in memory.calcx4.items():
             sel = owners == layer
             if sel.any():
-                phys[sel] = _x4_columns(cols[sel], start, count, chip)
+                phys[sel] = calcx4_columns(cols[sel], start, count, chip)
         order = np.argsort(phys, kind="stable")
         phys, data = phys[order], data[order]
         breaks = np.flatnonzero(np.diff(phys) != 1) + 1

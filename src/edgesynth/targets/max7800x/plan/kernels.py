@@ -8,7 +8,10 @@ position: with q = 8 / bits, q consecutive output channels are packed into one b
 
 Allocation follows the vendor's greedy allocator: layers that enable all 64 processors first,
 then the others in layer order; each takes the lowest run of columns free in all its processors
-(on the MAX78002, processors with the larger memory try its top end first).
+(on the MAX78002, processors with the larger memory try its top end first). A calcx4 layer's
+kernels are booked in that run but written to the four quarters of the memory
+(`calcx4_columns`); the vendor checks only the booked columns (`compat.kernel_allocation`,
+`edgesynth izer`), edgesynth's own path also the columns written.
 
 Each processor receives a stream of bytes, nine per column, filled from byte 8 down to byte 0;
 the stream is cut where the output map has gaps (see `compat.kernel_packing`). The bytes of a
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.compat.kernel_allocation import unchecked_calcx4_offset
 from edgesynth.targets.max7800x.compat.kernel_packing import (
     Slots,
     flatten_rows,
@@ -53,6 +57,7 @@ class KernelOptions:
     legacy_kernels: bool = False  # --legacy-kernels
     fast_fifo_quad: bool = False  # --fast-fifo-quad: layer 0 spreads over 4 quadrants
     zero_sram: bool = False  # --zero-sram: all-zero kernels are not written
+    write_for_write: bool = True  # the vendor's calcx4 offsets, unchecked (edgesynth izer)
 
 
 @dataclass
@@ -87,12 +92,30 @@ class KernelClash(EdgesynthError):
     """The vendor's allocator gave a layer columns another layer already holds."""
 
 
+def calcx4_count(h: HwLayer) -> int:
+    """The kernel words of a calcx4 layer, a quarter of them (rounded up) in each quarter."""
+    kh, kw = h.hw_kernel_size
+    return h.in_expand * h.output_chan * 9 * h.bits // (kh * kw * 8)
+
+
+def calcx4_columns(cols: np.ndarray, start: int, count: int, chip: Chip) -> np.ndarray:
+    """The kernel words a calcx4 layer booked at columns `cols` (from `start`, `count` words)
+    is written to: each quarter of the layer goes to its own quarter of the memory."""
+    small, large = chip.regs.mask_width_small, chip.regs.mask_width_large
+    mem, rem = np.divmod(cols - start, (count + 3) // 4)
+    base = start // 4
+    low = mem * (small // 4) + rem + base
+    high = mem * ((large - small) // 4) + rem + small + base
+    return np.where(cols < small, low, high)
+
+
 class KernelPlanner:
     def __init__(self, chip: Chip, opts: KernelOptions) -> None:
         self.chip = chip
         self.opts = opts
         width = chip.regs.mask_width_large
         self.owner = np.full((chip.max_proc, width), FREE, dtype=np.int32)
+        self.written = np.full((chip.max_proc, width), FREE, dtype=np.int32)  # columns written
         self.used = np.zeros((chip.max_proc, width), dtype=np.int16)
         self.data = np.zeros((chip.max_proc, width, 9), dtype=np.uint8)
         self.widths = np.array([chip.mask_width(p) for p in range(chip.max_proc)])
@@ -166,7 +189,21 @@ class KernelPlanner:
             i += 1
         return offs
 
-    def _allocate(self, h: HwLayer, procs: list[int], length: int, mixed_x4: bool) -> int:
+    def _allocate(
+        self, h: HwLayer, procs: list[int], length: int, mixed_x4: bool, quad: bool
+    ) -> int:
+        if self.opts.write_for_write:
+            return self._vendor_offset(h, procs, length, mixed_x4, error=True)
+        offs = self._vendor_offset(h, procs, length, mixed_x4, error=False)
+        if offs >= 0 and self._free(h, procs, offs, length, quad):
+            return offs
+        return self._lowest_free(h, procs, length, quad)
+
+    def _vendor_offset(
+        self, h: HwLayer, procs: list[int], length: int, mixed_x4: bool, error: bool
+    ) -> int:
+        """The vendor allocator's first column for the layer (-1 when it runs out of memory
+        and `error` is false)."""
         regs = self.chip.regs
         found = -1
         if not mixed_x4:
@@ -176,14 +213,66 @@ class KernelPlanner:
             if extended and (h.groups == 1 or length <= regs.mask_instance_small):
                 found = self._search(h, regs.mask_width_large - 1, procs, length, True, False)
         if found == -1:
-            offs = self._search(h, (self.opts.weight_start + 3) & ~3, procs, length, False, True)
-            if mixed_x4:
-                offs *= 4  # the vendor's work-around for a calcx4 layer after a plain one
+            offs = self._search(h, (self.opts.weight_start + 3) & ~3, procs, length, False, error)
+            if offs == -1:
+                return -1
+            if h.calcx4:
+                offs = unchecked_calcx4_offset(offs, mixed_x4)
             offs = (offs + 3) & ~3
         else:
             offs = (found - (length - 1)) & ~3
-        self._fits(h, procs[-1], offs, length, False, True)
+        if not self._fits(h, procs[-1], offs, length, False, error):
+            return -1
         return offs
+
+    def _lowest_free(self, h: HwLayer, procs: list[int], length: int, quad: bool) -> int:
+        """The lowest column from which the layer's booked and written columns are free."""
+        offs = (self.opts.weight_start + 3) & ~3
+        while True:
+            self._fits(h, procs[0], offs, length, False, True)
+            offs = self._search(h, offs, procs, length, False, True)
+            if self._free(h, procs, offs, length, quad):
+                return offs
+            offs += 4
+
+    def _free(self, h: HwLayer, procs: list[int], offs: int, length: int, quad: bool) -> bool:
+        """Whether the columns the layer would book from `offs` are free where booked and
+        where written (the first layer of --fast-fifo-quad books them in every quadrant)."""
+        booked = np.asarray(procs)
+        if quad:
+            booked = (booked[:, None] + np.arange(4) * self.chip.per_group).reshape(-1)
+        if (offs + length > self.widths[booked]).any():
+            return False
+        cols = np.arange(offs, offs + length)
+        if (self.owner[np.ix_(booked, cols)] != FREE).any():
+            return False
+        if h.calcx4:
+            cols = calcx4_columns(cols, offs, calcx4_count(h), self.chip)
+        pp, pc = np.repeat(booked, cols.size), np.tile(cols, booked.size)
+        if (pc >= self.widths[pp]).any():
+            return False
+        return bool((self.written[pp, pc] == FREE).all())
+
+    def _mark_written(self, h: HwLayer, offs: int) -> None:
+        """Record the columns the layer's kernels are written to; a clash is a defect."""
+        procs, cols = np.nonzero(self.owner == h.index)
+        if h.calcx4:
+            cols = calcx4_columns(cols, offs, calcx4_count(h), self.chip)
+        keep = cols < self.widths[procs]
+        procs, cols = procs[keep], cols[keep]
+        if not self.opts.write_for_write:
+            taken = self.written[procs, cols]
+            clash = np.flatnonzero((taken != FREE) & (taken != h.index))
+            if clash.size:
+                k = int(clash[0])
+                raise KernelClash(
+                    f"the kernels would be written over layer {int(taken[k])}'s in processor "
+                    f"{int(procs[k])}'s kernel word {int(cols[k])} (a defect in edgesynth's "
+                    "kernel allocator; please report it with this YAML).",
+                    layer=h.index,
+                    layer_name=h.layer.spec.name,
+                )
+        self.written[procs, cols] = h.index
 
     # -- the byte stream ----------------------------------------------------------------------
     def _conv_stream(self, h: HwLayer, rows: np.ndarray, slots: Slots, q: int, n: int) -> _Stream:
@@ -293,7 +382,7 @@ class KernelPlanner:
         if quad:
             length, count, ochan = (length + 3) // 4, (count + 3) // 4, (ochan + 3) // 4
 
-        offs = self._allocate(h, procs, length, mixed_x4)
+        offs = self._allocate(h, procs, length, mixed_x4, quad)
         layout = KernelLayout(offset=offs, length=length, count=count, ochan=ochan)
         self.layouts[h.index] = layout
 
@@ -305,6 +394,7 @@ class KernelPlanner:
         col0, leftover = divmod(start_col * ksize * in_exp, 9)
         pad0 = initial_padding_bytes(leftover, q)
         self._write_stream(h, layout, procs, stream, slots, col0, pad0, start_col, quad)
+        self._mark_written(h, offs)
 
     def _write_stream(
         self,
@@ -444,7 +534,5 @@ def plan_kernels(hw: list[HwLayer], chip: Chip, opts: KernelOptions) -> KernelMe
             memory.layouts[h.index] = planner.layouts[h.kernel_source]
     for h in hw:
         if h.calcx4 and h.index in memory.layouts:
-            kh, kw = h.hw_kernel_size
-            count = h.in_expand * h.output_chan * 9 * h.bits // (kh * kw * 8)
-            memory.calcx4[h.index] = (memory.layouts[h.index].offset, count)
+            memory.calcx4[h.index] = (memory.layouts[h.index].offset, calcx4_count(h))
     return memory

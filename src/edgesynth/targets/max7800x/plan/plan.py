@@ -184,6 +184,7 @@ def _make_plan(result: SynthesisResult, opts: Any) -> Plan:
             legacy_kernels=opts.legacy_kernels,
             fast_fifo_quad=opts.fast_fifo_quad,
             zero_sram=opts.zero_sram,
+            write_for_write=opts.write_for_write,
         ),
     )
     s.bias = plan_bias(hw, chip, groups_used, opts.fast_fifo_quad)
