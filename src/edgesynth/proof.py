@@ -57,9 +57,7 @@ def first_difference(expected: np.ndarray, got: np.ndarray) -> str:
     )
 
 
-def compare(
-    expected: np.ndarray, got: np.ndarray, executor: str, what: str, remedy: str
-) -> Proof:
+def compare(expected: np.ndarray, got: np.ndarray, executor: str, what: str, remedy: str) -> Proof:
     """The proof that `got` (the executor's output) equals `expected` (the bit-exact
     simulator's), or ProofFailed naming `what` failed, where, and `remedy`."""
     expected, got = np.asarray(expected), np.asarray(got)

@@ -31,6 +31,13 @@ IZER_REMEDY = (
 
 def prove_project(result: SynthesisResult, plan: Plan, device: str, remedy: str) -> Proof:
     """Run the project's writes on the virtual `device`; the Proof, or ProofFailed."""
+    return prove_run(result, plan, device, remedy)[0]
+
+
+def prove_run(
+    result: SynthesisResult, plan: Plan, device: str, remedy: str
+) -> tuple[Proof, RunResult]:
+    """`prove_project`, with the device's run (for a caller that looks further)."""
     from edgesynth.targets.max7800x.placement.verify import known_answer, run_hazards, run_plan
     from edgesynth.targets.max7800x.vdevice.runner import check_kat
 
@@ -39,7 +46,7 @@ def prove_project(result: SynthesisResult, plan: Plan, device: str, remedy: str)
     report = check_kat(run, known)
     executor = f"the virtual {device}"
     if report.ok:
-        return Proof(executor, report.words, report.words)
+        return Proof(executor, report.words, report.words), run
     hw_layer = first_failing_layer(run, result, plan)
     if hw_layer is None:
         hw_layer = report.first_bad_layer
@@ -136,7 +143,7 @@ _WHERE = re.compile(r"processor (\d+), words ([\d\-, ]+?)\)")
 
 
 def _kernel_places(hazards: list[Hazard]) -> str:
-    """"processors 16, 32 and 48, kernel words 4-6" from the hazards' messages."""
+    """ "processors 16, 32 and 48, kernel words 4-6" from the hazards' messages."""
     found = [m.groups() for h in hazards if (m := _WHERE.search(h.message))]
     if not found:
         return ""
