@@ -18,6 +18,10 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 
 NO_VERIFY = "--no-verify"
+DEFECT_REMEDY = (
+    "Nothing was written. edgesynth generated this program, so this is a defect in edgesynth: "
+    "please report it with the model; --no-verify writes the files anyway (unproven)."
+)
 
 
 @dataclass(frozen=True)
