@@ -19,9 +19,8 @@ from edgesynth.proof import Proof, ProofFailed
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.pipeline import SynthesisResult
+    from edgesynth.targets.max7800x.placement.verify import Hazard, KatReport, RunResult
     from edgesynth.targets.max7800x.plan.plan import Plan
-    from edgesynth.targets.max7800x.vdevice.hazards import Hazard
-    from edgesynth.targets.max7800x.vdevice.runner import KatReport, RunResult
 
 IZER_REMEDY = (
     "Nothing was written. Run `edgesynth plan` on the network for a placement that works, or "
@@ -38,12 +37,9 @@ def prove_run(
     result: SynthesisResult, plan: Plan, device: str, remedy: str
 ) -> tuple[Proof, RunResult]:
     """`prove_project`, with the device's run (for a caller that looks further)."""
-    from edgesynth.targets.max7800x.placement.verify import known_answer, run_hazards, run_plan
-    from edgesynth.targets.max7800x.vdevice.runner import check_kat
+    from edgesynth.targets.max7800x.placement.verify import run_hazards, run_known_answer
 
-    run = run_plan(plan, device)
-    known = known_answer(plan)
-    report = check_kat(run, known)
+    run, report, known = run_known_answer(plan, device)
     executor = f"the virtual {device}"
     if report.ok:
         return Proof(executor, report.words, report.words), run

@@ -85,7 +85,7 @@ def _prove(result: SynthesisResult, plan: Plan, placed: bool, o: PlanOptions) ->
             + f". {remedy}",
             file=str(o.network),
         )
-    return proof.line
+    return f"{proof.line}; no memory hazard"
 
 
 def run_plan(o: PlanOptions) -> list[str]:

@@ -19,7 +19,7 @@ from edgesynth.targets.max7800x.plan.plan import Plan
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.vdevice.hazards import Hazard
     from edgesynth.targets.max7800x.vdevice.knownanswer import KnownAnswer
-    from edgesynth.targets.max7800x.vdevice.runner import RunResult
+    from edgesynth.targets.max7800x.vdevice.runner import KatReport, RunResult
 
 
 @dataclass
@@ -55,6 +55,15 @@ def known_answer(plan: Plan) -> KnownAnswer:
         np.array([b.words.size for b in blocks], dtype=np.int64),
         np.concatenate([b.words for b in blocks]) if blocks else np.zeros(0, np.uint32),
     )
+
+
+def run_known_answer(plan: Plan, device: str) -> tuple[RunResult, KatReport, KnownAnswer]:
+    """The plan's writes run on the device, and its known answer checked against the run."""
+    from edgesynth.targets.max7800x.vdevice.runner import check_kat
+
+    result = run_plan(plan, device)
+    known = known_answer(plan)
+    return result, check_kat(result, known), known
 
 
 def run_hazards(plan: Plan, result: RunResult, known: KnownAnswer) -> list[Hazard]:
