@@ -34,15 +34,18 @@ def prove_project(result: SynthesisResult, plan: Plan, device: str, remedy: str)
 
 
 def prove_run(
-    result: SynthesisResult, plan: Plan, device: str, remedy: str
+    result: SynthesisResult, plan: Plan, device: str, remedy: str, record: bool = False
 ) -> tuple[Proof, RunResult]:
-    """`prove_project`, with the device's run (for a caller that looks further)."""
+    """`prove_project`, with the device's run (for a caller that looks further: with `record`
+    the run keeps the access log `placement.verify.run_hazards` reads)."""
     from edgesynth.targets.max7800x.placement.verify import run_hazards, run_known_answer
 
-    run, report, known = run_known_answer(plan, device)
+    run, report, known = run_known_answer(plan, device, record)
     executor = f"the virtual {device}"
     if report.ok:
         return Proof(executor, report.words, report.words), run
+    if not record:  # the explanation needs the access log: run again, recording
+        run, report, known = run_known_answer(plan, device, True)
     hw_layer = first_failing_layer(run, result, plan)
     if hw_layer is None:
         hw_layer = report.first_bad_layer

@@ -76,7 +76,7 @@ def _prove(result: SynthesisResult, plan: Plan, placed: bool, o: PlanOptions) ->
             "Leave out `processors`, `output_processors`, `in_offset` and `out_offset` so that "
             "edgesynth places the layers, or pass --no-verify to skip the check."
         )
-    proof, run = prove_run(result, plan, device, remedy)
+    proof, run = prove_run(result, plan, device, remedy, record=True)
     hazards = run_hazards(plan, run, known_answer(plan))
     if hazards:
         raise EdgesynthError(

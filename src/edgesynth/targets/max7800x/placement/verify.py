@@ -31,8 +31,9 @@ class DeviceCheck:
     details: list[str]
 
 
-def run_plan(plan: Plan, device: str) -> RunResult:
-    """The plan's writes (what its generated project writes) run on the virtual device."""
+def run_plan(plan: Plan, device: str, record: bool = True) -> RunResult:
+    """The plan's writes (what its generated project writes) run on the virtual device;
+    `record`: keep the access log the hazard analysis needs."""
     from edgesynth.targets.max7800x.plan.trace import plan_trace
     from edgesynth.targets.max7800x.vdevice.runner import run
     from edgesynth.targets.max7800x.vdevice.trace import MARKER_BASE, from_pairs
@@ -41,7 +42,7 @@ def run_plan(plan: Plan, device: str) -> RunResult:
     for phase, writes in enumerate(plan_trace(plan)):
         records += [np.array([[MARKER_BASE + phase, 0]], dtype=np.uint32), writes]
     records.append(np.array([[MARKER_BASE + len(records) // 2, 0]], dtype=np.uint32))
-    return run(from_pairs(np.concatenate(records).astype(np.uint32)), device)
+    return run(from_pairs(np.concatenate(records).astype(np.uint32)), device, record)
 
 
 def known_answer(plan: Plan) -> KnownAnswer:
@@ -57,11 +58,13 @@ def known_answer(plan: Plan) -> KnownAnswer:
     )
 
 
-def run_known_answer(plan: Plan, device: str) -> tuple[RunResult, KatReport, KnownAnswer]:
+def run_known_answer(
+    plan: Plan, device: str, record: bool = True
+) -> tuple[RunResult, KatReport, KnownAnswer]:
     """The plan's writes run on the device, and its known answer checked against the run."""
     from edgesynth.targets.max7800x.vdevice.runner import check_kat
 
-    result = run_plan(plan, device)
+    result = run_plan(plan, device, record)
     known = known_answer(plan)
     return result, check_kat(result, known), known
 
