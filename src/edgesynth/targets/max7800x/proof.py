@@ -46,19 +46,32 @@ def prove_run(
         return Proof(executor, report.words, report.words), run
     if not record:  # the explanation needs the access log: run again, recording
         run, report, known = run_known_answer(plan, device, True)
+    raise _failure(result, plan, device, remedy, run, report, run_hazards(plan, run, known))
+
+
+def _failure(
+    result: SynthesisResult,
+    plan: Plan,
+    device: str,
+    remedy: str,
+    run: RunResult,
+    report: KatReport,
+    found: list[Hazard],
+) -> ProofFailed:
+    """The one message for a run that missed the known answer, in YAML layer numbers."""
     hw_layer = first_failing_layer(run, result, plan)
     if hw_layer is None:
         hw_layer = report.first_bad_layer
     yaml = {h.index + plan.settings.hw_add(h.index): h.index for h in plan.hw}
     calcx4 = {yaml.get(p.layer, p.layer) for p in run.programs if p.calcx4}
-    hazards = [_renumbered(h, yaml) for h in run_hazards(plan, run, known)]
+    hazards = [_renumbered(h, yaml) for h in found]
     layer = None if hw_layer is None else yaml.get(hw_layer, hw_layer)
     spec = result.network.spec
     label = None
     if layer is not None:
         name = spec.layers[layer].name if 0 <= layer < len(spec.layers) else None
         label = f"layer {layer}" + (f" ({name})" if name else "")
-    raise ProofFailed(
+    return ProofFailed(
         failure_message(
             device,
             report,
