@@ -155,9 +155,12 @@ def compile_to(
     out: str | Path | None = None,
     overwrite: bool = False,
     inputs: Iterable[str | Path | None] = (),
+    verify: bool = False,
 ) -> tuple[Program, list[str]]:
     """Lower, check and plan `graph` for the target; with `out`, emit its files and the
-    manifest through the output-folder rules (staged; nothing else in the folder is touched)."""
+    manifest through the output-folder rules (staged; nothing else in the folder is touched).
+    With `verify`, the emitted files run on the target's executor first (`Target.prove`, the
+    proof in `program.proof`); a failing proof raises ProofFailed and nothing is moved."""
     target = get_target(target_name)
     plan = None
     if out is not None:  # refuse a bad output folder before the long work starts
@@ -167,7 +170,29 @@ def compile_to(
     if plan is not None:
         with plan as folder:
             files = target.emit(program, folder.staging)
+            if verify:
+                sample = proof_inputs(program, calibration)
+                program.proof = target.prove(program, folder.staging, sample)
     return program, files
+
+
+def proof_inputs(program: Program, calibration: np.ndarray | None) -> list[np.ndarray]:
+    """The inputs the proof runs (a batch of one per input): the first calibration input,
+    quantized with the program's input scale, or fixed pseudo-random codes over each input's
+    range."""
+    if calibration is not None and len(program.inputs) == 1:
+        fmt = program.inputs[0]
+        first = np.asarray(calibration)[:1]
+        if first.size == int(np.prod(fmt.shape)):
+            first = first.reshape(1, *fmt.shape)
+            return [prepare_inputs(fmt, first, "calibration data")]
+    rng = np.random.default_rng(0)
+    batches = []
+    for fmt in program.inputs:
+        lo = -(1 << (fmt.bits - 1)) if fmt.signed else 0
+        hi = (1 << (fmt.bits - 1)) - 1 if fmt.signed else (1 << fmt.bits) - 1
+        batches.append(rng.integers(lo, hi, size=(1, *fmt.shape), endpoint=True))
+    return batches
 
 
 @dataclass

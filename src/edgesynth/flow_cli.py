@@ -55,9 +55,14 @@ def compile_cmd(args: argparse.Namespace) -> int:
         out=args.output,
         overwrite=args.overwrite,
         inputs=inputs,
+        verify=args.verify,
     )
     for w in program.warnings:
         print(f"edgesynth: warning: {w}", file=sys.stderr)
+    if not args.verify and target.executor is not None:
+        from edgesynth.proof import unproven
+
+        print(f"edgesynth: warning: {unproven('the program', target.executor)}", file=sys.stderr)
     fmt = program.inputs[0]
     kind = f"{'' if fmt.signed else 'u'}int{fmt.bits}"
     print(
@@ -65,6 +70,8 @@ def compile_cmd(args: argparse.Namespace) -> int:
         f"{plural(len(program.layers), 'hardware layer')}, "
         f"input {'x'.join(map(str, fmt.shape))} {kind}"
     )
+    if program.proof is not None:
+        print(program.proof.line)
     print(f"wrote {', '.join(files)} in {args.output}")
     return 0
 
@@ -160,6 +167,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--overwrite",
         action="store_true",
         help="replace the compiler's files in a non-empty output folder (nothing else)",
+    )
+    c.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="write the files without first running them on the target's executor (the "
+        "virtual MAX7800x, the host build of the gap8 C, the Gati or xDNN functional model); "
+        "by default a program that misses the simulator's answer is refused, nothing written",
     )
     c.set_defaults(handler=compile_cmd)
 

@@ -165,7 +165,7 @@ def _plan_and_prove(folder: Path, device: str, izer_options: tuple[str, ...] = (
     )
     with inside(folder), contextlib.redirect_stdout(None):
         lines = run_plan(options)
-    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
+    assert any(line.startswith("known answer reproduced on the virtual") for line in lines)
     return load_spec(out)
 
 
@@ -441,7 +441,7 @@ def test_random_networks_are_placed_without_hazards(tmp_path_factory, net, seed,
     with inside(folder), contextlib.redirect_stdout(None):
         lines = run_plan(PlanOptions(network=Path("net.yaml"), checkpoint=None, device=device))
     # run_plan raises when the virtual device finds a hazard or a wrong known-answer word
-    assert lines[-1].startswith("virtual device: the project's writes reproduce")
+    assert lines[-1].startswith("known answer reproduced on the virtual")
 
 
 @pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])

@@ -89,7 +89,7 @@ def _plan(folder: Path, snooped: bool = True):  # type: ignore[no-untyped-def]
     )
     with contextlib.chdir(folder), contextlib.redirect_stdout(None):
         lines = plan_command(options)
-    assert any(line.startswith("virtual device: the project's writes reproduce") for line in lines)
+    assert any(line.startswith("known answer reproduced on the virtual") for line in lines)
     assert any(line.startswith("snoop: snoop unit 1 must") for line in lines) == snooped
     _, plan = plan_in(folder, "MAX78002", config="p.yaml", prefix="planned")
     check = device_check(plan, "MAX78002")

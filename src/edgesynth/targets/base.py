@@ -31,6 +31,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, did_you_mean
 from edgesynth.ir.graph import Graph, QType
+from edgesynth.proof import Proof
 
 MANIFEST = "compiled.json"
 
@@ -127,6 +128,7 @@ class Program:
     # then "softmax", "logsoftmax" or None.
     host_post: str | None = None
     host_layers: list[HostDense] = field(default_factory=list)
+    proof: Proof | None = None  # set when the emitted files were proven (`Target.prove`)
 
     def postprocess(self, values: np.ndarray) -> np.ndarray:
         """The host's part after the chip: `host_layers`, then `host_post`, on dequantized
@@ -217,6 +219,23 @@ class Target(ABC):
     @abstractmethod
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         """Rebuild an emitted program from `folder` so it can be simulated (`edgesynth run`)."""
+
+    # -- the proof (optional) -------------------------------------------------------------
+    executor: ClassVar[str | None] = None  # what `prove` runs the emitted files on
+
+    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+        """Run the files `emit` wrote in `folder` on `executor` for `inputs` (one batch per
+        input) and compare with the bit-exact simulator: the Proof, or ProofFailed. None for a
+        target without an executor."""
+        return None
+
+    def expected(self, program: Program, inputs: list[np.ndarray]) -> np.ndarray:
+        """The reference the proof compares with: the program's integer graph, simulated."""
+        from edgesynth.sim.graph import run
+
+        values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
+        out = values[program.graph.outputs[0]]
+        return out.reshape(len(out), *program.outputs[0].shape)
 
     # -- shared ---------------------------------------------------------------------------
     def compile(self, graph: Graph, options: CompileOptions) -> Program:

@@ -23,6 +23,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import Graph, QType
+from edgesynth.proof import Proof
 from edgesynth.targets.base import (
     CompileOptions,
     Program,
@@ -161,6 +162,20 @@ class GatiTarget(Target):
             self.plan(program)
         _, files = write_files(program.plan, Path(folder), program.extra.get("sample"))
         return self.write_manifest(program, Path(folder), files)
+
+    # -- the proof ------------------------------------------------------------------------
+    executor: ClassVar[str | None] = "the Gati functional model"
+
+    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+        """The files in `folder` (program.dwp, report.json) read back and run on the
+        functional model compute what the program's integer graph computes."""
+        from edgesynth.proof import DEFECT_REMEDY, compare
+        from edgesynth.targets.base import read_manifest
+
+        loaded = self.load(Path(folder), read_manifest(Path(folder)))
+        got = self.simulate(loaded, inputs)[0]
+        expected = self.expected(program, inputs)
+        return compare(expected, got, str(self.executor), "the emitted program", DEFECT_REMEDY)
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         from edgesynth.targets.gati.artifacts import load_outputs

@@ -57,6 +57,7 @@ def _synth(args: argparse.Namespace) -> int:
             boost=args.boost,
             overwrite=args.overwrite,
             verbose=args.verbose,
+            verify=args.verify,
             izer_options=list(args.izer_option or []),
         )
     )
@@ -107,6 +108,16 @@ def _network_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="NPY",
         help="sample .npy (default: tests/sample_<dataset>.npy)",
+    )
+
+
+def _no_verify_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help=f"write {what} without first running its writes on the virtual device (by "
+        "default a project that misses its known answer is refused and nothing is written)",
     )
 
 
@@ -187,6 +198,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--overwrite", action="store_true", help="replace the files of an existing project"
     )
     synth.add_argument("--verbose", action="store_true", help="print the plan")
+    _no_verify_argument(synth, "the project")
     synth.add_argument(
         "--izer-option",
         action="append",
@@ -219,6 +231,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="run the project's writes on the virtual device (default: on)",
+    )
+    plan.add_argument(
+        "--no-verify",
+        dest="check",
+        action="store_false",
+        help="the same as --no-check",
     )
     plan.add_argument(
         "--izer-option",

@@ -97,6 +97,19 @@ def plan_izer(argv: list[str]) -> tuple[SynthesisResult, Plan]:
     return result, make_plan(result, opts)
 
 
+def prove(result: SynthesisResult, plan: Plan, opts: IzerOptions) -> None:
+    """Run the project's writes on the virtual device before anything is written: print the
+    proof's line, or raise ProofFailed (nothing is written). `--no-verify` skips it, warned."""
+    from edgesynth.proof import unproven
+    from edgesynth.targets.max7800x.proof import IZER_REMEDY, prove_project
+
+    if opts.no_verify:
+        executor = f"the virtual {opts.device}"
+        print(f"edgesynth: warning: {unproven('the project', executor)}", file=sys.stderr)
+        return
+    print(prove_project(result, plan, opts.device, IZER_REMEDY).line)
+
+
 def run_izer(
     argv: list[str], names: OptionNames = VENDOR, write_for_write: bool = True
 ) -> SynthesisResult:
@@ -159,6 +172,8 @@ def run_izer(
             "note: accepted, no effect on the embedded project: " + ", ".join(ignored),
             file=sys.stderr,
         )
+    if plan is not None:
+        prove(result, plan, opts)
     with folder as out:
         for filename, text in files.items():
             out.write_text(filename, text)

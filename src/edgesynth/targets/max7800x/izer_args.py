@@ -533,6 +533,12 @@ OPTIONS: tuple[Opt, ...] = (
         _value("--yamllint", effect="run", help="YAML linter to run (none: do not lint)",
                default="yamllint"),
     ),
+    *_section(
+        "edgesynth (not in the vendor's tool)",
+        _flag("--no-verify", effect="run",
+              help="write the project without running its writes on the virtual device first "
+              "(by default a project that misses its known answer is refused)"),
+    ),
 )
 # fmt: on
 
@@ -878,6 +884,7 @@ class IzerOptions:
     version_check_interval: int
     upstream: str
     yamllint: str | None  # None: do not lint
+    no_verify: bool  # edgesynth's own: skip the proof on the virtual device
     # Bookkeeping
     given: tuple[tuple[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()

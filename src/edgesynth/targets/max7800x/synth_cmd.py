@@ -31,6 +31,7 @@ class SynthOptions:
     boost: str | None = None
     overwrite: bool = False
     verbose: bool = False
+    verify: bool = True  # run the project's writes on the virtual device before writing it
     izer_options: list[str] = field(default_factory=list)  # any other vendor option, as is
 
 
@@ -54,6 +55,7 @@ def izer_argv(o: SynthOptions) -> list[str]:
         "--no-unload": not o.unload,
         "--overwrite": o.overwrite,
         "--verbose": o.verbose,
+        "--no-verify": not o.verify,
     }
     argv += [flag for flag, on in flags.items() if on]
     if o.timer is not None:

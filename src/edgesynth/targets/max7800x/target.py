@@ -21,6 +21,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.proof import Proof
 from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
 
 NETWORK_FILE = "network.yaml"
@@ -178,10 +179,10 @@ class Max7800xTarget(Target):
     def emit(self, program: Program, folder: Path) -> list[str]:
         files = _write_description(folder, program.extra["description"], program.extra["sample"])
         with _about(program.extra.get("model", NETWORK_FILE), Path(folder)):
-            files += self._write_project(Path(folder))
+            files += self._write_project(Path(folder), program)
         return self.write_manifest(program, folder, files)
 
-    def _write_project(self, folder: Path) -> list[str]:
+    def _write_project(self, folder: Path, program: Program) -> list[str]:
         """The C project for the description in `folder`, as `edgesynth izer` writes it."""
         from edgesynth.targets.max7800x.codegen import project_files
         from edgesynth.targets.max7800x.izer import job_from_options
@@ -202,11 +203,26 @@ class Max7800xTarget(Target):
                 path.read_text(), result.network.spec, chosen_values(job.placement), str(path)
             )
             path.write_text(text)
-        _, texts = project_files(result, opts, PROJECT)
+        plan, texts = project_files(result, opts, PROJECT)
+        program.extra["project"] = (result, plan)  # what `prove` runs
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():
             (folder / PROJECT / name).write_text(text)
         return [f"{PROJECT}/{name}" for name in sorted(texts)]
+
+    # -- the proof --------------------------------------------------------------------------
+    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+        """The project's writes (`project/`, write for write) on the virtual device leave its
+        known answer (the program's sample, simulated) in data memory."""
+        from edgesynth.targets.max7800x.proof import prove_project
+
+        result, plan = program.extra["project"]
+        remedy = (
+            "Nothing was written. edgesynth chose this project's layout, so this is a defect in "
+            "edgesynth: please report it with the model; --no-verify writes the project anyway "
+            "(unproven)."
+        )
+        return prove_project(result, plan, self.device_name, remedy)
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         net = self._load_network(Path(folder))
@@ -228,6 +244,7 @@ class Max78000(Max7800xTarget):
     name = "max78000"
     summary = "Analog Devices MAX78000: 64 processors, 512 KiB data memory (YAML + C project)"
     device_name = "MAX78000"
+    executor = "the virtual MAX78000"
 
 
 @register
@@ -235,6 +252,7 @@ class Max78002(Max7800xTarget):
     name = "max78002"
     summary = "Analog Devices MAX78002: 64 processors, 1,280 KiB data memory (YAML + C project)"
     device_name = "MAX78002"
+    executor = "the virtual MAX78002"
 
 
 TARGETS = [Max78000, Max78002]

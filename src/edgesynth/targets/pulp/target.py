@@ -13,6 +13,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.graph import Graph, QType
+from edgesynth.proof import Proof
 from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
 
 TARGET_JSON = "pulp.json"
@@ -147,6 +148,29 @@ class Gap8Target(Target):
         files.append(TARGET_JSON)
         return self.write_manifest(program, folder, files)
 
+    # -- the proof ------------------------------------------------------------------------
+    executor = "the host build of the generated C"
+
+    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+        """The C in `folder`, built with the host's gcc (warnings as errors) in a copy of the
+        folder and run, writes every layer's output exactly as the integer graph computes it."""
+        from edgesynth.proof import DEFECT_REMEDY, ProofFailed, first_difference
+        from edgesynth.sim.graph import run
+
+        got = _host_run(Path(folder), inputs)
+        values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
+        compared = 0
+        for entry, output in zip(got.layout["layers"], got.outputs[0], strict=True):
+            want = np.asarray(values[entry["tensor"]])[0].reshape(output.shape)
+            if not np.array_equal(want, output):
+                raise ProofFailed(
+                    f"ONNX node {entry['name']} (layer {entry['index']}) of the generated C, "
+                    f"built and run on the host, does not compute the simulator's answer: "
+                    f"{first_difference(want, output)}. {DEFECT_REMEDY}"
+                )
+            compared += output.size
+        return Proof(str(self.executor), compared, compared, "values")
+
     def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
         from edgesynth.targets.pulp.plan import PlanOptions
 
@@ -164,6 +188,23 @@ class Gap8Target(Target):
         program = self.lower(graph, options)
         program.extra["plan_options"] = PlanOptions.from_json(saved["options"])
         return program
+
+
+def _host_run(folder: Path, inputs: list[np.ndarray]) -> Any:
+    """Build the program in a copy of `folder` (nothing is added to it) and run `inputs`."""
+    import tempfile
+
+    from edgesynth.targets.pulp.build import build, execute
+
+    if shutil.which("gcc") is None:
+        raise EdgesynthError(
+            "the proof builds the generated C with the host's gcc, which is not installed "
+            "(on Debian: apt-get install gcc); pass --no-verify to write the program unproven"
+        )
+    with tempfile.TemporaryDirectory(prefix="edgesynth-proof-") as tmp:
+        work = Path(tmp) / "program"
+        shutil.copytree(folder, work)
+        return execute(work, inputs, "host", build(work, "host"))
 
 
 TARGETS = [Gap8Target]

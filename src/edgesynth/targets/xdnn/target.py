@@ -10,6 +10,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.graph import Graph, QType
+from edgesynth.proof import Proof
 from edgesynth.targets.base import (
     CompileOptions,
     Program,
@@ -91,6 +92,17 @@ class XdnnTarget(Target):
         from edgesynth.targets.xdnn.emit import emit
 
         return self.write_manifest(program, Path(folder), emit(program, Path(folder)))
+
+    executor: ClassVar[str | None] = "the xDNN functional model"
+
+    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+        """The files in `folder` (script.bin, filters.bin) run on the functional model compute
+        what the program's integer graph computes."""
+        from edgesynth.proof import DEFECT_REMEDY, compare
+
+        got = run_folder(Path(folder), inputs[0])
+        expected = self.expected(program, inputs)
+        return compare(expected, got, str(self.executor), "the emitted program", DEFECT_REMEDY)
 
     def manifest(self, program: Program, files: list[str]) -> dict[str, Any]:
         manifest = super().manifest(program, files)

@@ -11,9 +11,14 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import check_output_file, write_file_atomic
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.pipeline import SynthesisResult
+    from edgesynth.targets.max7800x.plan.plan import Plan
 
 
 @dataclass
@@ -52,6 +57,35 @@ def _check_outputs(o: PlanOptions) -> None:
             raise EdgesynthError(f"{path}: name a {' or '.join(suffixes)} file.", key=option)
 
 
+def _prove(result: SynthesisResult, plan: Plan, placed: bool, o: PlanOptions) -> str:
+    """The proof line: the project's writes on the virtual device reproduce the known answer
+    (ProofFailed otherwise) and have no memory hazard."""
+    from edgesynth.targets.max7800x.placement.verify import known_answer, run_hazards
+    from edgesynth.targets.max7800x.proof import prove_run
+
+    device = result.network.device
+    if placed:
+        remedy = (
+            "edgesynth placed this network, so this is a defect: please report it with this "
+            "YAML; --no-verify skips the check."
+        )
+    else:
+        remedy = (
+            "Leave out `processors`, `output_processors`, `in_offset` and `out_offset` so that "
+            "edgesynth places the layers, or pass --no-verify to skip the check."
+        )
+    proof, run = prove_run(result, plan, device, remedy, record=True)
+    hazards = run_hazards(plan, run, known_answer(plan))
+    if hazards:
+        raise EdgesynthError(
+            "the virtual device finds a memory hazard in the project: "
+            + "; ".join(f"{h.kind}: {h.message}" for h in hazards[:5])
+            + f". {remedy}",
+            file=str(o.network),
+        )
+    return f"{proof.line}; no memory hazard"
+
+
 def run_plan(o: PlanOptions) -> list[str]:
     """Plan the network; returns the report lines (also printed)."""
     from edgesynth.targets.max7800x.izer import job_from_options
@@ -64,7 +98,6 @@ def run_plan(o: PlanOptions) -> list[str]:
         load_network,
     )
     from edgesynth.targets.max7800x.placement import chosen_values, report
-    from edgesynth.targets.max7800x.placement.verify import device_check
     from edgesynth.targets.max7800x.placement.yamltext import with_placement
     from edgesynth.targets.max7800x.plan.plan import make_plan
 
@@ -94,18 +127,7 @@ def run_plan(o: PlanOptions) -> list[str]:
     lines += report.bias_map(plan)
     lines += report.latency_lines(plan)
     if o.device_check:
-        check = device_check(plan, net.device)
-        if check.ok:
-            lines.append(
-                "virtual device: the project's writes reproduce the known answer, no memory hazard."
-            )
-        else:
-            problems = check.hazards + check.details
-            raise EdgesynthError(
-                "the virtual device finds the placement wrong (a defect in edgesynth; please "
-                "report it with this YAML): " + "; ".join(problems[:5]),
-                file=str(o.network),
-            )
+        lines.append(_prove(result, plan, placement is not None, o))
     if o.output is not None:
         values = chosen_values(placement) if placement is not None else {}
         text = Path(o.network).read_text()

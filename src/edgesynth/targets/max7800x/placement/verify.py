@@ -17,7 +17,9 @@ import numpy as np
 from edgesynth.targets.max7800x.plan.plan import Plan
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.vdevice.runner import RunResult
+    from edgesynth.targets.max7800x.vdevice.hazards import Hazard
+    from edgesynth.targets.max7800x.vdevice.knownanswer import KnownAnswer
+    from edgesynth.targets.max7800x.vdevice.runner import KatReport, RunResult
 
 
 @dataclass
@@ -29,8 +31,9 @@ class DeviceCheck:
     details: list[str]
 
 
-def run_plan(plan: Plan, device: str) -> RunResult:
-    """The plan's writes (what its generated project writes) run on the virtual device."""
+def run_plan(plan: Plan, device: str, record: bool = True) -> RunResult:
+    """The plan's writes (what its generated project writes) run on the virtual device;
+    `record`: keep the access log the hazard analysis needs."""
     from edgesynth.targets.max7800x.plan.trace import plan_trace
     from edgesynth.targets.max7800x.vdevice.runner import run
     from edgesynth.targets.max7800x.vdevice.trace import MARKER_BASE, from_pairs
@@ -39,28 +42,50 @@ def run_plan(plan: Plan, device: str) -> RunResult:
     for phase, writes in enumerate(plan_trace(plan)):
         records += [np.array([[MARKER_BASE + phase, 0]], dtype=np.uint32), writes]
     records.append(np.array([[MARKER_BASE + len(records) // 2, 0]], dtype=np.uint32))
-    return run(from_pairs(np.concatenate(records).astype(np.uint32)), device)
+    return run(from_pairs(np.concatenate(records).astype(np.uint32)), device, record)
 
 
-def device_check(plan: Plan, device: str) -> DeviceCheck:
+def known_answer(plan: Plan) -> KnownAnswer:
+    """The words the plan's project checks (its sampleoutput.h), as the device reads them."""
     from edgesynth.targets.max7800x.vdevice.knownanswer import from_blocks
-    from edgesynth.targets.max7800x.vdevice.runner import check_kat, hazards_of, network_output
 
-    result = run_plan(plan, device)
     blocks = plan.kat
-    known = from_blocks(
+    return from_blocks(
         np.array([b.address for b in blocks], dtype=np.int64),
         np.array([b.mask for b in blocks], dtype=np.uint32),
         np.array([b.words.size for b in blocks], dtype=np.int64),
         np.concatenate([b.words for b in blocks]) if blocks else np.zeros(0, np.uint32),
     )
-    report = check_kat(result, known)
+
+
+def run_known_answer(
+    plan: Plan, device: str, record: bool = True
+) -> tuple[RunResult, KatReport, KnownAnswer]:
+    """The plan's writes run on the device, and its known answer checked against the run."""
+    from edgesynth.targets.max7800x.vdevice.runner import check_kat
+
+    result = run_plan(plan, device, record)
+    known = known_answer(plan)
+    return result, check_kat(result, known), known
+
+
+def run_hazards(plan: Plan, result: RunResult, known: KnownAnswer) -> list[Hazard]:
+    """The run's memory hazards, less notes and reads of state kept between inferences."""
+    from edgesynth.targets.max7800x.vdevice.runner import hazards_of
+
     kept = _kept_between_runs(plan)
-    hazards = [
-        f"{h.kind}: {h.message}"
-        for h in hazards_of(result, known)
-        if not h.is_note and not _reads_kept_state(h, kept)
+    return [
+        h for h in hazards_of(result, known) if not h.is_note and not _reads_kept_state(h, kept)
     ]
+
+
+def device_check(plan: Plan, device: str) -> DeviceCheck:
+    from edgesynth.targets.max7800x.vdevice.runner import check_kat, network_output
+
+    result = run_plan(plan, device)
+    known = known_answer(plan)
+    report = check_kat(result, known)
+    hazards = [f"{h.kind}: {h.message}" for h in run_hazards(plan, result, known)]
     return DeviceCheck(
         ok=report.ok and not hazards,
         kat_ok=report.ok,

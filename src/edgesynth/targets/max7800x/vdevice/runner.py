@@ -128,9 +128,10 @@ def wrap_for(consumer: LayerProgram | None) -> Wrap | None:
     return Wrap(consumer.read_ptr, consumer.fbuf, quads)
 
 
-def run(trace: Trace, device: str) -> RunResult:
+def run(trace: Trace, device: str, record: bool = True) -> RunResult:
+    """Every layer the registers enable, run; `record`: keep the access log for `hazards_of`."""
     dmap = MAPS[device]
-    machine = replay(trace, dmap)
+    machine = replay(trace, dmap, record)
     units = snoop.read_units(machine.global_regs, _snoop_offsets(dmap))
     if units:
         return _run_snooped(machine, units)

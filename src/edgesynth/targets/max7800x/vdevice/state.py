@@ -92,8 +92,9 @@ def _last_writes(keys: np.ndarray) -> np.ndarray:
     return np.sort(keys.size - 1 - first)
 
 
-def replay(trace: Trace, dmap: DeviceMap) -> Machine:
-    """Apply every write of `trace` to a freshly reset accelerator."""
+def replay(trace: Trace, dmap: DeviceMap, record: bool = True) -> Machine:
+    """Apply every write of `trace` to a freshly reset accelerator. With `record`, the run
+    keeps the access log the hazard analysis reads (`machine.log`); without, it runs faster."""
     cls = regmap.classify(dmap, trace.addr)
     unknown = cls.region == regmap.UNKNOWN
     if unknown.any():
@@ -151,9 +152,10 @@ def replay(trace: Trace, dmap: DeviceMap) -> Machine:
     # Data memory written by the CPU (input data, and anything else the firmware stores).
     sel = np.flatnonzero(cls.region == regmap.SRAM)
     data.host_write(cls.index[sel], cls.offset[sel], value[sel])
-    machine.log = AccessLog(words=data.words)
-    machine.log.host_written(cls.index[sel], cls.offset[sel])
-    machine.log.kernel_written = machine.kernels.written
+    if record:
+        machine.log = AccessLog(words=data.words)
+        machine.log.host_written(cls.index[sel], cls.offset[sel])
+        machine.log.kernel_written = machine.kernels.written
 
     # FIFOs: the ordered stream of words per FIFO.
     sel = cls.region == regmap.FIFO_DATA
