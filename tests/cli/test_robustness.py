@@ -757,7 +757,6 @@ def test_ctrl_c_after_the_solver(
     """A real process (OR-Tools' signal handling is process-wide) that has solved at least
     once and has its output staged gets SIGINT: exit status 130, "interrupted", nothing left.
     `interrupt_driver.py` is `edgesynth` with a pause at that point."""
-    pytest.importorskip("ortools")
     root = project.parent
     (project / "busy").mkdir()
     (project / "busy" / SENTINEL).write_text("a non-empty folder\n")
