@@ -16,6 +16,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import (
     STAGING_PREFIX,
     check_output_file,
+    check_output_folder,
     output_folder,
     save_npy_atomic,
     write_file_atomic,
@@ -282,3 +283,15 @@ def test_write_file_atomic_all_or_nothing(elsewhere: Path, data: bytes, fail: bo
         write_file_atomic(target, writer=writer, overwrite=True)
         assert target.read_bytes() == data
     assert [p.name for p in elsewhere.iterdir()] == ["f.bin"]
+
+
+def test_a_path_through_a_missing_folder_is_checked_where_it_lands(tmp_path: Path) -> None:
+    """`out/../s1` with no `out` yet writes into `s1`: its files are the user's."""
+    (tmp_path / "s1").mkdir()
+    (tmp_path / "s1" / "keep.txt").write_text("mine")
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(EdgesynthError, match="is not empty"):
+        check_output_folder(tmp_path / "out" / ".." / "s1")
+    with pytest.raises(EdgesynthError, match="exists"):
+        check_output_file(tmp_path / "out" / ".." / "notes.txt")
+    assert not (tmp_path / "out").exists()

@@ -179,8 +179,10 @@ def check_output_folder(
     folder = Path(path)
     if str(path) == "":
         raise _error("needs a folder name, got an empty string.", option)
+    # The checks look at the resolved path: `out/../s1` with no `out` yet is `s1`, which the
+    # write reaches once `out` is made.
     where = folder.resolve()
-    if folder.exists() and not folder.is_dir():
+    if where.exists() and not where.is_dir():
         raise _error(f"{folder} is a file, not a folder; name a folder for the output.", option)
     reason = _forbidden_reason(where)
     if reason:
@@ -192,9 +194,9 @@ def check_output_folder(
                 "Name a folder that holds no input.",
                 option,
             )
-    if folder.is_dir() and not overwrite:
+    if where.is_dir() and not overwrite:
         try:
-            non_empty = any(folder.iterdir())
+            non_empty = any(where.iterdir())
         except OSError as err:
             raise _os_error("read", folder, err, option) from None
         if non_empty or not empty_ok:
@@ -220,13 +222,13 @@ def check_output_file(
     if str(path) == "":
         raise _error("needs a file name, got an empty string.", option)
     target = Path(path)
-    if target.is_dir():
+    where = target.resolve()  # `out/../f` with no `out` yet is `f`, which the write reaches
+    if where.is_dir():
         raise _error(f"{target} is a folder; name a file for the output.", option)
-    where = target.resolve()
     for source in _resolved(inputs):
         if source == where:
             raise _error(f"{target} is an input of this run; name another output file.", option)
-    if (target.exists() or target.is_symlink()) and not overwrite:
+    if (where.exists() or target.is_symlink()) and not overwrite:
         raise _error(
             f"{target} exists; pass --overwrite to replace it, or name a new file.", option
         )
