@@ -208,7 +208,9 @@ def test_passthrough_pools_1d_data_along_its_length(project, capsys) -> None:
 
 def test_conv1d_pooling_dilation(project, capsys) -> None:
     """1D average pooling with `pool_dilation` covers only samples inside the data and
-    truncates even with --avg-pool-rounding; 1D max pooling ignores the dilation."""
+    truncates even with --avg-pool-rounding; 1D max pooling ignores the dilation. The dilated
+    window reads past the input on the chip, so the project's own proof refuses it (as it
+    does the corpus' dilated Conv1d networks' reads past their input); --no-verify writes it."""
     x, w = data(4, 30), data(3, 4, 1)
     for kind in ("avg_pool", "max_pool"):
         project.write(
@@ -222,7 +224,10 @@ def test_conv1d_pooling_dilation(project, capsys) -> None:
         )
         pooled = simref.pool1d(x, 3, 2, average=kind == "avg_pool", dilation=2)
         expected = simref.requantize(simref.conv1d(pooled, w), 0)[:, :, None]
-        np.testing.assert_array_equal(project.run("--avg-pool-rounding", capsys=capsys), expected)
+        refusal = project.refuse("--avg-pool-rounding", capsys=capsys)
+        assert "layer 0's input is never written in full" in refusal, refusal
+        got = project.run("--avg-pool-rounding", "--no-verify", capsys=capsys)
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_non_square_and_dilated_2d_pooling(project, capsys) -> None:
