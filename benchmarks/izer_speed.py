@@ -1,93 +1,207 @@
-"""Time `edgesynth izer` (synthesis and the whole C project) on the largest corpus networks.
+"""`edgesynth izer` and the vendor's `ai8xize.py`, side by side on this machine, in turn.
 
-Each run is a fresh process (what a user waits for), measured for wall time and peak memory,
-and compared with the vendor tool's own figures recorded in each case.json. Python's bytecode
-cache is allowed (as in any installed package; a first run per case warms it up). The summary
-line gives the median speed-up and memory ratio against the targets (10x faster, a third of the
-memory).
+Cases: `--count` `expect: ok` cases of ../shared/corpus, half per chip, spread evenly over each
+chip's cases ranked by the size of their inputs (checkpoint or weights, sample, YAML), the
+smallest and the largest included. Each case runs in a scratch folder holding links to the
+case's files (and, for the vendor tool, which reads its templates from `assets/` in the working
+directory, a link to the checkout's `assets`). Per case: one warm-up run of each tool (bytecode
+and file caches), then `--repeat` rounds of edgesynth then vendor, each a fresh process; the
+best wall time and the lowest peak memory (ru_maxrss of the process) of each tool are kept.
+Both tools' known-answer outputs must equal the case's expected_output.npy.
 
-    python benchmarks/izer_speed.py [--count 8] [--repeat 3]
+Printed per case and overall: wall-time ratio (vendor / edgesynth: how many times faster
+edgesynth is) and peak-memory ratio (edgesynth / vendor), with median, minimum and maximum; the
+date, the cores and the load average (other work sharing the cores slows both tools).
+
+    python benchmarks/izer_speed.py --vendor ../ai8x-synthesis \
+        [--vendor-python ../ai8x-synthesis/.venv/bin/python] [--count 24] [--repeat 2]
+
+Without `--vendor` only edgesynth is timed. The vendor checkout needs its requirements in the
+Python given by --vendor-python; with PyTorch 2.6 or later its checkpoints load only with
+TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1, which this script sets for the vendor's process.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "cases"
+import numpy as np
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "cases"
+# What the vendor's run produced: not an input of the case.
+OUTPUT_FILES = {"case.json", "expected_output.npy", "kat.npz", "plan.json", "trace.bin"}
+# The child's wall time and peak memory, measured from a small parent process.
+PROBE = (
+    "import resource, subprocess, sys, time;"
+    "t = time.perf_counter();"
+    "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE);"
+    "w = time.perf_counter() - t;"
+    "m = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
+    "print(r.returncode, w, m);"
+    "sys.stderr.buffer.write(r.stderr[-2000:])"
+)
 
 
-def largest_cases(count: int) -> list[Path]:
-    """The `expect: ok` cases the vendor needed the most time for."""
+@dataclass
+class Case:
+    folder: Path
+    info: dict
+    size: int  # bytes of the case's inputs
+
+    @property
+    def name(self) -> str:
+        return f"{self.folder.parent.name}/{self.folder.name}"
+
+
+@dataclass
+class Tool:
+    name: str
+    argv: list[str]  # the command up to the izer options
+    env: dict[str, str]
+
+
+def input_bytes(folder: Path) -> int:
+    files = (p for p in folder.rglob("*") if p.is_file() and p.name not in OUTPUT_FILES)
+    return sum(p.stat().st_size for p in files)
+
+
+def corpus_cases() -> list[Case]:
     cases = []
-    for path in CORPUS.glob("*/*/case.json"):
+    for path in sorted(CORPUS.glob("*/*/case.json")):
         info = json.loads(path.read_text())
         if info["expect"] == "ok":
-            cases.append((info["vendor_wall_s"], path.parent))
-    return [case for _, case in sorted(cases, reverse=True)[:count]]
+            cases.append(Case(path.parent, info, input_bytes(path.parent)))
+    return cases
 
 
-def run_once(case: Path, out: Path) -> tuple[float, int]:
-    """One fresh process writing the project into a new folder under `out` (izer refuses an
-    existing TEST_DIR/PREFIX, as the vendor tool does)."""
-    info = json.loads((case / "case.json").read_text())
-    prefix = f"{info['name']}-{len(list(out.iterdir()))}"
-    argv = [sys.executable, "-m", "edgesynth", "izer", *info["args"]]
-    argv += ["--test-dir", str(out), "--prefix", prefix, "--sample-numpy-filename", "kat"]
-    script = (
-        "import resource, subprocess, sys, time;"
-        "t = time.perf_counter();"
-        "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL);"
-        "w = time.perf_counter() - t;"
-        "m = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
-        "print(r.returncode, w, m)"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+def spread(cases: list[Case], count: int) -> list[Case]:
+    """`count` cases, half per chip, evenly spaced over each chip's cases ranked by size."""
+    chosen = []
+    for device in ("MAX78000", "MAX78002"):
+        ranked = sorted((c for c in cases if c.folder.parent.name == device), key=lambda c: c.size)
+        want = min(len(ranked), (count + 1) // 2 if device == "MAX78000" else count // 2)
+        picks = sorted({round(i * (len(ranked) - 1) / max(want - 1, 1)) for i in range(want)})
+        chosen += [ranked[i] for i in picks]
+    return chosen
+
+
+def scratch(case: Case, root: Path, vendor: Path | None) -> Path:
+    """A working folder linking the case's files (and the vendor's `assets`)."""
+    folder = root / case.name.replace("/", "-")
+    folder.mkdir()
+    for entry in case.folder.iterdir():
+        (folder / entry.name).symlink_to(entry)
+    if vendor is not None:
+        (folder / "assets").symlink_to(vendor / "assets")
+    return folder
+
+
+def run_once(tool: Tool, case: Case, cwd: Path, out: Path) -> tuple[float, int]:
+    """One fresh process writing the project into a new folder under `out`; (wall s, KiB)."""
+    prefix = f"{tool.name}-{len(list(out.iterdir()))}"
+    argv = [*tool.argv, *case.info["args"], "--test-dir", str(out), "--prefix", prefix]
+    argv += ["--sample-numpy-filename", "kat"]
     probe = subprocess.run(
-        [sys.executable, "-c", script, *argv],
-        cwd=case,
+        [sys.executable, "-c", PROBE, *argv],
+        cwd=cwd,
         capture_output=True,
         text=True,
         check=True,
-        env=env,
+        env=tool.env,
     )
     code, wall, rss = probe.stdout.split()
     if code != "0":
-        raise SystemExit(f"{case}: edgesynth izer failed")
+        raise SystemExit(f"{case.name}: {tool.name} failed (exit {code}):\n{probe.stderr}")
+    kat = np.load(out / prefix / "kat.npy")
+    if not np.array_equal(kat, np.load(case.folder / "expected_output.npy")):
+        raise SystemExit(f"{case.name}: {tool.name}'s known answer differs from the corpus")
     return float(wall), int(rss)
+
+
+def measure(tools: list[Tool], case: Case, cwd: Path, repeat: int) -> list[tuple[float, int]]:
+    """Per tool: best wall time and lowest peak memory of `repeat` rounds after a warm-up."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        for tool in tools:
+            run_once(tool, case, cwd, out)
+        runs: list[list[tuple[float, int]]] = [[] for _ in tools]
+        for _ in range(repeat):
+            for tool, mine in zip(tools, runs, strict=True):
+                mine.append(run_once(tool, case, cwd, out))
+    return [(min(r[0] for r in mine), min(r[1] for r in mine)) for mine in runs]
+
+
+def make_tools(args: argparse.Namespace) -> list[Tool]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    tools = [Tool("edgesynth", [sys.executable, "-m", "edgesynth", "izer"], env)]
+    if args.vendor is not None:
+        python = args.vendor_python or args.vendor / ".venv" / "bin" / "python"
+        if not Path(python).is_file():
+            raise SystemExit(f"no Python for the vendor tool at {python}: pass --vendor-python")
+        vendor_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        vendor_env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+        tools.append(Tool("vendor", [str(python), str(args.vendor / "ai8xize.py")], vendor_env))
+    return tools
+
+
+def summary(label: str, values: list[float], unit: str) -> str:
+    return (
+        f"{label}: median {statistics.median(values):.2f}{unit}, "
+        f"min {min(values):.2f}{unit}, max {max(values):.2f}{unit}"
+    )
+
+
+def header(args: argparse.Namespace, cases: list[Case]) -> None:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"# {now}, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"# {len(cases)} cases, best of {args.repeat} after a warm-up, tools in turn")
+    print(f"# load average at the start: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
+    columns = f"{'case':52} {'kB in':>8} {'edgesynth':>10} {'MB':>5}"
+    if args.vendor is not None:
+        columns += f" {'vendor':>8} {'MB':>5} {'speed':>7} {'memory':>6}"
+    print(columns + f" {'load':>5}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=8, help="how many of the largest cases")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per case (best is kept)")
+    parser.add_argument("--vendor", type=Path, help="a checkout of ai8x-synthesis")
+    parser.add_argument("--vendor-python", type=Path, help="Python with the vendor's packages")
+    parser.add_argument("--count", type=int, default=24, help="cases, half per chip")
+    parser.add_argument("--repeat", type=int, default=2, help="rounds per case (best is kept)")
     args = parser.parse_args()
-    print(f"{'case':55} {'edgesynth s':>11} {'MB':>6} {'vendor s':>9} {'MB':>6}")
-    speedups, memory = [], []
+    if args.vendor is not None:
+        args.vendor = args.vendor.resolve()
+    tools = make_tools(args)
+    cases = spread(corpus_cases(), args.count)
+    header(args, cases)
+    speed, memory, loads = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for case in largest_cases(args.count):
-            info = json.loads((case / "case.json").read_text())
-            run_once(case, Path(tmp))  # warm the bytecode and template caches
-            runs = [run_once(case, Path(tmp)) for _ in range(args.repeat)]
-            wall = min(r[0] for r in runs)
-            rss = min(r[1] for r in runs)
-            name = f"{case.parent.name}/{case.name}"
-            print(
-                f"{name:55} {wall:11.2f} {rss / 1024:6.0f} "
-                f"{info['vendor_wall_s']:9.2f} {info['vendor_max_rss_kb'] / 1024:6.0f}"
-            )
-            speedups.append(info["vendor_wall_s"] / wall)
-            memory.append(rss / info["vendor_max_rss_kb"])
-    print(
-        f"median speed-up {statistics.median(speedups):.1f}x (target >= 10x), "
-        f"median memory {statistics.median(memory):.2f} of the vendor's (target <= 0.33)"
-    )
+        for case in cases:
+            cwd = scratch(case, Path(tmp), args.vendor)
+            results = measure(tools, case, cwd, args.repeat)
+            (wall, rss), *vendor = results
+            line = f"{case.name:52} {case.size / 1000:8.1f} {wall:9.2f}s {rss / 1024:5.0f}"
+            if vendor:
+                (v_wall, v_rss) = vendor[0]
+                speed.append(v_wall / wall)
+                memory.append(rss / v_rss)
+                line += f" {v_wall:7.2f}s {v_rss / 1024:5.0f} {speed[-1]:6.1f}x {memory[-1]:6.2f}"
+            loads.append(os.getloadavg()[0])
+            print(line + f" {loads[-1]:5.1f}", flush=True)
+    print(f"# load average (1 min) after each case: {min(loads):.1f} to {max(loads):.1f}")
+    if speed:
+        print(summary("speed (vendor wall / edgesynth wall)", speed, "x"))
+        print(summary("peak memory (edgesynth / vendor)", memory, ""))
 
 
 if __name__ == "__main__":

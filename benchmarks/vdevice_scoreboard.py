@@ -10,6 +10,8 @@ that does not pass cleanly, then the counts per device and the slowest replays.
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,6 +34,9 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=HERE.parent.parent / "shared/corpus/cases")
     parser.add_argument("--device", choices=["MAX78000", "MAX78002"])
     args = parser.parse_args()
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"# {now}, {os.cpu_count()} cores, load average {load}")
     counts: Counter[tuple[str, str]] = Counter()
     times = []
     for trace in sorted(args.corpus.glob("*/*/trace.bin")):

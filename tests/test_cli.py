@@ -92,7 +92,14 @@ def test_synthetic_demo_matches_an_independent_reference(tmp_path: Path, capsys)
     output = np.load(tmp_path / "demo" / "kat" / "output.npy")
     assert output.dtype == np.int64 and output.shape == (10, 1, 1)
     np.testing.assert_array_equal(output, _reference_demo(tmp_path / "demo"))
-    assert "Demo finished" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "Demo finished" in printed
+    assert "Global configuration" not in printed  # the register dump is for --verbose
+
+
+def test_demo_verbose_prints_the_synthesizers_configuration(tmp_path: Path, capsys) -> None:
+    assert main(["demo", "--synthetic", "--verbose", "--out", str(tmp_path / "demo")]) == 0
+    assert "Global configuration" in capsys.readouterr().out
 
 
 # The trained demo end to end: tests/test_readme.py runs it as `bash scripts/demo.sh`.

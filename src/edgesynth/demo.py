@@ -49,7 +49,12 @@ def _run(argv: list[str]) -> None:
         raise EdgesynthError(f"demo step `edgesynth {argv[0]}` failed (exit status {status}).")
 
 
-def run_trained_demo(folder: Path, device: str = "MAX78000") -> Path:
+def _izer_verbosity(verbose: bool) -> list[str]:
+    """`--verbose` adds the vendor's per-layer table and register dump (about 250 lines)."""
+    return ["--verbose"] if verbose else []
+
+
+def run_trained_demo(folder: Path, device: str = "MAX78000", verbose: bool = False) -> Path:
     """Train, synthesize and compare inside `folder` (the staging folder of --out); returns
     the known answer's path relative to it."""
     folder = folder.resolve()
@@ -73,7 +78,7 @@ def run_trained_demo(folder: Path, device: str = "MAX78000") -> Path:
             "izer", "--device", device, "--config-file", yaml.name,
             "--checkpoint-file", checkpoint.name, "--sample-input", sample.name,
             "--test-dir", ".", "--prefix", "kat", "--sample-numpy-filename", "output",
-            "--verbose", "--softmax",
+            "--softmax", *_izer_verbosity(verbose),
         ])  # fmt: skip
         print("== 3/3 the same sample through the 8-bit training model ==", flush=True)
         _run([
@@ -108,15 +113,16 @@ def write_synthetic_inputs(folder: Path, seed: int = 0) -> None:
             np.save(handle, rng.integers(-128, 128, size=shape, dtype=np.int64))
 
 
-def run_synthetic_demo(folder: Path, device: str = "MAX78000") -> Path:
+def run_synthetic_demo(folder: Path, device: str = "MAX78000", verbose: bool = False) -> Path:
     """Synthesize examples/demo with generated weights inside `folder`; returns the known
     answer's path relative to it."""
     folder = folder.resolve()
     write_synthetic_inputs(folder)
     with _working_directory(folder):
         _run([
-            "izer", "--device", device, "--config-file", "tests/demo.yaml", "--verbose",
+            "izer", "--device", device, "--config-file", "tests/demo.yaml",
             "--test-dir", ".", "--prefix", "kat", "--sample-numpy-filename", "output",
+            *_izer_verbosity(verbose),
         ])  # fmt: skip
     return Path("kat") / "output.npy"
 
@@ -129,7 +135,7 @@ def demo(args: argparse.Namespace) -> int:
     folder = output_folder(args.out, overwrite=args.overwrite, option="--out")
     with folder as out:
         step = run_synthetic_demo if args.synthetic else run_trained_demo
-        written = folder.path / step(out.staging, args.device)
+        written = folder.path / step(out.staging, args.device, args.verbose)
     print(f"Demo finished: known-answer output in {written}")
     return 0
 
@@ -154,5 +160,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="synthesize examples/demo with generated weights instead (no PyTorch)",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print the synthesizer's per-layer configuration and register dump",
     )
     p.set_defaults(handler=demo)
