@@ -246,6 +246,15 @@ class _Fuser:
                 self.take(layer, clip)
                 layer.output = clip.output
 
+    def copy_layer(self, tensor: str) -> HwLayer:
+        """A graph whose output is its input computes nothing: one passthrough layer copies the
+        input to the output. Its name is the one placement hint's (a vendor description of one
+        `operation: none` layer), or `copy`."""
+        hints = list(self.graph.hints)
+        layer = HwLayer(name=hints[0] if len(hints) == 1 else "copy")
+        layer.inputs, layer.output = [tensor], tensor
+        return layer
+
     # -- the pass -------------------------------------------------------------------------
     def run(self) -> list[HwLayer]:
         layers: list[tuple[int, HwLayer]] = []
@@ -294,6 +303,8 @@ class _Fuser:
         for node in self.graph.nodes:
             if node.name not in self.used and not isinstance(node, g.Reshape | g.Flatten):
                 raise _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
+        if self.graph.outputs[0] in self.graph.inputs:
+            layers.append((len(self.graph.nodes), self.copy_layer(self.graph.outputs[0])))
         ordered = [layer for _, layer in sorted(layers, key=lambda p: p[0])]
         seen: dict[str, int] = {}
         for layer in ordered:  # YAML layer names must be unique
