@@ -67,17 +67,11 @@ REFUSED = {
 }
 
 # Defects: networks the vendor's tool runs that the lowering refuses today: case -> the refusal.
-CONCAT = "`concat` has no place in a MAX7800x layer here"
 UPSAMPLE_MAP = "`processors`: 0x0000000000000007 enables 3 processors, but the layer's 4 input"
 UPSCALE_MAP = "`processors`: 0x0000000000000007 enables 3 processors, but the layer's {} input"
 MAXPROC_MAP = "`processors`: 0x000000000000000f enables 4 processors, but the layer's 7 input"
 PASSTHROUGH_QUADRANTS = "a passthrough layer writes each quadrant's channels to consecutive"
 LOWERING_GAPS = {
-    **{f"{d}/test-mpadd-{n}": CONCAT for d in ("MAX78000", "MAX78002") for n in (128, 256)},
-    "MAX78000/test-mpadd-minimal": CONCAT,
-    "MAX78002/test-mpadd-minimal": CONCAT,
-    "MAX78002/test-mpadd3-256-convpad0": CONCAT,
-    "MAX78002/test-mpadd3-256-convpad2": CONCAT,
     "MAX78000/test-upsample": UPSAMPLE_MAP,
     "MAX78000/test-upsample-nonsquare": UPSAMPLE_MAP,
     "MAX78002/test-upsample": UPSAMPLE_MAP,

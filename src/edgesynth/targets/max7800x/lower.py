@@ -12,8 +12,9 @@ convolution or linear operation (or none), the output shift and an activation. T
 or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations. An
 accumulator that is a graph output stays 32 bits wide (`output_width: 32`).
 
-Placement: what the graph's hints give (a vendor YAML's processors and offsets) is kept; the
-rest is left out of the description, for the synthesizer's planner (`placement/`) to choose.
+Placement: what the graph's hints give (a vendor YAML's processors, offsets and write gaps) is
+kept; the rest is left out of the description, for the synthesizer's planner (`placement/`) to
+choose.
 """
 
 from __future__ import annotations
@@ -156,8 +157,10 @@ class _Fuser:
         out: list[str] = []
         for t in tensors:
             node = self.producer(t)
-            consumers = self.graph.consumers(t)
-            if isinstance(node, g.Concat) and len(consumers) == 1 and t not in self.graph.outputs:
+            # a concatenation read only by this layer (its operation, pooling or operand
+            # slices) is the hardware's reading of several `in_sequences`
+            inside = all(n.name in layer.nodes for n in self.graph.consumers(t))
+            if isinstance(node, g.Concat) and inside and t not in self.graph.outputs:
                 self.take(layer, node)
                 out.extend(node.inputs)
             else:
@@ -373,7 +376,7 @@ def describe(
             if t not in tensor_layer:
                 raise EdgesynthError(f"layer {layer.name}: reads `{t}`, which no layer produces")
             sources.append(tensor_layer[t])
-        for key in ("processors", "output_processors", "in_offset", "out_offset"):
+        for key in ("processors", "output_processors", "in_offset", "out_offset", "write_gap"):
             if hints.get(key) is not None:
                 entry[key] = hints[key]
         if i == 0:
