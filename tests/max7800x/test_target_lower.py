@@ -67,20 +67,9 @@ REFUSED = {
 }
 
 # Defects: networks the vendor's tool runs that the lowering refuses today: case -> the refusal.
-UPSAMPLE_MAP = "`processors`: 0x0000000000000007 enables 3 processors, but the layer's 4 input"
-UPSCALE_MAP = "`processors`: 0x0000000000000007 enables 3 processors, but the layer's {} input"
 MAXPROC_MAP = "`processors`: 0x000000000000000f enables 4 processors, but the layer's 7 input"
 PASSTHROUGH_QUADRANTS = "a passthrough layer writes each quadrant's channels to consecutive"
 LOWERING_GAPS = {
-    "MAX78000/test-upsample": UPSAMPLE_MAP,
-    "MAX78000/test-upsample-nonsquare": UPSAMPLE_MAP,
-    "MAX78002/test-upsample": UPSAMPLE_MAP,
-    **{
-        f"MAX78002/test-upsample-nonsquare{pad}": UPSAMPLE_MAP
-        for pad in ("", "-pad0B", "-pad0C", "-pad1B", "-pad1C", "-pad2A", "-pad2B", "-pad2C")
-    },
-    **{f"{d}/test-upscale": UPSCALE_MAP.format(64) for d in ("MAX78000", "MAX78002")},
-    **{f"{d}/test-upscale-pro": UPSCALE_MAP.format(128) for d in ("MAX78000", "MAX78002")},
     **{
         f"{d}/test-widein-maxproc4{q}": MAXPROC_MAP
         for d in ("MAX78000", "MAX78002")
@@ -88,7 +77,6 @@ LOWERING_GAPS = {
     },
     "MAX78000/test-eltwiseadd-multipass": PASSTHROUGH_QUADRANTS,
     "MAX78002/test-eltwiseadd-multipass": PASSTHROUGH_QUADRANTS,
-    "MAX78002/test-depthwiset2d": "`groups`: 2 does not divide the 1 input channels",
 }
 
 

@@ -425,14 +425,16 @@ def describe(
                 entry["groups"] = op.groups
         if op is not None:
             w = np.asarray(op.weight, dtype=np.int64)
-            if isinstance(op, g.Conv) and op.transposed:  # the vendor stores ConvTranspose2d form
+            if isinstance(op, g.Conv) and op.transposed:
+                # synthetic transposed weights are the convolution form's values, shaped
+                # (out / groups, in, kh, kw): the builder reads `in` from the second axis
                 groups, (out, per_group, kh, kw) = op.groups, w.shape
-                w = w.reshape(groups, out // groups, per_group, kh, kw).transpose(0, 2, 1, 3, 4)
-                w = np.flip(w.reshape(groups * per_group, out // groups, kh, kw), axis=(2, 3))
+                w = w.reshape(out // groups, groups * per_group, kh, kw)
             if w.min(initial=0) < -128 or w.max(initial=0) > 127:
                 raise _fail(op, "weights must be 8-bit integers (-128..127)")
             weights.append(w.reshape(*w.shape, 1, 1) if isinstance(op, g.Linear) else w)
-            bias = np.zeros(w.shape[0], dtype=np.int64) if op.bias is None else np.asarray(op.bias)
+            out_channels = np.shape(op.weight)[0]
+            bias = np.zeros(out_channels, np.int64) if op.bias is None else np.asarray(op.bias)
             if np.any(bias % device.bias_div):
                 raise _fail(
                     op, f"the bias must be a multiple of {device.bias_div} accumulator units"
