@@ -67,17 +67,8 @@ REFUSED = {
 }
 
 # Defects: networks the vendor's tool runs that the lowering refuses today: case -> the refusal.
-MAXPROC_MAP = "`processors`: 0x000000000000000f enables 4 processors, but the layer's 7 input"
-PASSTHROUGH_QUADRANTS = "a passthrough layer writes each quadrant's channels to consecutive"
-LOWERING_GAPS = {
-    **{
-        f"{d}/test-widein-maxproc4{q}": MAXPROC_MAP
-        for d in ("MAX78000", "MAX78002")
-        for q in ("", "-q4")
-    },
-    "MAX78000/test-eltwiseadd-multipass": PASSTHROUGH_QUADRANTS,
-    "MAX78002/test-eltwiseadd-multipass": PASSTHROUGH_QUADRANTS,
-}
+# (None today.)
+LOWERING_GAPS: dict[str, str] = {}
 
 
 class LoweringGap(Exception):

@@ -357,6 +357,38 @@ class Description:
     weights: list[np.ndarray]
     biases: list[np.ndarray]
     layers: list[HwLayer]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _input_channels(graph: g.Graph, layer: HwLayer) -> int:
+    """The channels of one operand of the layer's input, as the hardware reads it."""
+    shapes = [graph.tensors[t].shape for t in layer.inputs]
+    channels = sum(shape[0] for shape in shapes)
+    if layer.in_dim is not None:
+        channels = sum(int(np.prod(shape)) for shape in shapes) // int(np.prod(layer.in_dim))
+    return channels // layer.operands
+
+
+def _fitting_hints(
+    graph: g.Graph, layer: HwLayer, hints: dict[str, Any], device: Device, warnings: list[str]
+) -> dict[str, Any]:
+    """The layer's placement hints, less a `processors` map too small for its input on the
+    whole chip (a vendor description made for `--max-proc`, which spreads the channels over more
+    passes): the planner chooses the processors instead, and a warning says so."""
+    processors = hints.get("processors")
+    if processors is None:
+        return hints
+    channels = _input_channels(graph, layer)
+    need = device.processors_for(channels)
+    if int(processors).bit_count() >= need:
+        return hints
+    warnings.append(
+        f"layer {layer.name}: the placement hint `processors` 0x{int(processors):016x} enables "
+        f"{int(processors).bit_count()} processors, fewer than the {need} that {channels} input "
+        "channels take on the whole chip (a description for the vendor's `--max-proc`): the "
+        "planner chooses the processors"
+    )
+    return {key: value for key, value in hints.items() if key != "processors"}
 
 
 def describe(
@@ -368,6 +400,7 @@ def describe(
     entries: list[dict[str, Any]] = []
     weights: list[np.ndarray] = []
     biases: list[np.ndarray] = []
+    warnings: list[str] = []
     for i, layer in enumerate(layers):
         entry: dict[str, Any] = {"name": layer.name}
         hints = graph.hints.get(layer.name, {})
@@ -376,6 +409,7 @@ def describe(
             if t not in tensor_layer:
                 raise EdgesynthError(f"layer {layer.name}: reads `{t}`, which no layer produces")
             sources.append(tensor_layer[t])
+        hints = _fitting_hints(graph, layer, hints, device, warnings)
         for key in ("processors", "output_processors", "in_offset", "out_offset", "write_gap"):
             if hints.get(key) is not None:
                 entry[key] = hints[key]
@@ -457,4 +491,4 @@ def describe(
     document["layers"] = entries
     text = "---\n# Written by edgesynth compile: the network as MAX7800x hardware layers.\n"
     text += yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=100)
-    return Description(text, weights, biases, layers)
+    return Description(text, weights, biases, layers, warnings)
