@@ -200,3 +200,32 @@ def test_emitted_project_runs_on_the_virtual_device(tmp_path: Path, monkeypatch)
     assert any("known answer: all" in line for line in report.lines)
     expected = np.load(CORPUS / "MAX78000" / "mnist" / "expected_output.npy")
     np.testing.assert_array_equal(report.output.reshape(expected.shape), expected)
+
+
+# One network of each kind the lowering once refused, where only the device shows a wrong memory
+# layout (interleaved operands, passthrough copies, transposed kernels, processors chosen anew).
+ON_DEVICE = (
+    "MAX78000/test-passthrough-2",
+    "MAX78000/test-mpadd-minimal",
+    "MAX78002/test-upsample-nonsquare-pad1B",
+    "MAX78002/test-depthwiset2d",
+    "MAX78000/test-widein-maxproc4",
+    "MAX78002/test-eltwiseadd-multipass",
+)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", ON_DEVICE)
+def test_lowered_project_computes_the_known_answer_on_the_virtual_device(
+    name: str, tmp_path: Path, monkeypatch
+) -> None:
+    needs.devtrace()
+    from edgesynth.targets.max7800x.vdevice.commands import run_device
+
+    target, graph, x = _lower_case(CORPUS / name, monkeypatch)
+    program = target.compile(graph, CompileOptions(options={"sample": x}))
+    target.emit(program, tmp_path)
+    report = run_device(project=tmp_path / "project")
+    assert report.ok, "\n".join(report.lines)
+    expected = np.load(CORPUS / name / "expected_output.npy")
+    np.testing.assert_array_equal(report.output.reshape(expected.shape), expected)

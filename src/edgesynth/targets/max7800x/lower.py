@@ -9,12 +9,15 @@ convolution or linear operation (or none), the output shift and an activation. T
     [Concat] [Eltwise -> Clip(-128, 127)] [Pool] [Eltwise -> Clip] [Flatten/Reshape]
     Conv | Linear  ->  Requantize (power of two, half up, int8)  ->  [Activation [Clip]]
 
-or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations. An
-accumulator that is a graph output stays 32 bits wide (`output_width: 32`).
+or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations (a graph
+whose output is its input: one passthrough layer that copies it). A concatenation, whole or
+sliced into equal operands, is the layer's reading of several `in_sequences`. An accumulator
+that is a graph output stays 32 bits wide (`output_width: 32`).
 
 Placement: what the graph's hints give (a vendor YAML's processors, offsets and write gaps) is
-kept; the rest is left out of the description, for the synthesizer's planner (`placement/`) to
-choose.
+kept, except a `processors` map too small for the layer on the whole chip (made for the vendor's
+`--max-proc`); the rest is left out of the description, for the synthesizer's planner
+(`placement/`) to choose.
 """
 
 from __future__ import annotations
