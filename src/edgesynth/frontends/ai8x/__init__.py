@@ -292,10 +292,10 @@ class _Builder:
             raise _refuse(layer, "`flatten` without a linear layer")
         out = self.activate(layer, self.operate(layer, data))
         self.out_of[layer.index] = out
-        self.graph.hints[self.prefix(layer)] = {
-            k: getattr(layer, k)
-            for k in ("processors", "output_processors", "in_offset", "out_offset", "data_format")
-        }
+        hints = ("processors", "output_processors", "in_offset", "out_offset", "data_format")
+        self.graph.hints[self.prefix(layer)] = {k: getattr(layer, k) for k in hints}
+        # the interleaving of element-wise operands goes with the offsets given
+        self.graph.hints[self.prefix(layer)]["write_gap"] = layer.spec.write_gap
 
     def build(self) -> g.Graph:
         net = self.net

@@ -9,11 +9,15 @@ convolution or linear operation (or none), the output shift and an activation. T
     [Concat] [Eltwise -> Clip(-128, 127)] [Pool] [Eltwise -> Clip] [Flatten/Reshape]
     Conv | Linear  ->  Requantize (power of two, half up, int8)  ->  [Activation [Clip]]
 
-or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations. An
-accumulator that is a graph output stays 32 bits wide (`output_width: 32`).
+or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations (a graph
+whose output is its input: one passthrough layer that copies it). A concatenation, whole or
+sliced into equal operands, is the layer's reading of several `in_sequences`. An accumulator
+that is a graph output stays 32 bits wide (`output_width: 32`).
 
-Placement: what the graph's hints give (a vendor YAML's processors and offsets) is kept; the
-rest is left out of the description, for the synthesizer's planner (`placement/`) to choose.
+Placement: what the graph's hints give (a vendor YAML's processors, offsets and write gaps) is
+kept, except a `processors` map too small for the layer on the whole chip (made for the vendor's
+`--max-proc`); the rest is left out of the description, for the synthesizer's planner
+(`placement/`) to choose.
 """
 
 from __future__ import annotations
@@ -156,8 +160,10 @@ class _Fuser:
         out: list[str] = []
         for t in tensors:
             node = self.producer(t)
-            consumers = self.graph.consumers(t)
-            if isinstance(node, g.Concat) and len(consumers) == 1 and t not in self.graph.outputs:
+            # a concatenation read only by this layer (its operation, pooling or operand
+            # slices) is the hardware's reading of several `in_sequences`
+            inside = all(n.name in layer.nodes for n in self.graph.consumers(t))
+            if isinstance(node, g.Concat) and inside and t not in self.graph.outputs:
                 self.take(layer, node)
                 out.extend(node.inputs)
             else:
@@ -246,6 +252,15 @@ class _Fuser:
                 self.take(layer, clip)
                 layer.output = clip.output
 
+    def copy_layer(self, tensor: str) -> HwLayer:
+        """A graph whose output is its input computes nothing: one passthrough layer copies the
+        input to the output. Its name is the one placement hint's (a vendor description of one
+        `operation: none` layer), or `copy`."""
+        hints = list(self.graph.hints)
+        layer = HwLayer(name=hints[0] if len(hints) == 1 else "copy")
+        layer.inputs, layer.output = [tensor], tensor
+        return layer
+
     # -- the pass -------------------------------------------------------------------------
     def run(self) -> list[HwLayer]:
         layers: list[tuple[int, HwLayer]] = []
@@ -294,6 +309,8 @@ class _Fuser:
         for node in self.graph.nodes:
             if node.name not in self.used and not isinstance(node, g.Reshape | g.Flatten):
                 raise _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
+        if self.graph.outputs[0] in self.graph.inputs:
+            layers.append((len(self.graph.nodes), self.copy_layer(self.graph.outputs[0])))
         ordered = [layer for _, layer in sorted(layers, key=lambda p: p[0])]
         seen: dict[str, int] = {}
         for layer in ordered:  # YAML layer names must be unique
@@ -343,6 +360,38 @@ class Description:
     weights: list[np.ndarray]
     biases: list[np.ndarray]
     layers: list[HwLayer]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _input_channels(graph: g.Graph, layer: HwLayer) -> int:
+    """The channels of one operand of the layer's input, as the hardware reads it."""
+    shapes = [graph.tensors[t].shape for t in layer.inputs]
+    channels = sum(shape[0] for shape in shapes)
+    if layer.in_dim is not None:
+        channels = sum(int(np.prod(shape)) for shape in shapes) // int(np.prod(layer.in_dim))
+    return channels // layer.operands
+
+
+def _fitting_hints(
+    graph: g.Graph, layer: HwLayer, hints: dict[str, Any], device: Device, warnings: list[str]
+) -> dict[str, Any]:
+    """The layer's placement hints, less a `processors` map too small for its input on the
+    whole chip (a vendor description made for `--max-proc`, which spreads the channels over more
+    passes): the planner chooses the processors instead, and a warning says so."""
+    processors = hints.get("processors")
+    if processors is None:
+        return hints
+    channels = _input_channels(graph, layer)
+    need = device.processors_for(channels)
+    if int(processors).bit_count() >= need:
+        return hints
+    warnings.append(
+        f"layer {layer.name}: the placement hint `processors` 0x{int(processors):016x} enables "
+        f"{int(processors).bit_count()} processors, fewer than the {need} that {channels} input "
+        "channels take on the whole chip (a description for the vendor's `--max-proc`): the "
+        "planner chooses the processors"
+    )
+    return {key: value for key, value in hints.items() if key != "processors"}
 
 
 def describe(
@@ -354,6 +403,7 @@ def describe(
     entries: list[dict[str, Any]] = []
     weights: list[np.ndarray] = []
     biases: list[np.ndarray] = []
+    warnings: list[str] = []
     for i, layer in enumerate(layers):
         entry: dict[str, Any] = {"name": layer.name}
         hints = graph.hints.get(layer.name, {})
@@ -362,7 +412,8 @@ def describe(
             if t not in tensor_layer:
                 raise EdgesynthError(f"layer {layer.name}: reads `{t}`, which no layer produces")
             sources.append(tensor_layer[t])
-        for key in ("processors", "output_processors", "in_offset", "out_offset"):
+        hints = _fitting_hints(graph, layer, hints, device, warnings)
+        for key in ("processors", "output_processors", "in_offset", "out_offset", "write_gap"):
             if hints.get(key) is not None:
                 entry[key] = hints[key]
         if i == 0:
@@ -411,14 +462,16 @@ def describe(
                 entry["groups"] = op.groups
         if op is not None:
             w = np.asarray(op.weight, dtype=np.int64)
-            if isinstance(op, g.Conv) and op.transposed:  # the vendor stores ConvTranspose2d form
+            if isinstance(op, g.Conv) and op.transposed:
+                # synthetic transposed weights are the convolution form's values, shaped
+                # (out / groups, in, kh, kw): the builder reads `in` from the second axis
                 groups, (out, per_group, kh, kw) = op.groups, w.shape
-                w = w.reshape(groups, out // groups, per_group, kh, kw).transpose(0, 2, 1, 3, 4)
-                w = np.flip(w.reshape(groups * per_group, out // groups, kh, kw), axis=(2, 3))
+                w = w.reshape(out // groups, groups * per_group, kh, kw)
             if w.min(initial=0) < -128 or w.max(initial=0) > 127:
                 raise _fail(op, "weights must be 8-bit integers (-128..127)")
             weights.append(w.reshape(*w.shape, 1, 1) if isinstance(op, g.Linear) else w)
-            bias = np.zeros(w.shape[0], dtype=np.int64) if op.bias is None else np.asarray(op.bias)
+            out_channels = np.shape(op.weight)[0]
+            bias = np.zeros(out_channels, np.int64) if op.bias is None else np.asarray(op.bias)
             if np.any(bias % device.bias_div):
                 raise _fail(
                     op, f"the bias must be a multiple of {device.bias_div} accumulator units"
@@ -441,4 +494,4 @@ def describe(
     document["layers"] = entries
     text = "---\n# Written by edgesynth compile: the network as MAX7800x hardware layers.\n"
     text += yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=100)
-    return Description(text, weights, biases, layers)
+    return Description(text, weights, biases, layers, warnings)

@@ -99,6 +99,7 @@ class Max7800xTarget(Target):
             warnings += graph.warnings
         layers = fuse(graph)
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
+        warnings += desc.warnings
         in_t = graph.tensors[graph.inputs[0]]
         sample = options.options.get("sample")
         in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
