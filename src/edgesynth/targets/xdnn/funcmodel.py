@@ -1,7 +1,8 @@
 """The functional model: executes `script.bin` against an IMEM model and a DDR model holding
 `filters.bin` and the images. Written from the documentation of the files (scriptmodel.py,
 filters.py's format, imem.py's layout) and the seed's arithmetic (`sim.staged`); it reads the
-script through the decoder and never calls the encoder or the lowering.
+script through the decoder, whose register map is its own (`scriptdecode.py`), and never imports
+the encoder, its register map (`regmap.py`) or the lowering (tests/test_import_rules.py).
 
 Batches run together: the IMEM is modelled as one byte array per image.
 """
