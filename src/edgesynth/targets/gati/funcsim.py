@@ -220,9 +220,10 @@ def _tail(
 # -- megablocks -----------------------------------------------------------------------------
 
 
-def _run_conv(lp: LayerProgram, dram: Dram) -> int:
-    """Run one CONV layer; returns the bytes written at OutputAddr."""
-    c, t, o = lp.block, lp.tail, lp.output
+def _conv_checks(lp: LayerProgram) -> tuple[tuple[int, int, int, int], int, int]:
+    """A CONV layer's fields checked against each other before any data moves: its pads (top,
+    left, bottom, right), image bytes and weight bytes."""
+    c, o = lp.block, lp.output
     addr = lp.address
     ic, kn, ih, iw, oh, ow = c["IC"], c["KN"], c["IH"], c["IW"], c["OH"], c["OW"]
     kh, kw, s, pad, sides = c["KH"], c["KW"], c["Stride"], c["Pad"], c["PadSides"]
@@ -241,11 +242,21 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
     right = pad if sides & own_isa.PAD_RIGHT else 0
     if (ih + top + bottom - kh) // s + 1 != oh or (iw + left + right - kw) // s + 1 != ow:
         raise _fail(addr, f"CONV output {oh}x{ow} does not follow from the input and kernel")
-
     in_size = ci * -(-(ih * iw) // 8) * BLOCK_BYTES
     _check_region(addr, c["ImageStartAddress"], c["ImageEndAddress"], in_size, "image")
     w_size = ki * ci * TILE
     _check_region(addr, c["WeightStartAddress"], c["WeightEndAddress"], w_size, "weights")
+    return (top, left, bottom, right), in_size, w_size
+
+
+def _run_conv(lp: LayerProgram, dram: Dram) -> int:
+    """Run one CONV layer; returns the bytes written at OutputAddr."""
+    c, t, o = lp.block, lp.tail, lp.output
+    addr = lp.address
+    (top, left, bottom, right), in_size, w_size = _conv_checks(lp)
+    ih, iw, oh, ow = c["IH"], c["IW"], c["OH"], c["OW"]
+    kh, kw, s = c["KH"], c["KW"], c["Stride"]
+    ci, ki = o["ChannelItr"], o["KernelItr"]
 
     image = _from_blocks(dram.read(c["ImageStartAddress"], in_size), ci, ih * iw, 1)
     image = image.reshape(-1, ci * 8, ih, iw)
@@ -302,9 +313,10 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
     return ki * group_bytes
 
 
-def _run_fc(lp: LayerProgram, dram: Dram) -> int:
-    """Run one FC layer; returns the bytes written at OutputAddr."""
-    f, t, o = lp.block, lp.tail, lp.output
+def _fc_checks(lp: LayerProgram) -> tuple[int, int]:
+    """An FC layer's fields checked against each other before any data moves: its input bytes
+    and weight bytes."""
+    f, o = lp.block, lp.output
     addr = lp.address
     n, m = f["WeightRows"], f["WeightCols"]
     if f["InputRows"] != 1:
@@ -319,18 +331,31 @@ def _run_fc(lp: LayerProgram, dram: Dram) -> int:
         hw_dim = f["ImageDim"]
         if hw_dim == 0 or n % hw_dim:
             raise _fail(addr, f"FC.ImageDim {hw_dim} does not divide WeightRows {n}")
-        ch = n // hw_dim
-        groups = -(-ch // 8)
-        size = groups * -(-hw_dim // 8) * BLOCK_BYTES
+        size = -(-(n // hw_dim) // 8) * -(-hw_dim // 8) * BLOCK_BYTES
         _check_region(addr, start, end, size, "image")
-        # the flattening controller: one bank per channel, read out bank after bank
-        x = _from_blocks(dram.read(start, size), groups, hw_dim, 1)[:, :ch].reshape(-1, n)
     else:
         size = -(-n // 4) * 4
         _check_region(addr, start, end, size, "input vector")
-        x = dram.read_i8(start, n)
-    w_size = blocks * n * hw.FC_WIDTH
+    w_size = -(-m // hw.FC_WIDTH) * n * hw.FC_WIDTH
     _check_region(addr, f["WeightStartAddress"], f["WeightEndAddress"], w_size, "weights")
+    return size, w_size
+
+
+def _run_fc(lp: LayerProgram, dram: Dram) -> int:
+    """Run one FC layer; returns the bytes written at OutputAddr."""
+    f, t, o = lp.block, lp.tail, lp.output
+    addr = lp.address
+    n, m = f["WeightRows"], f["WeightCols"]
+    size, w_size = _fc_checks(lp)
+    blocks = -(-m // hw.FC_WIDTH)
+    start = f["ImageStartAddress"]
+    if f["Flatten"]:
+        hw_dim = f["ImageDim"]
+        ch = n // hw_dim
+        # the flattening controller: one bank per channel, read out bank after bank
+        x = _from_blocks(dram.read(start, size), -(-ch // 8), hw_dim, 1)[:, :ch].reshape(-1, n)
+    else:
+        x = dram.read_i8(start, n)
     weights = dram.read(f["WeightStartAddress"], w_size)[0].view(np.int8)
     weights = weights.reshape(blocks, n, hw.FC_WIDTH).astype(np.float64)
     xf = x.astype(np.float64)
@@ -381,6 +406,11 @@ class GatiMachine:
         for p in writes:
             self.rom[p.address : p.address + p.size] = np.frombuffer(p.payload, dtype=np.uint8)
         self.layers = self._decode_program()
+        for lp in self.layers:  # a malformed layer is refused on loading, before any data moves
+            if lp.block.name == "CONV":
+                _conv_checks(lp)
+            else:
+                _fc_checks(lp)
         self.size = max(self.ro_end, self._extent())
 
     def _read_inst(self, addr: int) -> own_isa.Inst:

@@ -92,9 +92,7 @@ def input_streams(host: Mapping[str, Any], xq: np.ndarray) -> list[bytes]:
     return [dwp.encode_dwp(inp["address"], row.tobytes()) + dispatch for row in data]
 
 
-def decode_dispatched(
-    host: Mapping[str, Any], packets: list[list[Write]]
-) -> dict[int, np.ndarray]:
+def decode_dispatched(host: Mapping[str, Any], packets: list[list[Write]]) -> dict[int, np.ndarray]:
     """Integer outputs (B, *shape) per dispatched layer, from the dispatcher's DWP packets."""
     by_id = {o["dispatch_id"]: o for o in host["outputs"]}
     raw: dict[int, list[bytes]] = {o["dispatch_id"]: [] for o in host["outputs"]}

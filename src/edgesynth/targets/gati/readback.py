@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import pool_output_size
 from edgesynth.targets.gati import funcsim_isa as own_isa
 from edgesynth.targets.gati import hw
@@ -47,11 +48,18 @@ def _fc_weights(lp: LayerProgram, rom: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(mat[:, :m].T)
 
 
-def _bias(t: own_isa.Inst, rom: np.ndarray, channels: int) -> np.ndarray | None:
+def _bias(lp: LayerProgram, rom: np.ndarray, channels: int) -> np.ndarray | None:
+    t = lp.tail
     if not t["BiasEn"]:
         return None
     dtype = "i1" if t["BiasWidth"] == 8 else "<i4"
-    return _read(rom, t["BiasStartAddress"], t["BiasEndAddress"], dtype)[:channels]
+    bias = _read(rom, t["BiasStartAddress"], t["BiasEndAddress"], dtype)[:channels]
+    if len(bias) != channels:
+        raise EdgesynthError(
+            f"DRAM address {lp.address:#x}: the bias region holds {len(bias)} of the layer's "
+            f"{channels} channels"
+        )
+    return bias
 
 
 def _side_pads(amount: int, sides: int) -> tuple[int, int, int, int]:
@@ -109,7 +117,7 @@ def _layer(
             fl.in_shape = (int(np.prod(shape)),)
         gl = GatiLayer([name], 1.0, 1.0, 1.0, 1.0, bool(t["QuantEn"]), weights=weights)
         gl.flat_map = fl.in_map
-    gl.bias = _bias(t, rom, fl.conv_shape[0])
+    gl.bias = _bias(lp, rom, fl.conv_shape[0])
     gl.bias_width = t["BiasWidth"] if t["BiasEn"] else 32
     gl.quant_scale, gl.quant_shift = t["QuantScale"], t["QuantShift"]
     if t["ActEn"]:
