@@ -18,6 +18,8 @@ from edgesynth.errors import EdgesynthError
 
 SOP = 0xFFFFFFFF
 HEADER_BYTES = 12  # SOP, DS, address
+META_SOP = 0xFFFFFFFFFFFF
+META_SOP_BYTES = 6
 META_BYTES = 16
 WORD = 4  # "DWP is a 32bit protocol"
 
@@ -71,8 +73,7 @@ def read_stream(data: bytes) -> list[Write | Meta]:
             raise _bad(pos, f"bad SOP {sop:#010x} (expected {SOP:#010x})")
         if n - pos < 2 * WORD:
             raise _bad(pos, "truncated packet header")
-        (second,) = struct.unpack_from("<I", data, pos + WORD)
-        if second & 0xFFFF == 0xFFFF:
+        if int.from_bytes(data[pos : pos + META_SOP_BYTES], "little") == META_SOP:
             out.append(_meta(data, pos))
             pos += META_BYTES
             continue
@@ -96,8 +97,9 @@ def read_stream(data: bytes) -> list[Write | Meta]:
 def _meta(data: bytes, pos: int) -> Meta:
     if len(data) - pos < META_BYTES:
         raise _bad(pos, f"truncated META packet ({len(data) - pos} of {META_BYTES} bytes)")
-    if data[pos + 6 : pos + 8] != b"\0\0":
-        raise _bad(pos + 6, "META reserved bits are not zero")
+    reserved = pos + META_SOP_BYTES
+    if data[reserved : pos + 8] != b"\0\0":
+        raise _bad(reserved, "META reserved bits are not zero")
     kind, value = struct.unpack_from("<II", data, pos + 8)
     if kind not in META_TYPES:
         raise _bad(pos + 8, f"unknown META type {kind:#x}")
