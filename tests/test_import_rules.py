@@ -118,3 +118,73 @@ def test_every_cp_sat_solver_comes_from_cpsat() -> None:
         if "CpSolver(" in path.read_text() and path.name != "cpsat.py"
     ]
     assert not makers, f"use edgesynth.cpsat.new_solver in {makers}"
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every `edgesynth...` name a file imports, as `module.name` for `from module import name`
+    (at any depth: lazy imports count)."""
+    tree = ast.parse(path.read_text(), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return {n for n in names if n.startswith("edgesynth")}
+
+
+# Each target's executor (the functional model a compiled program is proved on): its modules,
+# what of its own target it may import (device facts, containers, its own decoders), and the
+# encoder's modules (the field tables and writers it must never reach, even through another
+# module of the target).
+EXECUTORS = {
+    "gati": (
+        ("funcsim", "funcsim_isa", "funcsim_dwp", "readback"),
+        ("hw", "chain", "model", "funcsim", "funcsim_isa", "funcsim_dwp"),
+        ("isa", "dwp", "layout", "compiler", "artifacts", "decoder", "program_graph"),
+    ),
+    "xdnn": (
+        ("funcmodel", "scriptdecode"),
+        ("device", "scriptmodel.Script", "scriptmodel.ScriptCommand", "scriptdecode"),
+        ("regmap", "script", "program", "emit", "filters", "imem", "lower", "commands"),
+    ),
+}
+
+
+def _target_module(name: str, target: str) -> str:
+    """`edgesynth.targets.gati.isa.decode` -> `isa` (the module of `target` it names)."""
+    rest = name.removeprefix(f"edgesynth.targets.{target}.")
+    return rest.split(".")[0]
+
+
+@pytest.mark.parametrize("target", sorted(EXECUTORS))
+def test_executors_decode_with_their_own_tables(target: str) -> None:
+    """An executor decodes the emitted bytes with its own field tables, written from the
+    documents: it imports only the allowed modules of its target, and nothing it imports
+    (followed through the target's modules) reaches the encoder's, so a wrong bit position in
+    the encoder shows up as a wrong result instead of being decoded back the same wrong way."""
+    modules, allowed, encoder = EXECUTORS[target]
+    package = SRC / "targets" / target
+    prefix = f"edgesynth.targets.{target}."
+    for module in modules:
+        path = package / f"{module}.py"
+        for name in imported_names(path):
+            if not name.startswith("edgesynth.targets"):
+                continue
+            rest = name.removeprefix(prefix)
+            ok = name.startswith(prefix) and any(
+                rest == a or rest.startswith(a + ".") for a in allowed
+            )
+            assert ok, f"{path.relative_to(SRC)} imports {name}"
+    seen: set[str] = set()
+    todo = list(modules)
+    while todo:
+        module = todo.pop()
+        if module in seen or not (package / f"{module}.py").exists():
+            continue
+        seen.add(module)
+        for name in imported_names(package / f"{module}.py"):
+            if name.startswith(prefix):
+                todo.append(_target_module(name, target))
+    reached = sorted(seen & set(encoder))
+    assert not reached, f"the {target} executor reaches the encoder's modules {reached}"

@@ -5,6 +5,7 @@ emitted is refused with one message and no output folder; `--no-verify` writes i
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -139,3 +140,82 @@ def test_the_library_call_proves_only_when_asked(tmp_path: Path, monkeypatch) ->
     with pytest.raises(ProofFailed):
         compile_to(graph, "xdnn", calibration=x, out=tmp_path / "b", verify=True)
     assert not (tmp_path / "b").exists()
+
+
+# -- the executors decode with their own tables: a field the encoder misplaces is noticed -----
+
+
+@pytest.fixture
+def move_field():  # type: ignore[no-untyped-def]
+    """`move(table, field_name)`: the encoder's field moves up one bit in its (frozen) table,
+    everywhere the table is referenced, as a wrong bit position typed into the encoder would;
+    restored afterwards."""
+    saved: list[tuple[object, str, object]] = []
+
+    def move(table: object, name: str) -> None:
+        old = table.fields  # type: ignore[attr-defined]
+        assert name in {f.name for f in old}, name
+        new = tuple(dataclasses.replace(f, lsb=f.lsb + 1) if f.name == name else f for f in old)
+        for attr, value in (("fields", new), ("by_name", {f.name: f for f in new})):
+            if attr in vars(table):
+                saved.append((table, attr, getattr(table, attr)))
+                object.__setattr__(table, attr, value)
+
+    yield move
+    for table, attr, value in reversed(saved):
+        object.__setattr__(table, attr, value)
+
+
+def _gati_table(name: str) -> object:
+    from edgesynth.targets.gati import isa
+
+    return isa.FORMATS_BY_NAME[name]
+
+
+def _xdnn_table(name: str) -> object:
+    from edgesynth.targets.xdnn import regmap
+
+    return regmap.BY_NAME[name]
+
+
+# (target, instruction or register, field, whether the program still runs, to other values).
+# Each of these went unnoticed while the executors decoded with the encoder's tables.
+MISPLACED = [
+    ("gati", "TailBlock", "QuantScale", True),  # read back as twice the scale
+    ("gati", "TailBlock", "BiasStartAddress", False),  # the bias region comes out empty
+    ("gati", "CONV", "WeightEndAddress", False),  # the weight region no longer fits the layer
+    ("gati", "CONV", "KN", False),  # the filter count no longer matches KernelItr
+    ("gati", "OutputBlock", "DispatchID", False),  # the output comes back under another id
+    ("gati", "START", "TotalLayers", False),  # a bit past the program's last layer is read
+    ("xdnn", "GEOMETRY", "dilation_h", True),  # read back as dilation 2
+    ("xdnn", "CNN_COMMAND", "per_channel", True),  # read back as global scale/shift/bias
+    ("xdnn", "IMEM_OUT_ADDR", "out_addr", False),  # outputs land at twice the address
+    ("xdnn", "IN_SIZE", "in_h", False),  # the download asks for images twice as high
+    ("xdnn", "OUT_SIZE", "out_w", False),  # an output width the input cannot give
+    ("xdnn", "QUANT_OFFSET", "quant_offset", False),  # quantizer blocks past filters.bin
+    ("xdnn", "BIAS_VALUE", "bias", False),  # a negative bias spills into reserved bits
+]
+
+
+@pytest.mark.parametrize(
+    ("target", "table", "field", "runs"), MISPLACED, ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_a_field_misplaced_in_the_encoder_is_noticed_by_the_proof(
+    target: str, table: str, field: str, runs: bool, tmp_path: Path, move_field, capsys
+) -> None:
+    """The executor's decoder has its own field table: moving one field of the encoder's table
+    by one bit makes the emitted program compute something else (or nothing), and compile
+    refuses it. The same program with the encoder's table untouched is proved."""
+    model, calibration = _model(target, tmp_path)
+    argv = ["compile", str(model), "-t", target, "--calibration", str(calibration)]
+    assert main([*argv, "-o", str(tmp_path / "good")]) == 0
+    assert "known answer reproduced" in capsys.readouterr().out
+    move_field((_gati_table if target == "gati" else _xdnn_table)(table), field)
+    out = tmp_path / "out"
+    assert main([*argv, "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("edgesynth: error:") == 1 and "Traceback" not in err, err
+    assert "internal error" not in err, err
+    if runs:
+        assert "does not compute the simulator's answer" in err, err
+    assert not out.exists()

@@ -101,3 +101,44 @@ def test_bad_meta() -> None:
         dwp.parse_stream(bytes(data))
     with pytest.raises(EdgesynthError, match="unknown META type"):
         dwp.encode_meta(7)
+
+
+def _read(reader, data: bytes) -> list[tuple[int, ...] | bytes] | str:  # type: ignore[no-untyped-def]
+    """What a reader makes of `data`: each packet's fields, or its error message."""
+    try:
+        packets = reader(data)
+    except EdgesynthError as err:
+        return str(err)
+    return [
+        (p.offset, p.type, p.value) if hasattr(p, "type") else (p.offset, p.address, p.payload)
+        for p in packets
+    ]
+
+
+def test_the_functional_models_own_reader_agrees_with_the_parser() -> None:
+    """The functional model reads streams with its own decoder (funcsim_dwp.py, from the Gati
+    document): on valid and malformed streams alike it finds the same packets or refuses with
+    the same message as the tools' parser."""
+    from edgesynth.targets.gati import funcsim_dwp
+
+    good = dwp.encode_stream(
+        [
+            dwp.MetaPacket(dwp.META_RESET),
+            dwp.MetaPacket(dwp.META_INST_ORIGIN, 0x40),
+            dwp.DwpPacket(0, bytes(range(64))),
+            dwp.DwpPacket(0x40, b"\xff\xff\xff\xff"),
+            dwp.MetaPacket(dwp.META_DISPATCH, dwp.DISPATCH_UART),
+        ]
+    )
+    stream = _stream()
+    cases = [good, stream, stream[:-4], stream[:26], stream[:18], stream[:12], bytes(16)]
+    cases.append(struct.pack("<III", 0xFFFFFFFF, 4, 0x22) + bytes(4))
+    cases.append(struct.pack("<III", 0xFFFFFFFF, 6, 0x20) + bytes(8))
+    for offset, value in ((8, 9), (7, 1), (12, 2)):
+        meta = bytearray(dwp.encode_meta(dwp.META_DISPATCH))
+        meta[offset] = value
+        cases.append(bytes(meta))
+    results = [(_read(dwp.parse_stream, c), _read(funcsim_dwp.read_stream, c)) for c in cases]
+    for k, (theirs, ours) in enumerate(results):
+        assert ours == theirs, k
+    assert sum(isinstance(r, str) for r, _ in results) == len(cases) - 2

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import re
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +146,60 @@ def test_table_printer_shares_the_definition() -> None:
     assert "OutputAddr        67:36  0x00001000" in text
     assert "KernelItr         91:80  3" in text
     assert "DispatchEn          125  1" in text
+
+
+@pytest.mark.parametrize("fmt", list(isa.FORMATS.values()), ids=lambda f: f.name)
+def test_the_functional_models_own_table_reads_every_field_the_encoder_writes(
+    fmt: isa.Format,
+) -> None:
+    """Two transcriptions of the Gati document, the encoder's (isa.py) and the functional
+    model's (funcsim_isa.py), agree on every field: each field alone, at its extremes, read
+    back by the functional model's decoder, under the same name and nothing else set."""
+    from edgesynth.targets.gati import funcsim_isa
+
+    name, spans = funcsim_isa.TABLES[fmt.opcode]
+    assert name == fmt.name
+    assert set(spans) == {f.name for f in fmt.fields} - {"Opcode"}
+    for field in fmt.fields:
+        if field.name == "Opcode":
+            continue
+        for value in (1, field.max):
+            inst = isa.make(fmt, **{field.name: value})
+            back = funcsim_isa.decode(isa.encode_bytes(inst), 0)
+            assert back.name == fmt.name
+            assert dict(back.fields) == {k: v for k, v in inst.fields.items() if k != "Opcode"}
+
+
+SEED = Path(__file__).resolve().parents[2].parent / "shared" / "seeds" / "001_efcc578116bbc6b0.txt"
+
+
+@pytest.mark.corpus
+def test_the_functional_models_tables_are_the_seeds() -> None:
+    """The functional model's instruction table and DWP constants, read against the Gati
+    document's own `define lines (../shared/seeds/001_...)."""
+    from edgesynth.targets.gati import funcsim_dwp, funcsim_isa
+
+    if not SEED.is_file():
+        pytest.fail(f"the Gati document is missing: expected it at {SEED}")
+    text = SEED.read_text()
+    ranges: dict[str, dict[str, str]] = {}
+    for block, name, bits in re.findall(r"`define ([A-Za-z]+)_(\w+) (\d+:\d+)", text):
+        ranges.setdefault(block, {})[name] = bits
+    opcodes = {b: int(v, 16) for b, v in re.findall(r"`define OP_(\w+) 'h([0-9a-f]+)", text)}
+    assert {v[0] for v in funcsim_isa.TABLES.values()} == set(ranges) == set(opcodes)
+    for op, (block, fields) in funcsim_isa.TABLES.items():
+        assert opcodes[block] == op, block
+        assert ranges[block] == {"Opcode": funcsim_isa.OPCODE_RANGE, **fields}, block
+    values = {k: int(v, 16) for k, v in re.findall(r"`define (\w+) 'h([0-9a-f]+)", text)}
+    assert values["DWP_SOP"] == funcsim_dwp.SOP
+    assert "`define DWP_HEADER_BYTES 12" in text and funcsim_dwp.HEADER_BYTES == 12
+    assert values["META_SOP"] == funcsim_dwp.META_SOP
+    for code, name in funcsim_dwp.META_TYPES.items():
+        assert values[f"META_TYPE_{name}"] == code
+    assert tuple(values[f"META_CONST_DISPATCH_{c}"] for c in ("RAH", "UART")) == (
+        funcsim_dwp.DISPATCH_CHANNELS
+    )
+    assert values["ACT_RELU"] == funcsim_isa.ACT_RELU
+    for code, name in ((funcsim_isa.POOL_MAX, "MAX"), (funcsim_isa.POOL_AVERAGE, "AVERAGE")):
+        assert values[f"POOL_{name}"] == code
+    assert values["POOL_GLOBAL_AVG"] == funcsim_isa.POOL_GLOBAL_AVG

@@ -134,3 +134,27 @@ def test_values_outside_their_fields_are_refused() -> None:
     s.commands[1].fields["bias"] = 32768
     with pytest.raises(EdgesynthError, match="`bias` = 32768"):
         encode(s)
+
+
+def test_the_decoders_own_register_map_reads_every_field_the_encoder_writes() -> None:
+    """Two transcriptions of the register map, the encoder's (regmap.py) and the decoder's the
+    functional model reads programs with (scriptdecode.py), agree: same registers at the same
+    addresses, same opcodes and command registers, every field alone at its extremes read back
+    under its name."""
+    from edgesynth.targets.xdnn import scriptdecode as sd
+    from edgesynth.targets.xdnn.script import pack_register
+
+    assert {a: (n, s) for a, (n, s, _) in sd.REGISTERS.items()} == {
+        r.address: (r.name, r.scripted) for r in rm.REGISTERS
+    }
+    assert {op: name for op, (name, _) in sd.COMMANDS.items()} == rm.OPNAMES
+    for name, regs in sd.COMMANDS.values():
+        assert set(regs) == {r.name for r in rm.COMMAND_REGISTERS[name]}
+    for reg in rm.REGISTERS:
+        assert set(sd.REGISTERS[reg.address][2]) == {f.name for f in reg.fields}
+        for f in reg.fields:
+            lo, hi = (-(1 << (f.width - 1)), (1 << (f.width - 1)) - 1) if f.signed else (1, f.mask)
+            for value in (lo, hi):
+                values = {g.name: 0 for g in reg.fields} | {f.name: value}
+                word = pack_register(reg, values, reg.name)
+                assert sd.unpack(reg.address, word) == values, (reg.name, f.name)

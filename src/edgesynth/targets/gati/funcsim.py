@@ -2,7 +2,10 @@
 
 `GatiMachine` consumes a DWP stream (META packets and DRAM writes) into a DRAM image, then
 executes the instructions it finds at INST_ORIGIN exactly as the fields say: it never sees the
-network, the compiler's data structures or the ONNX model.
+network, the compiler's data structures or the ONNX model. It reads the stream and the
+instructions with its own tables, written from the Gati document (`funcsim_dwp.py`,
+`funcsim_isa.py`), never with the encoder's (`dwp.py`, `isa.py`): a field the encoder puts in
+the wrong bits changes what runs here (tests/test_import_rules.py keeps it so).
 
 * CONV: weight-stationary. For every kernel iteration (8 filters) and channel iteration (8
   input channels), each of the 8 engines holds a 9x8 weight tile (9 taps x 8 filters) and
@@ -35,7 +38,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from edgesynth.errors import EdgesynthError
 from edgesynth.sim.ops import lookup_activation, tree_average
 from edgesynth.sim.rounding import requantize
-from edgesynth.targets.gati import dwp, hw, isa
+from edgesynth.targets.gati import funcsim_dwp as own_dwp
+from edgesynth.targets.gati import funcsim_isa as own_isa
+from edgesynth.targets.gati import hw
 
 BLOCK_BYTES = 64  # one NHW8C8 block of int8 (8 channels x 8 pixels)
 TILE = hw.ENGINES * hw.ENGINE_ROWS * hw.ENGINE_COLS
@@ -45,10 +50,10 @@ DRAM_LIMIT = 1 << 32
 @dataclass
 class LayerProgram:
     address: int  # DRAM address of the layer's START instruction
-    start: isa.Instruction
-    block: isa.Instruction  # CONV or FC
-    tail: isa.Instruction
-    output: isa.Instruction
+    start: own_isa.Inst
+    block: own_isa.Inst  # CONV or FC
+    tail: own_isa.Inst
+    output: own_isa.Inst
 
 
 def _fail(address: int, msg: str) -> EdgesynthError:
@@ -124,22 +129,22 @@ def _check_region(addr: int, start: int, end: int, size: int, what: str) -> None
 # -- tail blocks ----------------------------------------------------------------------------
 
 
-def _pool(x: np.ndarray, t: isa.Instruction, addr: int) -> np.ndarray:
+def _pool(x: np.ndarray, t: own_isa.Inst, addr: int) -> np.ndarray:
     """Pooling network on (B, C, H, W): the movement makes windows, the action reduces them."""
     h, w = x.shape[2:]
     ptype = t["PoolType"]
-    if ptype not in isa.POOL_NAMES:
+    if ptype not in own_isa.POOL_TYPES:
         raise _fail(addr, f"TailBlock.PoolType {ptype} is unknown")
     kh, kw, s = t["PoolHeight"], t["PoolWidth"], t["PoolStride"]
-    if ptype == isa.POOL_GLOBAL_AVG and (kh, kw) != (h, w):
+    if ptype == own_isa.POOL_GLOBAL_AVG and (kh, kw) != (h, w):
         raise _fail(addr, f"global average pool of {kh}x{kw} over a {h}x{w} map")
     if kh == 0 or kw == 0 or s == 0:
         raise _fail(addr, "TailBlock pool size and stride must be at least 1")
     p, sides = t["PoolPadding"], t["PoolPadSides"]
-    top = p if sides & isa.PAD_TOP else 0
-    left = p if sides & isa.PAD_LEFT else 0
-    bottom = p if sides & isa.PAD_BOTTOM else 0
-    right = p if sides & isa.PAD_RIGHT else 0
+    top = p if sides & own_isa.PAD_TOP else 0
+    left = p if sides & own_isa.PAD_LEFT else 0
+    bottom = p if sides & own_isa.PAD_BOTTOM else 0
+    right = p if sides & own_isa.PAD_RIGHT else 0
 
     def out_dim(n: int, k: int, lo: int, hi: int) -> int:
         span = n + lo + hi - k
@@ -155,7 +160,7 @@ def _pool(x: np.ndarray, t: isa.Instruction, addr: int) -> np.ndarray:
     extra_w = max((ow - 1) * s + kw - (w + left + right), 0)
     xp = np.pad(x, ((0, 0), (0, 0), (top, bottom + extra_h), (left, right + extra_w)))
     win = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::s, ::s][:, :, :oh, :ow]
-    if ptype == isa.POOL_MAX:
+    if ptype == own_isa.POOL_MAX:
         return np.maximum(win.max(axis=(4, 5)), 0)  # the max register starts at 0
     # the Average action: each window row through the pairwise tree, then the row results
     rows = [tree_average([win[..., i, j] for j in range(kw)]) for i in range(kh)]
@@ -164,14 +169,14 @@ def _pool(x: np.ndarray, t: isa.Instruction, addr: int) -> np.ndarray:
 
 def _activation_table(kind: int, exponent: int) -> np.ndarray:
     """The sigmoid/tanh module's 256-entry table, indexed by the int8 input + 128."""
-    name = "sigmoid" if kind == isa.ACT_SIGMOID else "tanh"
+    name = "sigmoid" if kind == own_isa.ACT_SIGMOID else "tanh"
     return lookup_activation(
         np.arange(-128, 128), name, exponent, out_fraction_bits=hw.ACT_OUT_FRACTION_BITS
     )
 
 
 def _tail(
-    acc: np.ndarray, t: isa.Instruction, dram: Dram, first_channel: int, addr: int
+    acc: np.ndarray, t: own_isa.Inst, dram: Dram, first_channel: int, addr: int
 ) -> np.ndarray:
     """Tail blocks on (B, channels, ...) int64 sums of channels first_channel.. onwards."""
     if t["BNEn"]:
@@ -197,9 +202,9 @@ def _tail(
         y = np.clip(y, -(1 << 31), (1 << 31) - 1)
     if t["ActEn"]:
         kind = t["ActType"]
-        if kind == isa.ACT_RELU:
+        if kind == own_isa.ACT_RELU:
             y = np.maximum(y, 0)
-        elif kind in (isa.ACT_SIGMOID, isa.ACT_TANH):
+        elif kind in (own_isa.ACT_SIGMOID, own_isa.ACT_TANH):
             if not t["QuantEn"]:
                 raise _fail(addr, "sigmoid/tanh lookup needs QuantEn (int8 inputs)")
             y = _activation_table(kind, t["ActParam"])[y + 128]
@@ -215,9 +220,10 @@ def _tail(
 # -- megablocks -----------------------------------------------------------------------------
 
 
-def _run_conv(lp: LayerProgram, dram: Dram) -> int:
-    """Run one CONV layer; returns the bytes written at OutputAddr."""
-    c, t, o = lp.block, lp.tail, lp.output
+def _conv_checks(lp: LayerProgram) -> tuple[tuple[int, int, int, int], int, int]:
+    """A CONV layer's fields checked against each other before any data moves: its pads (top,
+    left, bottom, right), image bytes and weight bytes."""
+    c, o = lp.block, lp.output
     addr = lp.address
     ic, kn, ih, iw, oh, ow = c["IC"], c["KN"], c["IH"], c["IW"], c["OH"], c["OW"]
     kh, kw, s, pad, sides = c["KH"], c["KW"], c["Stride"], c["Pad"], c["PadSides"]
@@ -230,17 +236,27 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
         raise _fail(addr, f"ChannelItr/KernelItr {ci}/{ki} do not match IC {ic} / KN {kn}")
     if o["ImageDimAcc"] != oh * ow:
         raise _fail(addr, f"ImageDimAcc {o['ImageDimAcc']} is not OH x OW = {oh * ow}")
-    top = pad if sides & isa.PAD_TOP else 0
-    left = pad if sides & isa.PAD_LEFT else 0
-    bottom = pad if sides & isa.PAD_BOTTOM else 0
-    right = pad if sides & isa.PAD_RIGHT else 0
+    top = pad if sides & own_isa.PAD_TOP else 0
+    left = pad if sides & own_isa.PAD_LEFT else 0
+    bottom = pad if sides & own_isa.PAD_BOTTOM else 0
+    right = pad if sides & own_isa.PAD_RIGHT else 0
     if (ih + top + bottom - kh) // s + 1 != oh or (iw + left + right - kw) // s + 1 != ow:
         raise _fail(addr, f"CONV output {oh}x{ow} does not follow from the input and kernel")
-
     in_size = ci * -(-(ih * iw) // 8) * BLOCK_BYTES
     _check_region(addr, c["ImageStartAddress"], c["ImageEndAddress"], in_size, "image")
     w_size = ki * ci * TILE
     _check_region(addr, c["WeightStartAddress"], c["WeightEndAddress"], w_size, "weights")
+    return (top, left, bottom, right), in_size, w_size
+
+
+def _run_conv(lp: LayerProgram, dram: Dram) -> int:
+    """Run one CONV layer; returns the bytes written at OutputAddr."""
+    c, t, o = lp.block, lp.tail, lp.output
+    addr = lp.address
+    (top, left, bottom, right), in_size, w_size = _conv_checks(lp)
+    ih, iw, oh, ow = c["IH"], c["IW"], c["OH"], c["OW"]
+    kh, kw, s = c["KH"], c["KW"], c["Stride"]
+    ci, ki = o["ChannelItr"], o["KernelItr"]
 
     image = _from_blocks(dram.read(c["ImageStartAddress"], in_size), ci, ih * iw, 1)
     image = image.reshape(-1, ci * 8, ih, iw)
@@ -297,9 +313,10 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
     return ki * group_bytes
 
 
-def _run_fc(lp: LayerProgram, dram: Dram) -> int:
-    """Run one FC layer; returns the bytes written at OutputAddr."""
-    f, t, o = lp.block, lp.tail, lp.output
+def _fc_checks(lp: LayerProgram) -> tuple[int, int]:
+    """An FC layer's fields checked against each other before any data moves: its input bytes
+    and weight bytes."""
+    f, o = lp.block, lp.output
     addr = lp.address
     n, m = f["WeightRows"], f["WeightCols"]
     if f["InputRows"] != 1:
@@ -314,18 +331,31 @@ def _run_fc(lp: LayerProgram, dram: Dram) -> int:
         hw_dim = f["ImageDim"]
         if hw_dim == 0 or n % hw_dim:
             raise _fail(addr, f"FC.ImageDim {hw_dim} does not divide WeightRows {n}")
-        ch = n // hw_dim
-        groups = -(-ch // 8)
-        size = groups * -(-hw_dim // 8) * BLOCK_BYTES
+        size = -(-(n // hw_dim) // 8) * -(-hw_dim // 8) * BLOCK_BYTES
         _check_region(addr, start, end, size, "image")
-        # the flattening controller: one bank per channel, read out bank after bank
-        x = _from_blocks(dram.read(start, size), groups, hw_dim, 1)[:, :ch].reshape(-1, n)
     else:
         size = -(-n // 4) * 4
         _check_region(addr, start, end, size, "input vector")
-        x = dram.read_i8(start, n)
-    w_size = blocks * n * hw.FC_WIDTH
+    w_size = -(-m // hw.FC_WIDTH) * n * hw.FC_WIDTH
     _check_region(addr, f["WeightStartAddress"], f["WeightEndAddress"], w_size, "weights")
+    return size, w_size
+
+
+def _run_fc(lp: LayerProgram, dram: Dram) -> int:
+    """Run one FC layer; returns the bytes written at OutputAddr."""
+    f, t, o = lp.block, lp.tail, lp.output
+    addr = lp.address
+    n, m = f["WeightRows"], f["WeightCols"]
+    size, w_size = _fc_checks(lp)
+    blocks = -(-m // hw.FC_WIDTH)
+    start = f["ImageStartAddress"]
+    if f["Flatten"]:
+        hw_dim = f["ImageDim"]
+        ch = n // hw_dim
+        # the flattening controller: one bank per channel, read out bank after bank
+        x = _from_blocks(dram.read(start, size), -(-ch // 8), hw_dim, 1)[:, :ch].reshape(-1, n)
+    else:
+        x = dram.read_i8(start, n)
     weights = dram.read(f["WeightStartAddress"], w_size)[0].view(np.int8)
     weights = weights.reshape(blocks, n, hw.FC_WIDTH).astype(np.float64)
     xf = x.astype(np.float64)
@@ -345,18 +375,18 @@ class GatiMachine:
     """Load a program stream once, then run batches of inferences on it."""
 
     def __init__(self, stream: bytes) -> None:
-        packets = dwp.parse_stream(stream)
+        packets = own_dwp.read_stream(stream)
         self.origin = hw.INST_ORIGIN
-        writes: list[dwp.DwpPacket] = []
+        writes: list[own_dwp.Write] = []
         expected: int | None = None
         counted = 0
         for p in packets:
-            if isinstance(p, dwp.MetaPacket):
-                if p.type == dwp.META_RESET:
+            if isinstance(p, own_dwp.Meta):
+                if p.type == own_dwp.RESET:
                     writes, expected, counted = [], None, 0
-                elif p.type == dwp.META_PAYLOAD_SIZE:
+                elif p.type == own_dwp.PAYLOAD_SIZE:
                     expected, counted = p.value, 0
-                elif p.type == dwp.META_INST_ORIGIN:
+                elif p.type == own_dwp.INST_ORIGIN:
                     self.origin = p.value
                 else:
                     raise EdgesynthError(
@@ -365,7 +395,7 @@ class GatiMachine:
                     )
             else:
                 writes.append(p)
-                counted += dwp.DWP_HEADER_BYTES + p.size
+                counted += own_dwp.HEADER_BYTES + p.size
         if expected is not None and counted != expected:
             raise EdgesynthError(
                 f"PAYLOAD_SIZE announced {expected} bytes of DWP packets, the stream has {counted}"
@@ -376,12 +406,17 @@ class GatiMachine:
         for p in writes:
             self.rom[p.address : p.address + p.size] = np.frombuffer(p.payload, dtype=np.uint8)
         self.layers = self._decode_program()
+        for lp in self.layers:  # a malformed layer is refused on loading, before any data moves
+            if lp.block.name == "CONV":
+                _conv_checks(lp)
+            else:
+                _fc_checks(lp)
         self.size = max(self.ro_end, self._extent())
 
-    def _read_inst(self, addr: int) -> isa.Instruction:
-        if addr + isa.INST_BYTES > self.ro_end:
+    def _read_inst(self, addr: int) -> own_isa.Inst:
+        if addr + own_isa.INST_BYTES > self.ro_end:
             raise _fail(addr, "instruction fetch past the loaded program")
-        return isa.decode(self.rom[addr : addr + isa.INST_BYTES].tobytes(), addr)
+        return own_isa.decode(self.rom[addr : addr + own_isa.INST_BYTES].tobytes(), addr)
 
     def _decode_program(self) -> list[LayerProgram]:
         layers: list[LayerProgram] = []
@@ -389,7 +424,7 @@ class GatiMachine:
         total = None
         while total is None or len(layers) < total:
             start = self._read_inst(addr)
-            if start.fmt is not isa.START:
+            if start.name != "START":
                 raise _fail(addr, f"expected START, found {start.name}")
             if total is None:
                 total = start["TotalLayers"]
@@ -401,23 +436,23 @@ class GatiMachine:
                     f"START says layer {start['LayerNumber']} of {start['TotalLayers']}, "
                     f"expected layer {len(layers)} of {total}",
                 )
-            insts = [self._read_inst(addr + k * isa.INST_BYTES) for k in (1, 2, 3)]
-            expect = ((isa.CONV, isa.FC), (isa.TAIL,), (isa.OUTPUT,))
+            insts = [self._read_inst(addr + k * own_isa.INST_BYTES) for k in (1, 2, 3)]
+            expect = (("CONV", "FC"), ("TailBlock",), ("OutputBlock",))
             for k, (inst, ok) in enumerate(zip(insts, expect, strict=True)):
-                if inst.fmt not in ok:
-                    names = "/".join(f.name for f in ok)
+                if inst.name not in ok:
+                    names = "/".join(ok)
                     raise _fail(
-                        addr + (k + 1) * isa.INST_BYTES, f"expected {names}, found {inst.name}"
+                        addr + (k + 1) * own_isa.INST_BYTES, f"expected {names}, found {inst.name}"
                     )
             layers.append(LayerProgram(addr, start, *insts))
-            addr += 4 * isa.INST_BYTES
+            addr += 4 * own_isa.INST_BYTES
         return layers
 
     def _extent(self) -> int:
         end = 0
         for lp in self.layers:
             b, o = lp.block, lp.output
-            if b.fmt is isa.CONV:
+            if b.name == "CONV":
                 end = max(end, b["ImageEndAddress"])
                 pix = o["ImageDimOutput"]
                 acc = -(-o["ImageDimAcc"] // 8) * BLOCK_BYTES * 4
@@ -431,21 +466,21 @@ class GatiMachine:
             raise EdgesynthError("the program addresses more than 4 GiB of DRAM")
         return hw.align(end, hw.DRAM_ALIGN)
 
-    def run(self, inferences: Sequence[bytes], chunk: int = 128) -> list[list[dwp.DwpPacket]]:
+    def run(self, inferences: Sequence[bytes], chunk: int = 128) -> list[list[own_dwp.Write]]:
         """Run one inference per stream (input DWP packets + META DISPATCH); each returns the
         DWP packets the dispatcher sends back (address = DispatchID)."""
-        results: list[list[dwp.DwpPacket]] = []
+        results: list[list[own_dwp.Write]] = []
         for lo in range(0, len(inferences), chunk):
             results += self._run_batch(inferences[lo : lo + chunk], lo)
         return results
 
-    def _run_batch(self, inferences: Sequence[bytes], first: int) -> list[list[dwp.DwpPacket]]:
+    def _run_batch(self, inferences: Sequence[bytes], first: int) -> list[list[own_dwp.Write]]:
         dram = Dram(self.rom, self.ro_end, self.size, len(inferences))
         for row, stream in enumerate(inferences):
             dispatched = False
-            for p in dwp.parse_stream(stream):
-                if isinstance(p, dwp.MetaPacket):
-                    if p.type != dwp.META_DISPATCH:
+            for p in own_dwp.read_stream(stream):
+                if isinstance(p, own_dwp.Meta):
+                    if p.type != own_dwp.DISPATCH:
                         raise EdgesynthError(
                             f"inference {first + row}, byte offset {p.offset:#x}: META "
                             f"{p.type_name} inside an inference stream"
@@ -461,11 +496,11 @@ class GatiMachine:
                 dram.ram[row, lo : lo + p.size] = np.frombuffer(p.payload, dtype=np.uint8)
             if not dispatched:
                 raise EdgesynthError(f"inference {first + row}: no META DISPATCH, nothing runs")
-        results: list[list[dwp.DwpPacket]] = [[] for _ in inferences]
+        results: list[list[own_dwp.Write]] = [[] for _ in inferences]
         for lp in self.layers:
-            written = _run_conv(lp, dram) if lp.block.fmt is isa.CONV else _run_fc(lp, dram)
+            written = _run_conv(lp, dram) if lp.block.name == "CONV" else _run_fc(lp, dram)
             if lp.output["DispatchEn"]:
                 data = dram.read(lp.output["OutputAddr"], written)
                 for row in range(len(inferences)):
-                    results[row].append(dwp.DwpPacket(lp.output["DispatchID"], data[row].tobytes()))
+                    results[row].append(own_dwp.Write(lp.output["DispatchID"], data[row].tobytes()))
         return results

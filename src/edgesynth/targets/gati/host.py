@@ -16,6 +16,7 @@ from edgesynth.targets.gati import dwp, layout
 from edgesynth.targets.gati.compiler import CompiledProgram
 from edgesynth.targets.gati.floatref import host_post
 from edgesynth.targets.gati.funcsim import GatiMachine
+from edgesynth.targets.gati.funcsim_dwp import Write
 from edgesynth.targets.gati.quantize import quantize_input
 
 CONTRACT_FORMAT = "edgesynth-gati-host/1"
@@ -91,9 +92,7 @@ def input_streams(host: Mapping[str, Any], xq: np.ndarray) -> list[bytes]:
     return [dwp.encode_dwp(inp["address"], row.tobytes()) + dispatch for row in data]
 
 
-def decode_dispatched(
-    host: Mapping[str, Any], packets: list[list[dwp.DwpPacket]]
-) -> dict[int, np.ndarray]:
+def decode_dispatched(host: Mapping[str, Any], packets: list[list[Write]]) -> dict[int, np.ndarray]:
     """Integer outputs (B, *shape) per dispatched layer, from the dispatcher's DWP packets."""
     by_id = {o["dispatch_id"]: o for o in host["outputs"]}
     raw: dict[int, list[bytes]] = {o["dispatch_id"]: [] for o in host["outputs"]}

@@ -2,8 +2,9 @@
 as a `GatiModel`, and so the integer graph it computes (`program_graph.integer_graph`).
 
 Everything comes from `program.dwp` (instructions, weight tiles, biases, decoded by the
-functional model's loader) and the host contract in `report.json` (the input's name, shape and
-scale, the dispatched outputs): the compiler's data structures are not used. Comparing the graph
+functional model's loader with its own field tables, `funcsim_isa.py`, never the encoder's)
+and the host contract in `report.json` (the input's name, shape and scale, the dispatched
+outputs): the compiler's data structures are not used. Comparing the graph
 read back with the one compiled checks the encoder: weight tiling, bias packing and every field.
 """
 
@@ -14,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import pool_output_size
-from edgesynth.targets.gati import hw, isa
+from edgesynth.targets.gati import funcsim_isa as own_isa
+from edgesynth.targets.gati import hw
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 from edgesynth.targets.gati.funcsim import GatiMachine, LayerProgram
 from edgesynth.targets.gati.model import GatiLayer, GatiModel
-from edgesynth.targets.gati.program_graph import side_pads
 
 
 def _read(rom: np.ndarray, start: int, end: int, dtype: str) -> np.ndarray:
@@ -46,21 +48,42 @@ def _fc_weights(lp: LayerProgram, rom: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(mat[:, :m].T)
 
 
-def _bias(t: isa.Instruction, rom: np.ndarray, channels: int) -> np.ndarray | None:
+def _bias(lp: LayerProgram, rom: np.ndarray, channels: int) -> np.ndarray | None:
+    t = lp.tail
     if not t["BiasEn"]:
         return None
     dtype = "i1" if t["BiasWidth"] == 8 else "<i4"
-    return _read(rom, t["BiasStartAddress"], t["BiasEndAddress"], dtype)[:channels]
+    bias = _read(rom, t["BiasStartAddress"], t["BiasEndAddress"], dtype)[:channels]
+    if len(bias) != channels:
+        raise EdgesynthError(
+            f"DRAM address {lp.address:#x}: the bias region holds {len(bias)} of the layer's "
+            f"{channels} channels"
+        )
+    return bias
 
 
-def _pool(t: isa.Instruction, name: str, shape: tuple[int, ...]) -> PoolSpec | None:
+def _side_pads(amount: int, sides: int) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) from a pad amount and a PadSides bit vector."""
+
+    def pad(bit: int) -> int:
+        return amount if sides & bit else 0
+
+    return (
+        pad(own_isa.PAD_TOP),
+        pad(own_isa.PAD_LEFT),
+        pad(own_isa.PAD_BOTTOM),
+        pad(own_isa.PAD_RIGHT),
+    )
+
+
+def _pool(t: own_isa.Inst, name: str, shape: tuple[int, ...]) -> PoolSpec | None:
     if not t["PoolEn"]:
         return None
     kh, kw, s = t["PoolHeight"], t["PoolWidth"], t["PoolStride"]
-    pads = side_pads(t["PoolPadding"], t["PoolPadSides"])
+    pads = _side_pads(t["PoolPadding"], t["PoolPadSides"])
     _, h, w = shape
     ceil = bool(t["PoolCeil"])
-    spec = PoolSpec(isa.POOL_NAMES[t["PoolType"]], (kh, kw), (s, s), pads, ceil, True, name)
+    spec = PoolSpec(own_isa.POOL_TYPES[t["PoolType"]], (kh, kw), (s, s), pads, ceil, True, name)
     spec.in_hw = (h, w)
     spec.out_hw = (
         pool_output_size(h, kh, s, pads[0], pads[2], ceil),
@@ -73,7 +96,7 @@ def _layer(
     lp: LayerProgram, rom: np.ndarray, shape: tuple[int, ...], name: str
 ) -> tuple[FusedLayer, GatiLayer]:
     b, t = lp.block, lp.tail
-    if b.fmt is isa.CONV:
+    if b.name == "CONV":
         weights = _conv_weights(lp, rom)
         fl = FusedLayer(
             name,
@@ -94,13 +117,13 @@ def _layer(
             fl.in_shape = (int(np.prod(shape)),)
         gl = GatiLayer([name], 1.0, 1.0, 1.0, 1.0, bool(t["QuantEn"]), weights=weights)
         gl.flat_map = fl.in_map
-    gl.bias = _bias(t, rom, fl.conv_shape[0])
+    gl.bias = _bias(lp, rom, fl.conv_shape[0])
     gl.bias_width = t["BiasWidth"] if t["BiasEn"] else 32
     gl.quant_scale, gl.quant_shift = t["QuantScale"], t["QuantShift"]
     if t["ActEn"]:
-        fl.activation = isa.ACT_NAMES[t["ActType"]]
+        fl.activation = own_isa.ACT_TYPES[t["ActType"]]
         gl.act_param = t["ActParam"]
-    fl.pool = _pool(t, name, fl.conv_shape) if b.fmt is isa.CONV else None
+    fl.pool = _pool(t, name, fl.conv_shape) if b.name == "CONV" else None
     if fl.pool is not None:
         gl.pool_pad, gl.pool_pad_sides = t["PoolPadding"], t["PoolPadSides"]
         gl.pool_ceil, gl.pool_global = fl.pool.ceil, fl.pool.type == "global_avg"

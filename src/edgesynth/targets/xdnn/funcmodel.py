@@ -1,7 +1,8 @@
 """The functional model: executes `script.bin` against an IMEM model and a DDR model holding
 `filters.bin` and the images. Written from the documentation of the files (scriptmodel.py,
 filters.py's format, imem.py's layout) and the seed's arithmetic (`sim.staged`); it reads the
-script through the decoder and never calls the encoder or the lowering.
+script through the decoder, whose register map is its own (`scriptdecode.py`), and never imports
+the encoder, its register map (`regmap.py`) or the lowering (tests/test_import_rules.py).
 
 Batches run together: the IMEM is modelled as one byte array per image.
 """
@@ -71,6 +72,7 @@ class Machine:
         return x
 
     def conv(self, imem: np.ndarray, f: dict[str, int]) -> None:
+        self._check_output_size(f)
         x = self.read(imem, f["in_addr"], f["in_c"], f["in_h"], f["in_w"])
         oc, ic, kh, kw = f["out_c"], f["in_c"], f["kernel_h"], f["kernel_w"]
         o32 = -(-oc // dev.FILTER_OUTPUT_MULTIPLE) * dev.FILTER_OUTPUT_MULTIPLE
@@ -98,6 +100,23 @@ class Machine:
         )
         self.write(imem, f["out_addr"], self._finish(f, y))
 
+    @staticmethod
+    def _check_output_size(f: dict[str, int]) -> None:
+        """Every output row and column's window starts inside the input (after the top/left
+        padding): an output size that does not follow from the input is refused."""
+        for axis in "hw":
+            n_in, n_out, s, p = (
+                f[f"in_{axis}"],
+                f[f"out_{axis}"],
+                f[f"stride_{axis}"],
+                f[f"pad_{axis}"],
+            )
+            if s == 0 or n_out == 0 or (n_out - 1) * s - p > n_in - 1:
+                raise EdgesynthError(
+                    f"command {f['command_id']}: out_{axis} {n_out} does not follow from in_{axis} "
+                    f"{n_in}, stride {s}, pad {p}"
+                )
+
     def _conv_sum(self, x: np.ndarray, weight: np.ndarray, f: dict[str, int]) -> np.ndarray:
         kh, kw = weight.shape[2:]
         sh, sw, dh, dw = f["stride_h"], f["stride_w"], f["dilation_h"], f["dilation_w"]
@@ -111,6 +130,7 @@ class Machine:
         return out[:, :, :oh, :ow]
 
     def pool(self, imem: np.ndarray, f: dict[str, int], kind: str) -> None:
+        self._check_output_size(f)
         x = self.read(imem, f["in_addr"], f["in_c"], f["in_h"], f["in_w"])
         kh, kw, sh, sw = f["kernel_h"], f["kernel_w"], f["stride_h"], f["stride_w"]
         ph, pw, oh, ow = f["pad_h"], f["pad_w"], f["out_h"], f["out_w"]
