@@ -115,7 +115,7 @@ def test_emitted_project_runs_on_the_virtual_device(tmp_path: Path, monkeypatch)
     the project's own writes, run on the virtual device, pass its known-answer check and
     compute the vendor's expected output for the MNIST case."""
     if shutil.which("gcc") is None:
-        pytest.skip("needs the host C compiler (gcc) for the devtrace recorder")
+        pytest.skip("needs the host C compiler (gcc) for the recorder")
     from edgesynth.targets.max7800x.vdevice.commands import run_device
 
     target, graph, x = _lower_case(CORPUS / "MAX78000" / "mnist", monkeypatch)

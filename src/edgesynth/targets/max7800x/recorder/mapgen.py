@@ -70,7 +70,9 @@ def header(device: str, core_clock: int) -> str:
         "static const uint32_t rec_status[][3] = {",
     ]
     for r in status_rules(device):
-        lines.append(f"  {{0x{r.address:08x}u, 0x{r.request:08x}u, 0x{r.done:08x}u}}, /* {r.what} */")
+        lines.append(
+            f"  {{0x{r.address:08x}u, 0x{r.request:08x}u, 0x{r.done:08x}u}}, /* {r.what} */"
+        )
     lines += ["};", "/* phase markers, in the order the recorder calls the project's functions */"]
     for i, name in enumerate(PHASES):
         lines.append(f"#define REC_MARK_{name.upper()} 0x{MARKER_BASE + i:08x}u")

@@ -96,7 +96,9 @@ def build_recorder(project: Path, work: Path) -> Path:
     failed = [err for _, job in jobs if (err := job.communicate()[1]) and job.returncode != 0]
     if failed:
         tail = " | ".join(failed[0].strip().splitlines()[-5:])
-        raise EdgesynthError(f"compiling the project for the recorder failed: {tail}", file=str(project))
+        raise EdgesynthError(
+            f"compiling the project for the recorder failed: {tail}", file=str(project)
+        )
     binary = work / "recorder"
     done = subprocess.run(
         [cc, "-no-pie", "-o", str(binary), *(str(o) for o, _ in jobs), "-lm"],
@@ -105,7 +107,9 @@ def build_recorder(project: Path, work: Path) -> Path:
     )
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-5:])
-        raise EdgesynthError(f"linking the project with the recorder failed: {tail}", file=str(project))
+        raise EdgesynthError(
+            f"linking the project with the recorder failed: {tail}", file=str(project)
+        )
     return binary
 
 
@@ -128,4 +132,6 @@ def record_project(project: Path, trace: Path, timeout: float = 600) -> None:
             ) from None
         if done.returncode != 0:
             tail = " | ".join(done.stderr.strip().splitlines()[-5:]) or f"exit {done.returncode}"
-            raise EdgesynthError(f"recording the project's writes failed: {tail}", file=str(project))
+            raise EdgesynthError(
+                f"recording the project's writes failed: {tail}", file=str(project)
+            )
