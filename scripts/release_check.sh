@@ -27,7 +27,12 @@ quiet() {  # run a command; show its output only when it fails
 [ -d "$case_dir" ] || fail "the corpus case to copy is missing: $case_dir"
 
 step "building the sdist and the wheel"
-quiet "$python" -m build --outdir "$work/dist" "$repo"
+# from a copy of the files git knows (tracked, or new and not ignored), as a clone has them
+source=$work/source
+mkdir "$source"
+git -C "$repo" ls-files -z -co --exclude-standard \
+  | tar -C "$repo" --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$source" -xf -
+quiet "$python" -m build --outdir "$work/dist" "$source"
 wheel=$(ls "$work"/dist/edgesynth-*.whl)
 ls "$work"/dist/edgesynth-*.tar.gz >/dev/null
 
