@@ -2,8 +2,8 @@
 
 For every `expect: ok` case: `edgesynth izer <case args>` writes the project; the plan is
 compared with plan.json (all per-layer lists and the latency estimate), sampleoutput.h with
-kat.npz, and, where the case has a trace.bin, the project recorded by edgesynth's recorder with trace.bin,
-phase by phase (init, weights, bias, configure, input, start) and as a whole file.
+kat.npz, and, where the case has a trace.bin, the project recorded by edgesynth's recorder with
+trace.bin, phase by phase (init, weights, bias, configure, input, start) and as a whole file.
 
     python benchmarks/codegen_scoreboard.py [--jobs 2] [--filter TEXT] [--markdown FILE]
 """
