@@ -159,3 +159,15 @@ def test_no_c_compiler_is_one_line_naming_the_package(tmp_path: Path, monkeypatc
     result = run_cli("device", "run", str(project))
     assert result.exit_code == 1
     assert result.stderr.count("\n") == 1 and "apt-get install gcc" in result.stderr
+
+
+@needs_cc
+def test_a_project_that_does_not_compile_is_refused_with_the_compiler_message(
+    tmp_path: Path,
+) -> None:
+    project = _project(tmp_path / "p", {"cnn_init": ["this is not C;"]})
+    with pytest.raises(
+        EdgesynthError, match=r"compiling the project for the recorder failed: .*error"
+    ):
+        record_project(project, tmp_path / "t.bin")
+    assert not (tmp_path / "t.bin").exists()

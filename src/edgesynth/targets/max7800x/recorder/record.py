@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from importlib.resources import files
 from pathlib import Path
+from typing import NoReturn
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.firmware import MEMORY, project_device, write_standins
@@ -83,34 +84,32 @@ def _stage(project: Path, work: Path) -> list[tuple[Path, list[str]]]:
 
 
 def build_recorder(project: Path, work: Path) -> Path:
-    """The project linked with the recorder, in `work`; compiled in parallel."""
+    """The project linked with the recorder, in `work` (the sources compile in parallel)."""
     cc = compiler()
     check_platform()
-    sources = _stage(project, work)
     include = [f"-I{work / 'include'}", f"-I{project}"]
     jobs = []
-    for source, extra in sources:
+    for source, extra in _stage(project, work):
         obj = work / f"{source.stem}.o"
         cmd = [cc, *FLAGS, *include, *extra, "-c", str(source), "-o", str(obj)]
         jobs.append((obj, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)))
-    failed = [err for _, job in jobs if (err := job.communicate()[1]) and job.returncode != 0]
-    if failed:
-        tail = " | ".join(failed[0].strip().splitlines()[-5:])
-        raise EdgesynthError(
-            f"compiling the project for the recorder failed: {tail}", file=str(project)
-        )
+    for _, job in jobs:
+        errors = job.communicate()[1]
+        if job.returncode != 0:
+            _refuse("compiling the project for the recorder", errors, project)
     binary = work / "recorder"
+    objects = [str(obj) for obj, _ in jobs]
     done = subprocess.run(
-        [cc, "-no-pie", "-o", str(binary), *(str(o) for o, _ in jobs), "-lm"],
-        capture_output=True,
-        text=True,
+        [cc, "-no-pie", "-o", str(binary), *objects, "-lm"], capture_output=True, text=True
     )
     if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-5:])
-        raise EdgesynthError(
-            f"linking the project with the recorder failed: {tail}", file=str(project)
-        )
+        _refuse("linking the project with the recorder", done.stderr, project)
     return binary
+
+
+def _refuse(what: str, errors: str, project: Path) -> NoReturn:
+    tail = " | ".join(errors.strip().splitlines()[-5:]) or "no message"
+    raise EdgesynthError(f"{what} failed: {tail}", file=str(project))
 
 
 def record_project(project: Path, trace: Path, timeout: float = 600) -> None:
