@@ -8,7 +8,8 @@
 # each, `device run` on the MAX78000 project, `pulp run`, a one-epoch `train` on the bundled
 # digits, and `izer` on a corpus case copied into that folder. Any command that needs a file
 # outside the installed package fails the check. pip's cache is used; constraints.txt at the
-# repository root, if present, constrains the install. A line per step; exit 1 on a failure.
+# repository root (the lock), if present, constrains every pip call (PIP_CONSTRAINT, the build's
+# isolated environment included). A line per step; exit 1 on a failure.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-$repo/.venv/bin/python}
@@ -26,6 +27,7 @@ quiet() {  # run a command; show its output only when it fails
 [ -e "$work/../shared" ] && fail "$work/../shared exists: the check must run where there is none"
 [ -d "$case_dir" ] || fail "the corpus case to copy is missing: $case_dir"
 
+[ -f "$repo/constraints.txt" ] && export PIP_CONSTRAINT=$repo/constraints.txt
 step "building the sdist and the wheel"
 # from a copy of the files git knows (tracked, or new and not ignored), as a clone has them
 source=$work/source
@@ -39,10 +41,8 @@ ls "$work"/dist/edgesynth-*.tar.gz >/dev/null
 step "installing $(basename "$wheel")[all] into a fresh virtual environment"
 "$python" -c 'import sys; print(sys._base_executable)' >"$work/base"
 "$(cat "$work/base")" -m venv "$work/venv"
-constraints=()
-[ -f "$repo/constraints.txt" ] && constraints=(-c "$repo/constraints.txt")
 quiet "$work/venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
-  "${constraints[@]}" "$wheel[all]"
+  "$wheel[all]"
 
 user=$work/user
 mkdir -p "$user" "$work/home"
