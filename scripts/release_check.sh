@@ -67,7 +67,12 @@ torch=$(python -c 'from importlib.metadata import version; print(version("torch"
 
 es demo --synthetic --out demo
 python "$work/release_models.py"
-for target in $(edgesynth targets | awk '{print $1}'); do
+targets=$(edgesynth targets | awk '{print $1}')
+case " $(echo $targets) " in
+  *" gap8 "*" max78000 "*) ;;
+  *) fail "edgesynth targets lists: $targets" ;;
+esac
+for target in $targets; do
   if [ "$target" = gap8 ]; then  # PULP/GAP8 takes integer networks
     es compile small_int.onnx -t "$target" -o "out-$target"
     es run "out-$target" -i inputs_int.npy -o "y-$target.npy"
@@ -93,5 +98,6 @@ es train --dataset digits --epochs 1 --device cpu --deterministic --no-progress 
   mapfile -t args < <(python -c 'import json; print("\n".join(json.load(open("case.json"))["args"]))')
   es izer "${args[@]}" --test-dir out --prefix mnist
   es device run out/mnist
+  grep -q "known answer: all" "$work/step.log" || fail "device run out/mnist: no known-answer match"
 )
 step "passed in $((SECONDS - start)) s"
