@@ -2,8 +2,8 @@
 
 For every `expect: ok` case: `edgesynth izer <case args>` writes the project; the plan is
 compared with plan.json (all per-layer lists and the latency estimate), sampleoutput.h with
-kat.npz, and, where the case has a trace.bin, the project recorded by devtrace with trace.bin,
-phase by phase (init, weights, bias, configure, input, start) and as a whole file.
+kat.npz, and, where the case has a trace.bin, the project recorded by edgesynth's recorder with
+trace.bin, phase by phase (init, weights, bias, configure, input, start) and as a whole file.
 
     python benchmarks/codegen_scoreboard.py [--jobs 2] [--filter TEXT] [--markdown FILE]
 """
@@ -25,7 +25,6 @@ import numpy as np
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CORPUS = SHARED / "corpus" / "cases"
-DEVTRACE = SHARED / "tools" / "devtrace" / "run.sh"
 
 
 def check_case(case: Path) -> dict:
@@ -85,7 +84,7 @@ def check_case(case: Path) -> dict:
         )
         if row["trace"]:
             out = Path(tmp) / "ours.trace"
-            record_trace(Path(tmp) / "p", out, DEVTRACE)
+            record_trace(Path(tmp) / "p", out)  # edgesynth's recorder
             row["identical"] = out.read_bytes() == (case / "trace.bin").read_bytes()
             phases = phase_matches(read_trace(out), read_trace(case / "trace.bin"))
             row.update({p: phases[p] for p in PHASES if p != "enable"})

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on the built-in default: synthesize examples/demo end to end.
+# The main job on the built-in default end to end (edgesynth demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

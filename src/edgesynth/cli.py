@@ -96,18 +96,43 @@ class CommandParser(argparse.ArgumentParser):
         return f"usage: {self.prog} {' '.join(words)}"
 
 
+# The libraries that decide results, by distribution name -> the name --version prints.
+RESULT_LIBRARIES = {
+    "numpy": "numpy",
+    "onnx": "onnx",
+    "onnxruntime": "onnxruntime",
+    "ortools": "OR-Tools",
+    "torch": "torch",
+}
+
+
 def version() -> str:
+    return _distribution_version("edgesynth") or "unknown (not installed)"
+
+
+def _distribution_version(name: str) -> str | None:
+    """An installed distribution's version, read from its metadata (nothing is imported)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as package_version
 
     try:
-        return package_version("edgesynth")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown (not installed)"
+        return package_version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def version_lines() -> list[str]:
+    """`edgesynth X`, then the version of each result-deciding library that is installed."""
+    lines = [f"edgesynth {version()}"]
+    for distribution, label in RESULT_LIBRARIES.items():
+        found = _distribution_version(distribution)
+        if found is not None:
+            lines.append(f"{label} {found}")
+    return lines
 
 
 class _VersionAction(argparse.Action):
-    """`--version`: looks the version up only when asked (importlib.metadata is slow to load)."""
+    """`--version`: looks the versions up only when asked (importlib.metadata is slow to load)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(
@@ -115,11 +140,12 @@ class _VersionAction(argparse.Action):
             argparse.SUPPRESS,
             default=argparse.SUPPRESS,
             nargs=0,
-            help="print the version and exit",
+            help="print the version (and the numpy, onnx, onnxruntime, OR-Tools and torch "
+            "versions installed) and exit",
         )
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        print(f"edgesynth {version()}")
+        print("\n".join(version_lines()))
         parser.exit()
 
 

@@ -7,8 +7,8 @@
 3. run the same sample through the training-side model in 8-bit mode (`edgesynth evaluate`)
    and prove the two agree value for value.
 
-`--synthetic` instead synthesizes `examples/demo/network.yaml` with generated weights (no
-PyTorch needed).
+`--synthetic` instead synthesizes the bundled example network (package data:
+edgesynth/examples/demo/network.yaml) with generated weights (no PyTorch needed).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from edgesynth.cliargs import device_name
 from edgesynth.errors import EdgesynthError
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo"
+EXAMPLE = Path(__file__).resolve().parent / "examples" / "demo"  # package data
 WEIGHT_SHAPES = [(16, 1, 3, 3), (32, 16, 3, 3), (32, 32, 3, 3), (10, 32)]
 
 
@@ -114,8 +114,8 @@ def write_synthetic_inputs(folder: Path, seed: int = 0) -> None:
 
 
 def run_synthetic_demo(folder: Path, device: str = "MAX78000", verbose: bool = False) -> Path:
-    """Synthesize examples/demo with generated weights inside `folder`; returns the known
-    answer's path relative to it."""
+    """Synthesize the bundled example network with generated weights inside `folder`; returns
+    the known answer's path relative to it."""
     folder = folder.resolve()
     write_synthetic_inputs(folder)
     with _working_directory(folder):
@@ -146,7 +146,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train, quantize, synthesize and prove the built-in example end to end",
         description="Train ai85net5 on scikit-learn's digits with quantization-aware training, "
         "quantize it, synthesize it for the device and prove the known answer equals the "
-        "8-bit training model's output (--synthetic: examples/demo with generated weights).",
+        "8-bit training model's output (--synthetic: the bundled example network with generated "
+        "weights).",
     )
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for the demo's files")
     p.add_argument(
@@ -159,7 +160,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--synthetic",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="synthesize examples/demo with generated weights instead (no PyTorch)",
+        help="synthesize the bundled example network with generated weights instead (no PyTorch)",
     )
     p.add_argument(
         "--verbose",

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_helpers import run_cli
-from edgesynth.cli import _subcommands, build_parser
+from edgesynth.cli import RESULT_LIBRARIES, _distribution_version, _subcommands, build_parser
 
 CASE = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases" / "MAX78000"
 MNIST = CASE / "mnist"
@@ -43,7 +43,12 @@ def test_version_and_no_command() -> None:
     from importlib.metadata import version
 
     result = run_cli("--version")
-    assert (result.exit_code, result.stdout.strip()) == (0, f"edgesynth {version('edgesynth')}")
+    lines = result.stdout.splitlines()
+    assert (result.exit_code, lines[0]) == (0, f"edgesynth {version('edgesynth')}")
+    assert f"numpy {version('numpy')}" in lines and f"OR-Tools {version('ortools')}" in lines
+    assert len(lines) == 1 + len(RESULT_LIBRARIES) - sum(
+        _distribution_version(d) is None for d in RESULT_LIBRARIES
+    )
     result = run_cli()
     assert result.exit_code == 2
     assert "simulate" in result.stderr and result.stderr.endswith("no command given\n")

@@ -5,14 +5,16 @@ For every `expect: ok` case, `edgesynth izer <case args>` writes the project, an
   offsets, kernel offsets/lengths/counts, bias quadrants/offsets, ...) and, on the MAX78000,
   the latency estimate cycle for cycle;
 - sampleoutput.h holds exactly the words of kat.npz;
-- for cases with a trace.bin, the project recorded by ../shared/tools/devtrace is
+- for cases with a trace.bin (what the reference recorder ../shared/tools/devtrace records
+  of the vendor's project), the project recorded by edgesynth's own recorder (recorder/) is
   byte-identical to trace.bin (every write of cnn_init, the weights, the bias, the
   configuration, the input and cnn_start, in order); for the others (the vendor's
-  --debug-snoop code does not build under the recorder), the recorded writes run on the
+  --debug-snoop code does not build under the recorder), the reference recorder records the
+  project too and the two traces are byte-identical, and the recorded writes run on the
   virtual device and reproduce the known answer, with the layer sequence the snoop units
   decide and the accumulator values the vendor's test expects of them. The project is
-  compiled once with devtrace's commands (run.sh: -O0, one store per C assignment) for both
-  the recorder and:
+  compiled once with devtrace's commands (run.sh: -O0, one store per C assignment) for the
+  reference recorder and:
 - the PC harness (../max7800x/harness): with the output words in data memory, check_output()
   passes and fails after single bit flips, cnn_unload() decodes to exactly
   expected_output.npy, and the softmax equals the NumPy reference;
@@ -48,6 +50,7 @@ from edgesynth.targets.max7800x.plan.kat import expected_words
 from edgesynth.targets.max7800x.plan.plan import make_plan
 from edgesynth.targets.max7800x.plan.report import configuration
 from edgesynth.targets.max7800x.plan.trace import phase_matches, read_trace
+from edgesynth.targets.max7800x.recorder.record import record_project
 from edgesynth.targets.max7800x.vdevice.knownanswer import load_kat
 from edgesynth.targets.max7800x.vdevice.runner import check_kat, network_output, run_trace_file
 from known_answer_misses import MISSES_KNOWN_ANSWER
@@ -173,7 +176,7 @@ def _record(objects: list[Path], recorder: Path, work: Path) -> Path:
     subprocess.run(
         [CC, "-no-pie", "-o", str(binary), str(recorder), *map(str, objects), "-lm"], check=True
     )
-    trace = work / "ours.trace"
+    trace = work / "reference.trace"
     subprocess.run([str(binary), str(trace)], check=True, capture_output=True, timeout=600)
     return trace
 
@@ -236,15 +239,19 @@ def test_generated_project(case: Path, tmp_path: Path, monkeypatch, capsys, reco
     objects = _compile_host(project, tmp_path)
     expected_output = np.load(case / "expected_output.npy")
 
-    # Write for write.
-    ours_trace = _record(objects, recorder, tmp_path)
+    # Write for write, recorded by edgesynth's recorder.
+    ours_trace = tmp_path / "ours.trace"
+    record_project(project, ours_trace)
     if info.get("trace"):
         if ours_trace.read_bytes() != (case / "trace.bin").read_bytes():
             phases = phase_matches(read_trace(ours_trace), read_trace(case / "trace.bin"))
             pytest.fail(f"trace differs; phases identical: {phases}")
     else:
         # The vendor's project did not build under the recorder (its --debug-snoop code), so
-        # there is no trace to compare with: ours runs on the virtual device instead.
+        # there is no trace to compare with: the reference recorder records ours as well, and
+        # ours runs on the virtual device.
+        reference = _record(objects, recorder, tmp_path)
+        assert ours_trace.read_bytes() == reference.read_bytes(), "the two recorders differ"
         run = run_trace_file(ours_trace, case.parent.name)
         known = load_kat(case / "kat.npz")
         check = check_kat(run, known)

@@ -126,7 +126,8 @@ def project_device(project: Path) -> str:
     )
 
 
-def _standins(out: Path, device: str, riscv: bool) -> None:
+def write_standins(out: Path, device: str, riscv: bool) -> None:
+    """The MSDK stand-in headers, startup code and linker script, rendered into `out`."""
     from edgesynth.targets.max7800x.emit.project import render
 
     mem = MEMORY[device]
@@ -181,7 +182,7 @@ def build_project(
     arm_cc = _tool(ARM_CC, "gcc-arm-none-eabi libnewlib-arm-none-eabi")
     build = project / "build"
     standins = build / "msdk"
-    _standins(standins, device, riscv)
+    write_standins(standins, device, riscv)
     includes = [f"-I{standins}", f"-I{project}"]
     name = project.resolve().name
 

@@ -104,12 +104,17 @@ def phase_matches(ours: list[np.ndarray], theirs: list[np.ndarray]) -> dict[str,
     return result
 
 
-def record_trace(project: Path, output: Path, run_script: Path) -> None:
-    """Compile `project` with the devtrace recorder (its run.sh) and record its writes."""
+def record_trace(project: Path, output: Path, run_script: Path | None = None) -> None:
+    """Record `project`'s writes into `output`: with edgesynth's recorder, or with a
+    devtrace-style `run_script` (run.sh PROJECT TRACE)."""
     import subprocess
 
     from edgesynth.errors import EdgesynthError
+    from edgesynth.targets.max7800x.recorder.record import record_project
 
+    if run_script is None:
+        record_project(project, output)
+        return
     done = subprocess.run(
         ["bash", str(run_script), str(project), str(output)], capture_output=True, text=True
     )

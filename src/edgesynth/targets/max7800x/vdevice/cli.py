@@ -38,16 +38,26 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "run", help="run a trace (or a generated project) and check its known answer"
     )
     run_p.add_argument(
-        "project", nargs="?", type=Path, help="a generated project folder (compiled with devtrace)"
+        "project",
+        nargs="?",
+        type=Path,
+        help="a generated project folder (compiled with the host cc and recorded)",
     )
-    run_p.add_argument("--trace", type=Path, help="a devtrace recording instead of a project")
+    run_p.add_argument(
+        "--trace", type=Path, help="a recorded trace (trace.bin) instead of a project"
+    )
     run_p.add_argument(
         "--device", type=device_name, help="MAX78000 or MAX78002 (default: from the trace)"
     )
     run_p.add_argument("--kat", type=Path, help="known answer: kat.npz or sampleoutput.h")
     run_p.add_argument("--output", type=Path, help="save the last layer's output (C x H x W)")
     run_p.add_argument("--layers", type=Path, help="folder for every layer's output")
-    run_p.add_argument("--recorder", type=Path, help="devtrace run.sh to compile projects with")
+    run_p.add_argument(
+        "--recorder",
+        type=Path,
+        help="a devtrace-style run.sh PROJECT TRACE to record with instead of edgesynth's "
+        "recorder (also $EDGESYNTH_DEVTRACE)",
+    )
     run_p.add_argument(
         "--reference", type=Path, help="a known-good trace: report the registers that differ"
     )

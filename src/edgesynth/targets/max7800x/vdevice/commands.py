@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import check_output_file, output_folder, save_npy_atomic
 from edgesynth.targets.max7800x.device import get_device
+from edgesynth.targets.max7800x.recorder.record import compiler, record_project
 from edgesynth.targets.max7800x.vdevice import cycles
 from edgesynth.targets.max7800x.vdevice.decode import describe
 from edgesynth.targets.max7800x.vdevice.knownanswer import KnownAnswer, load_kat
@@ -34,8 +34,8 @@ from edgesynth.targets.max7800x.vdevice.state import replay
 from edgesynth.targets.max7800x.vdevice.trace import Trace, read_trace
 from edgesynth.wording import plural
 
+# A devtrace-style recorder script to use instead of edgesynth's own (recorder/).
 RECORDER_ENV = "EDGESYNTH_DEVTRACE"
-DEFAULT_RECORDER = Path(__file__).resolve().parents[6] / "shared" / "tools" / "devtrace" / "run.sh"
 
 
 def detect_device(trace: Trace) -> str:
@@ -120,30 +120,36 @@ def find_project(folder: Path) -> tuple[Path, str | None]:
 
 
 def record_trace(project: Path, recorder: Path | None = None) -> Trace:
-    """Compile a generated project on this PC with the devtrace recorder and record its writes."""
-    script = recorder or Path(os.environ.get(RECORDER_ENV, DEFAULT_RECORDER))
-    if not script.is_file():
-        raise EdgesynthError(
-            f"the devtrace recorder is missing: {script} (set {RECORDER_ENV} or --recorder)"
-        )
+    """Compile a generated project on this PC and record its writes: with edgesynth's own
+    recorder, or with a devtrace-style `run.sh PROJECT TRACE` (--recorder, $EDGESYNTH_DEVTRACE)."""
     if not (project / "cnn.c").is_file():
         raise EdgesynthError("not a generated project: no cnn.c", file=str(project))
-    if shutil.which(os.environ.get("CC", "gcc")) is None:
-        raise EdgesynthError("compiling the project needs a C compiler (gcc; apt-get install gcc)")
-    with tempfile.TemporaryDirectory(prefix="edgesynth-devtrace-") as tmp:
+    override = recorder or (
+        Path(os.environ[RECORDER_ENV]) if os.environ.get(RECORDER_ENV) else None
+    )
+    with tempfile.TemporaryDirectory(prefix="edgesynth-trace-") as tmp:
         out = Path(tmp) / "project.trace"
-        done = subprocess.run(
-            ["bash", str(script), str(project), str(out)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0 or not out.is_file():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            raise EdgesynthError(
-                "recording the project's writes failed: " + " | ".join(tail), file=str(project)
-            )
+        if override is None:
+            record_project(project, out)
+        else:
+            _run_script(override, project, out)
         return read_trace(out)
+
+
+def _run_script(script: Path, project: Path, out: Path) -> None:
+    if not script.is_file():
+        raise EdgesynthError(
+            f"the recorder is missing: {script} (from --recorder or {RECORDER_ENV})"
+        )
+    compiler()
+    done = subprocess.run(
+        ["bash", str(script), str(project), str(out)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0 or not out.is_file():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise EdgesynthError(
+            "recording the project's writes failed: " + " | ".join(tail), file=str(project)
+        )
 
 
 def run_device(
