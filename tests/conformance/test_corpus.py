@@ -62,7 +62,9 @@ def test_case(case: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     if info["expect"] == "error":
         assert status == 1, f"the vendor refuses this case ({info['vendor_error']}), we did not"
         message = captured.err.strip()
-        assert message.startswith("edgesynth: error:"), message
+        assert message.count("edgesynth: error:") == 1, message
+        before = message.split("edgesynth: error:")[0].splitlines()
+        assert all(line.startswith("edgesynth: warning:") for line in before), message
         assert "Traceback" not in captured.err
         assert not produced.exists(), "a refused case must not leave output behind"
         return
