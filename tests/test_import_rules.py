@@ -191,3 +191,178 @@ def test_executors_decode_with_their_own_tables(target: str) -> None:
                 todo.append(_target_module(name, target))
     reached = sorted(seen & set(encoder))
     assert not reached, f"the {target} executor reaches the encoder's modules {reached}"
+
+
+# -- import circles -------------------------------------------------------------------------
+#
+# The module graph counts every import of an `edgesynth` module, wherever it is written: at
+# module level, under `if TYPE_CHECKING:` (a type a module needs is a dependency too, only
+# hidden from the interpreter) and inside functions (a lazy import delays a dependency, it does
+# not remove it). `from package import name` points at `package.name` where that is a module,
+# else at `package`; the implicit import of a parent package's `__init__` is not counted.
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def _resolve(name: str) -> str | None:
+    """The module `name` denotes (a module, or the module a name is taken from)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imported_modules(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        parts = parts[: len(parts) - node.level + 1]
+        base = ".".join(parts + ([node.module] if node.module else []))
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+
+
+def module_imports(module: str) -> dict[str, str]:
+    """The `edgesynth` modules `module` imports -> where ("module", "type" or "function"; the
+    first of these that holds for some import of it)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: dict[str, str] = {}
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            here = where
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                here = "function"
+            elif isinstance(child, ast.If) and _is_type_checking(child.test) and where == "module":
+                here = "type"
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                for name in _imported_modules(child, package):
+                    target = _resolve(name)
+                    if not target or target == module:
+                        continue
+                    if target not in found or ORDER[here] < ORDER[found[target]]:
+                        found[target] = here
+            visit(child, here)
+
+    visit(ast.parse(path.read_text(), str(path)), "module")
+    return found
+
+
+ORDER = {"module": 0, "type": 1, "function": 2}
+GRAPH = {m: module_imports(m) for m in MODULES}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _describe(component: list[str]) -> str:
+    members = set(component)
+    edges = [
+        f"  {m} -> {t} ({where})"
+        for m in component
+        for t, where in sorted(GRAPH[m].items())
+        if t in members
+    ]
+    return "\n".join([", ".join(component), *edges])
+
+
+def test_circles_finds_a_circle_and_only_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e2"}, "e2": set()}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_module_imports_sorts_imports_by_where_they_are_written() -> None:
+    assert GRAPH["edgesynth.targets.max7800x.plan.plan"]["edgesynth.errors"] == "module"
+    assert "edgesynth.targets.xdnn.funcmodel" in GRAPH["edgesynth.targets.xdnn.target"]
+    assert GRAPH["edgesynth.targets.xdnn.target"]["edgesynth.targets.xdnn.funcmodel"] == (
+        "function"
+    )
+
+
+def test_no_import_circle_between_modules() -> None:
+    """No module reaches itself through the modules it imports (counting imports at module
+    level, under TYPE_CHECKING and inside functions): dependencies point one way."""
+    found = circles({m: set(targets) for m, targets in GRAPH.items()})
+    assert not found, "import circles:\n" + "\n\n".join(_describe(c) for c in found)
+
+
+def _package(module: str) -> str:
+    """`edgesynth.targets.NAME...` -> `targets.NAME`; `edgesynth.PKG...` -> `PKG` (a module at
+    the top is its own package)."""
+    parts = module.split(".")[1:] or ["edgesynth"]
+    return ".".join(parts[:2]) if parts[0] == "targets" and len(parts) > 1 else parts[0]
+
+
+def test_no_import_circle_between_packages() -> None:
+    """The packages (each target, `nn`, `quant`, `ir`, `sim`, ... and each top-level module)
+    depend on each other one way: `quant` on `nn`, a target's command line on `cliargs`, never
+    back."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in GRAPH.items():
+        graph.setdefault(_package(module), set()).update(
+            _package(t) for t in targets if _package(t) != _package(module)
+        )
+    found = circles(graph)
+    edges = [
+        f"  {m} -> {t}"
+        for c in found
+        for m, targets in GRAPH.items()
+        for t in targets
+        if _package(m) in c and _package(t) in c and _package(m) != _package(t)
+    ]
+    assert not found, f"package circles {found}:\n" + "\n".join(edges)

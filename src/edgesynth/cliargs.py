@@ -9,17 +9,6 @@ from __future__ import annotations
 import argparse
 
 
-def device_name(text: str) -> str:
-    """A MAX7800x device as the vendor spells it (MAX78000, ai85, 87, ...): its part number."""
-    from edgesynth.errors import EdgesynthError
-    from edgesynth.targets.max7800x.device import get_device
-
-    try:
-        return get_device(text).name
-    except EdgesynthError as err:
-        raise argparse.ArgumentTypeError(err.message) from None
-
-
 def positive_int(text: str) -> int:
     """An integer of at least 1."""
     try:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgesynth.cliargs import device_name
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.device import device_name
 
 EXAMPLE = Path(__file__).resolve().parent / "examples" / "demo"  # package data
 WEIGHT_SHAPES = [(16, 1, 3, 3), (32, 16, 3, 3), (32, 32, 3, 3), (10, 32)]

@@ -22,6 +22,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.frontends import MODEL_KINDS
 from edgesynth.ir.graph import Graph
+from edgesynth.ir.intrange import int_range
 from edgesynth.ir.network import Network
 from edgesynth.outputs import output_folder
 from edgesynth.targets.base import (
@@ -189,8 +190,7 @@ def proof_inputs(program: Program, calibration: np.ndarray | None) -> list[np.nd
     rng = np.random.default_rng(0)
     batches = []
     for fmt in program.inputs:
-        lo = -(1 << (fmt.bits - 1)) if fmt.signed else 0
-        hi = (1 << (fmt.bits - 1)) - 1 if fmt.signed else (1 << fmt.bits) - 1
+        lo, hi = int_range(fmt.bits, fmt.signed)
         batches.append(rng.integers(lo, hi, size=(1, *fmt.shape), endpoint=True))
     return batches
 
@@ -220,8 +220,7 @@ def prepare_inputs(fmt: TensorFormat, x: np.ndarray, what: str = "input") -> np.
         return fmt.quantize(x)
     if x.dtype.kind not in "iu":
         raise EdgesynthError(f"{what} must hold numbers, not {x.dtype}")
-    lo = -(1 << (fmt.bits - 1)) if fmt.signed else 0
-    hi = (1 << (fmt.bits - 1)) - 1 if fmt.signed else (1 << fmt.bits) - 1
+    lo, hi = int_range(fmt.bits, fmt.signed)
     if x.size and (x.min() < lo or x.max() > hi):
         raise EdgesynthError(
             f"{what} holds integers {int(x.min())}..{int(x.max())}, outside the program's "

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.ir.intrange import int_range
 
 Shape = tuple[int, ...]
 Pads = tuple[int, ...]  # per spatial axis (before..., after...): 2-D (top, left, bottom, right)
@@ -43,11 +44,11 @@ class QType:
 
     @property
     def lo(self) -> int:
-        return -(1 << (self.bits - 1)) if self.signed else 0
+        return int_range(self.bits, self.signed)[0]
 
     @property
     def hi(self) -> int:
-        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+        return int_range(self.bits, self.signed)[1]
 
     def with_scale(self, scale: float | None) -> QType:
         return replace(self, scale=scale)

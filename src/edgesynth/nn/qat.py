@@ -24,6 +24,7 @@ from torch import nn
 
 from edgesynth.errors import EdgesynthError, did_you_mean
 from edgesynth.nn import device as device_setting
+from edgesynth.nn.bnfold import fuse_bn_layers
 from edgesynth.nn.layers import HardwareLayer
 
 TOP_KEYS = ("start_epoch", "weight_bits", "shift_quantile", "overrides", "outlier_removal_z_score")
@@ -207,8 +208,6 @@ def check_policy_fits(model: nn.Module, policy: QatPolicy, source: str = "QAT po
 
 def enable_qat(model: nn.Module, policy: QatPolicy) -> int:
     """Fold batchnorm and switch every layer to QAT; returns the number of folded layers."""
-    from edgesynth.quant.bnfuse import fuse_bn_layers
-
     check_policy_fits(model, policy)
     folded = fuse_bn_layers(model)
     for name, layer in qat_layers(model).items():

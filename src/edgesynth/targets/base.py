@@ -31,6 +31,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, did_you_mean
 from edgesynth.ir.graph import Graph, QType
+from edgesynth.ir.intrange import int_range
 from edgesynth.proof import Proof
 
 MANIFEST = "compiled.json"
@@ -54,8 +55,7 @@ class TensorFormat:
         """Float input -> integers (round half up, saturate), as the host side does."""
         if self.scale is None:
             raise EdgesynthError(f"input `{self.name}` has no known scale: pass integer data")
-        lo = -(1 << (self.bits - 1)) if self.signed else 0
-        hi = (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+        lo, hi = int_range(self.bits, self.signed)
         q = np.floor(np.asarray(x, dtype=np.float64) / self.scale + 0.5)
         return np.clip(q, lo, hi).astype(np.int64)
 

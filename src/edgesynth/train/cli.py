@@ -12,12 +12,12 @@ from pathlib import Path
 
 from edgesynth.cliargs import (
     add_overwrite,
-    device_name,
     non_negative_int,
     positive_float,
     positive_int,
 )
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.device import device_name
 from edgesynth.train import defaults
 from edgesynth.wording import plural
 

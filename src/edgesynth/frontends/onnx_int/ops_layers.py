@@ -12,6 +12,7 @@ from edgesynth.frontends.onnx_int import symbolic as sy
 from edgesynth.frontends.onnx_int.builder import Builder
 from edgesynth.frontends.onnx_int.reader import OnnxNode
 from edgesynth.ir import graph as g
+from edgesynth.ir.intrange import accumulator_range
 
 
 def _spatial_attrs(b: Builder, node: OnnxNode, rank: int) -> dict[str, tuple[int, ...]]:
@@ -73,7 +74,7 @@ def conv(b: Builder, node: OnnxNode) -> None:
     if bias is not None:
         bias = bias.reshape(-1)
     lo, hi = b.ranges[x]
-    rlo, rhi = sy.conv_range(weight, bias, lo, hi, padded=any(pads))
+    rlo, rhi = accumulator_range(weight, bias, lo, hi, padded=any(pads))
     name = b.graph.unique_name(node.outputs[0])
     op = g.Conv(
         name=node.name,
@@ -101,7 +102,7 @@ def _linear(b: Builder, node: OnnxNode, weight: np.ndarray, bias: np.ndarray | N
     if weight.shape[1] != xs.shape[0]:
         raise b.fail(node, f"weights {weight.shape[::-1]} do not fit {xs.shape[0]} inputs")
     lo, hi = b.ranges[x]
-    rlo, rhi = sy.conv_range(weight, bias, lo, hi, padded=False)
+    rlo, rhi = accumulator_range(weight, bias, lo, hi, padded=False)
     name = b.graph.unique_name(node.outputs[0])
     op = g.Linear(
         name=node.name, inputs=[x], outputs=[name], source=node.name, weight=weight, bias=bias

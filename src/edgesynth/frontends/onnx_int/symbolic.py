@@ -207,20 +207,3 @@ def requantize_range(
     qlo = int(divide(nmin, div, rounding))
     qhi = int(divide(nmax, div, rounding))
     return max(qlo, clip_lo), min(qhi, clip_hi)
-
-
-def conv_range(
-    weight: np.ndarray, bias: np.ndarray | None, lo: int, hi: int, padded: bool
-) -> tuple[int, int]:
-    """The range of an integer convolution/linear of inputs in [lo, hi] (zeros when padded)."""
-    if padded:
-        lo, hi = min(lo, 0), max(hi, 0)
-    w = weight.reshape(weight.shape[0], -1).astype(object)
-    pos = np.where(w > 0, w, 0).sum(axis=1)
-    neg = np.where(w < 0, w, 0).sum(axis=1)
-    top = pos * hi + neg * lo
-    bottom = pos * lo + neg * hi
-    if bias is not None:
-        b = bias.astype(object)
-        top, bottom = top + b, bottom + b
-    return int(min(bottom)), int(max(top))

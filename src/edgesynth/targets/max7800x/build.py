@@ -12,15 +12,13 @@ The vendor (ai8x-synthesis `izer`) keeps parallel per-layer lists and patches th
 few of its results depend on that bookkeeping rather than on the layer itself. Those are
 reproduced on purpose, each where it happens, because they decide the known-answer numbers.
 
-This module holds the options and the orchestration; the parts live in `layer_config`
+This module holds the orchestration (its options are `build_options.BuildOptions`); the parts
+live in `layer_config`
 (per-layer defaults), `weights` (weights, biases, bit widths, shifts), `sequence` (layer
 order, names and references), `shapes` (channels and sizes) and `buffers` (the data buffer).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -28,10 +26,9 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Network
 from edgesynth.ir.spec import NetworkSpec
 from edgesynth.targets.max7800x.buffers import DATA_BUFFER, check_buffers
+from edgesynth.targets.max7800x.build_options import ALL_LAYERS_NO_BIAS, BuildOptions
 from edgesynth.targets.max7800x.compat.weight_lists import line_up, zero_every_seventh
-from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.layer_config import configure_layer, shared_default_pad
-from edgesynth.targets.max7800x.option_names import VENDOR, OptionNames
 from edgesynth.targets.max7800x.sequence import (
     References,
     simulated_order,
@@ -59,35 +56,6 @@ __all__ = [
     "checkpoint_takers",
     "yaml_layers",
 ]
-
-ALL_LAYERS_NO_BIAS = 256  # `--no-bias` without a list: every layer
-
-
-@dataclass
-class BuildOptions:
-    device: Device
-    checkpoint: str | None = None
-    sample_input: str | None = None
-    stop_after: int | None = None
-    start_layer: int = 0
-    no_bias: list[int] = field(default_factory=list)
-    output_width: int | None = None  # --output-width: overrides the final layer's
-    skip_checkpoint_layers: int = 0
-    skip_yaml_layers: int = 0
-    reshape_inputs: bool = False
-    input_offset: int | None = None
-    ignore_streaming: bool = False
-    streaming_layers: list[int] = field(default_factory=list)
-    base_dir: Path = Path(".")  # where implicit `tests/...` look-ups resolve
-    ignore_activation: bool = False  # --ignore-activation
-    ignore_bn: bool = False  # --ignore-bn: skip unfolded BatchNorm weights in the checkpoint
-    test_bist: bool = False  # --test-bist with --(pretend-)zero-sram: every 7th kernel cleared
-    weight_input: str | None = None  # --weight-input: synthetic weights file
-    bias_input: str | None = None  # --bias-input: synthetic bias file
-    synthesize_input: int | None = None  # --synthesize-input
-    synthesize_words: int = 8  # --synthesize-words
-    input_csv_format: int = 888  # --input-csv-format: 555/565 drop low bits of the sample
-    names: OptionNames = VENDOR  # how the command spells the options messages name
 
 
 def checkpoint_takers(spec: NetworkSpec, opts: BuildOptions) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from edgesynth.cliargs import device_name
+from edgesynth.targets.max7800x.device import device_name
 
 
 def _izer(argv: list[str]) -> int:

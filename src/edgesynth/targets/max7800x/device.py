@@ -242,3 +242,16 @@ def get_device(name: str) -> Device:
             + did_you_mean(str(name).upper(), ALIASES)
         )
     return DEVICES[key]
+
+
+def device_name(text: str) -> str:
+    """A MAX7800x device as the vendor spells it (MAX78000, ai85, 87, ...): its part number (an
+    argparse `type=`: a bad name is a usage error naming the option)."""
+    import argparse
+
+    from edgesynth.errors import EdgesynthError
+
+    try:
+        return get_device(text).name
+    except EdgesynthError as err:
+        raise argparse.ArgumentTypeError(err.message) from None

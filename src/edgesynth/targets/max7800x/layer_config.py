@@ -14,7 +14,7 @@ from edgesynth.ir.network import Layer
 from edgesynth.ir.spec import LayerSpec, NetworkSpec
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.build import BuildOptions
+    from edgesynth.targets.max7800x.build_options import BuildOptions
 
 
 def layer_error(

@@ -43,6 +43,20 @@ class LayerResult:
     output: np.ndarray  # int64, (C, H, W); a `buffer_shift` layer's is (L, C, W)
 
 
+@dataclass
+class SynthesisResult:
+    """A synthesized network, its sample and every layer's simulated output."""
+
+    network: Network
+    sample: np.ndarray
+    layers: list[LayerResult]
+
+    @property
+    def output(self) -> np.ndarray:
+        """The known-answer output: the final layer's data, C x H x W."""
+        return self.layers[-1].output
+
+
 def _mismatch(layer: Layer, message: str) -> EdgesynthError:
     return layer.error(message)
 

@@ -26,7 +26,11 @@ from edgesynth.targets.max7800x.build import (
     build_network,
     checkpoint_takers,
 )
-from edgesynth.targets.max7800x.network_sim import LayerResult, SimOptions, simulate
+from edgesynth.targets.max7800x.network_sim import (
+    SimOptions,
+    SynthesisResult,
+    simulate,
+)
 from edgesynth.targets.max7800x.placement import Placement, needs_placement, place
 from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 
@@ -40,18 +44,6 @@ class SynthesisJob:
     placement: Placement | None = None  # set when edgesynth chose the placement
     izer: Any = None  # the izer options, when known: placements can then be proven on the device
     shown_as: str | None = None  # the YAML's path as the user wrote it (default: config_file)
-
-
-@dataclass
-class SynthesisResult:
-    network: Network
-    sample: np.ndarray
-    layers: list[LayerResult]
-
-    @property
-    def output(self) -> np.ndarray:
-        """The known-answer output: the final layer's data, C x H x W."""
-        return self.layers[-1].output
 
 
 def _resolve(base: Path, name: str) -> Path:

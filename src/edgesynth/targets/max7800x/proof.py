@@ -18,7 +18,7 @@ import numpy as np
 from edgesynth.proof import Proof, ProofFailed
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.pipeline import SynthesisResult
+    from edgesynth.targets.max7800x.network_sim import SynthesisResult
     from edgesynth.targets.max7800x.placement.verify import Hazard, KatReport, RunResult
     from edgesynth.targets.max7800x.plan.plan import Plan
 

@@ -23,28 +23,12 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
+from edgesynth.ir.unionfind import UnionFind
 from edgesynth.sim.graph import evaluate
 from edgesynth.targets.max7800x.device import Device
 
 QMAX = 127
 _SHARE_SCALE = (g.Pool, g.GlobalPool, g.Flatten, g.Reshape, g.Concat, g.Slice, g.Activation, g.Clip)
-
-
-class _Scales:
-    """Union-find over tensor names: tensors that must share one scale."""
-
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, t: str) -> str:
-        self.parent.setdefault(t, t)
-        while self.parent[t] != t:
-            self.parent[t] = self.parent[self.parent[t]]
-            t = self.parent[t]
-        return t
-
-    def join(self, a: str, b: str) -> None:
-        self.parent[self.find(a)] = self.find(b)
 
 
 def calibrate(graph: g.Graph, data: np.ndarray, chunk: int = 64) -> dict[str, float]:
@@ -122,13 +106,13 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
                 file=graph.source or None,
             )
 
-    scales = _Scales()
+    scales = UnionFind()  # tensors that must share one scale
     for node in nodes:
         if isinstance(node, _SHARE_SCALE) or (
             isinstance(node, g.Eltwise) and node.kind in ("add", "sub")
         ):
             for t in node.inputs:
-                scales.join(t, node.output)
+                scales.union(node.output, t)
         elif isinstance(node, g.Activation) and node.kind != "relu":
             raise EdgesynthError(f"operator `{node.name}`: MAX7800x has no {node.kind} activation")
     group_max: dict[str, float] = {}

@@ -12,7 +12,7 @@ from edgesynth.targets.max7800x.buffers import DATA_BUFFER
 from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.build import BuildOptions
+    from edgesynth.targets.max7800x.build_options import BuildOptions
 
 
 def yaml_layers(spec: NetworkSpec, skip: int) -> list[LayerSpec]:

@@ -14,11 +14,15 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir.checkpoint import CheckpointLayer, resolve_quantization
 from edgesynth.ir.network import Layer
 from edgesynth.ir.spec import NetworkSpec
-from edgesynth.targets.max7800x.compat.weight_lists import synthetic_takers, takes_no_weights
+from edgesynth.targets.max7800x.compat.weight_lists import (
+    WeightEntry,
+    synthetic_takers,
+    takes_no_weights,
+)
 from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.build import BuildOptions
+    from edgesynth.targets.max7800x.build_options import BuildOptions
 
 BINARY = -1  # the vendor's code for +/-1 weights
 
@@ -38,16 +42,6 @@ class WeightLayer:
 def _fls(value: int) -> int:
     """Index of the most significant set bit (-1 for 0)."""
     return int(value).bit_length() - 1
-
-
-@dataclass
-class _Params:
-    """One weight array as the vendor keeps it, with what it derived from the array."""
-
-    weight: np.ndarray
-    in_channels: int
-    out_channels: int
-    flat_2d_linear: bool = False  # a checkpoint Linear: the vendor stores it as (1, out, in)
 
 
 def _channels_of(layer: Layer, weight: np.ndarray) -> tuple[int, int]:
@@ -95,7 +89,7 @@ def refuse_weights_in_use(layers: list[Layer], sources: list[WeightLayer], run: 
 
 def checkpoint_params(
     spec: NetworkSpec, layers: list[Layer], sources: list[WeightLayer], opts: BuildOptions
-) -> tuple[list[_Params], list[np.ndarray | None], dict[int, int]]:
+) -> tuple[list[WeightEntry], list[np.ndarray | None], dict[int, int]]:
     """Weights, biases and total shifts of the layers that read the checkpoint, in order."""
     takers = _checkpoint_takers(layers)
     if len(sources) < len(takers):
@@ -109,7 +103,7 @@ def checkpoint_params(
             "the checkpoint belongs to this network (`arch`) and that passthrough/element-wise "
             "layers are marked `op: none`/`op: add`.",
         )
-    params: list[_Params] = []
+    params: list[WeightEntry] = []
     biases: list[np.ndarray | None] = []
     shifts: dict[int, int] = {}
     for layer, source in zip(takers, sources, strict=False):
@@ -134,7 +128,7 @@ def checkpoint_params(
             weight = np.flip(weight, axis=(2, 3)).swapaxes(0, 1)
         _check_kernel(spec, layer, weight, source.source)
         in_ch, out_ch = _channels_of(layer, weight)
-        params.append(_Params(weight, in_ch, out_ch, flat_2d_linear=weight.ndim == 2))
+        params.append(WeightEntry(weight, in_ch, out_ch, flat_2d_linear=weight.ndim == 2))
         bias = source.bias
         if layer.index in opts.no_bias:
             bias = None
@@ -146,7 +140,7 @@ def checkpoint_params(
 
 def synthetic_params(
     spec: NetworkSpec, layers: list[Layer], arrays: list[np.ndarray], source: str
-) -> tuple[list[_Params], dict[int, int]]:
+) -> tuple[list[WeightEntry], dict[int, int]]:
     """Synthetic test weights: requantized to the YAML's width by shifting right."""
     takers = synthetic_takers(layers)
     if len(arrays) < len(takers):
@@ -156,7 +150,7 @@ def synthetic_params(
             None,
             f"{source} holds weights for {len(arrays)} layers, the YAML needs {len(takers)}.",
         )
-    params: list[_Params] = []
+    params: list[WeightEntry] = []
     shifts: dict[int, int] = {}
     for layer, weight in zip(takers, arrays, strict=False):
         weight = np.array(weight, dtype=np.int64)
@@ -178,7 +172,7 @@ def synthetic_params(
             layer.quantization = bits
         _check_kernel(spec, layer, weight, source)
         in_ch, out_ch = _channels_of(layer, weight)
-        params.append(_Params(weight, in_ch, out_ch))
+        params.append(WeightEntry(weight, in_ch, out_ch))
         shifts[layer.index] = (ls.output_shift or 0) + 8 - layer.quantization
     return params, shifts
 
@@ -209,7 +203,7 @@ def synthetic_biases(
 def attach_weights(
     spec: NetworkSpec,
     layers: list[Layer],
-    weights: list[_Params | None],
+    weights: list[WeightEntry | None],
     biases: list[np.ndarray | None],
     shifts: dict[int, int],
 ) -> tuple[list[int], list[int]]:

@@ -23,6 +23,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.intrange import accumulator_range, int_range
 from edgesynth.sim.rounding import divide
 
 CONTAINERS = (2, 4, 8, 16, 32)
@@ -44,11 +45,11 @@ class Storage:
 
     @property
     def lo(self) -> int:
-        return -(1 << (self.bits - 1)) if self.signed else 0
+        return int_range(self.bits, self.signed)[0]
 
     @property
     def hi(self) -> int:
-        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+        return int_range(self.bits, self.signed)[1]
 
     @property
     def align(self) -> int:
@@ -178,20 +179,6 @@ def qrange(t: g.Tensor) -> tuple[int, int]:
     if t.qtype is None:
         raise EdgesynthError(f"tensor {t.name} is not an integer tensor")
     return t.qtype.lo, t.qtype.hi
-
-
-def conv_acc_range(
-    weight: np.ndarray, bias: np.ndarray | None, lo: int, hi: int, padded: bool
-) -> tuple[int, int]:
-    if padded:
-        lo, hi = min(lo, 0), max(hi, 0)
-    w = weight.reshape(weight.shape[0], -1).astype(object)
-    pos = np.where(w > 0, w, 0).sum(axis=1)
-    neg = np.where(w < 0, w, 0).sum(axis=1)
-    top, bottom = pos * hi + neg * lo, pos * lo + neg * hi
-    if bias is not None:
-        top, bottom = top + bias.astype(object), bottom + bias.astype(object)
-    return int(min(bottom)), int(max(top))
 
 
 # -- lowering ----------------------------------------------------------------------------------
@@ -455,7 +442,7 @@ def _make_layer(
             weight = main.weight
         weight = np.ascontiguousarray(weight.transpose(0, 2, 3, 1)).astype(np.int64)
         bias = None if main.bias is None else np.asarray(main.bias).astype(np.int64)
-        acc = conv_acc_range(main.weight, bias, lo, hi, padded=any(pads))
+        acc = accumulator_range(main.weight, bias, lo, hi, padded=any(pads))
         layer = PulpLayer(
             kind="conv",
             out_storage=Storage(32, True),
@@ -476,7 +463,7 @@ def _make_layer(
         weight = main.weight.reshape(main.weight.shape[0], c, h, w).transpose(0, 2, 3, 1)
         weight = np.ascontiguousarray(weight.reshape(weight.shape[0], 1, 1, -1)).astype(np.int64)
         bias = None if main.bias is None else np.asarray(main.bias).astype(np.int64)
-        acc = conv_acc_range(main.weight, bias, lo, hi, padded=False)
+        acc = accumulator_range(main.weight, bias, lo, hi, padded=False)
         common["in_shapes"] = [(c * h * w, 1, 1)]
         layer = PulpLayer(
             kind="linear",

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from edgesynth.targets.base import Program
+from edgesynth.targets.xdnn.files import FILES
 from edgesynth.targets.xdnn.filters import pack_filters
 from edgesynth.targets.xdnn.imem import overlaps
 from edgesynth.targets.xdnn.program import build, cmd_text, ddr_map, program_json
 from edgesynth.targets.xdnn.script import encode, init_writes
-from edgesynth.targets.xdnn.target import FILES
 
 
 def emit(program: Program, folder: Path) -> list[str]:

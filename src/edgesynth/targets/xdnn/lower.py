@@ -30,6 +30,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.unionfind import UnionFind
 from edgesynth.sim.graph import run
 from edgesynth.targets.base import HostDense
 from edgesynth.targets.xdnn import device as dev
@@ -54,23 +55,6 @@ class Lowered:
     host_tail: str | None = None  # softmax | logsoftmax
     warnings: list[str] = field(default_factory=list)
     host_layers: list[HostDense] = field(default_factory=list)  # trailing FCs, on the host
-
-
-class _Sets:
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, a: str) -> str:
-        self.parent.setdefault(a, a)
-        while self.parent[a] != a:
-            self.parent[a] = self.parent[self.parent[a]]
-            a = self.parent[a]
-        return a
-
-    def join(self, *names: str) -> None:
-        roots = [self.find(n) for n in names]
-        for r in roots[1:]:
-            self.parent[r] = roots[0]
 
 
 def _err(node: g.Node, message: str) -> EdgesynthError:
@@ -329,13 +313,13 @@ def _quantize(
     x_name = graph.inputs[0]
     top = (1 << (bits - 1)) - 1
     lo, hi = -top - 1, top
-    sets = _Sets()
+    sets = UnionFind()
     sets.find(x_name)
     per_branch = _per_branch_concats(fused, final)
     for f in fused:
         sets.find(f.output)
         if f.kind in ("maxpool", "add") or (f.kind == "concat" and f.output not in per_branch):
-            sets.join(f.output, *f.inputs)  # an average pool rescales
+            sets.union(f.output, *f.inputs)  # an average pool rescales
     stored = [x_name] + [f.output for f in fused]
     th: dict[str, float] = {}
     for t in stored:

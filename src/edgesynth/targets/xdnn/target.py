@@ -19,15 +19,7 @@ from edgesynth.targets.base import (
     load_host_layers,
     register,
 )
-
-FILES = {
-    "cmd": "program.cmd",
-    "json": "program.json",
-    "script": "script.bin",
-    "filters": "filters.bin",
-    "quant": "quant.json",
-    "imem": "imem_map.json",
-}
+from edgesynth.targets.xdnn.files import FILES
 
 
 @register

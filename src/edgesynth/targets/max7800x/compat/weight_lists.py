@@ -8,6 +8,7 @@ decide them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +20,16 @@ from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.sequence import References
-    from edgesynth.targets.max7800x.weights import _Params as WeightEntry
+
+
+@dataclass
+class WeightEntry:
+    """One weight array as the vendor keeps it, with what it derived from the array."""
+
+    weight: np.ndarray
+    in_channels: int
+    out_channels: int
+    flat_2d_linear: bool = False  # a checkpoint Linear: the vendor stores it as (1, out, in)
 
 
 def takes_no_weights(layer: Layer) -> bool:

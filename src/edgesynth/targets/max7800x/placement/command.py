@@ -17,7 +17,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import check_output_file, write_file_atomic
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.pipeline import SynthesisResult
+    from edgesynth.targets.max7800x.network_sim import SynthesisResult
     from edgesynth.targets.max7800x.plan.plan import Plan
 
 

@@ -48,7 +48,7 @@ from edgesynth.targets.max7800x.rules.sizes import ceil_div
 from edgesynth.targets.max7800x.rules.text import layer_name
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.placement.snoop import Decision
+    from edgesynth.targets.max7800x.snoop_unit import SnoopUnit
 
 SINGLE, CONCAT, ELTWISE, PASSES = "single", "concat", "eltwise", "passes"
 INTERLEAVED = (ELTWISE, PASSES)  # parts on the same processors, one word each per pixel
@@ -124,6 +124,22 @@ class ReadAhead:
     layer: int
     in_words: int
     out_words: int
+
+
+@dataclass
+class Decision:
+    """What the units in `units` must decide in `layer`: trigger (any of them) or not (none)
+    (placement/snoop.py finds them and the offsets that give them)."""
+
+    layer: int
+    units: list[SnoopUnit]
+    trigger: bool
+    why: str  # the declaration that asks for it, for messages
+
+    def describe(self) -> str:
+        names = " or ".join(f"snoop unit {u.unit}" for u in self.units)
+        verb = "trigger" if self.trigger else "stay quiet"
+        return f"{names} must {verb} in layer {self.layer} ({self.why})"
 
 
 @dataclass

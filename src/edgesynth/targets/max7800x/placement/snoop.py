@@ -28,7 +28,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer, Network
-from edgesynth.targets.max7800x.placement.problem import Problem, member_map
+from edgesynth.targets.max7800x.placement.problem import Decision, Problem, member_map
 from edgesynth.targets.max7800x.plan.hwlayers import hardware_numbers, passes_and_threshold
 from edgesynth.targets.max7800x.plan.kat import FULL, layer_words
 from edgesynth.targets.max7800x.sequence import link_target
@@ -40,21 +40,6 @@ from edgesynth.targets.max7800x.snoop_unit import (
 )
 
 INSTANCE_BITS = 15  # a snoop address: WORD_SPACE | instance << 15 | word
-
-
-@dataclass
-class Decision:
-    """What the units in `units` must decide in `layer`: trigger (any of them) or not (none)."""
-
-    layer: int
-    units: list[SnoopUnit]
-    trigger: bool
-    why: str  # the declaration that asks for it, for messages
-
-    def describe(self) -> str:
-        names = " or ".join(f"snoop unit {u.unit}" for u in self.units)
-        verb = "trigger" if self.trigger else "stay quiet"
-        return f"{names} must {verb} in layer {self.layer} ({self.why})"
 
 
 def decisions(net: Network) -> list[Decision]:

@@ -19,7 +19,7 @@ from edgesynth.targets.max7800x.compat.fifo_input import quadrant_packed_lanes
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, popcount
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.plan.plan import PlanSettings
+    from edgesynth.targets.max7800x.plan.settings import PlanSettings
 
 
 @dataclass

@@ -17,7 +17,7 @@ import numpy as np
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, ffs
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.plan.plan import PlanSettings
+    from edgesynth.targets.max7800x.plan.settings import PlanSettings
 
 FULL = 0xFFFFFFFF
 

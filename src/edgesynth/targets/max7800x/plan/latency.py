@@ -15,7 +15,7 @@ from edgesynth.targets.max7800x.plan.hwlayers import HwLayer
 from edgesynth.targets.max7800x.plan.registers import flatten_product
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.plan.plan import PlanSettings
+    from edgesynth.targets.max7800x.plan.settings import PlanSettings
 
 STARTUP = 1
 

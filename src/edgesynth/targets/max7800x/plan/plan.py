@@ -7,67 +7,26 @@ and the user can inspect (`Plan.summary()`, the vendor's per-layer configuration
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.spec import NetworkSpec
 from edgesynth.targets.max7800x.plan.bias import BiasMemory, plan_bias
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, build_hw_layers
 from edgesynth.targets.max7800x.plan.inputs import InputPlan, plan_input
 from edgesynth.targets.max7800x.plan.kat import KatBlock, expected_words, kat_blocks
 from edgesynth.targets.max7800x.plan.kernel_loader import KernelBlock, kernel_blocks
-from edgesynth.targets.max7800x.plan.kernels import KernelMemory, KernelOptions, plan_kernels
+from edgesynth.targets.max7800x.plan.kernels import KernelOptions, plan_kernels
 from edgesynth.targets.max7800x.plan.latency import Latency, estimate
 from edgesynth.targets.max7800x.plan.registers import configure_writes, init_writes, start_writes
-from edgesynth.targets.max7800x.plan.streaming import StreamRegs, stream_registers
+from edgesynth.targets.max7800x.plan.settings import PlanSettings
+from edgesynth.targets.max7800x.plan.streaming import stream_registers
 from edgesynth.targets.max7800x.plan.writes import Writes
 from edgesynth.targets.max7800x.rules.options import RuleOptions
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.pipeline import SynthesisResult
-
-
-@dataclass
-class PlanSettings:
-    """What every part of the planner needs to know about the network and the options."""
-
-    chip: Chip
-    opts: Any  # izer_args.IzerOptions (the vendor's option names)
-    net_spec: NetworkSpec
-    hw: list[HwLayer]
-    first: int
-    final: int
-    terminating: int
-    layer_count: int  # layers 0..final as the vendor counts them
-    groups_used: list[int]
-    processor_map_0: int  # the first layer's processors as configured
-    pipeline: bool
-    any_bias: bool
-    binary: bool
-    fifo_group: bool
-    kernels: KernelMemory = field(default_factory=lambda: KernelMemory(np.zeros(0), np.zeros(0)))
-    bias: BiasMemory = field(default_factory=lambda: BiasMemory([]))
-    streams: dict[int, StreamRegs] = field(default_factory=dict)
-
-    @property
-    def by_index(self) -> dict[int, HwLayer]:
-        return {h.index: h for h in self.hw}
-
-    @property
-    def hidden_layers(self) -> int:
-        return self.hw[-1].hw_add if self.hw else 0
-
-    def hw_add(self, index: int) -> int:
-        h = self.by_index.get(index)
-        return h.hw_add if h else 0
-
-    @property
-    def first_hw_layer(self) -> int:
-        return self.first + self.hw_add(self.first)
+    from edgesynth.targets.max7800x.network_sim import SynthesisResult
 
 
 @dataclass

@@ -15,7 +15,7 @@ from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, ffs, fls, popcount
 from edgesynth.targets.max7800x.plan.writes import Fill, Writes
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.plan.plan import PlanSettings
+    from edgesynth.targets.max7800x.plan.settings import PlanSettings
 
 
 def init_writes(s: PlanSettings) -> Writes:

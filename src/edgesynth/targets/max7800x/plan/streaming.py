@@ -8,26 +8,9 @@ different equations (the MAX78002 ones come from the vendor's spreadsheet, cell 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer
-
-if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.plan.plan import PlanSettings
-
-
-@dataclass
-class StreamRegs:
-    start: int = 0
-    delta1: int = 0
-    delta2: int = 0
-    invol: int = 0
-    rollover: int | None = None  # FMAX, written for streaming layers fed by the FIFOs
-    start_hwc: int = 0  # the MAX78002 start value before CHW rounding (for the rollover)
-    row_inc: int = 1
-    col_inc: int = 1
+from edgesynth.targets.max7800x.plan.settings import PlanSettings, StreamRegs
 
 
 def _ceil4(x: int) -> int:

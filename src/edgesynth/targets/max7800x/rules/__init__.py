@@ -29,6 +29,12 @@ Conventions of the IR this package relies on (see `build.py`):
 """
 
 from edgesynth.targets.max7800x.rules.context import Context
+from edgesynth.targets.max7800x.rules.hw_geometry import (
+    emulated_1x1,
+    hw_kernel,
+    hw_padding,
+    hw_pooled_dim,
+)
 from edgesynth.targets.max7800x.rules.memory import quadrants_used
 from edgesynth.targets.max7800x.rules.network import (
     GLOBAL_RULES,
@@ -47,14 +53,10 @@ from edgesynth.targets.max7800x.rules.options import RuleOptions, rule_options
 from edgesynth.targets.max7800x.rules.sizes import (
     bias_bytes,
     dilated_conv1d_mode,
-    emulated_1x1,
     ffs,
     fls,
     has_bias,
     hw_input_dim,
-    hw_kernel,
-    hw_padding,
-    hw_pooled_dim,
     input_bytes,
     input_passes,
     input_processors_needed,

@@ -9,11 +9,13 @@ from edgesynth.ir.network import Layer
 from edgesynth.ir.spec import LayerSpec
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.rules.context import Context
+from edgesynth.targets.max7800x.rules.hw_geometry import (
+    hw_kernel,
+)
 from edgesynth.targets.max7800x.rules.sizes import (
     bias_bytes,
     ceil_div,
     hw_input_dim,
-    hw_kernel,
     input_bytes,
     input_passes,
     kernel_words,

@@ -1,20 +1,16 @@
 """Derived quantities the hardware works with (shared with the planner and the code generator).
 
 Passes, processors per pass, bytes per data-memory instance, kernel words per processor, bias
-bytes, and a layer's kernel, padding and dimensions as the hardware runs them.
+bytes, and a layer's dimensions as the hardware runs them (its kernel and padding, which
+depend on the layers around it, are in `hw_geometry`).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from edgesynth.ir.network import Layer
 
 # passes and processors_per_pass are device arithmetic (device.py); the rules use them from here
 from edgesynth.targets.max7800x.device import Device, passes, processors_per_pass
-
-if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.rules.context import Context
 
 
 def popcount(value: int) -> int:
@@ -201,40 +197,3 @@ def bias_bytes(layer: Layer, output_map: int, device: Device, max_proc: int) -> 
     if layer.index == 0 and layer.streaming and not device.supports_stream_bias:
         size += 1  # the vendor's work-around for a streaming first layer on MAX78000
     return size
-
-
-def emulated_1x1(ctx: Context, layer: Layer) -> bool:
-    """A streamed 1x1 Conv2d runs as a 3x3 kernel with padding 1 (first streaming layers)."""
-    previous = ctx.previous.get(layer.index, -1)
-    return (
-        ctx.device.emulates_1x1_streaming
-        and layer.index <= ctx.device.max_stream_layers
-        and layer.kernel_size == (1, 1)
-        and layer.operation in ("conv2d", "convtranspose2d")
-        and (layer.streaming or (previous >= 0 and ctx.layer(previous).streaming))
-    )
-
-
-def hw_padding(ctx: Context, layer: Layer) -> tuple[int, int]:
-    """Padding as the hardware applies it."""
-    full = ctx.device.max_kernel_2d - 1  # the padding of a full-size (3x3) kernel
-    if emulated_1x1(ctx, layer) or dilated_conv1d_mode(layer, ctx.device) == "conv2d":
-        return (full // 2, full // 2)
-    if layer.operation == "convtranspose2d":
-        return (full - layer.pad[0], full - layer.pad[1])
-    return layer.pad
-
-
-def hw_kernel(ctx: Context, layer: Layer) -> tuple[int, int]:
-    """Kernel rows x columns as the hardware runs them."""
-    if emulated_1x1(ctx, layer) or dilated_conv1d_mode(layer, ctx.device) == "conv2d":
-        return (ctx.device.max_kernel_2d, ctx.device.max_kernel_2d)
-    if dilated_conv1d_mode(layer, ctx.device) == "stretch":
-        return ((layer.kernel_size[0] - 1) * layer.dilation[0] + 1, 1)
-    return layer.kernel_size
-
-
-def hw_pooled_dim(ctx: Context, layer: Layer) -> tuple[int, int]:
-    if dilated_conv1d_mode(layer, ctx.device) == "conv2d":
-        return hw_input_dim(layer, ctx.device)
-    return layer.pooled_dim

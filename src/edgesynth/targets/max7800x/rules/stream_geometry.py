@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 from edgesynth.ir.network import Layer
 from edgesynth.targets.max7800x.rules.context import Context
-from edgesynth.targets.max7800x.rules.sizes import (
-    ceil_div,
-    hw_input_dim,
+from edgesynth.targets.max7800x.rules.hw_geometry import (
     hw_kernel,
     hw_padding,
     hw_pooled_dim,
+)
+from edgesynth.targets.max7800x.rules.sizes import (
+    ceil_div,
+    hw_input_dim,
     input_passes,
     memory_instances,
 )

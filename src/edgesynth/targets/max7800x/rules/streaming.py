@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.network import Layer
 from edgesynth.targets.max7800x.rules.context import Context
-from edgesynth.targets.max7800x.rules.sizes import (
+from edgesynth.targets.max7800x.rules.hw_geometry import (
     hw_padding,
+)
+from edgesynth.targets.max7800x.rules.sizes import (
     memory_instances,
     output_passes,
     output_pixels,
