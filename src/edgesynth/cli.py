@@ -123,13 +123,17 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> CommandParser:
+def build_parser(commands: bool = True) -> CommandParser:
+    """The command line; without `commands` only the top level (enough for --version, which
+    then loads no command module)."""
     parser = CommandParser(
         prog="edgesynth",
         description="Take a CNN from PyTorch to ultra-low-power accelerators, bit-exact.",
         epilog="`edgesynth COMMAND --help` describes a command.",
     )
     parser.add_argument("--version", action=_VersionAction)
+    if not commands:
+        return parser
     subparsers = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", required=True
     )
@@ -148,7 +152,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 def run(argv: Sequence[str]) -> int:
     """Parse `argv` and run the command; errors propagate (see `main` for how they print)."""
     argv = list(argv)
-    parser = build_parser()
+    parser = build_parser(commands=argv != ["--version"])
     if not argv:
         raise UsageError("no command given", usage=parser.format_help())
     sub = _subcommands(parser).get(argv[0])

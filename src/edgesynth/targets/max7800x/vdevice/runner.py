@@ -179,7 +179,8 @@ def _run_snooped(machine: Machine, units: snoop.SnoopUnits) -> RunResult:
         programs.append(prog)
         results.append(result)
         if result.written is not None:
-            instance, word = snoop.write_order(*result.written, result.output[0].size)
+            quad, word = np.divmod(result.written, machine.data.words)
+            instance, word = snoop.write_order(quad, word, result.output[0].size)
             units.observe(layer, instance, word, machine.data.data[instance, word])
         if units.stop_after(layer):
             break
