@@ -196,14 +196,12 @@ def read_input(
     q, w = quad[:, None], word[gather][None, :]
     lanes = lane[:, gather] if lane.shape[1] > 1 else lane
     if prog.streamed:
-        raw, who = machine.stream.read_words(q, w, lanes, owners=machine.log is not None)
+        values, who = machine.stream.read_bytes(q, w, lanes, owners=machine.log is not None)
         if machine.log is not None:  # the circular buffer's words are consumed as it streams
             buffer = prog.read_ptr + np.arange(prog.fbuf)
             for uq in np.unique(quad):
                 machine.log.consume(np.full(buffer.size, uq), buffer)
             machine.log.stream_read(prog.layer, who)
-        # the byte in its lane, signed (a cast to int8 keeps the low byte)
-        values = (raw >> (8 * lanes).astype(np.uint32)).astype(np.int8).astype(np.int64)
         reads = []
     else:
         values = machine.data.read_bytes(q, w, lanes)
@@ -592,6 +590,7 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
     if prog.out32:
         machine.data.write_words_at(index, values, prog.layer)
     else:
+        values = values.astype(np.uint8)  # the low byte, once for both memories
         machine.data.write_bytes_at(index, lane, values, prog.layer)
     result.written = index.ravel()
     if wrap is not None:
@@ -611,21 +610,47 @@ def memory_index(
     write pointer that leaves data memory."""
     words, shift = machine.data.words, where.shift
     outside = 16 * words
-    index = where.linear
-    if words != 1 << shift:  # equal on both devices: then the pointer is the index
-        word = index & ((1 << shift) - 1)
-        index = np.where(word < words, (index >> shift) * words + word, outside)
-    if wrap is not None:
-        sq = where.base >> shift  # streamed data does not carry into the next instance
-        rows = np.flatnonzero(np.isin(sq, list(wrap.quads)))
-        sw = where.stream_word[rows]
-        inside = sw >= wrap.start
-        if inside.any():
-            wrapped = wrap.start + (sw - wrap.start) % wrap.size
-            wrapped = np.where(wrapped < words, sq[rows, None] * words + wrapped, outside)
-            index[rows] = np.where(inside, wrapped, index[rows])
-    if index.max(initial=0) >= outside:
+    index = None if wrap is None else _all_in_buffer(where, wrap, words)
+    if index is not None:
+        highest = int((where.base >> shift).max()) * words + wrap.start + wrap.size - 1
+    elif words == 1 << shift and where.offset.size:  # equal on both devices: the pointer
+        index = where.linear
+        highest = int(where.base.max()) + int(where.offset.max())
+    else:
+        index = where.linear
+        if words != 1 << shift:
+            word = index & ((1 << shift) - 1)
+            index = np.where(word < words, (index >> shift) * words + word, outside)
+        if wrap is not None:
+            sq = where.base >> shift  # streamed data does not carry into the next instance
+            rows = np.flatnonzero(np.isin(sq, list(wrap.quads)))
+            sw = where.stream_word[rows]
+            inside = sw >= wrap.start
+            if inside.any():
+                wrapped = wrap.start + (sw - wrap.start) % wrap.size
+                wrapped = np.where(wrapped < words, sq[rows, None] * words + wrapped, outside)
+                index[rows] = np.where(inside, wrapped, index[rows])
+        highest = int(index.max(initial=0))
+    if highest >= outside:
         raise EdgesynthError(f"layer {prog.layer}: the write pointer leaves data memory")
+    return index
+
+
+def _all_in_buffer(where: Placement, wrap: Wrap, words: int) -> np.ndarray | None:
+    """`memory_index` where every output value lands in the circular buffer (the usual
+    streaming layout: every channel in the buffer's instances, from its start on, and the
+    buffer inside an instance), else None. Word base + offset goes to start + (base - start +
+    offset) mod size, the two terms reduced apart and added (one subtraction for the carry)."""
+    sq, row_word = where.base >> where.shift, where.base & ((1 << where.shift) - 1)
+    if not where.offset.size or wrap.start + wrap.size > words:
+        return None
+    if not np.isin(sq, list(wrap.quads)).all():
+        return None
+    if int(row_word.min()) + int(where.offset.min()) < wrap.start:
+        return None
+    index = ((row_word - wrap.start) % wrap.size)[:, None] + (where.offset % wrap.size)[None, :]
+    np.subtract(index, wrap.size, out=index, where=index >= wrap.size)
+    index += (sq * words + wrap.start)[:, None]
     return index
 
 

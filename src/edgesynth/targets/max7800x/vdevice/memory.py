@@ -63,7 +63,9 @@ class DataMemory:
     ) -> None:
         """`write_bytes` at words given as instance x words + word (broadcast with `lane`)."""
         flat = self.data.reshape(-1).view(np.uint8)
-        flat[index * 4 + lane] = np.asarray(value).astype(np.uint8)  # the low byte
+        where = index * 4
+        where += lane
+        flat[where] = np.asarray(value).astype(np.uint8, copy=False)  # the low byte
         self.writer.reshape(-1)[index] = layer
 
     def write_words_at(self, index: np.ndarray, value: np.ndarray, layer: int) -> None:
@@ -119,7 +121,7 @@ class StreamMemory:
         """In order: for repeated addresses the last write wins (NumPy assignment)."""
         self._ensure(quad, word, ids is not None)
         view = self.data.view(np.uint8).reshape(*self.data.shape, 4)
-        view[quad, word, lane] = np.asarray(value).astype(np.uint8)  # the low byte
+        view[quad, word, lane] = np.asarray(value).astype(np.uint8, copy=False)  # the low byte
         if ids is not None and self.channels is not None:
             self.channels[quad, word, lane] = ids
 
@@ -134,7 +136,25 @@ class StreamMemory:
         self._ensure(quad, word, ids is not None)
         self.data[quad, word] = np.asarray(value).astype(np.uint32)  # the low 32 bits
         if ids is not None and self.channels is not None:
-            self.channels[quad, word] = np.asarray(ids)[:, None]
+            self.channels[quad, word] = np.asarray(ids)[..., None]
+
+    def read_bytes(
+        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, owners: bool = True
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """`read_words`, the byte in each lane (signed): indexed in the byte view when every
+        (instance, word) is inside what was written, else from the words."""
+        rows, size = self.data.shape
+        if not (_within(quad, rows) and _within(word, size)):
+            values, who = self.read_words(quad, word, lane, owners)
+            shift = (8 * np.asarray(lane)).astype(np.uint32)
+            return (values >> shift).astype(np.int8).astype(np.int64), who  # the low byte
+        view = self.data.view(np.uint8).reshape(rows, size, 4)
+        values = view[quad, word, lane].view(np.int8).astype(np.int64)
+        if not owners:
+            return values, None
+        if self.channels is None:
+            return values, np.full(values.shape, NEVER, dtype=np.int64)
+        return values, self.channels[quad, word, lane].astype(np.int64)
 
     def read_words(
         self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, owners: bool = True
@@ -159,6 +179,11 @@ class StreamMemory:
         if self.channels is not None:
             who[inside] = self.channels[q, w, lane[inside]]
         return out, who
+
+
+def _within(index: np.ndarray, size: int) -> bool:
+    index = np.asarray(index)
+    return bool(index.size) and int(index.min()) >= 0 and int(index.max()) < size
 
 
 @dataclass

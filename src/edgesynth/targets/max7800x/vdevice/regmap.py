@@ -689,8 +689,7 @@ def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
     g = rel // dmap.group_stride
     o = rel % dmap.group_stride
     in_group = (rel >= 0) & (g < 4) & (a % 4 == 0)
-    for goff in dmap.global_regs:
-        mark(in_group & (o == goff), GLOBAL, g=g, o=goff)
+    mark(in_group & np.isin(o, list(dmap.global_regs)), GLOBAL, g=g, o=o)
     lo = o - dmap.layer_base
     if dmap.reg_stride > dmap.layer_stride:  # MAX78000: register-major
         reg_no = lo // dmap.reg_stride
