@@ -13,7 +13,7 @@ project that misses its known answer (izer refuses it) is timed all the same.
     PYTHONPATH=src python benchmarks/proof_time.py [--spread 9 | --all | --case D/NAME]
 
 Prints per case: izer's CPU time with --no-verify and with the proof, the proof's own time in
-that run, its share (the proof over the rest of the same run), and `prove_project` alone, warm
+that run, its share (the proof over the run with --no-verify), and `prove_project` alone, warm
 (planned once in this process); then the worst share against the target: under 10% of the
 izer run on every case.
 """
@@ -147,8 +147,9 @@ class Row:
 
     @property
     def share(self) -> float:
-        """The proof's CPU time over the rest of the same izer run."""
-        return self.proof / (self.with_ - self.proof)
+        """The proof's CPU time (measured inside the run) over the izer run without it (a
+        refused project writes nothing, so its run less the proof would understate it)."""
+        return self.proof / self.without
 
 
 def measure(case: Path, repeat: int, writes: int) -> Row:
