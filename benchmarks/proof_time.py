@@ -76,8 +76,9 @@ def spread(count: int) -> list[Path]:
 # virtual device included) and its own CPU time in all.
 _TIMED_IZER = """
 import resource, sys, time
+from edgesynth.cli import main, one_blas_thread
+one_blas_thread()  # as main() does, before NumPy loads (the izer module below loads it)
 import edgesynth.targets.max7800x.izer as izer
-from edgesynth.cli import main
 spent = []
 prove = izer.prove
 def timed(*args):

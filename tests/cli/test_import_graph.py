@@ -5,6 +5,7 @@ sys.modules shows what was loaded). Libraries load in the handlers that use them
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -79,3 +80,18 @@ print("numpy" in sys.modules)
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[:2] == ["True []", "False"]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [({}, "1"), ({"OPENBLAS_NUM_THREADS": "4"}, "4"), ({"OMP_NUM_THREADS": "2"}, None)],
+)
+def test_blas_runs_one_thread_unless_the_user_sets_it(
+    monkeypatch: pytest.MonkeyPatch, given: dict[str, str], expected: str | None
+) -> None:
+    from edgesynth.cli import BLAS_THREADS, one_blas_thread
+
+    environ = {k: v for k, v in os.environ.items() if k not in BLAS_THREADS} | given
+    monkeypatch.setattr(os, "environ", environ)
+    one_blas_thread()
+    assert environ.get("OPENBLAS_NUM_THREADS") == expected
