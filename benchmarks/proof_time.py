@@ -167,6 +167,9 @@ def measure(case: Path, repeat: int, writes: int) -> Row:
 
 
 def main() -> int:
+    from edgesynth.cli import one_blas_thread
+
+    one_blas_thread()  # as `edgesynth` does, before NumPy loads (for the proof alone)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--spread", type=int, default=9, help="N cases evenly spaced by size")
