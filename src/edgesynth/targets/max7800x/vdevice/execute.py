@@ -67,6 +67,8 @@ class Placement:
 
 @dataclass
 class LayerResult:
+    """One layer's run: its output, where it went, and what it read."""
+
     layer: int
     output: np.ndarray  # (channels, rows, cols) int64, the values written
     placement: Placement

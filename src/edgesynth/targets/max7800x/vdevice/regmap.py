@@ -30,6 +30,8 @@ INF = "INF"
 
 @dataclass(frozen=True)
 class Field:
+    """A register field: bits lsb..lsb+width-1, what they mean and where that is documented."""
+
     name: str
     lsb: int
     width: int
@@ -42,6 +44,8 @@ class Field:
 
 @dataclass(frozen=True)
 class Register:
+    """A register: its fields and its number (or word offset)."""
+
     name: str
     fields: tuple[Field, ...]
     source: str = UG
