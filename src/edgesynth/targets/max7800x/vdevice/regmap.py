@@ -649,15 +649,16 @@ def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
     index = np.full(n, -1, dtype=np.int64)
     offset = np.full(n, -1, dtype=np.int64)
 
+    unknown = np.ones(n, dtype=bool)  # region == UNKNOWN
+
     def mark(sel: np.ndarray, code: int, g=None, i=None, o=None) -> None:
-        sel = sel & (region == UNKNOWN)
-        region[sel] = code
-        if g is not None:
-            group[sel] = np.broadcast_to(g, a.shape)[sel]
-        if i is not None:
-            index[sel] = np.broadcast_to(i, a.shape)[sel]
-        if o is not None:
-            offset[sel] = np.broadcast_to(o, a.shape)[sel]
+        """The addresses `sel` picks that no earlier region claimed are `code`'s."""
+        sel = sel & unknown
+        np.logical_and(unknown, ~sel, out=unknown)
+        np.copyto(region, np.int8(code), where=sel)
+        for out, value in ((group, g), (index, i), (offset, o)):
+            if value is not None:
+                np.copyto(out, value, where=sel)
 
     # FIFOs and always-on control
     mark(a == dmap.fifo_base, FIFO_CTL, o=0)
