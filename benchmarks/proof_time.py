@@ -76,9 +76,11 @@ def spread(count: int) -> list[Path]:
 # virtual device included) and its own CPU time in all.
 _TIMED_IZER = """
 import resource, sys, time
-from edgesynth.cli import main, one_blas_thread
-one_blas_thread()  # as main() does, before NumPy loads (the izer module below loads it)
+import edgesynth.cli as cli
+if hasattr(cli, "one_blas_thread"):  # (a checkout from before it, for comparisons)
+    cli.one_blas_thread()  # as main() does, before NumPy loads (the izer module loads it)
 import edgesynth.targets.max7800x.izer as izer
+main = cli.main
 spent = []
 prove = izer.prove
 def timed(*args):
@@ -167,9 +169,10 @@ def measure(case: Path, repeat: int, writes: int) -> Row:
 
 
 def main() -> int:
-    from edgesynth.cli import one_blas_thread
+    import edgesynth.cli as cli
 
-    one_blas_thread()  # as `edgesynth` does, before NumPy loads (for the proof alone)
+    if hasattr(cli, "one_blas_thread"):  # (a checkout from before it, for comparisons)
+        cli.one_blas_thread()  # as `edgesynth` does, before NumPy loads (the proof alone)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--spread", type=int, default=9, help="N cases evenly spaced by size")
