@@ -20,8 +20,6 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.device import device_name
 
@@ -85,6 +83,8 @@ def run_trained_demo(folder: Path, device: str = "MAX78000", verbose: bool = Fal
             "evaluate", "--device", device, "--checkpoint", checkpoint.name,
             "--sample-input", sample.name, "--8-bit", "--output", "evaluate.npy",
         ])  # fmt: skip
+    import numpy as np
+
     kat = run / "kat" / "output.npy"
     synthesized, trained = np.load(kat), np.load(run / "evaluate.npy")
     if not np.array_equal(synthesized, trained):
@@ -103,6 +103,8 @@ def write_synthetic_inputs(folder: Path, seed: int = 0) -> None:
     """The files the vendor flow expects for `arch: test`, under `folder`."""
     if not EXAMPLE.is_dir():
         raise EdgesynthError(f"the example network is missing: {EXAMPLE}")
+    import numpy as np
+
     tests = folder / "tests"
     tests.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(EXAMPLE / "network.yaml", tests / "demo.yaml")

@@ -29,6 +29,26 @@ def _exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a.astype(np.int64), b.astype(np.int64))
 
 
+def _integers(a: np.ndarray, b: np.ndarray) -> bool:
+    return np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)
+
+
+def _matmul_type(data: np.ndarray, kernels: np.ndarray) -> type:
+    """The type `conv2d_batch` computes in, as `_exact_matmul` chooses it: float64 (BLAS) for
+    floats and for integers whose sums float64 holds exactly (bounded from the data, a superset
+    of the im2col columns, so the data are converted before they are copied into columns),
+    int64 beyond that."""
+    if not _integers(data, kernels):
+        return np.float64
+    largest = float(_magnitude(data)) * float(_magnitude(kernels))
+    return np.float64 if largest * kernels.shape[-1] < ACC_EXACT_LIMIT else np.int64
+
+
+def _magnitude(a: np.ndarray) -> int:
+    """The largest |value| of an integer array, exactly (no temporary, no overflow)."""
+    return max(-int(a.min()), int(a.max())) if a.size else 0
+
+
 _CHUNK_ELEMENTS = 1 << 25  # im2col elements per batch chunk (256 MiB of float64)
 
 
@@ -52,13 +72,15 @@ def conv2d_batch(
     if in_per_group * groups != channels:
         raise ValueError(f"weights expect {in_per_group * groups} channels, data has {channels}")
     top, left, bottom, right = pads
-    padded = np.pad(data, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    kernels = weight.reshape(groups, out_channels // groups, in_per_group * kh * kw)
+    work = _matmul_type(data, kernels)
+    padded = np.pad(data.astype(work), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    kernels = kernels.astype(work)
     span_h = dilation[0] * (kh - 1) + 1
     span_w = dilation[1] * (kw - 1) + 1
     windows = sliding_window_view(padded, (span_h, span_w), axis=(2, 3))
     windows = windows[:, :, :: stride[0], :: stride[1], :: dilation[0], :: dilation[1]]
     out_h, out_w = windows.shape[2], windows.shape[3]
-    kernels = weight.reshape(groups, out_channels // groups, in_per_group * kh * kw)
     per_sample = max(channels * kh * kw * out_h * out_w, 1)
     step = max(1, _CHUNK_ELEMENTS // per_sample)
     parts = []
@@ -68,9 +90,11 @@ def conv2d_batch(
         # (n, C, Ho, Wo, kh, kw) -> (groups, Cg*kh*kw, n*Ho*Wo)
         cols = chunk.reshape(n, groups, in_per_group, out_h, out_w, kh, kw)
         cols = cols.transpose(1, 2, 5, 6, 0, 3, 4).reshape(groups, in_per_group * kh * kw, -1)
-        out = _exact_matmul(kernels, cols).reshape(out_channels, n, out_h, out_w)
+        out = np.matmul(kernels, cols).reshape(out_channels, n, out_h, out_w)
         parts.append(out.transpose(1, 0, 2, 3))
     out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    if work == np.float64 and _integers(data, weight):
+        out = out.astype(np.int64)
     if bias is not None:
         out = out + np.asarray(bias)[None, :, None, None]
     return out

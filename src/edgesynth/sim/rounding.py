@@ -96,4 +96,12 @@ def shift_requantize(acc: np.ndarray, shift: int, bits: int = 8) -> np.ndarray:
     """A power-of-two requantization, acc x 2**shift rounded half up to `bits` (signed)."""
     mul, div = (1 << shift, 1) if shift >= 0 else (1, 1 << -shift)
     top = 1 << (bits - 1)
+    a = np.asarray(acc)
+    if a.size and a.dtype.kind in "iu" and a.dtype != np.uint64:
+        bound = max(-int(a.min()), int(a.max()))
+        if (bound << max(shift, 0)) + div < _SAFE:  # int64 holds every intermediate
+            # x * 2**s; or (2x + d) // 2d = (x + d/2) >> k for d = 2**k (arithmetic shift)
+            a = a.astype(np.int64)
+            q = a << shift if shift >= 0 else (a + (div >> 1)) >> -shift
+            return np.clip(q, -top, top - 1, out=q)
     return requantize(acc, mul=mul, div=div, rounding="half_up", lo=-top, hi=top - 1)

@@ -249,21 +249,18 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _list_catalog_in_help(parser: argparse.ArgumentParser) -> None:
-    """`edgesynth train --help` ends with the datasets and models (looked up only then: the
-    registries import PyTorch)."""
+    """`edgesynth train --help` ends with the datasets and models (`train.catalog`: plain data,
+    no PyTorch)."""
     plain = parser.format_help
 
     def with_catalog() -> str:
-        from edgesynth.train.datasets import DATASETS
-        from edgesynth.train.models import MODELS
+        from edgesynth.train.catalog import DATASETS, MODELS
 
         width = max(len(n) for n in [*DATASETS, *MODELS]) + 2
         lines = ["", "datasets (--dataset; default model in brackets):"]
-        lines += [
-            f"  {d.name:<{width}}{d.description} [{d.default_model}]" for d in DATASETS.values()
-        ]
+        lines += [f"  {n:<{width}}{text} [{model}]" for n, (text, model) in DATASETS.items()]
         lines += ["", "models (--model):"]
-        lines += [f"  {m.name:<{width}}{m.description}" for m in MODELS.values()]
+        lines += [f"  {n:<{width}}{text}" for n, text in MODELS.items()]
         return plain() + "\n".join(lines) + "\n"
 
     parser.format_help = with_catalog  # type: ignore[method-assign]

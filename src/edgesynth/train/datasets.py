@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from edgesynth.errors import EdgesynthError, did_you_mean
+from edgesynth.train import catalog
 
 MNIST_FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -297,51 +298,22 @@ def _image_dataset(name: str) -> Callable[..., Dataset]:
     return _lazy("image_datasets", name)
 
 
+_LOADERS: dict[str, Callable[..., Dataset]] = {
+    "digits": load_digits,
+    "mnist": load_mnist,
+    "mnist-test-split": load_mnist_test_split,
+    "synthetic": load_synthetic,
+    "fashionmnist": load_fashion_mnist,
+    "cifar10": _image_dataset("load_cifar10"),
+    "cifar100": _image_dataset("load_cifar100"),
+    "svhn": _image_dataset("load_svhn"),
+    "imagefolder": _image_dataset("load_image_folder"),
+    "kws20": _lazy("audio_datasets", "load_kws20"),
+}
+# the descriptions and default models are in `catalog` (read by `edgesynth train --help`)
 DATASETS: dict[str, DatasetInfo] = {
-    d.name: d
-    for d in (
-        DatasetInfo("digits", load_digits, "scikit-learn 8x8 digits (built in)", "ai85net5"),
-        DatasetInfo("mnist", load_mnist, "MNIST from IDX files in --data", "ai85net5"),
-        DatasetInfo(
-            "mnist-test-split",
-            load_mnist_test_split,
-            "MNIST t10k only: first 8,000 train, last 2,000 test",
-            "ai85net5",
-        ),
-        DatasetInfo(
-            "synthetic", load_synthetic, "generated 12x12 patterns, 4 classes", "ai85netextrasmall"
-        ),
-        DatasetInfo(
-            "fashionmnist", load_fashion_mnist, "Fashion-MNIST from IDX files in --data", "ai85net5"
-        ),
-        DatasetInfo(
-            "cifar10",
-            _image_dataset("load_cifar10"),
-            "CIFAR-10 python batches in --data",
-            "ai85nascifarnet",
-        ),
-        DatasetInfo(
-            "cifar100",
-            _image_dataset("load_cifar100"),
-            "CIFAR-100 python batches in --data",
-            "ai85nascifarnet",
-        ),
-        DatasetInfo(
-            "svhn", _image_dataset("load_svhn"), "SVHN .mat files in --data", "ai85nascifarnet"
-        ),
-        DatasetInfo(
-            "imagefolder",
-            _image_dataset("load_image_folder"),
-            "your images: --data/train/<class>/*.png, --data/test/<class>/*.png",
-            "ai85nascifarnet",
-        ),
-        DatasetInfo(
-            "kws20",
-            _lazy("audio_datasets", "load_kws20"),
-            "Speech Commands v2 wav folders in --data: 20 keywords + unknown, 128x128",
-            "ai85kws20netv3",
-        ),
-    )
+    name: DatasetInfo(name, _LOADERS[name], description, model)
+    for name, (description, model) in catalog.DATASETS.items()
 }
 
 

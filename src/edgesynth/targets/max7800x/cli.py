@@ -14,6 +14,10 @@ from edgesynth.targets.max7800x.device import device_name
 
 
 def _izer(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:  # the help needs the options only, not the synthesizer
+        from edgesynth.targets.max7800x.izer_args import parse_izer_args
+
+        parse_izer_args(argv)
     from edgesynth.targets.max7800x.izer import run_izer
 
     run_izer(argv)

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
 from edgesynth.wording import plural
 
-if TYPE_CHECKING:  # the graph module is loaded by the handlers, not by `edgesynth --help`
+if TYPE_CHECKING:  # loaded by the handlers, not by `edgesynth --help`
+    import numpy as np
+
     from edgesynth.ir.graph import Graph
 
 
@@ -147,6 +147,8 @@ def run_cmd(args: argparse.Namespace) -> int:
 
     inputs = [args.input, args.program]
     check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
+    import numpy as np
+
     x = load_array(args.input, "input", "--input")
     y = run_program(args.program, x)
     written = save_npy_atomic(

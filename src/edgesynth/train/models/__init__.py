@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from edgesynth.errors import EdgesynthError, did_you_mean
+from edgesynth.train import catalog
 from edgesynth.train.models.classic import (
     AI85KWS20Netv3,
     AI85NASCifarNet,
@@ -32,20 +33,22 @@ class ModelInfo:
     description: str
 
 
+_CLASSES: dict[str, tuple[Callable[..., nn.Module], int]] = {
+    "ai85net5": (AI85Net5, 2),
+    "ai85netextrasmall": (AI85NetExtraSmall, 2),
+    "ai85nascifarnet": (AI85NASCifarNet, 2),
+    "ai85kws20netv3": (AI85KWS20Netv3, 1),
+    "ai87kws20netv3": (AI87KWS20Netv3, 1),
+    "ai85kws20netv2": (AI85KWS20Netv2, 1),
+    "ai85simplenet": (AI85SimpleNet, 2),
+    "ai85ressimplenet": (AI85ResidualSimpleNet, 2),
+    "ai85cdnet": (AI85CatsDogsNet, 2),
+    "ai85faceidnet": (AI85FaceIDNet, 2),
+}
+# the descriptions are in `catalog` (read by `edgesynth train --help`)
 MODELS: dict[str, ModelInfo] = {
-    m.name: m
-    for m in (
-        ModelInfo("ai85net5", AI85Net5, 2, "MNIST/CIFAR-10 5-layer CNN (vendor demo)"),
-        ModelInfo("ai85netextrasmall", AI85NetExtraSmall, 2, "minimal MNIST CNN"),
-        ModelInfo("ai85nascifarnet", AI85NASCifarNet, 2, "CIFAR-10 NAS network (vendor demo)"),
-        ModelInfo("ai85kws20netv3", AI85KWS20Netv3, 1, "keyword spotting v3, MAX78000"),
-        ModelInfo("ai87kws20netv3", AI87KWS20Netv3, 1, "keyword spotting v3, MAX78002"),
-        ModelInfo("ai85kws20netv2", AI85KWS20Netv2, 1, "keyword spotting v2"),
-        ModelInfo("ai85simplenet", AI85SimpleNet, 2, "CIFAR-100 SimpleNet v1, batchnorm"),
-        ModelInfo("ai85ressimplenet", AI85ResidualSimpleNet, 2, "CIFAR-100 SimpleNet v1, residual"),
-        ModelInfo("ai85cdnet", AI85CatsDogsNet, 2, "cats vs dogs, 3x64x64"),
-        ModelInfo("ai85faceidnet", AI85FaceIDNet, 2, "FaceID: 3x160x120 face -> 512 embedding"),
-    )
+    name: ModelInfo(name, *_CLASSES[name], description)
+    for name, description in catalog.MODELS.items()
 }
 
 

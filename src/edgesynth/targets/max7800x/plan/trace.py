@@ -43,8 +43,12 @@ def plan_trace(plan: Plan) -> list[np.ndarray]:
 
     phases: list[np.ndarray] = [np.zeros((0, 2), dtype=np.uint32), _writes(plan.init)]
 
-    parts = []
+    kernel_addrs: list[np.ndarray] = []  # the kernel writes, in order
+    kernel_values: list[np.ndarray] = []
     mexpress = plan.settings.opts.mexpress
+    # the words a packed loader's "set address" byte store lands in: the only words whose
+    # earlier value the trace needs
+    targets = np.array(sorted({b.address & ~3 for b in plan.kernels} if mexpress else ()), int)
     for block in plan.kernels:
         addr = block.address
         if mexpress:
@@ -53,12 +57,19 @@ def plan_trace(plan: Plan) -> list[np.ndarray]:
                 (addr | 1) & 3
             )
             memory[word] = value
-            parts.append(record(np.array([word]), np.array([value])))
+            kernel_addrs.append(np.array([word]))
+            kernel_values.append(np.array([value], dtype=np.int64))
         addrs = addr + 4 * np.arange(block.length, dtype=np.int64)
-        for a, v in zip(addrs.tolist(), block.words.tolist(), strict=True):
-            memory[a] = v
-        parts.append(record(addrs, block.words))
-    phases.append(np.concatenate(parts) if parts else np.zeros((0, 2), np.uint32))
+        lo, hi = np.searchsorted(targets, [addr, addr + 4 * block.length]).tolist()
+        for target in targets[lo:hi].tolist():  # the targets among this block's words
+            if (target - addr) % 4 == 0:
+                memory[target] = int(block.words[(target - addr) // 4])
+        kernel_addrs.append(addrs)
+        kernel_values.append(block.words)
+    if kernel_addrs:
+        phases.append(record(np.concatenate(kernel_addrs), np.concatenate(kernel_values)))
+    else:
+        phases.append(np.zeros((0, 2), np.uint32))
 
     regs = plan.settings.chip.regs
     parts = []

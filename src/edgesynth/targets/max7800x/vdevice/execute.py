@@ -67,6 +67,8 @@ class Placement:
 
 @dataclass
 class LayerResult:
+    """One layer's run: its output, where it went, and what it read."""
+
     layer: int
     output: np.ndarray  # (channels, rows, cols) int64, the values written
     placement: Placement
@@ -75,8 +77,9 @@ class LayerResult:
     kernels: list[KernelUnits] = field(default_factory=list)
     biases: list[BiasUnits] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # (instances, words) the layer wrote, channel by channel (channels x pixels, flattened)
-    written: tuple[np.ndarray, np.ndarray] | None = None
+    # the words the layer wrote (instance x words + word), channel by channel (channels x
+    # pixels, flattened)
+    written: np.ndarray | None = None
 
     @property
     def sources(self) -> set[int]:
@@ -118,16 +121,18 @@ class Wrap:
 # ---------------------------------------------------------------------------------------------
 
 
-def _fifo_bytes(machine: Machine, prog: LayerProgram, proc: np.ndarray, pixels: int) -> np.ndarray:
-    """(processors, pixels) input bytes of a first layer fed by the FIFOs.
+def _fifo_bytes(
+    machine: Machine, prog: LayerProgram, proc: np.ndarray, n: np.ndarray
+) -> np.ndarray:
+    """(processors, n.size) input bytes number `n` of a first layer fed by the FIFOs.
 
     Standard FIFOs: FIFO n feeds processors 16n..16n+3 (HWC: one pixel per word, byte k to
     processor 16n+k; CHW: four pixels of processor 16n's channel per word). Fast FIFO: one
     stream for up to four processors, 0-3 (CTRL.fifogrp) or 0, 16, 32, 48.
     """
     fifos = machine.fifos
+    pixels = n.size
     out = np.zeros((proc.size, pixels), dtype=np.int64)
-    n = np.arange(pixels)
     for i, p in enumerate(proc.tolist()):
         if prog.fifo == "fast":
             stream = fifos.fast
@@ -166,53 +171,49 @@ def read_input(
     proc = np.asarray(processors)
     quad = proc // 4
     pixels = rows * cols
+    layout = (proc.size, passes, ops_n, rows, cols)
+    # Input byte k is pass x operand j = k % (passes x operands) of pixel k // (passes x
+    # operands); `gather` lists them pass by pass, operand by operand, pixel by pixel, the
+    # order of the result (no transposed copy)
+    gather = np.arange(pixels * passes * ops_n).reshape(pixels, passes * ops_n).T.ravel()
     if prog.fifo:
-        values = _fifo_bytes(machine, prog, proc, pixels * passes * ops_n)
-        values = values.reshape(proc.size, rows, cols, passes, ops_n).transpose(0, 3, 4, 1, 2)
-        return values, []
+        return _fifo_bytes(machine, prog, proc, gather).reshape(layout), []
     if prog.big_data:
         # One channel per 4-processor instance, four consecutive pixels per word; with several
         # passes (or operands) the words of one group of four pixels follow each other, as
         # HWC pixels' words do (not exercised by the corpus).
         pix, within = np.divmod(np.arange(pixels * passes * ops_n), passes * ops_n)
         word = prog.read_ptr + (pix // 4) * passes * ops_n + within
-        lane = np.broadcast_to((pix % 4)[None, :], (proc.size, pix.size))
-        layout = (proc.size, rows, cols, passes, ops_n)
-        order = (0, 3, 4, 1, 2)
+        lane = (pix % 4)[None, :]
     else:
         # word = pixel x words-per-pixel + pass x operands + operand
         within = np.arange(passes * ops_n)
         word = prog.read_ptr + (np.arange(pixels)[:, None] * prog.pixel_words + within).ravel()
-        lane = np.broadcast_to((proc % 4)[:, None], (proc.size, word.size))
-        layout = (proc.size, rows, cols, passes, ops_n)
-        order = (0, 3, 4, 1, 2)
-    q = np.broadcast_to(quad[:, None], lane.shape)
-    w = np.broadcast_to(word[None, :], lane.shape)
+        lane = (proc % 4)[:, None]
     if not prog.streamed and word.size and int(word.max()) >= machine.data.words:
         raise EdgesynthError(
             f"layer {prog.layer}: the input ({rows}x{cols}, {passes} passes from word "
             f"{prog.read_ptr}) runs past the end of data memory ({machine.data.words} words)"
         )
+    q, w = quad[:, None], word[gather][None, :]
+    lanes = lane[:, gather] if lane.shape[1] > 1 else lane
     if prog.streamed:
-        raw, who = machine.stream.read_words(q, w, lane)
+        values, who = machine.stream.read_bytes(q, w, lanes, owners=machine.log is not None)
         if machine.log is not None:  # the circular buffer's words are consumed as it streams
             buffer = prog.read_ptr + np.arange(prog.fbuf)
             for uq in np.unique(quad):
                 machine.log.consume(np.full(buffer.size, uq), buffer)
             machine.log.stream_read(prog.layer, who)
-        values = ((raw >> (8 * lane).astype(np.uint32)) & 0xFF).astype(np.uint8).astype(np.int8)
-        values = values.astype(np.int64)
         reads = []
     else:
-        values = machine.data.read_bytes(q, w, lane)
+        values = machine.data.read_bytes(q, w, lanes)
+        shape = (proc.size, word.size)
         writers = np.flatnonzero(np.bincount(machine.data.writer[q, w].ravel() - HOST)) + HOST
         reads = [(quad, word, writers)]
-        if machine.log is not None:
-            machine.log.data_read(prog.layer, q, w, lane)
-    values = values.reshape(layout)
-    if order is not None:
-        values = values.transpose(order)
-    return values, reads
+        if machine.log is not None:  # in the pixel order the hazard messages name
+            qs, ws = np.broadcast_to(q, shape), np.broadcast_to(word[None, :], shape)
+            machine.log.data_read(prog.layer, qs, ws, np.broadcast_to(lane, shape))
+    return values.reshape(layout), reads
 
 
 def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
@@ -573,38 +574,86 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
     """Write a layer's output into data memory; when the next layer streams, the writes land
     in its circular buffer, and also go, unwrapped, to the stream view it reads."""
     where = result.placement
-    values = result.output.reshape(result.output.shape[0], -1).ravel()
-    lane = np.broadcast_to(where.lane[:, None], (where.channels, where.offset.size)).ravel()
-    linear = where.linear.ravel()
-    quad, word = linear >> where.shift, linear & ((1 << where.shift) - 1)
-    if wrap is not None:
-        sq, sw = where.stream_quad.ravel(), where.stream_word.ravel()
-        in_buffer = np.zeros(max(16, int(sq.max(initial=0)) + 1), dtype=bool)
-        in_buffer[list(wrap.quads)] = True
-        inside = in_buffer[sq] & (sw >= wrap.start)
-        quad = np.where(inside, sq, quad)
-        word = np.where(inside, wrap.start + (sw - wrap.start) % wrap.size, word)
-    if quad.max(initial=0) >= 16 or word.max(initial=0) >= machine.data.words:
-        raise EdgesynthError(f"layer {prog.layer}: the write pointer leaves data memory")
+    values = result.output.reshape(where.channels, -1)
+    index = memory_index(machine, prog, where, wrap)
+    lane = where.lane[:, None]
     ids = None
     if machine.log is not None:
+        quad, word = np.divmod(index.ravel(), machine.data.words)
+        lanes = np.broadcast_to(lane, index.shape).ravel()
         first = machine.log.new_channels(prog.layer, where.channels, where.padding)
         ids = np.repeat(first + np.arange(where.channels), where.offset.size)
-        machine.log.data_written(prog.layer, quad, word, lane, ids)
+        machine.log.data_written(prog.layer, quad, word, lanes, ids)
         for k in result.kernels:
             machine.log.kernels_read(prog.layer, k.processors, k.words, first + k.channel)
         for b in result.biases:
             machine.log.bias_read(prog.layer, b.group, b.index, first + b.channel)
+        ids = ids.reshape(index.shape)
     if prog.out32:
-        machine.data.write_words(quad, word, values, prog.layer)
+        machine.data.write_words_at(index, values, prog.layer)
     else:
-        machine.data.write_bytes(quad, word, lane, values, prog.layer)
-    result.written = (quad, word)
+        values = values.astype(np.uint8)  # the low byte, once for both memories
+        machine.data.write_bytes_at(index, lane, values, prog.layer)
+    result.written = index.ravel()
     if wrap is not None:
+        sq = (where.base >> where.shift)[:, None]
         if prog.out32:
-            machine.stream.write_words(sq, sw, values, prog.layer, ids)
+            machine.stream.write_words(sq, where.stream_word, values, prog.layer, ids)
         else:
-            machine.stream.write_bytes(sq, sw, lane, values, prog.layer, ids)
+            machine.stream.write_bytes(sq, where.stream_word, lane, values, prog.layer, ids)
+
+
+def memory_index(
+    machine: Machine, prog: LayerProgram, where: Placement, wrap: Wrap | None
+) -> np.ndarray:
+    """(channels, pixels) data-memory word of every output value, as instance x words + word:
+    the write pointer's instance bits above its word bits; in the circular buffer of a
+    streaming consumer, from the buffer's start on, the word modulo the buffer. Refuses a
+    write pointer that leaves data memory."""
+    words, shift = machine.data.words, where.shift
+    outside = 16 * words
+    index = None if wrap is None else _all_in_buffer(where, wrap, words)
+    if index is not None:
+        highest = int((where.base >> shift).max()) * words + wrap.start + wrap.size - 1
+    elif words == 1 << shift and where.offset.size:  # equal on both devices: the pointer
+        index = where.linear
+        highest = int(where.base.max()) + int(where.offset.max())
+    else:
+        index = where.linear
+        if words != 1 << shift:
+            word = index & ((1 << shift) - 1)
+            index = np.where(word < words, (index >> shift) * words + word, outside)
+        if wrap is not None:
+            sq = where.base >> shift  # streamed data does not carry into the next instance
+            rows = np.flatnonzero(np.isin(sq, list(wrap.quads)))
+            sw = where.stream_word[rows]
+            inside = sw >= wrap.start
+            if inside.any():
+                wrapped = wrap.start + (sw - wrap.start) % wrap.size
+                wrapped = np.where(wrapped < words, sq[rows, None] * words + wrapped, outside)
+                index[rows] = np.where(inside, wrapped, index[rows])
+        highest = int(index.max(initial=0))
+    if highest >= outside:
+        raise EdgesynthError(f"layer {prog.layer}: the write pointer leaves data memory")
+    return index
+
+
+def _all_in_buffer(where: Placement, wrap: Wrap, words: int) -> np.ndarray | None:
+    """`memory_index` where every output value lands in the circular buffer (the usual
+    streaming layout: every channel in the buffer's instances, from its start on, and the
+    buffer inside an instance), else None. Word base + offset goes to start + (base - start +
+    offset) mod size, the two terms reduced apart and added (one subtraction for the carry)."""
+    sq, row_word = where.base >> where.shift, where.base & ((1 << where.shift) - 1)
+    if not where.offset.size or wrap.start + wrap.size > words:
+        return None
+    if not np.isin(sq, list(wrap.quads)).all():
+        return None
+    if int(row_word.min()) + int(where.offset.min()) < wrap.start:
+        return None
+    index = ((row_word - wrap.start) % wrap.size)[:, None] + (where.offset % wrap.size)[None, :]
+    np.subtract(index, wrap.size, out=index, where=index >= wrap.size)
+    index += (sq * words + wrap.start)[:, None]
+    return index
 
 
 def _merge(results: list[LayerResult]) -> LayerResult:

@@ -29,6 +29,8 @@ NOTE_KINDS = frozenset({"shared weights", "shared bias"})
 
 @dataclass(frozen=True)
 class Hazard:
+    """A memory hazard: the layer that reads wrong data and, when known, the culprit."""
+
     kind: str
     layer: int  # the layer that reads the wrong data
     culprit: int | None  # the layer whose write (or block) caused it, when known
@@ -59,6 +61,8 @@ def _ranges(index: np.ndarray, limit: int = 4) -> str:
 
 @dataclass
 class KernelRead:
+    """The kernel words a layer's units read, with the ids of the channels they produce."""
+
     layer: int
     processors: np.ndarray  # (units,)
     words: np.ndarray  # (units, words per unit)

@@ -43,6 +43,8 @@ class GroupPart:
 
 @dataclass
 class LayerProgram:
+    """What one layer's registers tell the accelerator to do."""
+
     layer: int
     device: str
     parts: dict[int, GroupPart]

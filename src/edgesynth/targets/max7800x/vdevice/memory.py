@@ -44,14 +44,13 @@ class DataMemory:
 
     def read_bytes(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
         """Signed bytes at (instance, word, byte lane) index arrays."""
-        raw = (self.data[quad, word] >> (8 * lane.astype(np.uint32))) & 0xFF
-        return raw.astype(np.int8).astype(np.int64)
+        return self.bytes[quad, word, lane].view(np.int8).astype(np.int64)
 
     def write_bytes(
         self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, value: np.ndarray, layer: int
     ) -> None:
         """Write signed bytes into their lanes (byte lane k is bits 8k..8k+7 of a word)."""
-        self.bytes[quad, word, lane] = (np.asarray(value, dtype=np.int64) & 0xFF).astype(np.uint8)
+        self.bytes[quad, word, lane] = np.asarray(value).astype(np.uint8)  # the low byte
         self.writer[quad, word] = layer
 
     @property
@@ -59,45 +58,56 @@ class DataMemory:
         """(instances, words, 4) little-endian byte view of the words."""
         return self.data.view(np.uint8).reshape(16, self.words, 4)
 
+    def write_bytes_at(
+        self, index: np.ndarray, lane: np.ndarray, value: np.ndarray, layer: int
+    ) -> None:
+        """`write_bytes` at words given as instance x words + word (broadcast with `lane`)."""
+        flat = self.data.reshape(-1).view(np.uint8)
+        where = index * 4
+        where += lane
+        flat[where] = np.asarray(value).astype(np.uint8, copy=False)  # the low byte
+        self.writer.reshape(-1)[index] = layer
+
+    def write_words_at(self, index: np.ndarray, value: np.ndarray, layer: int) -> None:
+        """`write_words` at words given as instance x words + word."""
+        self.data.reshape(-1)[index] = np.asarray(value).astype(np.uint32)  # the low 32 bits
+        self.writer.reshape(-1)[index] = layer
+
     def write_words(
         self, quad: np.ndarray, word: np.ndarray, value: np.ndarray, layer: int
     ) -> None:
-        self.data[quad, word] = (value.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+        self.data[quad, word] = np.asarray(value).astype(np.uint32)  # the low 32 bits
         self.writer[quad, word] = layer
-
-
-def _by_instance(quad: np.ndarray):
-    """(instance, index array) for every instance present, from one stable sort."""
-    order = np.argsort(quad, kind="stable")
-    sorted_quads = quad[order]
-    starts = np.flatnonzero(np.r_[True, sorted_quads[1:] != sorted_quads[:-1]])
-    ends = np.r_[starts[1:], order.size]
-    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        yield int(sorted_quads[a]), order[a:b]
 
 
 @dataclass
 class StreamMemory:
-    """What streaming layers wrote, without the circular-buffer wrap: per instance a growable
-    array of words indexed by the unwrapped word address (and, per byte, the id of the output
-    channel that wrote it, for the hazard record). A streaming layer reads its input here; the
-    hardware's stream counters make it read each word before the producer wraps over it, so
-    the unwrapped view is what it sees."""
+    """What streaming layers wrote, without the circular-buffer wrap: per instance a row of
+    words indexed by the unwrapped word address (growing as needed), and, when the run keeps
+    the hazard record, per byte the id of the output channel that wrote it. A streaming layer
+    reads its input here; the hardware's stream counters make it read each word before the
+    producer wraps over it, so the unwrapped view is what it sees. Words never written read 0,
+    written by NEVER."""
 
-    store: dict[int, np.ndarray] = field(default_factory=dict)
-    channels: dict[int, np.ndarray] = field(default_factory=dict)
+    data: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.uint32))
+    channels: np.ndarray | None = None  # (instances, words, 4) int32 channel ids
 
-    def _ensure(self, quad: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-        data = self.store.get(quad)
-        if data is None or data.size < size:
-            new_size = max(size, 2 * (0 if data is None else data.size))
-            grown = np.zeros(new_size, dtype=np.uint32)
-            owner = np.full((new_size, 4), NEVER, dtype=np.int64)
-            if data is not None:
-                grown[: data.size] = data
-                owner[: data.size] = self.channels[quad]
-            self.store[quad], self.channels[quad] = grown, owner
-        return self.store[quad], self.channels[quad]
+    def _ensure(self, quad: np.ndarray, word: np.ndarray, ids: bool) -> None:
+        """Room for every (instance, word) given; the channel record too when `ids`."""
+        rows, size = self.data.shape
+        need_rows = max(rows, int(quad.max(initial=-1)) + 1)
+        need = int(word.max(initial=-1)) + 1
+        new_size = size if need <= size else max(need, 2 * size)
+        if (need_rows, new_size) != (rows, size):
+            grown = np.zeros((need_rows, new_size), dtype=np.uint32)
+            grown[:rows, :size] = self.data
+            self.data = grown
+            if self.channels is not None:
+                owner = np.full((need_rows, new_size, 4), NEVER, dtype=np.int32)
+                owner[:rows, :size] = self.channels
+                self.channels = owner
+        if ids and self.channels is None:
+            self.channels = np.full((*self.data.shape, 4), NEVER, dtype=np.int32)
 
     def write_bytes(
         self,
@@ -108,12 +118,12 @@ class StreamMemory:
         layer: int,
         ids: np.ndarray | None = None,
     ) -> None:
-        for q, sel in _by_instance(quad):
-            data, owner = self._ensure(q, int(word[sel].max()) + 1)
-            view = data.view(np.uint8).reshape(-1, 4)
-            view[word[sel], lane[sel]] = (value[sel].astype(np.int64) & 0xFF).astype(np.uint8)
-            if ids is not None:
-                owner[word[sel], lane[sel]] = ids[sel]
+        """In order: for repeated addresses the last write wins (NumPy assignment)."""
+        self._ensure(quad, word, ids is not None)
+        view = self.data.view(np.uint8).reshape(*self.data.shape, 4)
+        view[quad, word, lane] = np.asarray(value).astype(np.uint8, copy=False)  # the low byte
+        if ids is not None and self.channels is not None:
+            self.channels[quad, word, lane] = ids
 
     def write_words(
         self,
@@ -123,29 +133,57 @@ class StreamMemory:
         layer: int,
         ids: np.ndarray | None = None,
     ) -> None:
-        for q, sel in _by_instance(quad):
-            data, owner = self._ensure(q, int(word[sel].max()) + 1)
-            data[word[sel]] = (value[sel].astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
-            if ids is not None:
-                owner[word[sel]] = ids[sel][:, None]
+        self._ensure(quad, word, ids is not None)
+        self.data[quad, word] = np.asarray(value).astype(np.uint32)  # the low 32 bits
+        if ids is not None and self.channels is not None:
+            self.channels[quad, word] = np.asarray(ids)[..., None]
+
+    def read_bytes(
+        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, owners: bool = True
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """`read_words`, the byte in each lane (signed): indexed in the byte view when every
+        (instance, word) is inside what was written, else from the words."""
+        rows, size = self.data.shape
+        if not (_within(quad, rows) and _within(word, size)):
+            values, who = self.read_words(quad, word, lane, owners)
+            shift = (8 * np.asarray(lane)).astype(np.uint32)
+            return (values >> shift).astype(np.int8).astype(np.int64), who  # the low byte
+        view = self.data.view(np.uint8).reshape(rows, size, 4)
+        values = view[quad, word, lane].view(np.int8).astype(np.int64)
+        if not owners:
+            return values, None
+        if self.channels is None:
+            return values, np.full(values.shape, NEVER, dtype=np.int64)
+        return values, self.channels[quad, word, lane].astype(np.int64)
 
     def read_words(
-        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(values, id of the channel that wrote each byte read)."""
+        self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, owners: bool = True
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(values, and with `owners` the id of the channel that wrote each byte read)."""
         quad, word, lane = np.broadcast_arrays(quad, word, lane)
-        shape = quad.shape
-        quad, word, lane = quad.ravel(), word.ravel(), lane.ravel()
-        out = np.zeros(quad.size, dtype=np.uint32)
-        who = np.full(quad.size, NEVER, dtype=np.int64)
-        for q, sel in _by_instance(quad):
-            data = self.store.get(q)
-            if data is None:
-                continue
-            sel = sel[word[sel] < data.size]
-            out[sel] = data[word[sel]]
-            who[sel] = self.channels[q][word[sel], lane[sel]]
-        return out.reshape(shape), who.reshape(shape)
+        rows, size = self.data.shape
+        inside = (quad < rows) & (word < size)
+        if inside.all():
+            out = self.data[quad, word]
+            if not owners:
+                return out, None
+            if self.channels is None:
+                return out, np.full(quad.shape, NEVER, dtype=np.int64)
+            return out, self.channels[quad, word, lane].astype(np.int64)
+        out = np.zeros(quad.shape, dtype=np.uint32)
+        q, w = quad[inside], word[inside]
+        out[inside] = self.data[q, w]
+        if not owners:
+            return out, None
+        who = np.full(quad.shape, NEVER, dtype=np.int64)
+        if self.channels is not None:
+            who[inside] = self.channels[q, w, lane[inside]]
+        return out, who
+
+
+def _within(index: np.ndarray, size: int) -> bool:
+    index = np.asarray(index)
+    return bool(index.size) and int(index.min()) >= 0 and int(index.max()) < size
 
 
 @dataclass

@@ -30,6 +30,8 @@ INF = "INF"
 
 @dataclass(frozen=True)
 class Field:
+    """A register field: bits lsb..lsb+width-1, what they mean and where that is documented."""
+
     name: str
     lsb: int
     width: int
@@ -42,6 +44,8 @@ class Field:
 
 @dataclass(frozen=True)
 class Register:
+    """A register: its fields and its number (or word offset)."""
+
     name: str
     fields: tuple[Field, ...]
     source: str = UG
@@ -645,15 +649,16 @@ def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
     index = np.full(n, -1, dtype=np.int64)
     offset = np.full(n, -1, dtype=np.int64)
 
+    unknown = np.ones(n, dtype=bool)  # region == UNKNOWN
+
     def mark(sel: np.ndarray, code: int, g=None, i=None, o=None) -> None:
-        sel = sel & (region == UNKNOWN)
-        region[sel] = code
-        if g is not None:
-            group[sel] = np.broadcast_to(g, a.shape)[sel]
-        if i is not None:
-            index[sel] = np.broadcast_to(i, a.shape)[sel]
-        if o is not None:
-            offset[sel] = np.broadcast_to(o, a.shape)[sel]
+        """The addresses `sel` picks that no earlier region claimed are `code`'s."""
+        sel = sel & unknown
+        np.logical_and(unknown, ~sel, out=unknown)
+        np.copyto(region, np.int8(code), where=sel)
+        for out, value in ((group, g), (index, i), (offset, o)):
+            if value is not None:
+                np.copyto(out, value, where=sel)
 
     # FIFOs and always-on control
     mark(a == dmap.fifo_base, FIFO_CTL, o=0)
@@ -689,8 +694,7 @@ def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
     g = rel // dmap.group_stride
     o = rel % dmap.group_stride
     in_group = (rel >= 0) & (g < 4) & (a % 4 == 0)
-    for goff in dmap.global_regs:
-        mark(in_group & (o == goff), GLOBAL, g=g, o=goff)
+    mark(in_group & np.isin(o, list(dmap.global_regs)), GLOBAL, g=g, o=o)
     lo = o - dmap.layer_base
     if dmap.reg_stride > dmap.layer_stride:  # MAX78000: register-major
         reg_no = lo // dmap.reg_stride

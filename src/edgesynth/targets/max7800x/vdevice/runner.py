@@ -21,6 +21,8 @@ from edgesynth.targets.max7800x.vdevice.trace import Trace, read_trace
 
 @dataclass
 class KatReport:
+    """The known-answer check: words compared, mismatches, the first wrong layer."""
+
     words: int
     mismatches: int
     first_bad_layer: int | None
@@ -33,6 +35,8 @@ class KatReport:
 
 @dataclass
 class RunResult:
+    """A whole run: the machine after it, each layer's program and result."""
+
     machine: Machine
     programs: list[LayerProgram]
     layers: list[LayerResult]
@@ -179,7 +183,8 @@ def _run_snooped(machine: Machine, units: snoop.SnoopUnits) -> RunResult:
         programs.append(prog)
         results.append(result)
         if result.written is not None:
-            instance, word = snoop.write_order(*result.written, result.output[0].size)
+            quad, word = np.divmod(result.written, machine.data.words)
+            instance, word = snoop.write_order(quad, word, result.output[0].size)
             units.observe(layer, instance, word, machine.data.data[instance, word])
         if units.stop_after(layer):
             break
@@ -321,6 +326,8 @@ def run_trace_file(path: str | Path, device: str) -> RunResult:
 
 @dataclass(frozen=True)
 class RegisterChange:
+    """A register field a layer's run changed (before -> after)."""
+
     layer: int
     group: int
     register: str
