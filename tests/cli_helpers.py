@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,3 +30,14 @@ def run_cli(*args: str | Path) -> CliResult:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main([str(a) for a in args])
     return CliResult(status, out.getvalue(), err.getvalue())
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file (with a digest of its content) and folder under `root`: compared before and
+    after a command, it shows any user file replaced, lost or left behind."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        if p.is_file()
+        else "folder"
+        for p in sorted(root.rglob("*"))
+    }

@@ -8,7 +8,6 @@ of the project exactly as it was (sha256 before and after); a refused run create
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import shutil
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 
 import needs
-from cli_helpers import run_cli
+from cli_helpers import run_cli, snapshot
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 MNIST = SHARED / "corpus" / "cases" / "MAX78000" / "mnist"
@@ -297,14 +296,6 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert result.exit_code == 0, result.output
     return root
 
-
-def snapshot(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        if p.is_file()
-        else "folder"
-        for p in sorted(root.rglob("*"))
-    }
 
 
 def _read_only(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:

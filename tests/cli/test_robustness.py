@@ -16,7 +16,6 @@ CP-SAT solver has run is checked on real processes (`test_ctrl_c_after_the_solve
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
@@ -30,7 +29,7 @@ import numpy as np
 import pytest
 
 import needs
-from cli_helpers import CliResult, run_cli
+from cli_helpers import CliResult, run_cli, snapshot
 from edgesynth.outputs import STAGING_PREFIX
 from readonly_fs import read_only
 
@@ -451,15 +450,6 @@ def project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("HOME", str(home))
     return root
 
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file (with a digest of its content) and folder under `root` (project, home)."""
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        if p.is_file()
-        else "folder"
-        for p in sorted(root.rglob("*"))
-    }
 
 
 def check(
