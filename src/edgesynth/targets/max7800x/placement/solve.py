@@ -28,6 +28,7 @@ from edgesynth.targets.max7800x.placement.problem import (
 )
 from edgesynth.targets.max7800x.placement.problem import member_map as problem_member_map
 from edgesynth.targets.max7800x.placement.shortage import DATA_ADVICE, shortages, usage
+from edgesynth.targets.max7800x.placement.simple import proven_placement
 from edgesynth.targets.max7800x.plan.hwlayers import passthrough_slot_index
 from edgesynth.targets.max7800x.rules import input_passes, memory_instances, popcount
 from edgesynth.targets.max7800x.rules.layers import passthrough_group_mismatch
@@ -115,7 +116,15 @@ def solve(
     first_processor_room: bool = False,
     in_place: bool = False,
 ) -> Solution:
-    """An optimal (or, past the search effort, the best found) placement; error if none exists."""
+    """An optimal (or, past the search effort, the best found) placement; error if none exists.
+
+    A small plain network's first search is settled by a rule that proves its answer optimal
+    (simple.py), without starting the solver."""
+    plain_call = not (forbidden or kernel_columns or nogoods or first_processor_room or in_place)
+    if plain_call and calcx4_apart:
+        proven = proven_placement(problem, kernel_capacity)
+        if proven is not None:
+            return Solution(instance=proven.instance, word=proven.word, optimal=True)
     from ortools.sat.python import cp_model
 
     model = cp_model.CpModel()
