@@ -81,8 +81,11 @@ def _kernel_words(problem: Problem, block: Block, first: int) -> list[int]:
             continue
         if use.span is None or block.fixed_map is not None:
             where = presence(problem, block, first)
-        else:
-            where = frozenset(range(first, first + use.span))
+        else:  # within the instances any start of the block reaches, as the solver counts
+            reach = {
+                i for q in first_instances(problem, block) for i in presence(problem, block, q)
+            }
+            where = frozenset(range(first, first + use.span)) & reach
         for i in where:
             if i < problem.instances:
                 load[i] += use.words
