@@ -2,13 +2,15 @@
 
 The CP-SAT model (solve.py) minimises, in this order: the fullest kernel memory, the highest
 data-memory word used, the sum of the blocks' first memory instances. On a network with no
-passthrough layer, read-ahead, snoop decision, calcx4 layer, fixed offset or restricted offset,
-and few enough choices of first instance, this module enumerates every choice of first
-instances, and bounds each one's objective from below: its fullest kernel memory exactly, its
-highest word by the heaviest set of blocks alive at one step in one memory instance (they must
-lie one above the other). A first-fit arrangement of the offsets for the choice with the lowest
-bound that reaches that bound is optimal: no placement's objective is lower than the bound.
-When no arrangement reaches it, or the network is not plain, the caller runs the solver.
+passthrough layer, read-ahead, snoop decision, calcx4 layer, folded dilated conv1d, fixed
+offset or restricted offset, and few enough choices of first instance, this module enumerates
+every choice of first instances, and bounds each one's objective from below: its fullest
+kernel memory exactly, its highest word by the heaviest set of blocks alive at one step in one
+memory instance (they must lie one above the other). A first-fit arrangement of the offsets for
+the choice with the lowest bound that reaches that bound is optimal: no placement's objective
+is lower than the bound. When no arrangement reaches it, or the network is not plain, the
+caller runs the solver. Only the first search round uses it (later rounds add constraints the
+rule does not model).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ def is_plain(problem: Problem) -> bool:
         or problem.decisions
         or any(use.calcx4 for use in problem.kernels)
         or any(b.fixed_word is not None for b in problem.blocks)
+        # a folded dilated conv1d: its reader may read words past its input that no one wrote
+        # (the vendor's geometry), which the model does not see; the solver's answers are proven
+        or any(b.skip_words for b in problem.blocks)
         or any(b.instances(problem.shared) > problem.instances for b in problem.blocks)
         or any(b.words + b.skip_words > words for b in problem.blocks)
     )
