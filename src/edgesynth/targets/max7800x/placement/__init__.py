@@ -36,11 +36,11 @@ from edgesynth.targets.max7800x.placement.problem import (
     build_problem,
 )
 from edgesynth.targets.max7800x.placement.solve import (
+    Search,
     Solution,
     kernel_instances,
     member_map,
     reader_map,
-    solve,
 )
 from edgesynth.targets.max7800x.rules import RuleOptions
 
@@ -200,13 +200,13 @@ def place(
     first_room = False  # the larger kernel memory of each group's first processor, when needed
     in_place = False  # layers writing over their own input, when nothing else fits
     refuted = ""
+    search = Search(problem)  # one model for every round
     rounds_allowed = MAX_ROUNDS
     rounds = 0
     while rounds < rounds_allowed:
         rounds += 1
         try:
-            solution = solve(
-                problem,
+            solution = search.solve(
                 capacity,
                 forbidden,
                 kernel_columns=columns,

@@ -109,163 +109,277 @@ def solve(
     problem: Problem,
     kernel_capacity: list[int],
     forbidden: dict[int, set[int]] | None = None,
-    *,
-    kernel_columns: bool = False,
-    calcx4_apart: bool = True,
-    nogoods: list[dict[int, int]] | None = None,
-    first_processor_room: bool = False,
-    in_place: bool = False,
+    **round_options,
 ) -> Solution:
-    """An optimal (or, past the search effort, the best found) placement; error if none exists.
+    """An optimal (or, past the search effort, the best found) placement; error if none exists
+    (one round of a `Search`; see `Search.solve` for the options)."""
+    return Search(problem).solve(kernel_capacity, forbidden, **round_options)
 
-    A small plain network's first search is settled by a rule that proves its answer optimal
-    (simple.py), without starting the solver."""
-    plain_call = not (forbidden or kernel_columns or nogoods or first_processor_room or in_place)
-    if plain_call and calcx4_apart:
-        proven = proven_placement(problem, kernel_capacity)
-        if proven is not None:
-            return Solution(instance=proven.instance, word=proven.word, optimal=True)
-    from ortools.sat.python import cp_model
 
-    model = cp_model.CpModel()
-    words = problem.device.instance_words
-    instances = problem.instances
-    choice: dict[int, dict[int, cp_model.IntVar]] = {}
-    present: dict[tuple[int, int], cp_model.LinearExpr] = {}
-    offset: dict[int, cp_model.IntVar] = {}
-    for block in problem.blocks:
-        span = block.instances(problem.shared)
-        options = [
-            q for q in candidates(problem, block) if q not in (forbidden or {}).get(block.index, ())
+class Search:
+    """The placement search of one problem, over the rounds `place` runs: the CP-SAT model is
+    built once, on the first round the rule of simple.py cannot settle; each later round adds
+    what it restricts (lower kernel capacity, forbidden starts, the allocator's columns, refuted
+    combinations) and switches what it relaxes by fixing a literal (calcx4 kernels apart, the
+    larger kernel memory of each group's first processor, layers writing over their input)."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.model = None
+        self.rounds = 0
+
+    def solve(
+        self,
+        kernel_capacity: list[int],
+        forbidden: dict[int, set[int]] | None = None,
+        *,
+        kernel_columns: bool = False,
+        calcx4_apart: bool = True,
+        nogoods: list[dict[int, int]] | None = None,
+        first_processor_room: bool = False,
+        in_place: bool = False,
+    ) -> Solution:
+        """One round: a small plain network's first round is settled by a rule that proves its
+        answer optimal (simple.py), without starting the solver."""
+        self.rounds += 1
+        plain = not (forbidden or kernel_columns or nogoods or first_processor_room or in_place)
+        if self.rounds == 1 and plain and calcx4_apart:
+            proven = proven_placement(self.problem, kernel_capacity)
+            if proven is not None:
+                return Solution(instance=proven.instance, word=proven.word, optimal=True)
+        if self.model is None:
+            self.model = _Model(self.problem, max(kernel_capacity))
+        return self.model.solve(
+            kernel_capacity,
+            forbidden or {},
+            columns=kernel_columns,
+            apart=calcx4_apart,
+            nogoods=nogoods or [],
+            first_room=first_processor_room,
+            in_place=in_place,
+        )
+
+
+def _fix(model, literal, value: bool) -> None:
+    """Fix a Boolean of the model (a switch between rounds; presolve drops what it disables)."""
+    domain = model.Proto().variables[literal.Index()].domain
+    domain[0] = domain[1] = int(value)
+
+
+class _Model:
+    """The CP-SAT model (see the module docstring) and what the rounds have added to it."""
+
+    def __init__(self, problem: Problem, top: int) -> None:
+        """`top`: the largest kernel capacity of any memory (the first round's)."""
+        from ortools.sat.python import cp_model
+
+        self.problem = problem
+        self.model = model = cp_model.CpModel()
+        words = problem.device.instance_words
+        instances = problem.instances
+        self.choice: dict[int, dict] = {}
+        present: dict[tuple[int, int], object] = {}
+        self.offset = offset = {}
+        for block in problem.blocks:
+            span = block.instances(problem.shared)
+            if span > instances:
+                raise _no_room(
+                    problem,
+                    block,
+                    f"processors are short: it needs {span} memory instances ({block.processors} "
+                    f"processors), the {problem.device.name} has {instances}",
+                )
+            options = candidates(problem, block)
+            self.choice[block.index] = {q: model.NewBoolVar(f"b{block.index}q{q}") for q in options}
+            model.AddExactlyOne(self.choice[block.index].values())
+            fixed = None
+            if block.fixed_map is not None:
+                fixed = memory_instances(block.fixed_map | block.copies, problem.shared)
+            for i in range(instances):
+                if fixed is not None:
+                    hits = list(self.choice[block.index].values()) if fixed >> i & 1 else []
+                else:
+                    hits = [v for q, v in self.choice[block.index].items() if q <= i < q + span]
+                if hits:
+                    present[block.index, i] = sum(hits)
+            low, high = block.skip_words, words - block.words
+            if block.fixed_word is not None:
+                low = high = block.fixed_word
+            if high < low:
+                raise _no_room(
+                    problem,
+                    block,
+                    f"data memory is short by {block.words + block.skip_words - words:,} words: "
+                    f"it takes {block.words + block.skip_words:,} words in each memory instance "
+                    f"it spans, an instance holds {words:,}; {DATA_ADVICE}",
+                )
+            offset[block.index] = model.NewIntVar(low, high, f"b{block.index}off")
+            for q, runs in problem.allowed.get(block.index, {}).items():
+                if q not in self.choice[block.index]:
+                    continue
+                if not runs:
+                    model.Add(self.choice[block.index][q] == 0)
+                    continue
+                domain = cp_model.Domain.FromIntervals([list(r) for r in runs])
+                model.AddLinearExpressionInDomain(offset[block.index], domain).OnlyEnforceIf(
+                    self.choice[block.index][q]
+                )
+        self.in_place = model.NewBoolVar("in_place")
+        _keep_live_data_apart(model, problem, present, offset, instances, self.in_place)
+        self.uses = _kernel_presence(problem, self.choice, present)
+        self.worst = model.NewIntVar(0, top, "kernel_max")
+        self.strict = model.NewBoolVar("strict_room")  # no use of the first processors' extra
+        self.capacity: list[int | None] = [None] * instances
+        self.room = False
+        self._kernel_sums(worst_only=True)
+        self.apart = model.NewBoolVar("calcx4_apart")
+        self._calcx4_apart()
+        self.columns = None  # the allocator's column starts, once a round asks for them
+        self.nogoods = 0
+        self.forbidden: set[tuple[int, int]] = set()
+        for layer in problem.passthrough:
+            _tie_passthrough(model, problem, layer, self.choice)
+        _separate_banks(model, problem, offset)
+        # Quadrant 0 drives the accelerator: some layer must use it.
+        per = problem.device.processors_per_group // problem.shared
+        model.AddBoolOr(
+            [model.NewConstant(0)]
+            + [
+                _as_bool(model, present[b.index, i])
+                for b in problem.blocks
+                for i in range(per)
+                if (b.index, i) in present
+            ]
+        )
+        self.peak = model.NewIntVar(0, words, "peak")
+        for block in problem.blocks:
+            model.Add(self.peak >= offset[block.index] + block.words)
+        self.lowest = sum(q * v for c in self.choice.values() for q, v in c.items())
+        self.cycles = _passthrough_cycles(problem, self.choice)
+        self.latency_cap = None  # the last round's bound on `cycles`
+
+    def _terms(self, i: int):
+        """The kernel words in memory `i`: all of them, and those of layers enabling more than
+        the first processor of each instance."""
+        here = [(self.problem.kernels[n], lit) for (n, j), lit in self.uses.items() if j == i]
+        return [u.words * lit for u, lit in here], [
+            u.words * lit for u, lit in here if not u.first_only
         ]
-        if span > instances:
-            raise _no_room(
-                problem,
-                block,
-                f"processors are short: it needs {span} memory instances ({block.processors} "
-                f"processors), the {problem.device.name} has {instances}",
-            )
-        if not options:
-            raise _no_room(
-                problem,
-                block,
-                "every memory instance it could start at makes the kernel allocator overlap "
-                "two layers' kernels; give its readers' `processors` by hand",
-            )
-        choice[block.index] = {q: model.NewBoolVar(f"b{block.index}q{q}") for q in options}
-        model.AddExactlyOne(choice[block.index].values())
-        fixed = None
-        if block.fixed_map is not None:
-            fixed = memory_instances(block.fixed_map | block.copies, problem.shared)
-        for i in range(instances):
-            if fixed is not None:
-                hits = list(choice[block.index].values()) if fixed >> i & 1 else []
+
+    def _first_of_group(self, i: int) -> bool:
+        device = self.problem.device
+        extra = device.mask_width_large - device.mask_width_small
+        return bool(extra) and i % (device.processors_per_group // self.problem.shared) == 0
+
+    def _kernel_sums(self, *, worst_only: bool = False, capacity: list[int] | None = None):
+        """The fullest kernel memory (`worst_only`), or the capacity of each memory: without the
+        first processors' extra words while `strict`, with them after."""
+        model = self.model
+        extra = self.problem.device.mask_width_large - self.problem.device.mask_width_small
+        for i in range(self.problem.instances):
+            terms, others = self._terms(i)
+            if not terms:
+                continue
+            first = self._first_of_group(i)
+            if worst_only:
+                if first:
+                    if others:
+                        model.Add(sum(others) <= self.worst).OnlyEnforceIf(self.strict.Not())
+                    model.Add(sum(terms) <= self.worst).OnlyEnforceIf(self.strict)
+                else:
+                    model.Add(sum(terms) <= self.worst)
+                continue
+            cap = capacity[i]
+            if first:
+                model.Add(sum(terms) <= cap).OnlyEnforceIf(self.strict)
+                if self.room:
+                    if others:
+                        model.Add(sum(others) <= cap)
+                    model.Add(sum(terms) <= cap + extra)
             else:
-                hits = [v for q, v in choice[block.index].items() if q <= i < q + span]
-            if hits:
-                present[block.index, i] = sum(hits)
-        low, high = block.skip_words, words - block.words
-        if block.fixed_word is not None:
-            low = high = block.fixed_word
-        if high < low:
-            raise _no_room(
-                problem,
-                block,
-                f"data memory is short by {block.words + block.skip_words - words:,} words: it "
-                f"takes {block.words + block.skip_words:,} words in each memory instance it "
-                f"spans, an instance holds {words:,}; {DATA_ADVICE}",
+                model.Add(sum(terms) <= cap)
+
+    def _calcx4_apart(self) -> None:
+        """The vendor's allocator reserves calcx4 kernels as if they were ordinary ones, but
+        they land spread over the four quarters of kernel memory: keep them apart from the
+        others (unless the caller proves each placement on the virtual device instead)."""
+        kernels, uses = self.problem.kernels, self.uses
+        x4 = [n for n, u in enumerate(kernels) if u.calcx4]
+        plain = [n for n, u in enumerate(kernels) if not u.calcx4]
+        for i in range(self.problem.instances):
+            for a in x4:
+                for b in plain:
+                    if (a, i) in uses and (b, i) in uses and kernels[a].block != kernels[b].block:
+                        self.model.Add(uses[a, i] + uses[b, i] <= 1).OnlyEnforceIf(self.apart)
+
+    def _round(self, capacity, forbidden, columns, apart, nogoods, first_room, in_place) -> None:
+        """Add what this round restricts, and switch what it relaxes."""
+        problem, model = self.problem, self.model
+        for block in problem.blocks:
+            options = self.choice[block.index]
+            banned = forbidden.get(block.index, set())
+            if not set(options) - banned:
+                raise _no_room(
+                    problem,
+                    block,
+                    "every memory instance it could start at makes the kernel allocator overlap "
+                    "two layers' kernels; give its readers' `processors` by hand",
+                )
+            for q in banned & set(options):
+                if (block.index, q) not in self.forbidden:
+                    self.forbidden.add((block.index, q))
+                    model.Add(options[q] == 0)
+        if first_room and not self.room:
+            self.room = True
+            self.capacity = [None] * problem.instances  # the relaxed sums, once
+        capacity_changed = list(capacity) != self.capacity
+        if capacity_changed:
+            self.capacity = list(capacity)
+            self._kernel_sums(capacity=self.capacity)
+        if columns and self.columns is None:
+            self.columns = _allocator_columns(model, problem, self.uses, capacity)
+        elif self.columns is not None and capacity_changed:
+            _column_capacity(model, problem, self.uses, self.columns, capacity)
+        for nogood in nogoods[self.nogoods :]:  # combinations the virtual device refuted
+            model.AddBoolOr(
+                [self.choice[b][q].Not() for b, q in nogood.items() if q in self.choice.get(b, {})]
             )
-        offset[block.index] = model.NewIntVar(low, high, f"b{block.index}off")
-        for q, runs in problem.allowed.get(block.index, {}).items():
-            if q not in choice[block.index]:
-                continue
-            if not runs:
-                model.Add(choice[block.index][q] == 0)
-                continue
-            domain = cp_model.Domain.FromIntervals([list(r) for r in runs])
-            model.AddLinearExpressionInDomain(offset[block.index], domain).OnlyEnforceIf(
-                choice[block.index][q]
-            )
+        self.nogoods = len(nogoods)
+        _fix(model, self.strict, not self.room)
+        _fix(model, self.apart, apart)
+        _fix(model, self.in_place, in_place)
+        if self.latency_cap is not None:
+            _fix(model, self.latency_cap, False)
+            self.latency_cap = None
 
-    _keep_live_data_apart(model, problem, present, offset, instances, in_place)
+    def solve(self, capacity, forbidden, *, columns, apart, nogoods, first_room, in_place):
+        from ortools.sat.python import cp_model
 
-    uses = _kernel_presence(problem, choice, present)
-    worst = model.NewIntVar(0, max(kernel_capacity), "kernel_max")
-    extra = problem.device.mask_width_large - problem.device.mask_width_small
-    group = problem.device.processors_per_group // problem.shared
-    for i in range(instances):
-        here = [(problem.kernels[n], lit) for (n, j), lit in uses.items() if j == i]
-        terms = [use.words * lit for use, lit in here]
-        if not terms:
-            continue
-        if first_processor_room and extra and i % group == 0:
-            # the group's first processor has `extra` more kernel words than the others:
-            # layers that enable only it may use them
-            others = [use.words * lit for use, lit in here if not use.first_only]
-            if others:
-                model.Add(sum(others) <= kernel_capacity[i])
-                model.Add(sum(others) <= worst)
-            model.Add(sum(terms) <= kernel_capacity[i] + extra)
-            continue
-        model.Add(sum(terms) <= kernel_capacity[i])
-        model.Add(sum(terms) <= worst)
-
-    if kernel_columns:
-        _allocator_columns(model, problem, uses, kernel_capacity)
-
-    # The vendor's allocator reserves calcx4 kernels as if they were ordinary ones, but they
-    # land spread over the four quarters of kernel memory: keep them apart from the others
-    # (unless the caller proves each placement on the virtual device instead).
-    x4 = [n for n, u in enumerate(problem.kernels) if u.calcx4]
-    plain = [n for n, u in enumerate(problem.kernels) if not u.calcx4]
-    kernels = problem.kernels
-    for i in range(instances if calcx4_apart else 0):
-        for a in x4:
-            for b in plain:
-                if (a, i) in uses and (b, i) in uses and kernels[a].block != kernels[b].block:
-                    model.Add(uses[a, i] + uses[b, i] <= 1)
-    for nogood in nogoods or ():  # combinations the virtual device refuted
-        model.AddBoolOr([choice[b][q].Not() for b, q in nogood.items() if q in choice.get(b, {})])
-    for layer in problem.passthrough:
-        _tie_passthrough(model, problem, layer, choice)
-    _separate_banks(model, problem, offset)
-    # Quadrant 0 drives the accelerator: some layer must use it.
-    per = problem.device.processors_per_group // problem.shared
-    model.AddBoolOr(
-        [model.NewConstant(0)]
-        + [
-            _as_bool(model, present[b.index, i])
-            for b in problem.blocks
-            for i in range(per)
-            if (b.index, i) in present
-        ]
-    )
-
-    peak = model.NewIntVar(0, words, "peak")
-    for block in problem.blocks:
-        model.Add(peak >= offset[block.index] + block.words)
-    lowest = sum(q * v for c in choice.values() for q, v in c.items())
-    span_q = instances * len(problem.blocks) + 1
-
-    solver = new_solver(seconds=TIME_LIMIT_S, effort=EFFORT_LIMIT, seed=1)
-    cycles = _passthrough_cycles(problem, choice)
-    if cycles is not None:  # first the latency the placement decides, then the rest
-        model.Minimize(cycles)
+        problem, model = self.problem, self.model
+        self._round(capacity, forbidden, columns, apart, nogoods, first_room, in_place)
+        words = problem.device.instance_words
+        span_q = problem.instances * len(problem.blocks) + 1
+        solver = new_solver(seconds=TIME_LIMIT_S, effort=EFFORT_LIMIT, seed=1)
+        if self.cycles is not None:  # first the latency the placement decides, then the rest
+            model.Minimize(self.cycles)
+            status = solver.Solve(model)
+            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                raise _infeasible(problem, status == cp_model.INFEASIBLE, apart)
+            self.latency_cap = model.NewBoolVar("latency_cap")
+            model.Add(self.cycles <= round(solver.ObjectiveValue())).OnlyEnforceIf(self.latency_cap)
+            _fix(model, self.latency_cap, True)
+        model.Minimize((self.worst * (words + 1) + self.peak) * span_q + self.lowest)
         status = solver.Solve(model)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            raise _infeasible(problem, status == cp_model.INFEASIBLE, calcx4_apart)
-        model.Add(cycles <= round(solver.ObjectiveValue()))
-    model.Minimize((worst * (words + 1) + peak) * span_q + lowest)
-    status = solver.Solve(model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise _infeasible(problem, status == cp_model.INFEASIBLE, calcx4_apart)
-    return Solution(
-        instance={
-            b: next(q for q, v in c.items() if solver.BooleanValue(v)) for b, c in choice.items()
-        },
-        word={b: solver.Value(v) for b, v in offset.items()},
-        optimal=status == cp_model.OPTIMAL,
-    )
+            raise _infeasible(problem, status == cp_model.INFEASIBLE, apart)
+        return Solution(
+            instance={
+                b: next(q for q, v in c.items() if solver.BooleanValue(v))
+                for b, c in self.choice.items()
+            },
+            word={b: solver.Value(v) for b, v in self.offset.items()},
+            optimal=status == cp_model.OPTIMAL,
+        )
 
 
 def _kernel_presence(problem: Problem, choice, present) -> dict:
@@ -294,7 +408,7 @@ def kernel_instances(problem: Problem, use: KernelUse, first: int) -> range:
     return range(first, first + (use.span or block.instances(problem.shared)))
 
 
-def _allocator_columns(model, problem: Problem, uses, capacity: list[int]) -> None:
+def _allocator_columns(model, problem: Problem, uses, capacity: list[int]) -> dict:
     """Kernel columns as the vendor's allocator hands them out (a stricter model, used once
     the per-memory word count was not enough): layers that enable every processor first, then
     the others in layer order; a layer's columns are the same in all its processors, start on
@@ -309,12 +423,9 @@ def _allocator_columns(model, problem: Problem, uses, capacity: list[int]) -> No
     )
     top = max(capacity)
     start = {n: model.NewIntVar(0, top // 4, f"kcol{n}") for n in order}
+    _column_capacity(model, problem, uses, start, capacity)
     for position, n in enumerate(order):
         u = problem.kernels[n]
-        for i in range(problem.instances):
-            if (n, i) in uses:
-                lit = _as_bool(model, uses[n, i])
-                model.Add(4 * start[n] + u.words <= capacity[i]).OnlyEnforceIf(lit)
         for m in order[:position]:
             k = problem.kernels[m]
             common = [i for i in range(problem.instances) if (m, i) in uses and (n, i) in uses]
@@ -328,10 +439,22 @@ def _allocator_columns(model, problem: Problem, uses, capacity: list[int]) -> No
             for i in common:
                 model.Add(share >= uses[m, i] + uses[n, i] - 1)
             model.Add(start[n] >= after).OnlyEnforceIf(share)
+    return start
+
+
+def _column_capacity(model, problem: Problem, uses, start, capacity: list[int]) -> None:
+    """Each layer's columns end within the capacity of every memory it has kernels in."""
+    for n, u in enumerate(problem.kernels):
+        if n not in start:
+            continue
+        for i in range(problem.instances):
+            if (n, i) in uses:
+                lit = _as_bool(model, uses[n, i])
+                model.Add(4 * start[n] + u.words <= capacity[i]).OnlyEnforceIf(lit)
 
 
 def _keep_live_data_apart(
-    model, problem: Problem, present, offset, instances: int, in_place: bool = False
+    model, problem: Problem, present, offset, instances: int, in_place
 ) -> None:
     """Two blocks alive at a common step that share a memory instance share no word.
 
@@ -358,9 +481,10 @@ def _keep_live_data_apart(
             model.Add(offset[b.index] + b.words <= a_low).OnlyEnforceIf(above)
             options = [below, above]
             for first, second in ((a, b), (b, a)):  # a layer writing over its own input
-                margin = problem.in_place.get((first.index, second.index)) if in_place else None
-                if margin is not None:
+                margin = problem.in_place.get((first.index, second.index))
+                if margin is not None:  # allowed in the rounds that switch `in_place` on
                     trails = model.NewBoolVar(f"inplace{first.index}.{second.index}")
+                    model.AddImplication(trails, in_place)
                     model.Add(offset[second.index] + margin <= offset[first.index]).OnlyEnforceIf(
                         trails
                     )
