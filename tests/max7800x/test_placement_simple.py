@@ -143,3 +143,28 @@ def test_a_search_round_after_the_first_goes_to_the_solver(tmp_path, monkeypatch
     monkeypatch.setattr(SOLVE, "proven_placement", refuse)
     assert SOLVE.solve(problem, capacity, {0: {5}}).optimal
     assert SOLVE.solve(problem, capacity, kernel_columns=True).optimal
+
+
+def test_the_rounds_of_a_search_share_one_model_and_answer_as_fresh_ones(tmp_path, monkeypatch):
+    problem, capacity = _mnist_problem(tmp_path, monkeypatch)
+    monkeypatch.setattr(SOLVE, "proven_placement", lambda problem, capacity: None)
+    built = []
+    model_init = SOLVE._Model.__init__
+    monkeypatch.setattr(
+        SOLVE._Model, "__init__", lambda self, *a: built.append(1) or model_init(self, *a)
+    )
+    lower = [140, *capacity[1:]]
+    rounds = [
+        ((capacity, {}), {}),
+        ((capacity, {0: {0}}), {}),
+        ((lower, {0: {0}}), {}),
+        ((lower, {0: {0}}), {"kernel_columns": True}),
+        ((lower, {0: {0}}), {"kernel_columns": True, "first_processor_room": True}),
+    ]
+    search = SOLVE.Search(problem)
+    for args, options in rounds:
+        answer = search.solve(*args, **options)
+        fresh = SOLVE.solve(problem, *args, **options)
+        assert answer.optimal and fresh.optimal
+        assert objective(problem, answer) == objective(problem, fresh), (args, options)
+    assert len(built) == 1 + len(rounds)  # the search's one, and one per fresh model
