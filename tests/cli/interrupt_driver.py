@@ -1,5 +1,6 @@
 """`python interrupt_driver.py ARGS...` is `edgesynth ARGS...` with a pause where Ctrl-C hurts
-most: after every CP-SAT solve, with the output staged and not yet moved into place.
+most: after every CP-SAT solve, with the output staged and not yet moved into place. The
+placement always runs the solver here (placement/simple.py settles small networks without it).
 
 At that point it prints `staged after N solves` on stderr and sleeps, so that a test can send
 SIGINT to a real process (OR-Tools' signal handling is process-wide: it cannot be tested in the
@@ -45,9 +46,11 @@ outputs.OutputFolder._commit = pausing_commit
 outputs._create_exclusive = pausing_create
 
 if __name__ == "__main__":
+    import edgesynth.targets.max7800x.placement.simple as simple
     import edgesynth.targets.max7800x.placement.solve as placement_solve
     import edgesynth.targets.pulp.tiler as tiler
 
+    simple.MAX_CELLS = 0  # the test's small network goes to the solver, not the rule that skips it
     placement_solve.new_solver = counted_solver
     tiler.new_solver = counted_solver
     from edgesynth.cli import main
