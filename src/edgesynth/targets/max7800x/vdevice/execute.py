@@ -7,8 +7,6 @@ this module only moves data the way the registers say the hardware moves it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
@@ -16,11 +14,11 @@ from edgesynth.sim import ops
 from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import GroupPart, LayerProgram
 from edgesynth.targets.max7800x.vdevice.memory import HOST
+from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.state import Machine
 
 
-@dataclass
-class Placement:
+class Placement(Record):
     """Where each output channel of a layer went.
 
     Channel c, pixel x is at write-pointer value `base[c] + offset[x]` (the word bits below
@@ -65,18 +63,17 @@ class Placement:
         return (self.base & ((1 << self.shift) - 1))[:, None] + self.offset[None, :]
 
 
-@dataclass
-class LayerResult:
+class LayerResult(Record):
     """One layer's run: its output, where it went, and what it read."""
 
     layer: int
     output: np.ndarray  # (channels, rows, cols) int64, the values written
     placement: Placement
     # (instances, words, layers that had written them) of every data-memory read
-    reads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
-    kernels: list[KernelUnits] = field(default_factory=list)
-    biases: list[BiasUnits] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    reads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = Factory(list)
+    kernels: list[KernelUnits] = Factory(list)
+    biases: list[BiasUnits] = Factory(list)
+    notes: list[str] = Factory(list)
     # the words the layer wrote (instance x words + word), channel by channel (channels x
     # pixels, flattened)
     written: np.ndarray | None = None
@@ -87,8 +84,7 @@ class LayerResult:
         return {int(w) for _, _, writers in self.reads for w in writers if w >= 0}
 
 
-@dataclass
-class BiasUnits:
+class BiasUnits(Record):
     """Output channel `channel[u]` adds bias entry `index[u]` of quadrant `group`."""
 
     group: int
@@ -96,8 +92,7 @@ class BiasUnits:
     channel: np.ndarray
 
 
-@dataclass
-class KernelUnits:
+class KernelUnits(Record):
     """Unit u reads kernel words `words[u]` in processor `processors[u]` and produces output
     channel `channel[u]` of its layer's result."""
 
@@ -106,8 +101,7 @@ class KernelUnits:
     channel: np.ndarray  # (units,)
 
 
-@dataclass
-class Wrap:
+class Wrap(Record):
     """The circular buffer a streaming consumer reads (RPTR_BASE, FBUF): its producer's writes
     land in it modulo its size."""
 
