@@ -466,7 +466,7 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
                 index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
                 biases.append(BiasUnits(g, index, np.arange(prog.slots)))
                 b = machine.bias[g, index].astype(np.int8).astype(np.int64)
-                acc = acc + (b * 128)[:, None, None]
+                acc += (b * 128)[:, None, None]  # (acc is this layer's own array)
         out = _finish(prog, acc)
         slot = np.arange(prog.slots)
         if prog.qupac:
@@ -763,7 +763,7 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
         if part.bias_enabled:
             entries = (bias_index[:, None] + k[None, :] * per_pass) % machine.bias.shape[1]
             b = machine.bias[g, entries].astype(np.int8).astype(np.int64)
-            acc = acc + (b * 128)[:, :, None, None]
+            acc += (b * 128)[:, :, None, None]  # (acc is this layer's own array)
         out = _finish(prog, acc.transpose(1, 0, 2, 3).reshape(n * passes, *acc.shape[2:]))
         rows, cols = out.shape[1:]
         wp = part.write
