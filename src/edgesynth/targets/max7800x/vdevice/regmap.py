@@ -689,7 +689,9 @@ def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
     g = rel // dmap.group_stride
     o = rel % dmap.group_stride
     in_group = (rel >= 0) & (g < 4) & (a % 4 == 0)
-    mark(in_group & np.isin(o, list(dmap.global_regs)), GLOBAL, g=g, o=o)
+    # (kind="table": a lookup table for small sets of integers; the default sorts with
+    # np.unique, whose first call imports numpy.ma: 8 ms of every proof)
+    mark(in_group & np.isin(o, list(dmap.global_regs), kind="table"), GLOBAL, g=g, o=o)
     lo = o - dmap.layer_base
     if dmap.reg_stride > dmap.layer_stride:  # MAX78000: register-major
         reg_no = lo // dmap.reg_stride
@@ -699,7 +701,10 @@ def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
         reg_no = (lo % dmap.layer_stride) // dmap.reg_stride
     valid_regs = np.array([r.index for r in dmap.layer_regs])
     mark(
-        in_group & (lo >= 0) & (layer < dmap.max_layers) & np.isin(reg_no, valid_regs),
+        in_group
+        & (lo >= 0)
+        & (layer < dmap.max_layers)
+        & np.isin(reg_no, valid_regs, kind="table"),
         LAYER,
         g=g,
         i=layer,
