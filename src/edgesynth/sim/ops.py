@@ -270,13 +270,15 @@ def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
     return shift_requantize(acc, shift - 7)
 
 
-def activate(data: np.ndarray, activation: str | None) -> np.ndarray:
+def activate(data: np.ndarray, activation: str | None, *, inplace: bool = False) -> np.ndarray:
     """ReLU clips to [0, 127]; Abs takes |x| clipped to 127 (also on 32-bit outputs); None
-    passes the data unchanged. Anything else is a bug upstream (the YAML loader refuses it)."""
+    passes the data unchanged. Anything else is a bug upstream (the YAML loader refuses it).
+    `inplace`: into `data` itself (a caller's own array: no copy of a large layer)."""
+    out = data if inplace else None
     if activation == "relu":
-        return np.clip(data, 0, 127)
+        return np.clip(data, 0, 127, out=out)
     if activation == "abs":
-        return np.minimum(np.abs(data), 127)
+        return np.minimum(np.abs(data, out=out), 127, out=out)
     if activation is None:
         return data
     raise ValueError(f"unknown activation `{activation}`; the hardware has relu, abs or none")

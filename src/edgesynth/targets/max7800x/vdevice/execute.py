@@ -433,11 +433,15 @@ def writes_before_reads(prog: LayerProgram, result: LayerResult) -> Hazard | Non
 
 def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     """Scale, round, clip and activate the accumulators (8-bit), or keep them (32-bit)."""
-    out = acc if prog.out32 else ops.requantize(acc, prog.shift)
+    out = acc if prog.out32 else ops.requantize(acc, prog.shift)  # (`acc`: the layer's own)
     if prog.absolute:
-        return ops.activate(out, "abs")
+        return ops.activate(out, "abs", inplace=True)
     if prog.relu:
-        return ops.activate(out, "relu") if not prog.out32 else np.maximum(out, 0)
+        return (
+            ops.activate(out, "relu", inplace=True)
+            if not prog.out32
+            else np.maximum(out, 0, out=out)
+        )
     return out
 
 
