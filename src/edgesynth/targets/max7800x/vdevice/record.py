@@ -32,11 +32,16 @@ class Computed:
     """A field that is no argument: `__post_init__` sets it (a dataclass's `init=False`)."""
 
 
+_NONE = object()  # a field without a default
+
+
 class Record:
     """Fields from the class's annotations (its bases' first); see the module's text."""
 
     _fields: ClassVar[tuple[str, ...]] = ()  # every field, in order
     _arguments: ClassVar[tuple[str, ...]] = ()  # the fields `__init__` takes
+    _accepted: ClassVar[frozenset[str]] = frozenset()  # the same, as a set
+    _defaults: ClassVar[dict[str, Any]] = {}  # the arguments' defaults (or Factory)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -47,26 +52,36 @@ class Record:
             if not str(kind).startswith("ClassVar")
         ]
         cls._fields = cls._fields + tuple(n for n in own if n not in cls._fields)
-        cls._arguments = tuple(
-            n for n in cls._fields if not isinstance(getattr(cls, n, None), Computed)
-        )
+        defaults = {n: getattr(cls, n, _NONE) for n in cls._fields}
+        cls._arguments = tuple(n for n in cls._fields if not isinstance(defaults[n], Computed))
+        cls._accepted = frozenset(cls._arguments)
+        cls._defaults = {n: defaults[n] for n in cls._arguments if defaults[n] is not _NONE}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        names = self._arguments
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__} takes {len(names)} fields, not {len(args)}")
-        values = dict(zip(names, args, strict=False))
-        for name, value in kwargs.items():
-            if name not in names or name in values:
-                raise TypeError(f"{type(self).__name__}: unexpected or repeated field {name!r}")
-            values[name] = value
         cls = type(self)
-        for name in names:
-            if name not in values:
-                default = getattr(cls, name, Computed)
-                if default is Computed:
-                    raise TypeError(f"{cls.__name__}: missing field {name!r}")
-                values[name] = default.make() if isinstance(default, Factory) else default
+        values = kwargs
+        if args:
+            if len(args) > len(cls._arguments):
+                raise TypeError(
+                    f"{cls.__name__} takes {len(cls._arguments)} fields, not {len(args)}"
+                )
+            values = dict(zip(cls._arguments, args, strict=False))
+            if values.keys() & kwargs.keys():
+                raise TypeError(
+                    f"{cls.__name__}: repeated fields {sorted(values.keys() & kwargs.keys())}"
+                )
+            values.update(kwargs)
+        if not kwargs.keys() <= cls._accepted:
+            raise TypeError(
+                f"{cls.__name__}: unexpected fields {sorted(kwargs.keys() - cls._accepted)}"
+            )
+        if len(values) < len(cls._arguments):
+            for name, default in cls._defaults.items():
+                if name not in values:
+                    values[name] = default.make() if isinstance(default, Factory) else default
+            if len(values) < len(cls._arguments):
+                missing = [n for n in cls._arguments if n not in values]
+                raise TypeError(f"{cls.__name__}: missing fields {missing}")
         self.__dict__.update(values)
         if hasattr(cls, "__post_init__"):
             self.__post_init__()
