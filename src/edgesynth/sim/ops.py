@@ -1,9 +1,9 @@
 """The accelerator's arithmetic, one operator per function, on int64 NumPy arrays.
 
 Data is channels-first: (C, H, W) for 2D, (C, L) for 1D. Weights are (out, in/groups, kh, kw)
-or (out, in/groups, k). Accumulators are exact integers. Convolutions run as float64 matrix
-products (BLAS); that is exact because every partial sum stays far below 2**53
-(8-bit data x 8-bit weights x at most 1024 x 9 terms, plus bias x 128).
+or (out, in/groups, k). Accumulators are exact integers. Convolutions run as float32 or float64
+matrix products (BLAS), whichever holds every partial sum exactly (float32 below 2**24; float64
+below 2**53: 8-bit data x 8-bit weights x at most 1024 x 9 terms, plus bias x 128).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from edgesynth.sim.rounding import divide, shift_requantize
 Pair = tuple[int, int]
 
 ACC_EXACT_LIMIT = 2**52
+FLOAT32_EXACT_LIMIT = 2**24  # every integer below it is a float32
 
 
 def _exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -34,14 +35,16 @@ def _integers(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _matmul_type(data: np.ndarray, kernels: np.ndarray) -> type:
-    """The type `conv2d_batch` computes in, as `_exact_matmul` chooses it: float64 (BLAS) for
-    floats and for integers whose sums float64 holds exactly (bounded from the data, a superset
-    of the im2col columns, so the data are converted before they are copied into columns),
-    int64 beyond that."""
+    """The type `conv2d_batch` computes in: float64 (BLAS) for floats; for integers, the
+    smallest of float32 and float64 that holds every sum exactly (bounded from the data, a
+    superset of the im2col columns, so the data are converted before they are copied into
+    columns; half the memory of float64 where 8-bit layers fit), int64 beyond that."""
     if not _integers(data, kernels):
         return np.float64
-    largest = float(_magnitude(data)) * float(_magnitude(kernels))
-    return np.float64 if largest * kernels.shape[-1] < ACC_EXACT_LIMIT else np.int64
+    largest = float(_magnitude(data)) * float(_magnitude(kernels)) * kernels.shape[-1]
+    if largest < FLOAT32_EXACT_LIMIT:
+        return np.float32
+    return np.float64 if largest < ACC_EXACT_LIMIT else np.int64
 
 
 def _magnitude(a: np.ndarray) -> int:
@@ -93,7 +96,7 @@ def conv2d_batch(
         out = np.matmul(kernels, cols).reshape(out_channels, n, out_h, out_w)
         parts.append(out.transpose(1, 0, 2, 3))
     out = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    if work == np.float64 and _integers(data, weight):
+    if work != np.int64 and _integers(data, weight):
         out = out.astype(np.int64)
     if bias is not None:
         out = out + np.asarray(bias)[None, :, None, None]
@@ -185,7 +188,8 @@ def pooled_size(size: int, pool: int, stride: int, dilation: int = 1) -> int:
 
 
 def _pool_windows(data: np.ndarray, pool: Pair, stride: Pair, dilation: Pair) -> np.ndarray:
-    """(C, Ho, Wo, ph*pw) pooling windows of (C, H, W) data.
+    """(C, Ho, Wo, ph, pw) pooling windows of (C, H, W) data (a view of it where the windows
+    stay inside: no copy of a large layer's data).
 
     The vendor's output size, (size + stride - pool - dilation + 1) // stride, lets a dilated
     window of 3 or more reach past the last row or column. Its NumPy view then reads on in
@@ -201,8 +205,7 @@ def _pool_windows(data: np.ndarray, pool: Pair, stride: Pair, dilation: Pair) ->
     if (out_h - 1) * stride[0] + span_h <= height and (out_w - 1) * stride[1] + span_w <= width:
         windows = sliding_window_view(data, (span_h, span_w), axis=(1, 2))
         windows = windows[:, : out_h * stride[0] : stride[0], : out_w * stride[1] : stride[1]]
-        windows = windows[..., :: dilation[0], :: dilation[1]]
-        return windows.reshape(*windows.shape[:3], -1)
+        return windows[..., :: dilation[0], :: dilation[1]]
     rows = (np.arange(out_h) * stride[0])[:, None] + np.arange(pool[0]) * dilation[0]
     cols = (np.arange(out_w) * stride[1])[:, None] + np.arange(pool[1]) * dilation[1]
     index = (
@@ -211,7 +214,7 @@ def _pool_windows(data: np.ndarray, pool: Pair, stride: Pair, dilation: Pair) ->
         + cols[None, None, :, None, :]
     )
     flat = np.concatenate([data.reshape(-1), np.zeros(int(index.max()) + 1, dtype=data.dtype)])
-    return flat[index].reshape(channels, out_h, out_w, -1)
+    return flat[index].reshape(channels, out_h, out_w, *pool)
 
 
 def average(sums: np.ndarray, count: int | np.ndarray, rounding: bool) -> np.ndarray:
@@ -237,8 +240,8 @@ def pool2d(
         return data[:, :: stride[0], :: stride[1]]
     windows = _pool_windows(data, pool, stride, dilation)
     if average_pool:
-        return average(windows.sum(axis=-1), windows.shape[-1], rounding)
-    return windows.max(axis=-1)
+        return average(windows.sum(axis=(-2, -1)), pool[0] * pool[1], rounding)
+    return windows.max(axis=(-2, -1))
 
 
 def eltwise(operation: str, operands: list[np.ndarray]) -> np.ndarray:
@@ -267,13 +270,15 @@ def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
     return shift_requantize(acc, shift - 7)
 
 
-def activate(data: np.ndarray, activation: str | None) -> np.ndarray:
+def activate(data: np.ndarray, activation: str | None, *, inplace: bool = False) -> np.ndarray:
     """ReLU clips to [0, 127]; Abs takes |x| clipped to 127 (also on 32-bit outputs); None
-    passes the data unchanged. Anything else is a bug upstream (the YAML loader refuses it)."""
+    passes the data unchanged. Anything else is a bug upstream (the YAML loader refuses it).
+    `inplace`: into `data` itself (a caller's own array: no copy of a large layer)."""
+    out = data if inplace else None
     if activation == "relu":
-        return np.clip(data, 0, 127)
+        return np.clip(data, 0, 127, out=out)
     if activation == "abs":
-        return np.minimum(np.abs(data), 127)
+        return np.minimum(np.abs(data, out=out), 127, out=out)
     if activation is None:
         return data
     raise ValueError(f"unknown activation `{activation}`; the hardware has relu, abs or none")

@@ -100,8 +100,12 @@ def shift_requantize(acc: np.ndarray, shift: int, bits: int = 8) -> np.ndarray:
     if a.size and a.dtype.kind in "iu" and a.dtype != np.uint64:
         bound = max(-int(a.min()), int(a.max()))
         if (bound << max(shift, 0)) + div < _SAFE:  # int64 holds every intermediate
-            # x * 2**s; or (2x + d) // 2d = (x + d/2) >> k for d = 2**k (arithmetic shift)
-            a = a.astype(np.int64)
-            q = a << shift if shift >= 0 else (a + (div >> 1)) >> -shift
+            # x * 2**s; or (2x + d) // 2d = (x + d/2) >> k for d = 2**k (arithmetic shift), in
+            # one new int64 array (a large layer's accumulators are tens of MB: each copy costs)
+            if shift >= 0:
+                q = np.left_shift(a, shift, dtype=np.int64)
+            else:
+                q = np.add(a, div >> 1, dtype=np.int64)
+                np.right_shift(q, -shift, out=q)
             return np.clip(q, -top, top - 1, out=q)
     return requantize(acc, mul=mul, div=div, rounding="half_up", lo=-top, hi=top - 1)

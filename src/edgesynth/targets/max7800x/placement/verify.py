@@ -9,12 +9,12 @@ a read of memory nobody wrote, overlapping kernel or bias blocks).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgesynth.targets.max7800x.plan.plan import Plan
+from edgesynth.targets.max7800x.vdevice.record import Record
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.vdevice.hazards import Hazard
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from edgesynth.targets.max7800x.vdevice.runner import KatReport, RunResult
 
 
-@dataclass
-class DeviceCheck:
+class DeviceCheck(Record):
     ok: bool  # the known answer matches and there is no hazard
     kat_ok: bool
     hazards: list[str]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from edgesynth.targets.max7800x.recorder.record import compiler, record_project
 from edgesynth.targets.max7800x.vdevice import cycles
 from edgesynth.targets.max7800x.vdevice.decode import describe
 from edgesynth.targets.max7800x.vdevice.knownanswer import KnownAnswer, load_kat
+from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.regmap import MAPS
 from edgesynth.targets.max7800x.vdevice.report import layer_line
 from edgesynth.targets.max7800x.vdevice.runner import (
@@ -82,12 +82,11 @@ def decode_trace(
     return "\n".join(describe(machine, memories=memories, contents=contents))
 
 
-@dataclass
-class DeviceRun:
+class DeviceRun(Record):
     """What `device run` found: the run itself, its report lines and whether it passed."""
 
     result: RunResult
-    lines: list[str] = field(default_factory=list)
+    lines: list[str] = Factory(list)
     ok: bool = True
     output: np.ndarray | None = None
 

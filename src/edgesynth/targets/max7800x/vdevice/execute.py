@@ -7,7 +7,7 @@ this module only moves data the way the registers say the hardware moves it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -16,11 +16,11 @@ from edgesynth.sim import ops
 from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import GroupPart, LayerProgram
 from edgesynth.targets.max7800x.vdevice.memory import HOST
+from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.state import Machine
 
 
-@dataclass
-class Placement:
+class Placement(Record):
     """Where each output channel of a layer went.
 
     Channel c, pixel x is at write-pointer value `base[c] + offset[x]` (the word bits below
@@ -65,18 +65,17 @@ class Placement:
         return (self.base & ((1 << self.shift) - 1))[:, None] + self.offset[None, :]
 
 
-@dataclass
-class LayerResult:
+class LayerResult(Record):
     """One layer's run: its output, where it went, and what it read."""
 
     layer: int
     output: np.ndarray  # (channels, rows, cols) int64, the values written
     placement: Placement
     # (instances, words, layers that had written them) of every data-memory read
-    reads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
-    kernels: list[KernelUnits] = field(default_factory=list)
-    biases: list[BiasUnits] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    reads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = Factory(list)
+    kernels: list[KernelUnits] = Factory(list)
+    biases: list[BiasUnits] = Factory(list)
+    notes: list[str] = Factory(list)
     # the words the layer wrote (instance x words + word), channel by channel (channels x
     # pixels, flattened)
     written: np.ndarray | None = None
@@ -87,8 +86,7 @@ class LayerResult:
         return {int(w) for _, _, writers in self.reads for w in writers if w >= 0}
 
 
-@dataclass
-class BiasUnits:
+class BiasUnits(Record):
     """Output channel `channel[u]` adds bias entry `index[u]` of quadrant `group`."""
 
     group: int
@@ -96,8 +94,7 @@ class BiasUnits:
     channel: np.ndarray
 
 
-@dataclass
-class KernelUnits:
+class KernelUnits(Record):
     """Unit u reads kernel words `words[u]` in processor `processors[u]` and produces output
     channel `channel[u]` of its layer's result."""
 
@@ -106,8 +103,7 @@ class KernelUnits:
     channel: np.ndarray  # (units,)
 
 
-@dataclass
-class Wrap:
+class Wrap(Record):
     """The circular buffer a streaming consumer reads (RPTR_BASE, FBUF): its producer's writes
     land in it modulo its size."""
 
@@ -419,7 +415,7 @@ def writes_before_reads(prog: LayerProgram, result: LayerResult) -> Hazard | Non
     in_words, in_last = words[order], np.repeat(last, per_pixel)[order]
     where = result.placement
     pixel = np.broadcast_to(np.arange(where.offset.size)[None, :], where.quad.shape)
-    mine = np.isin(where.quad, quads)  # output words in the instances the layer reads
+    mine = _among(where.quad, quads)  # output words in the instances the layer reads
     q_out, w_out, p_out = where.quad[mine], where.word[mine], pixel[mine]
     at = np.minimum(np.searchsorted(in_words, w_out), max(0, in_words.size - 1))
     late = (in_words[at] == w_out) & (in_last[at] > p_out)
@@ -437,11 +433,15 @@ def writes_before_reads(prog: LayerProgram, result: LayerResult) -> Hazard | Non
 
 def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     """Scale, round, clip and activate the accumulators (8-bit), or keep them (32-bit)."""
-    out = acc if prog.out32 else ops.requantize(acc, prog.shift)
+    out = acc if prog.out32 else ops.requantize(acc, prog.shift)  # (`acc`: the layer's own)
     if prog.absolute:
-        return ops.activate(out, "abs")
+        return ops.activate(out, "abs", inplace=True)
     if prog.relu:
-        return ops.activate(out, "relu") if not prog.out32 else np.maximum(out, 0)
+        return (
+            ops.activate(out, "relu", inplace=True)
+            if not prog.out32
+            else np.maximum(out, 0, out=out)
+        )
     return out
 
 
@@ -472,7 +472,7 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
                 index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
                 biases.append(BiasUnits(g, index, np.arange(prog.slots)))
                 b = machine.bias[g, index].astype(np.int8).astype(np.int64)
-                acc = acc + (b * 128)[:, None, None]
+                acc += (b * 128)[:, None, None]  # (acc is this layer's own array)
         out = _finish(prog, acc)
         slot = np.arange(prog.slots)
         if prog.qupac:
@@ -625,7 +625,7 @@ def memory_index(
             index = np.where(word < words, (index >> shift) * words + word, outside)
         if wrap is not None:
             sq = where.base >> shift  # streamed data does not carry into the next instance
-            rows = np.flatnonzero(np.isin(sq, list(wrap.quads)))
+            rows = np.flatnonzero(_among(sq, wrap.quads))
             sw = where.stream_word[rows]
             inside = sw >= wrap.start
             if inside.any():
@@ -638,6 +638,13 @@ def memory_index(
     return index
 
 
+def _among(values: np.ndarray, members: np.ndarray | Iterable[int]) -> np.ndarray:
+    """np.isin for a small set of integers, by a lookup table (the default sorts with
+    np.unique, whose first call imports numpy.ma: 8 ms of every proof)."""
+    table = members if isinstance(members, np.ndarray) else np.fromiter(members, np.int64)
+    return np.isin(values, table.astype(np.int64, copy=False), kind="table")
+
+
 def _all_in_buffer(where: Placement, wrap: Wrap, words: int) -> np.ndarray | None:
     """`memory_index` where every output value lands in the circular buffer (the usual
     streaming layout: every channel in the buffer's instances, from its start on, and the
@@ -646,7 +653,7 @@ def _all_in_buffer(where: Placement, wrap: Wrap, words: int) -> np.ndarray | Non
     sq, row_word = where.base >> where.shift, where.base & ((1 << where.shift) - 1)
     if not where.offset.size or wrap.start + wrap.size > words:
         return None
-    if not np.isin(sq, list(wrap.quads)).all():
+    if not _among(sq, wrap.quads).all():
         return None
     if int(row_word.min()) + int(where.offset.min()) < wrap.start:
         return None
@@ -769,7 +776,7 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
         if part.bias_enabled:
             entries = (bias_index[:, None] + k[None, :] * per_pass) % machine.bias.shape[1]
             b = machine.bias[g, entries].astype(np.int8).astype(np.int64)
-            acc = acc + (b * 128)[:, :, None, None]
+            acc += (b * 128)[:, :, None, None]  # (acc is this layer's own array)
         out = _finish(prog, acc.transpose(1, 0, 2, 3).reshape(n * passes, *acc.shape[2:]))
         rows, cols = out.shape[1:]
         wp = part.write

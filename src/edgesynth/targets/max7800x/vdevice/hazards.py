@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgesynth.targets.max7800x.vdevice.memory import HOST, NEVER
+from edgesynth.targets.max7800x.vdevice.record import Computed, Factory, Record
 
 NOTE_KINDS = frozenset({"shared weights", "shared bias"})
 
@@ -59,8 +60,7 @@ def _ranges(index: np.ndarray, limit: int = 4) -> str:
     return ", ".join(parts[:limit]) + more
 
 
-@dataclass
-class KernelRead:
+class KernelRead(Record):
     """The kernel words a layer's units read, with the ids of the channels they produce."""
 
     layer: int
@@ -69,24 +69,23 @@ class KernelRead:
     channels: np.ndarray  # (units,) channel ids
 
 
-@dataclass
-class AccessLog:
+class AccessLog(Record):
     """Per data-memory byte: the writing layer and channel id, whether it was read since it
     was written, and whose contents it replaced (`clobbered`: the previous other writer); which
     channel ids were used; every kernel word and bias entry read."""
 
     words: int
-    writer: np.ndarray = field(init=False)
-    channel: np.ndarray = field(init=False)
-    consumed: np.ndarray = field(init=False)
-    clobbered: np.ndarray = field(init=False)
-    used: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    padding: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    channel_layer: list[int] = field(default_factory=list)
-    found: list[Hazard] = field(default_factory=list)
-    kernel_reads: list[KernelRead] = field(default_factory=list)
+    writer: np.ndarray = Computed()
+    channel: np.ndarray = Computed()
+    consumed: np.ndarray = Computed()
+    clobbered: np.ndarray = Computed()
+    used: np.ndarray = Factory(lambda: np.zeros(0, dtype=bool))
+    padding: np.ndarray = Factory(lambda: np.zeros(0, dtype=bool))
+    channel_layer: list[int] = Factory(list)
+    found: list[Hazard] = Factory(list)
+    kernel_reads: list[KernelRead] = Factory(list)
     kernel_written: np.ndarray | None = None
-    bias_reads: list[tuple[int, int, np.ndarray, np.ndarray]] = field(default_factory=list)
+    bias_reads: list[tuple[int, int, np.ndarray, np.ndarray]] = Factory(list)
 
     def __post_init__(self) -> None:
         shape = (16, self.words, 4)

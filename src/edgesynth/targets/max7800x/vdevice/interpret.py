@@ -9,16 +9,14 @@ docs/vdevice.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.state import Machine
 
 MASK_SIZE_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
 
 
-@dataclass
-class WritePointer:
+class WritePointer(Record):
     """One quadrant's output addressing: linear word address = base + offsets (see execute)."""
 
     base: int
@@ -28,8 +26,7 @@ class WritePointer:
     inc: int  # extra increment per output pixel (LCTRL1.wptr_inc)
 
 
-@dataclass
-class GroupPart:
+class GroupPart(Record):
     """What one quadrant contributes to a layer."""
 
     group: int
@@ -41,8 +38,7 @@ class GroupPart:
     write: WritePointer
 
 
-@dataclass
-class LayerProgram:
+class LayerProgram(Record):
     """What one layer's registers tell the accelerator to do."""
 
     layer: int
@@ -95,7 +91,7 @@ class LayerProgram:
     fifo_group: bool = False  # CTRL.fifogrp
     streamed: bool = False  # reads a streaming circular buffer
     qupac: bool = False  # first layer in x16 parallel mode (CTRL.qupac)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = Factory(list)
 
     @property
     def passthrough(self) -> bool:

@@ -8,16 +8,15 @@ data..., addr, ..., 0 }`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.vdevice.record import Record
 
 
-@dataclass
-class KnownAnswer:
+class KnownAnswer(Record):
     """One entry per checked 32-bit word."""
 
     addr: np.ndarray  # AHB address

@@ -11,18 +11,16 @@ form), which is also the order of a 3x3 kernel's weights (row-major).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from edgesynth.targets.max7800x.vdevice.record import Computed, Factory, Record
 from edgesynth.targets.max7800x.vdevice.regmap import DeviceMap
 
 NEVER = -1  # writer tag: never written
 HOST = -2  # writer tag: written by the CPU (input data)
 
 
-@dataclass
-class DataMemory:
+class DataMemory(Record):
     """16 instances (one per 4 processors) of 32-bit words, with the last writer of each word.
 
     `writer` holds the layer number that last wrote a word, HOST for the CPU, NEVER otherwise;
@@ -30,8 +28,8 @@ class DataMemory:
     """
 
     words: int
-    data: np.ndarray = field(init=False)
-    writer: np.ndarray = field(init=False)
+    data: np.ndarray = Computed()
+    writer: np.ndarray = Computed()
 
     def __post_init__(self) -> None:
         self.data = np.zeros((16, self.words), dtype=np.uint32)
@@ -80,8 +78,7 @@ class DataMemory:
         self.writer[quad, word] = layer
 
 
-@dataclass
-class StreamMemory:
+class StreamMemory(Record):
     """What streaming layers wrote, without the circular-buffer wrap: per instance a row of
     words indexed by the unwrapped word address (growing as needed), and, when the run keeps
     the hazard record, per byte the id of the output channel that wrote it. A streaming layer
@@ -89,7 +86,7 @@ class StreamMemory:
     producer wraps over it, so the unwrapped view is what it sees. Words never written read 0,
     written by NEVER."""
 
-    data: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.uint32))
+    data: np.ndarray = Factory(lambda: np.zeros((0, 0), dtype=np.uint32))
     channels: np.ndarray | None = None  # (instances, words, 4) int32 channel ids
 
     def _ensure(self, quad: np.ndarray, word: np.ndarray, ids: bool) -> None:
@@ -186,13 +183,12 @@ def _within(index: np.ndarray, size: int) -> bool:
     return bool(index.size) and int(index.min()) >= 0 and int(index.max()) < size
 
 
-@dataclass
-class KernelMemory:
+class KernelMemory(Record):
     """64 processors x words x 9 bytes of mask (kernel) memory."""
 
     words: int
-    data: np.ndarray = field(init=False)
-    written: np.ndarray = field(init=False)
+    data: np.ndarray = Computed()
+    written: np.ndarray = Computed()
 
     def __post_init__(self) -> None:
         self.data = np.zeros((64, self.words, 9), dtype=np.uint8)
@@ -249,12 +245,11 @@ def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarr
     return is_set, run
 
 
-@dataclass
-class Fifos:
+class Fifos(Record):
     """The four standard FIFOs (one per quadrant) and the RISC-V fast FIFO: ordered words."""
 
-    standard: list[np.ndarray] = field(default_factory=lambda: [np.zeros(0, np.uint32)] * 4)
-    fast: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    standard: list[np.ndarray] = Factory(lambda: [np.zeros(0, np.uint32)] * 4)
+    fast: np.ndarray = Factory(lambda: np.zeros(0, np.uint32))
 
     @property
     def used(self) -> bool:

@@ -15,11 +15,10 @@ Sources (see docs/vdevice.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from edgesynth.targets.max7800x.snoop_unit import REGISTERS
+from edgesynth.targets.max7800x.vdevice.record import Factory, FrozenRecord
 
 UG = "UG"
 TC = "TC"
@@ -28,8 +27,7 @@ SEED = "SEED"
 INF = "INF"
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(FrozenRecord):
     """A register field: bits lsb..lsb+width-1, what they mean and where that is documented."""
 
     name: str
@@ -42,8 +40,7 @@ class Field:
         return (int(value) >> self.lsb) & ((1 << self.width) - 1)
 
 
-@dataclass(frozen=True)
-class Register:
+class Register(FrozenRecord):
     """A register: its fields and its number (or word offset)."""
 
     name: str
@@ -416,8 +413,7 @@ REGION_NAMES = (
 )
 
 
-@dataclass(frozen=True)
-class DeviceMap:
+class DeviceMap(FrozenRecord):
     """Where everything of one device lives on the AHB/APB bus."""
 
     name: str
@@ -451,7 +447,7 @@ class DeviceMap:
     fifo_count: int = 4
     aon_ctl: int = 0x50001000
     fast_fifo_base: int = 0x400C0400
-    sources: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = Factory(dict)
 
     @property
     def layer_reg_by_name(self) -> dict[str, Register]:
@@ -630,8 +626,7 @@ MAX78002_MAP = DeviceMap(
 MAPS = {m.name: m for m in (MAX78000_MAP, MAX78002_MAP)}
 
 
-@dataclass(frozen=True)
-class Classified:
+class Classified(FrozenRecord):
     """Per-write decoding of addresses: region code plus region-specific coordinates."""
 
     region: np.ndarray  # int8 region code
@@ -694,7 +689,9 @@ def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
     g = rel // dmap.group_stride
     o = rel % dmap.group_stride
     in_group = (rel >= 0) & (g < 4) & (a % 4 == 0)
-    mark(in_group & np.isin(o, list(dmap.global_regs)), GLOBAL, g=g, o=o)
+    # (kind="table": a lookup table for small sets of integers; the default sorts with
+    # np.unique, whose first call imports numpy.ma: 8 ms of every proof)
+    mark(in_group & np.isin(o, list(dmap.global_regs), kind="table"), GLOBAL, g=g, o=o)
     lo = o - dmap.layer_base
     if dmap.reg_stride > dmap.layer_stride:  # MAX78000: register-major
         reg_no = lo // dmap.reg_stride
@@ -704,7 +701,10 @@ def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
         reg_no = (lo % dmap.layer_stride) // dmap.reg_stride
     valid_regs = np.array([r.index for r in dmap.layer_regs])
     mark(
-        in_group & (lo >= 0) & (layer < dmap.max_layers) & np.isin(reg_no, valid_regs),
+        in_group
+        & (lo >= 0)
+        & (layer < dmap.max_layers)
+        & np.isin(reg_no, valid_regs, kind="table"),
         LAYER,
         g=g,
         i=layer,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -14,27 +13,26 @@ from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, W
 from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram, active_groups, interpret
 from edgesynth.targets.max7800x.vdevice.knownanswer import KnownAnswer
+from edgesynth.targets.max7800x.vdevice.record import Factory, FrozenRecord, Record
 from edgesynth.targets.max7800x.vdevice.regmap import MAPS
 from edgesynth.targets.max7800x.vdevice.state import Machine, replay
 from edgesynth.targets.max7800x.vdevice.trace import Trace, read_trace
 
 
-@dataclass
-class KatReport:
+class KatReport(Record):
     """The known-answer check: words compared, mismatches, the first wrong layer."""
 
     words: int
     mismatches: int
     first_bad_layer: int | None
-    details: list[str] = field(default_factory=list)
+    details: list[str] = Factory(list)
 
     @property
     def ok(self) -> bool:
         return self.mismatches == 0
 
 
-@dataclass
-class RunResult:
+class RunResult(Record):
     """A whole run: the machine after it, each layer's program and result."""
 
     machine: Machine
@@ -42,12 +40,11 @@ class RunResult:
     layers: list[LayerResult]
     kat: KatReport | None = None
     output: np.ndarray | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = Factory(list)
     snoop_units: snoop.SnoopUnits | None = None  # the snoop units after the run (MAX78002)
 
 
-@dataclass(frozen=True)
-class Sequencer:
+class Sequencer(FrozenRecord):
     """Which layer the accelerator processes after which, from the global and layer
     registers: from the start layer on, each next in number up to LCNT_MAX's last, except
     where a MAX78002 layer's NXTLYR links elsewhere or stops."""
@@ -324,8 +321,7 @@ def run_trace_file(path: str | Path, device: str) -> RunResult:
     return run(read_trace(path), device)
 
 
-@dataclass(frozen=True)
-class RegisterChange:
+class RegisterChange(FrozenRecord):
     """A register field a layer's run changed (before -> after)."""
 
     layer: int

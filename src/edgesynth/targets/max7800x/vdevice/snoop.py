@@ -5,15 +5,13 @@ decides is `snoop_unit` (a device fact the planner reads too).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from edgesynth.targets.max7800x.snoop_unit import REGISTERS, WORD_SPACE, SnoopUnit
+from edgesynth.targets.max7800x.vdevice.record import Record
 
 
-@dataclass
-class SnoopUnits:
+class SnoopUnits(Record):
     """Every configured unit of a run; empty when the firmware enables none."""
 
     units: list[SnoopUnit]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
@@ -17,14 +15,14 @@ from edgesynth.targets.max7800x.vdevice.memory import (
     mexpress_blocks,
     new_memories,
 )
+from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.regmap import DeviceMap
 from edgesynth.targets.max7800x.vdevice.trace import PHASES, Trace
 
 CTRL_MEXPRESS = 1 << regmap.MAX78000_MAP.global_regs[0].field("mexpress").lsb
 
 
-@dataclass
-class Machine:
+class Machine(Record):
     """Registers and memories of one accelerator, as the firmware left them."""
 
     dmap: DeviceMap
@@ -37,11 +35,11 @@ class Machine:
     bias: np.ndarray  # (4, bias words) uint8
     bias_written: np.ndarray
     fifos: Fifos
-    stream: StreamMemory = field(default_factory=StreamMemory)
+    stream: StreamMemory = Factory(StreamMemory)
     log: AccessLog | None = None
-    ctrl_history: list[tuple[int, int, int]] = field(default_factory=list)  # (phase, quad, value)
+    ctrl_history: list[tuple[int, int, int]] = Factory(list)  # (phase, quad, value)
     fifo_ctl: int = 0
-    fast_fifo_regs: dict[int, int] = field(default_factory=dict)
+    fast_fifo_regs: dict[int, int] = Factory(dict)
 
     def reg(self, group: int, layer: int, name: str) -> int:
         """A layer register's value (stream registers too) by name."""

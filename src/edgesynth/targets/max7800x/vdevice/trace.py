@@ -6,12 +6,12 @@ records with addresses 0xFFFFFFF0..0xFFFFFFF7 open the phases of a generated pro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.vdevice.record import FrozenRecord
 
 MARKER_BASE = 0xFFFFFFF0
 PHASES = (
@@ -26,8 +26,7 @@ PHASES = (
 )
 
 
-@dataclass(frozen=True)
-class Trace:
+class Trace(FrozenRecord):
     """The writes of one run: `addr` and `value` (uint32), `phase` (index into PHASES)."""
 
     addr: np.ndarray
