@@ -12,14 +12,20 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "edgesynth"
 
 
 def imports(path: Path) -> set[str]:
-    """Every `edgesynth...` module a file imports (at any depth: lazy imports count)."""
+    """Every `edgesynth...` module a file imports (at any depth: lazy imports count), and the
+    names it takes from them."""
+    return _imported(path, with_modules=True)
+
+
+def _imported(path: Path, *, with_modules: bool) -> set[str]:
     tree = ast.parse(path.read_text(), str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+            if with_modules:
+                names.add(node.module)
             names.update(f"{node.module}.{a.name}" for a in node.names)
     return {n for n in names if n.startswith("edgesynth")}
 
@@ -126,14 +132,7 @@ def test_every_cp_sat_solver_comes_from_cpsat() -> None:
 def imported_names(path: Path) -> set[str]:
     """Every `edgesynth...` name a file imports, as `module.name` for `from module import name`
     (at any depth: lazy imports count)."""
-    tree = ast.parse(path.read_text(), str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.update(f"{node.module}.{a.name}" for a in node.names)
-    return {n for n in names if n.startswith("edgesynth")}
+    return _imported(path, with_modules=False)
 
 
 # Each target's executor (the functional model a compiled program is proved on): its modules,

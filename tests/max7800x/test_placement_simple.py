@@ -12,19 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+import needs
 from edgesynth.targets.max7800x.placement import simple
 from edgesynth.targets.max7800x.placement.command import PlanOptions, run_plan
 from edgesynth.targets.max7800x.placement.problem import Problem
 from edgesynth.targets.max7800x.placement.solve import Solution, kernel_instances
 
-MNIST = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "corpus"
-    / "cases"
-    / "MAX78000"
-    / "mnist"
-)
+MNIST = needs.CORPUS / "cases" / "MAX78000" / "mnist"
 SOLVE = sys.modules["edgesynth.targets.max7800x.placement.solve"]
 CHECKPOINT = MNIST / "trained" / "ai85-mnist-qat8-q.pth.tar"
 
