@@ -72,22 +72,44 @@ def test_sim_imports_no_target() -> None:
 
 @pytest.mark.parametrize("package", ["nn", "quant", "train"])
 def test_training_layers_reach_a_device_only_through_its_description(package: str) -> None:
+    """The training side reads device facts (`device.py`); the vendor YAML it evaluates or
+    quantizes against reaches it as a torch model or a list of bits (`yaml_model.py`)."""
     for path in files(package):
         for name in imports(path):
             if name.startswith("edgesynth.targets"):
-                assert ".device" in name, f"{path.relative_to(SRC)} imports {name}"
+                assert ".device" in name or ".max7800x.yaml_model" in name, (
+                    f"{path.relative_to(SRC)} imports {name}"
+                )
 
 
-def test_frontends_import_no_target_but_the_vendor_builder() -> None:
-    """Front ends make no hardware decision; the vendor-YAML reader may use the max7800x
-    builder (the YAML's meaning is that chip's)."""
+def test_frontends_import_no_target() -> None:
+    """Front ends make no hardware decision (the vendor YAML's reader is the MAX7800x
+    target's own: targets/max7800x/description)."""
     for path in files("frontends"):
-        for name in imports(path):
-            if not name.startswith("edgesynth.targets"):
-                continue
-            assert "ai8x" in path.parts and name.startswith("edgesynth.targets.max7800x"), (
-                f"{path.relative_to(SRC)} imports {name}"
-            )
+        bad = [n for n in imports(path) if n.startswith("edgesynth.targets")]
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}"
+
+
+def test_ir_is_the_graph_only() -> None:
+    """`ir/` is the graph every target compiles: it imports nothing of edgesynth but itself
+    and the error type, and reads no YAML."""
+    for path in files("ir"):
+        bad = [n for n in imports(path) if not n.startswith(("edgesynth.ir", "edgesynth.errors"))]
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}"
+        reads_yaml = re.search(r"^\s*(import|from) yaml\b", path.read_text(), re.M)
+        assert not reads_yaml, f"{path.relative_to(SRC)} reads YAML"
+
+
+def test_vendor_description_stays_in_the_max7800x_target() -> None:
+    """The vendor's YAML/checkpoint description (targets/max7800x/description) is read only
+    inside the MAX7800x target; everyone else gets a graph, a torch model or numbers from
+    `yaml_model.py`."""
+    inside = SRC / "targets" / "max7800x"
+    for path in SRC.rglob("*.py"):
+        if inside in path.parents:
+            continue
+        bad = [n for n in imports(path) if ".max7800x.description" in n]
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}"
 
 
 def test_virtual_device_is_independent_of_the_code_generator() -> None:

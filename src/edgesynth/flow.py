@@ -23,7 +23,6 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.frontends import MODEL_KINDS
 from edgesynth.ir.graph import Graph
 from edgesynth.ir.intrange import int_range
-from edgesynth.ir.network import Network
 from edgesynth.outputs import output_folder
 from edgesynth.targets.base import (
     CompileOptions,
@@ -56,7 +55,9 @@ def load_model(
             )
         return _load_onnx(path)
     if path.suffix.lower() in (".yaml", ".yml"):
-        return _load_vendor(
+        from edgesynth.targets.max7800x.yaml_model import vendor_graph
+
+        return vendor_graph(
             path, checkpoint, device, sample_input, Path(base_dir), avg_pool_rounding, check_rules
         )
     if suffixes.endswith((".pth.tar", ".pth")):
@@ -86,58 +87,9 @@ def _load_onnx(path: Path) -> Graph:
     return graph
 
 
-def load_vendor_network(
-    path: str | Path,
-    checkpoint: str | Path | None,
-    device: str = "MAX78000",
-    sample: str | Path | None = None,
-    base: str | Path = ".",
-    *,
-    check: bool = False,
-) -> Network:
-    """A vendor YAML (+ checkpoint or synthetic weights) read by the MAX7800x builder: the
-    hardware layers the YAML describes, arithmetic only (the device rules with `check`)."""
-    from edgesynth.targets.max7800x.build import BuildOptions
-    from edgesynth.targets.max7800x.device import get_device
-    from edgesynth.targets.max7800x.option_names import COMPILE
-    from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
-
-    job = SynthesisJob(
-        str(path),
-        BuildOptions(
-            device=get_device(device),
-            checkpoint=None if checkpoint is None else str(checkpoint),
-            sample_input=None if sample is None else str(sample),
-            base_dir=Path(base),
-            names=COMPILE,
-        ),
-    )
-    net, _ = load_network(job)
-    if check:
-        check_network(net, job)
-    return net
-
-
-def _load_vendor(
-    path: Path,
-    checkpoint: str | Path | None,
-    device: str,
-    sample: str | Path | None,
-    base: Path,
-    avg_pool_rounding: bool = False,
-    check_rules: bool = False,
-) -> Graph:
-    from edgesynth.frontends.ai8x import graph_from_network
-    from edgesynth.targets.max7800x.device import get_device
-
-    net = load_vendor_network(path, checkpoint, device, sample, base, check=check_rules)
-    bias_div = get_device(device).bias_div
-    return graph_from_network(net, bias_div=bias_div, avg_pool_rounding=avg_pool_rounding)
-
-
 def load_array(path: str | Path, what: str, option: str) -> np.ndarray:
     """A .npy array the user gave (inputs, calibration data), with one clear message."""
-    from edgesynth.ir.npyfile import load_npy_arrays
+    from edgesynth.frontends.npy import load_npy_arrays
 
     arrays = load_npy_arrays(Path(path), what=what)
     if len(arrays) != 1:

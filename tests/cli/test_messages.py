@@ -297,7 +297,6 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-
 def _read_only(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
     """Nothing can be created inside READ_ONLY (as on a read-only file system; the tests may
     run as root, for whom a mode 0o555 folder is writable)."""

@@ -451,7 +451,6 @@ def project(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     return root
 
 
-
 def check(
     result: CliResult,
     status: int,

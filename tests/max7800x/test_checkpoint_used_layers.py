@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from edgesynth.cli import main
-from edgesynth.ir.torchfile import write_torch_file
+from edgesynth.frontends.torchfile import write_torch_file
 
 YAML = """\
 arch: tiny

@@ -97,7 +97,7 @@ def test_checkpoint_of_another_model(project: Path, capsys) -> None:
 
 def test_checkpoint_with_matching_arch_but_other_shapes(project: Path, capsys) -> None:
     other = next((CIFAR / "trained").glob("*.pth.tar"))
-    from edgesynth.ir.checkpoint import load_checkpoint
+    from edgesynth.targets.max7800x.description.checkpoint import load_checkpoint
 
     edit_yaml(project, "arch: ai85net5", f"arch: {load_checkpoint(other).arch}")
     err = refused(izer(checkpoint=str(other)), capsys)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import needs
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.yamlcfg import load_spec
+from edgesynth.targets.max7800x.description.yamlcfg import load_spec
 from edgesynth.targets.max7800x.placement import snoop
 from edgesynth.targets.max7800x.placement.command import PlanOptions
 from edgesynth.targets.max7800x.placement.command import run_plan as plan_command

@@ -29,6 +29,8 @@ def needs_cc(test: Callable[..., None]) -> Callable[..., None]:
         test(*args, **kwargs)
 
     return checked
+
+
 M0, M2 = rm.MAX78000_MAP, rm.MAX78002_MAP
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
-from edgesynth.ir.network import Layer, Network
-from edgesynth.ir.spec import LayerSpec, NetworkSpec
 from edgesynth.targets.max7800x import rules
+from edgesynth.targets.max7800x.description.network import Layer, Network
+from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
 from edgesynth.targets.max7800x.device import MAX78000, MAX78002, Device, get_device
 from edgesynth.targets.max7800x.rules import RuleOptions
 
@@ -1211,7 +1211,7 @@ def _case_id(case: Path) -> str:
 
 
 def _corpus_violations(case: Path) -> tuple[dict, list[EdgesynthError]]:
-    from edgesynth.ir.yamlcfg import load_spec
+    from edgesynth.targets.max7800x.description.yamlcfg import load_spec
     from edgesynth.targets.max7800x.izer import job_from_options
     from edgesynth.targets.max7800x.izer_args import parse_izer_args
     from edgesynth.targets.max7800x.pipeline import load_network

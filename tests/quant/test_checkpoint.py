@@ -10,7 +10,7 @@ import torch
 
 import edgesynth.nn as enn
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.torchfile import read_torch_file
+from edgesynth.frontends.torchfile import read_torch_file
 from edgesynth.nn.qat import QatPolicy, enable_qat
 from edgesynth.quant.checkpoint import (
     clean_state_dict,

@@ -11,10 +11,10 @@ import torch
 import edgesynth.nn as enn
 from edgesynth.cli import main
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.checkpoint import load_checkpoint
 from edgesynth.nn.qat import QatPolicy, enable_qat
 from edgesynth.quant.checkpoint import load_state, model_state, read_checkpoint, write_checkpoint
 from edgesynth.quant.ptq import QuantizeOptions, clip_threshold, quantize_state
+from edgesynth.targets.max7800x.description.checkpoint import load_checkpoint
 from edgesynth.train.models import create_model
 
 W = torch.tensor([[0.5, -0.25, 0.125, 0.0625], [-0.75, 0.1, 0.2, 0.3]]).reshape(2, 4, 1, 1)

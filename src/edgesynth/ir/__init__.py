@@ -1,1 +1,1 @@
-"""Target-independent network description: YAML spec, checkpoints, samples, the network IR."""
+"""The network graph every target compiles: tensors, types, operators, passes."""

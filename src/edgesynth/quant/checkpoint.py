@@ -69,7 +69,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         data = torch.load(p, map_location="cpu", weights_only=False, pickle_module=_PickleModule)
     except Exception as exc:  # torch raises many types for a damaged file
-        from edgesynth.ir.torchfile import not_a_checkpoint_reason
+        from edgesynth.frontends.torchfile import not_a_checkpoint_reason
 
         reason = not_a_checkpoint_reason(p)
         if reason.startswith("not a PyTorch checkpoint"):

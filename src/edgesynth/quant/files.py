@@ -16,26 +16,6 @@ def _distinct(src: Path, dst: Path) -> None:
         raise EdgesynthError("the output must not replace the input checkpoint.", file=str(dst))
 
 
-def yaml_layer_bits(config_file: Path) -> list[int | None]:
-    """Per weight layer `quantization` from a network description (vendor's -c option)."""
-    from edgesynth.ir.yamlcfg import load_spec
-
-    spec = load_spec(config_file)
-    bits: list[int | None] = []
-    for layer in spec.layers:
-        if (layer.operation or "none") == "none" or layer.weight_source is not None:
-            continue
-        q = layer.quantization
-        if q == "binary":
-            raise EdgesynthError(
-                "binary weights are not supported by `quantize`.",
-                file=str(config_file),
-                line=layer.lines.get("quantization"),
-            )
-        bits.append(int(q) if q is not None else None)
-    return bits
-
-
 def quantize_file(
     src: Path,
     dst: Path,

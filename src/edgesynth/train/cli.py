@@ -37,11 +37,12 @@ def _flag(parser: argparse.ArgumentParser, name: str, default: bool | None, help
 
 def evaluate(args: argparse.Namespace) -> int:
     """Run one sample through the training-side model, as the synthesizer's known-answer test."""
-    from edgesynth.ir.npyfile import load_sample
+    from edgesynth.frontends.npy import load_sample
     from edgesynth.outputs import check_output_file, save_npy_atomic
     from edgesynth.quant.checkpoint import read_checkpoint
-    from edgesynth.train.evaluate import model_for_checkpoint, model_for_network, run_sample
+    from edgesynth.train.evaluate import model_for_checkpoint, run_sample
     from edgesynth.train.models import get_model_info
+    from edgesynth.train.vendor_model import model_for_network
 
     inputs = [args.checkpoint, args.sample_input, args.network]
     if args.output is not None:
@@ -272,9 +273,10 @@ def _list_catalog_in_help(parser: argparse.ArgumentParser) -> None:
 def quantize(args: argparse.Namespace) -> int:
     """Quantize a checkpoint for the chip (QAT as trained, or post-training clipping)."""
     from edgesynth.outputs import check_output_file
-    from edgesynth.quant.files import quantize_file, yaml_layer_bits
+    from edgesynth.quant.files import quantize_file
     from edgesynth.quant.ptq import DEFAULT_SCALE, DEFAULT_STDDEV, QuantizeOptions
     from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.yaml_model import yaml_layer_bits
 
     check_output_file(
         args.output,

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -120,15 +119,3 @@ def run_sample(
         y = model(x)[0]
     out = to_expected_layout(y).double().numpy()
     return out.astype(np.int64) if eight_bit else out
-
-
-def model_for_network(
-    network: Path, checkpoint: Path, sample_input: Path, device: str
-) -> nn.Module:
-    """The edgesynth.nn model of a network description + checkpoint, as the synthesizer
-    loads them (any architecture, no registry entry needed)."""
-    from edgesynth.flow import load_vendor_network
-    from edgesynth.nn.network import from_network
-
-    # arithmetic only: placement rules are the synthesizer's job
-    return from_network(load_vendor_network(network, checkpoint, device, sample_input))

@@ -76,7 +76,7 @@ def load_outputs(out_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
 def load_float_npy(path: str | Path, what: str) -> np.ndarray:
     """A float array from `path` (one .npy array); integer data is refused, because the
     compiler takes float inputs and chooses their scale itself."""
-    from edgesynth.ir.npyfile import load_npy_arrays
+    from edgesynth.frontends.npy import load_npy_arrays
 
     arrays = load_npy_arrays(path, what=what)
     if len(arrays) != 1:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import Network
-from edgesynth.ir.spec import NetworkSpec
 from edgesynth.targets.max7800x.buffers import DATA_BUFFER, check_buffers
 from edgesynth.targets.max7800x.build_options import ALL_LAYERS_NO_BIAS, BuildOptions
 from edgesynth.targets.max7800x.compat.weight_lists import line_up, zero_every_seventh
+from edgesynth.targets.max7800x.description.network import Network
+from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.layer_config import configure_layer, shared_default_pad
 from edgesynth.targets.max7800x.sequence import (
     References,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import Layer
-from edgesynth.ir.spec import LayerSpec, NetworkSpec
+from edgesynth.targets.max7800x.description.network import Layer
+from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.build_options import BuildOptions

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import Layer, Network
 from edgesynth.sim import ops
 from edgesynth.targets.max7800x.compat import operands as compat_operands
 from edgesynth.targets.max7800x.compat.handover import HandOver
 from edgesynth.targets.max7800x.compat.pooling import vendor_pool1d
+from edgesynth.targets.max7800x.description.network import Layer, Network
 
 DATA_BUFFER = -2  # as in targets.max7800x.build: `in_sequences` naming the data buffer
 

@@ -15,10 +15,6 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, warn
-from edgesynth.ir.checkpoint import Checkpoint, CheckpointLayer
-from edgesynth.ir.network import Network
-from edgesynth.ir.spec import NetworkSpec
-from edgesynth.ir.yamlcfg import load_spec
 from edgesynth.targets.max7800x import rules
 from edgesynth.targets.max7800x.build import (
     BuildOptions,
@@ -26,6 +22,10 @@ from edgesynth.targets.max7800x.build import (
     build_network,
     checkpoint_takers,
 )
+from edgesynth.targets.max7800x.description.checkpoint import Checkpoint, CheckpointLayer
+from edgesynth.targets.max7800x.description.network import Network
+from edgesynth.targets.max7800x.description.spec import NetworkSpec
+from edgesynth.targets.max7800x.description.yamlcfg import load_spec
 from edgesynth.targets.max7800x.network_sim import (
     SimOptions,
     SynthesisResult,
@@ -104,7 +104,7 @@ def _warn_unused_layers(
 
 
 def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> list[WeightLayer]:
-    from edgesynth.ir.checkpoint import load_checkpoint
+    from edgesynth.targets.max7800x.description.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(path, ignore_bn=True, defer_float=True)
     if spec.arch and checkpoint.arch and checkpoint.arch.lower() != spec.arch.lower():
@@ -133,7 +133,7 @@ def _checkpoint_weights(spec: NetworkSpec, path: Path, opts: BuildOptions) -> li
 def _synthetic_weights(
     spec: NetworkSpec, base: Path, opts: BuildOptions
 ) -> tuple[list[np.ndarray], str]:
-    from edgesynth.ir.npyfile import load_npy_arrays
+    from edgesynth.frontends.npy import load_npy_arrays
 
     if opts.weight_input:
         path = _resolve(base, opts.weight_input)
@@ -147,7 +147,7 @@ def _synthetic_weights(
 
 
 def _synthetic_bias(spec: NetworkSpec, base: Path, opts: BuildOptions) -> list[np.ndarray]:
-    from edgesynth.ir.npyfile import load_npy_arrays
+    from edgesynth.frontends.npy import load_npy_arrays
 
     if opts.bias_input:
         return load_npy_arrays(_resolve(base, opts.bias_input))
@@ -228,7 +228,7 @@ def _no_sample(spec: NetworkSpec, opts: BuildOptions, path: Path) -> EdgesynthEr
 
 
 def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path]:
-    from edgesynth.ir.npyfile import load_sample as read_sample
+    from edgesynth.frontends.npy import load_sample as read_sample
 
     if opts.sample_input:
         path = _resolve(opts.base_dir, opts.sample_input)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import NETWORK_INPUT, Layer
-from edgesynth.ir.spec import LayerSpec, NetworkSpec
 from edgesynth.targets.max7800x.buffers import DATA_BUFFER
+from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer
+from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
 from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:

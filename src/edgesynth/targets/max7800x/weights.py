@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.checkpoint import CheckpointLayer, resolve_quantization
-from edgesynth.ir.network import Layer
-from edgesynth.ir.spec import NetworkSpec
 from edgesynth.targets.max7800x.compat.weight_lists import (
     WeightEntry,
     synthetic_takers,
     takes_no_weights,
 )
+from edgesynth.targets.max7800x.description.checkpoint import CheckpointLayer, resolve_quantization
+from edgesynth.targets.max7800x.description.network import Layer
+from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgesynth.ir.network import NETWORK_INPUT, Layer
+from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer
 
 
 class HandOver:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgesynth.ir.network import Layer, Network
+from edgesynth.targets.max7800x.description.network import Layer, Network
 
 
 def stopped_layer_output_map(net: Network, layer: Layer, stop_index: int | None) -> int | None:

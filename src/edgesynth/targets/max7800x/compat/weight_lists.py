@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import Layer
-from edgesynth.ir.spec import NetworkSpec
+from edgesynth.targets.max7800x.description.network import Layer
+from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:

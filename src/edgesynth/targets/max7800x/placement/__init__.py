@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
-from edgesynth.ir.network import Network
-from edgesynth.ir.spec import NetworkSpec
+from edgesynth.targets.max7800x.description.network import Network
+from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.placement import snoop
 from edgesynth.targets.max7800x.placement.problem import (

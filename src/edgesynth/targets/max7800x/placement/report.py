@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgesynth.ir.network import NETWORK_INPUT
 from edgesynth.targets.max7800x.buffers import DATA_BUFFER
+from edgesynth.targets.max7800x.description.network import NETWORK_INPUT
 from edgesynth.targets.max7800x.placement import Placement
 from edgesynth.targets.max7800x.placement.problem import label
 from edgesynth.targets.max7800x.placement.solve import block_map

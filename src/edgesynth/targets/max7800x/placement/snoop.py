@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import Layer, Network
+from edgesynth.targets.max7800x.description.network import Layer, Network
 from edgesynth.targets.max7800x.placement.problem import Decision, Problem, member_map
 from edgesynth.targets.max7800x.plan.hwlayers import hardware_numbers, passes_and_threshold
 from edgesynth.targets.max7800x.plan.kat import FULL, layer_words

@@ -14,7 +14,7 @@ import re
 import yaml
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.spec import NetworkSpec
+from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.placement import PLACEMENT_KEYS
 
 _ENTRY = re.compile(r"^(\s*)-(\s+)(.*)$")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgesynth.ir.network import Layer, Network
 from edgesynth.targets.max7800x.compat.sequence import stopped_layer_output_map
+from edgesynth.targets.max7800x.description.network import Layer, Network
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.rules.context import Context

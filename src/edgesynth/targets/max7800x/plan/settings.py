@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from edgesynth.ir.spec import NetworkSpec
+from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.plan.bias import BiasMemory
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import Layer, Network
+from edgesynth.targets.max7800x.description.network import Layer, Network
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.rules.options import RuleOptions
 from edgesynth.targets.max7800x.rules.sizes import output_processors_needed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import Layer
+from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.text import map64, plural
 from edgesynth.targets.max7800x.sequence import link_target

@@ -4,7 +4,7 @@ what a rule, the planner and the placement read from a `Context`."""
 
 from __future__ import annotations
 
-from edgesynth.ir.network import Layer
+from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.sizes import dilated_conv1d_mode, hw_input_dim
 

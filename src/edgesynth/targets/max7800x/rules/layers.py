@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import NETWORK_INPUT, Layer
+from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.sizes import ffs, has_bias, input_passes, popcount
 from edgesynth.targets.max7800x.rules.text import map64, pool_key

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import Layer
-from edgesynth.ir.spec import LayerSpec
+from edgesynth.targets.max7800x.description.network import Layer
+from edgesynth.targets.max7800x.description.spec import LayerSpec
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.hw_geometry import (

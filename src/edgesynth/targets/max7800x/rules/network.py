@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
-from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
-from edgesynth.ir.spec import LayerSpec, NetworkSpec
+from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer, Network
+from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.rules import (
     convolution,

@@ -7,7 +7,7 @@ depend on the layers around it, are in `hw_geometry`).
 
 from __future__ import annotations
 
-from edgesynth.ir.network import Layer
+from edgesynth.targets.max7800x.description.network import Layer
 
 # passes and processors_per_pass are device arithmetic (device.py); the rules use them from here
 from edgesynth.targets.max7800x.device import Device, passes, processors_per_pass

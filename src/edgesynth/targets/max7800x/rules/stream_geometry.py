@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgesynth.ir.network import Layer
+from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.hw_geometry import (
     hw_kernel,

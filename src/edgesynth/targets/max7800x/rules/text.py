@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgesynth.ir.network import Layer
+from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.device import Device
 
 

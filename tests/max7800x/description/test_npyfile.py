@@ -10,9 +10,8 @@ import pytest
 
 import needs
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.npyfile import (
-    load_npy_arrays,
-    load_sample,
+from edgesynth.frontends.npy import load_npy_arrays, load_sample
+from edgesynth.targets.max7800x.description.npyfile import (
     load_synthetic_bias,
     load_synthetic_layers,
     requantize_synthetic,
@@ -21,7 +20,7 @@ from edgesynth.ir.npyfile import (
     synthetic_weights_path,
 )
 
-CORPUS = Path(__file__).parents[2].parent / "shared" / "corpus"
+CORPUS = Path(__file__).parents[3].parent / "shared" / "corpus"
 CASES = CORPUS / "cases"
 
 

@@ -10,7 +10,8 @@ import pytest
 
 import needs
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.checkpoint import (
+from edgesynth.frontends.torchfile import write_torch_file
+from edgesynth.targets.max7800x.description.checkpoint import (
     Checkpoint,
     CheckpointLayer,
     check_arch,
@@ -18,9 +19,8 @@ from edgesynth.ir.checkpoint import (
     load_checkpoint,
     resolve_quantization,
 )
-from edgesynth.ir.torchfile import write_torch_file
 
-CORPUS = Path(__file__).parents[2].parent / "shared" / "corpus"
+CORPUS = Path(__file__).parents[3].parent / "shared" / "corpus"
 CHECKPOINTS = sorted(
     [*CORPUS.glob("cases/*/*/trained/*.pth.tar"), *CORPUS.glob("cases/*/*/tests/*.pth.tar")]
 )

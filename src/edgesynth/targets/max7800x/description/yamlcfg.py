@@ -16,7 +16,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from edgesynth.errors import EdgesynthError, MultipleErrors, did_you_mean
-from edgesynth.ir.spec import DataBufferSpec, LayerSpec, NetworkSpec
+from edgesynth.targets.max7800x.description.spec import DataBufferSpec, LayerSpec, NetworkSpec
 
 __all__ = ["load_spec"]
 

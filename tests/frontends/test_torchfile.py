@@ -16,7 +16,7 @@ import pytest
 
 import needs
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.torchfile import (
+from edgesynth.frontends.torchfile import (
     Placeholder,
     read_torch_file,
     read_torch_object,
@@ -97,8 +97,8 @@ def test_largest_checkpoint_does_not_import_torch() -> None:
     legacy = next(p for p in CHECKPOINTS if _is_legacy(p))
     code = (
         "import sys\n"
-        "from edgesynth.ir.torchfile import read_torch_file\n"
-        "from edgesynth.ir.checkpoint import load_checkpoint\n"
+        "from edgesynth.frontends.torchfile import read_torch_file\n"
+        "from edgesynth.targets.max7800x.description.checkpoint import load_checkpoint\n"
         "for p in sys.argv[1:]:\n"
         "    read_torch_file(p)\n"
         "    load_checkpoint(p)\n"

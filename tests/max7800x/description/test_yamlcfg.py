@@ -7,10 +7,15 @@ from pathlib import Path
 import pytest
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
-from edgesynth.ir.spec import ACTIVATIONS, ELTWISE_OPS, OPERATIONS, NetworkSpec
-from edgesynth.ir.yamlcfg import load_spec
+from edgesynth.targets.max7800x.description.spec import (
+    ACTIVATIONS,
+    ELTWISE_OPS,
+    OPERATIONS,
+    NetworkSpec,
+)
+from edgesynth.targets.max7800x.description.yamlcfg import load_spec
 
-CORPUS = Path(__file__).parents[2].parent / "shared" / "corpus"
+CORPUS = Path(__file__).parents[3].parent / "shared" / "corpus"
 CASES = CORPUS / "cases"
 CORPUS_YAMLS = sorted(CASES.glob("*/*/**/*.yaml")) if CASES.is_dir() else []
 needs_corpus = pytest.mark.usefixtures("corpus")  # fails when the corpus is missing

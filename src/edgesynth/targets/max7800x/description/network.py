@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.spec import LayerSpec, NetworkSpec
+from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
 
 Pair = tuple[int, int]
 

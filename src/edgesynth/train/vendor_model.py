@@ -11,18 +11,19 @@ it runs the same integers at training scale.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
 from edgesynth.nn import device as device_setting
 from edgesynth.nn import functional as hw
 from edgesynth.nn import limits
 from edgesynth.nn.eltwise import Add, BitwiseOr, BitwiseXor, Eltwise, Sub
 from edgesynth.nn.layers import Conv1d, Conv2d, ConvTranspose2d, HardwareLayer, Linear
+from edgesynth.targets.max7800x.yaml_model import NETWORK_INPUT, Layer, Network, load_vendor_network
 
 _ELTWISE: dict[str, type[Eltwise]] = {
     "add": Add,
@@ -285,3 +286,12 @@ def from_network(net: Network) -> NetworkModel:
     model = NetworkModel(net)
     model.eval()
     return model
+
+
+def model_for_network(
+    network: Path, checkpoint: Path, sample_input: Path, device: str
+) -> nn.Module:
+    """The edgesynth.nn model of a network description + checkpoint, as the synthesizer
+    loads them (any architecture, no registry entry needed)."""
+    # arithmetic only: placement rules are the synthesizer's job
+    return from_network(load_vendor_network(network, checkpoint, device, sample_input))

@@ -24,7 +24,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
-from edgesynth.ir.network import NETWORK_INPUT, Layer, Network
+from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer, Network
 
 INPUT = "input"
 

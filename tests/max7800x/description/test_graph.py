@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.frontends.ai8x import graph_from_network
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
+from edgesynth.targets.max7800x.description.graph import graph_from_network
 from edgesynth.targets.max7800x.izer import job_from_options
 from edgesynth.targets.max7800x.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.pipeline import load_network
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases"
+CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "cases"
 OK_CASES = sorted(
     p.parent for p in CORPUS.glob("*/*/case.json") if json.loads(p.read_text())["expect"] == "ok"
 )

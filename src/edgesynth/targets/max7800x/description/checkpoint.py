@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.ir.torchfile import read_torch_file
+from edgesynth.frontends.torchfile import read_torch_file
 
 __all__ = [
     "Checkpoint",
