@@ -69,3 +69,36 @@ def test_accumulator_range_is_reached_by_some_input_and_never_passed(layer) -> N
 def test_accumulator_range_is_exact_beyond_int64() -> None:
     weight = np.full((1, 4), 1 << 62, dtype=np.int64)
     assert accumulator_range(weight, None, 0, 3, padded=False) == (0, 12 << 62)
+
+
+def _python_bound(weight: np.ndarray, bias: np.ndarray | None, lo: int, hi: int) -> tuple[int, int]:
+    """The bound with Python integers only: each weight takes the input end that helps it."""
+    tops, bottoms = [], []
+    for c, row in enumerate(weight.reshape(weight.shape[0], -1).tolist()):
+        b = int(bias[c]) if bias is not None else 0
+        tops.append(b + sum(v * (hi if v > 0 else lo) for v in row))
+        bottoms.append(b + sum(v * (lo if v > 0 else hi) for v in row))
+    return min(bottoms), max(tops)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(0, 62),
+    st.integers(1, 40),
+    st.integers(-(1 << 40), 0),
+    st.integers(0, 1 << 40),
+    st.booleans(),
+    st.integers(0, 1),
+)
+def test_accumulator_range_is_exact_at_every_magnitude(
+    w_bits: int, width: int, lo: int, hi: int, with_bias: bool, seed: int
+) -> None:
+    """Large weights and wide inputs (where int64 arithmetic would wrap) give the same bound
+    as Python integers: the fast int64 path is taken only where it is exact."""
+    rng = np.random.default_rng(seed + w_bits * 7 + width)
+    top = (1 << w_bits) - 1
+    weight = rng.integers(-top, top, size=(3, width), dtype=np.int64, endpoint=True)
+    bias = rng.integers(-top, top, size=3, dtype=np.int64, endpoint=True) if with_bias else None
+    assert accumulator_range(weight, bias, lo, hi, padded=False) == _python_bound(
+        weight, bias, lo, hi
+    )

@@ -26,10 +26,31 @@ def accumulator_range(
     inputs too). Exact: computed with Python integers."""
     if padded:
         lo, hi = min(lo, 0), max(hi, 0)
-    w = weight.reshape(weight.shape[0], -1).astype(object)
+    w = weight.reshape(weight.shape[0], -1)
+    if not _fits_int64(w, bias, lo, hi):
+        w = w.astype(object)
     pos = np.where(w > 0, w, 0).sum(axis=1)
     neg = np.where(w < 0, w, 0).sum(axis=1)
     top, bottom = pos * hi + neg * lo, pos * lo + neg * hi
     if bias is not None:
-        top, bottom = top + bias.astype(object), bottom + bias.astype(object)
+        b = bias.astype(top.dtype)
+        top, bottom = top + b, bottom + b
     return int(min(bottom)), int(max(top))
+
+
+def _fits_int64(w: np.ndarray, bias: np.ndarray | None, lo: int, hi: int) -> bool:
+    """Whether every partial sum of the accumulator bound stays far inside int64 (then NumPy's
+    int64 arithmetic is exact and much faster than Python integers)."""
+    if w.dtype.kind not in "iu" or (bias is not None and bias.dtype.kind not in "iu"):
+        return False
+    if w.size == 0:
+        return True
+    limit = 1 << 62
+    largest_w = max(abs(int(w.min())), abs(int(w.max())))
+    if largest_w * w.shape[1] >= limit:
+        return False
+    largest_x = max(abs(lo), abs(hi))
+    largest_b = (
+        0 if bias is None or bias.size == 0 else max(abs(int(bias.min())), abs(int(bias.max())))
+    )
+    return largest_w * w.shape[1] * largest_x + largest_b < limit

@@ -162,11 +162,16 @@ def param_bytes_per_channel(layer: PulpLayer) -> list[int]:
 
 
 def param_width(arr: object) -> int:
+    """Bytes per value of a parameter array: 4 when every value fits int32, else 8."""
     import numpy as np
 
-    a = np.asarray(arr, dtype=object)
-    fits32 = all(-(1 << 31) <= int(v) < (1 << 31) for v in a.flat)
-    return 4 if fits32 else 8
+    a = np.asarray(arr)
+    if a.size == 0:
+        return 4
+    if a.dtype.kind not in "iub":  # Python ints beyond int64, or floats holding integers
+        a = np.asarray(arr, dtype=object)
+        return 4 if all(-(1 << 31) <= int(v) < (1 << 31) for v in a.flat) else 8
+    return 4 if -(1 << 31) <= int(a.min()) and int(a.max()) < (1 << 31) else 8
 
 
 def make_tiling(layer: PulpLayer, region: Region, c: int, h: int, w: int, double: bool) -> Tiling:
