@@ -88,8 +88,6 @@ def _warn_integer_input(path: Path, dtype: object, fmt: TensorFormat) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Run a batch through a compiled folder; write the outputs, one row per input."""
-    import numpy as np
-
     from edgesynth.flow import load_array, run_folder
     from edgesynth.outputs import check_output_file, save_npy_atomic
 

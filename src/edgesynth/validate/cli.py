@@ -25,8 +25,8 @@ def validate_cmd(args: argparse.Namespace) -> int:
     from edgesynth.validate.core import validate
     from edgesynth.validate.text import progress_bar, report_json, report_lines
 
-    inputs = [args.model, args.data, args.labels, args.checkpoint, args.reference,
-              args.calibration]  # fmt: skip
+    inputs = [args.model, args.data, args.labels, args.checkpoint, args.reference]
+    inputs.append(args.calibration)
     if args.json is not None:
         check_output_file(args.json, overwrite=args.overwrite, inputs=inputs, option="--json")
     notes: list[str] = []
@@ -50,8 +50,12 @@ def validate_cmd(args: argparse.Namespace) -> int:
         progress=progress_bar(sys.stderr),
     )
     result.notes = notes
-    sources = {"model": str(args.model), "reference": reference and reference.source,
-               "data": samples.source, "labels": str(args.labels) if args.labels else None}  # fmt: skip
+    sources = {
+        "model": str(args.model),
+        "reference": None if reference is None else reference.source,
+        "data": samples.source,
+        "labels": None if args.labels is None else str(args.labels),
+    }
     print("\n".join(report_lines(result, sources)))
     if args.json is not None:
         written = write_file_atomic(

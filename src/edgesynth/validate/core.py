@@ -60,8 +60,11 @@ class OutputResult:
 
     @property
     def confusion_rows(self) -> str | None:
-        return "labels" if self.labels is not None else ("float model" if
-                                                           self.float_top1 is not None else None)
+        return (
+            "labels"
+            if self.labels is not None
+            else ("float model" if self.float_top1 is not None else None)
+        )
 
     def confusion(self) -> np.ndarray | None:
         truth = self.labels if self.labels is not None else self.float_top1
@@ -75,11 +78,12 @@ class OutputResult:
             "top1_agreement": self.agreement,
             "accuracy": {"target": self.accuracy("target"), "float": self.accuracy("float")},
             "metrics": None if self.metrics is None else self.metrics.to_json(),
-            "confusion": None if matrix is None else {
-                "rows": self.confusion_rows, "columns": "target", "matrix": matrix.tolist()},
+            "confusion": None
+            if matrix is None
+            else {"rows": self.confusion_rows, "columns": "target", "matrix": matrix.tolist()},
             "target_top1": self.target_top1.tolist(),
             "float_top1": None if self.float_top1 is None else self.float_top1.tolist(),
-        }  # fmt: skip
+        }
 
 
 @dataclass
@@ -90,8 +94,7 @@ class LayerResult:
     metrics: ErrorMetrics
 
     def to_json(self) -> dict[str, Any]:
-        return {"tensor": self.tensor, "node": self.node, "op": self.op,
-                **self.metrics.to_json()}  # fmt: skip
+        return {"tensor": self.tensor, "node": self.node, "op": self.op, **self.metrics.to_json()}
 
 
 @dataclass

@@ -44,7 +44,8 @@ class ErrorSums:
 
     def __init__(self) -> None:
         self.count = 0
-        self.err = self.err2 = self.abs_err = 0.0
+        self.mean = self.m2 = 0.0  # of the error; m2: the sum of squared deviations
+        self.err2 = self.abs_err = 0.0
         self.ref2 = self.got2 = self.dot = 0.0
 
     def add(self, ref: np.ndarray, got: np.ndarray) -> ErrorSums:
@@ -53,8 +54,14 @@ class ErrorSums:
         if r.shape != q.shape:
             raise ValueError(f"ErrorSums.add: shapes {np.shape(ref)} and {np.shape(got)}")
         e = q - r
-        self.count += r.size
-        self.err += float(e.sum())
+        if not e.size:
+            return self
+        mean = float(e.mean())
+        # Chan et al.'s merge: exact for batches, no cancellation in the variance
+        total, delta = self.count + e.size, mean - self.mean
+        self.m2 += float(np.sum((e - mean) ** 2)) + delta * delta * self.count * e.size / total
+        self.mean += delta * e.size / total
+        self.count = total
         self.err2 += float(np.dot(e, e))
         self.abs_err += float(np.abs(e).sum())
         self.ref2 += float(np.dot(r, r))
@@ -66,18 +73,18 @@ class ErrorSums:
         if not self.count:
             raise ValueError("ErrorSums.result: no values were added")
         n = self.count
-        mean = self.err / n
         l2r = float(np.sqrt(self.err2 / self.ref2)) if self.ref2 > 0 else None
         cosine = None
         if self.ref2 > 0 and self.got2 > 0:
-            cosine = float(np.clip(self.dot / np.sqrt(self.ref2 * self.got2), -1.0, 1.0))
+            norms = np.sqrt(self.ref2) * np.sqrt(self.got2)
+            cosine = float(np.clip(self.dot / norms, -1.0, 1.0)) if norms > 0 else None
         return ErrorMetrics(
             rmse=float(np.sqrt(self.err2 / n)),
             mae=self.abs_err / n,
             l2r=l2r,
             cosine=cosine,
-            mean=mean,
-            std=float(np.sqrt(max(self.err2 / n - mean * mean, 0.0))),
+            mean=self.mean,
+            std=float(np.sqrt(self.m2 / n)),
         )
 
 
@@ -108,8 +115,9 @@ def format_confusion(matrix: np.ndarray) -> list[str]:
     """The matrix as text lines, classes numbered from 0; rows true, columns predicted."""
     width = max(3, len(str(int(matrix.max(initial=0))))) + 1
     head = " " * width + "".join(f"{c:>{width}}" for c in range(len(matrix)))
-    rows = [f"{i:>{width}}" + "".join(f"{int(v):>{width}}" for v in row) for i, row in
-            enumerate(matrix)]  # fmt: skip
+    rows = [
+        f"{i:>{width}}" + "".join(f"{int(v):>{width}}" for v in row) for i, row in enumerate(matrix)
+    ]
     return [head, *rows]
 
 

@@ -80,8 +80,9 @@ class OnnxReference:
         return self._run(x, tuple(self.output_names))
 
     def tensors(self) -> dict[str, str]:
-        return {name: node.op_type for node in self.model.graph.node for name in node.output
-                if name}  # fmt: skip
+        return {
+            name: node.op_type for node in self.model.graph.node for name in node.output if name
+        }
 
     def layers(self, x: np.ndarray, names: Sequence[str]) -> dict[str, np.ndarray]:
         values = self._run(x, tuple(names))

@@ -64,9 +64,7 @@ def load_samples(
 def _fit(x: np.ndarray, shape: tuple[int, ...], file: str) -> np.ndarray:
     """(N, *shape) of numbers, or one message naming both shapes."""
     if x.dtype.kind not in "biuf":
-        raise EdgesynthError(
-            f"the samples must be numbers, not {x.dtype}", file=file, key="--data"
-        )
+        raise EdgesynthError(f"the samples must be numbers, not {x.dtype}", file=file, key="--data")
     if x.dtype.kind == "f" and not np.isfinite(x).all():
         raise EdgesynthError("the samples hold NaN or infinite values", file=file, key="--data")
     if x.ndim == len(shape) and tuple(x.shape) == shape:

@@ -31,9 +31,9 @@ def metrics_line(m: ErrorMetrics) -> str:
 def _output_lines(out: OutputResult, samples: int) -> list[str]:
     lines = [f"output `{out.name}` ({out.values} values per sample)"]
     if out.agreement is not None:
-        same = int(round(out.agreement * samples))
-        lines.append(f"  top-1 agreement with the float model: {_pct(out.agreement)} "
-                     f"({same} of {samples})")  # fmt: skip
+        same = round(out.agreement * samples)
+        agree = _pct(out.agreement)
+        lines.append(f"  top-1 agreement with the float model: {agree} ({same} of {samples})")
     if out.labels is not None:
         lines.append(
             f"  accuracy against the labels: target {_pct(out.accuracy('target'))}, "
@@ -50,14 +50,14 @@ def _output_lines(out: OutputResult, samples: int) -> list[str]:
 
 def _layer_lines(layers: list[LayerResult], jump: LayerResult | None) -> list[str]:
     width = max(len(lay.tensor) for lay in layers)
-    head = f"  {'tensor':<{width}}  {'op':<10} {'RMSE':>10} {'MAE':>10} {'L2 rel':>10} " \
-           f"{'cosine':>9} {'err mean':>10} {'err std':>10}"  # fmt: skip
+    columns = ("RMSE", "MAE", "L2 rel", "cosine", "err mean", "err std")
+    head = f"  {'tensor':<{width}}  {'op':<10}" + "".join(f" {c:>10}" for c in columns)
     lines = ["per layer (the float model's tensors against the target's, dequantized):", head]
     for lay in layers:
         m = lay.metrics
         lines.append(
             f"  {lay.tensor:<{width}}  {lay.op:<10} {_num(m.rmse):>10} {_num(m.mae):>10} "
-            f"{_num(m.l2r):>10} {_num(m.cosine, 5):>9} {_num(m.mean):>10} {_num(m.std):>10}"
+            f"{_num(m.l2r):>10} {_num(m.cosine, 5):>10} {_num(m.mean):>10} {_num(m.std):>10}"
         )
     if jump is None:
         worst = max(layers, key=lambda lay: lay.metrics.l2r or 0.0)
@@ -67,9 +67,11 @@ def _layer_lines(layers: list[LayerResult], jump: LayerResult | None) -> list[st
             f"at `{worst.tensor}`"
         )
     else:
+        index = layers.index(jump)
+        before = max((lay.metrics.l2r or 0.0 for lay in layers[:index]), default=0.0)
         lines.append(
-            f"first layer whose error jumps: `{jump.tensor}` (node {jump.node}, {jump.op}): "
-            f"L2 relative error {_num(jump.metrics.l2r)}"
+            f"first layer whose error jumps: `{jump.tensor}` ({jump.op}): L2 relative error "
+            f"{_num(jump.metrics.l2r)}, {_num(before)} at most before it"
         )
     return lines
 
@@ -111,8 +113,8 @@ def progress_bar(stream: TextIO, width: int = 30) -> Callable[[int, int], None] 
     def show(done: int, total: int) -> None:
         filled = width * done // max(total, 1)
         end = "\r" + " " * (width + 40) + "\r" if done >= total else ""
-        stream.write(f"\rvalidate [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
-                     + end)  # fmt: skip
+        bar = "#" * filled + "." * (width - filled)
+        stream.write(f"\rvalidate [{bar}] {done}/{total}{end}")
         stream.flush()
 
     return show
