@@ -6,8 +6,9 @@ and the optional labels; each refused with one message naming the file and what 
 - `.npz`: the array named `x` (or the only array); labels from `y` when the archive has one and
   no --labels file is given.
 - a folder: image files (PNG, JPEG, BMP, PGM...) directly inside it, in name order, or in one
-  subfolder per class (labels: the subfolders in name order, numbered from 0). Pixels become
-  floats in 0..1, then (pixel - mean) / std; grey images for a one-channel model, RGB for three.
+  subfolder per class (labels: the subfolders' numbers when all are named by numbers, else
+  their places in name order, from 0). Pixels become floats in 0..1, then
+  (pixel - mean) / std; grey images for a one-channel model, RGB for three.
 """
 
 from __future__ import annotations
@@ -142,9 +143,9 @@ def _image_folder(folder: Path, shape: tuple[int, ...], mean: float, std: float)
             file=str(folder),
             key="--data",
         )
-    classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    classes = _class_folders(folder)
     if classes:
-        files = [(i, f) for i, c in enumerate(classes) for f in _images(folder / c)]
+        files = [(_class_number(c, classes), f) for c in classes for f in _images(folder / c)]
     else:
         files = [(-1, f) for f in _images(folder)]
     if not files:
@@ -156,6 +157,18 @@ def _image_folder(folder: Path, shape: tuple[int, ...], mean: float, std: float)
     x = np.stack([_read_image(f, shape) for _, f in files])
     labels = np.array([i for i, _ in files], dtype=np.int64) if classes else None
     return Samples((x - mean) / std, labels, str(folder), classes or None)
+
+
+def _class_folders(folder: Path) -> list[str]:
+    """The class subfolders: numbered ones in number order, others in name order."""
+    names = [p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    numbered = all(name.isdigit() for name in names)
+    return sorted(names, key=int) if numbered else sorted(names)
+
+
+def _class_number(name: str, classes: list[str]) -> int:
+    """A subfolder named by a number is that class; otherwise its place in name order."""
+    return int(name) if all(c.isdigit() for c in classes) else classes.index(name)
 
 
 def _images(folder: Path) -> list[Path]:
