@@ -183,8 +183,7 @@ def _reference_output(reference: Reference, xf: np.ndarray, size: int) -> np.nda
     if ref.shape[1] != size:
         raise EdgesynthError(
             f"the float model's output has {ref.shape[1]} values per sample, the target's "
-            f"{size}: they are not the same network",
-            file=reference.source,
+            f"{size}: they are not the same network ({reference.source})",
         )
     return ref
 

@@ -37,14 +37,14 @@ class OnnxReference:
     def __init__(self, path: Path) -> None:
         import onnx
 
-        self.source = str(path)
+        self.source = f"{path} (ONNX Runtime)"
         self.model = onnx.load(str(path))
         initializers = {t.name for t in self.model.graph.initializer}
         inputs = [i for i in self.model.graph.input if i.name not in initializers]
         if len(inputs) != 1:
             raise EdgesynthError(
                 f"validate takes models with one input; this one has {len(inputs)}",
-                file=self.source,
+                file=str(path),
             )
         self.input = inputs[0].name
         self.output_names = [o.name for o in self.model.graph.output]
@@ -104,7 +104,7 @@ class VendorReference:
             )
         from edgesynth.train.vendor_model import model_for_network
 
-        self.source = f"{yaml} + {checkpoint}"
+        self.source = f"{yaml} + {checkpoint} (the training model, float mode)"
         self.device = device
         self.model = model_for_network(yaml, checkpoint, sample, device)  # type: ignore[arg-type]
 
