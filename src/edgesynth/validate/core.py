@@ -5,6 +5,7 @@ every tensor both graphs name (the target's from `sim.graph` on the program's in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,11 +201,11 @@ class LayerPass:
                 "or with --reference",
                 key="--per-layer",
             )
-        if not graph.nodes:
+        if not _has_float_scales(program):
             raise EdgesynthError(
-                f"--per-layer needs the program's integer graph, which a compiled "
-                f"{program.target} folder does not keep; validate the model itself "
-                f"(MODEL -t {program.target}) to compare layer by layer",
+                f"--per-layer needs the program's integer graph with the float model's scales, "
+                f"which a compiled {program.target} folder does not keep; validate the model "
+                f"itself (MODEL -t {program.target}) to compare layer by layer",
                 key="--per-layer",
             )
         named = self.named = reference.tensors()
@@ -241,6 +242,17 @@ class LayerPass:
             if self.sums[n.output].count
         ]
         return rows
+
+
+def _has_float_scales(program: Program) -> bool:
+    """Whether the program's graph reads its integers at the float model's scales: its output
+    tensor's scale is the program's output scale (a graph rebuilt from a compiled folder may
+    carry placeholder scales, or no nodes)."""
+    graph, want = program.graph, program.outputs[0].scale
+    if not graph.nodes or want is None:
+        return False
+    have = _scale(graph, graph.outputs[0])
+    return have is not None and math.isclose(have, want, rel_tol=1e-9)
 
 
 def _scale(graph: Graph, name: str) -> float | None:

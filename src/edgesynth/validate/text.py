@@ -4,6 +4,7 @@ progress bar (on a terminal only)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -102,7 +103,17 @@ def report_json(result: Validation, sources: dict[str, Any]) -> str:
         "layers": None if result.layers is None else [lay.to_json() for lay in result.layers],
         "first_jump": None if jump is None else jump.tensor,
     }
-    return json.dumps(document, indent=1) + "\n"
+    return _flat_lists(json.dumps(document, indent=1)) + "\n"
+
+
+def _flat_lists(text: str) -> str:
+    """JSON with every innermost list of numbers on one line (the top-1 lists and the
+    confusion matrix's rows), not one number a line."""
+    return re.sub(
+        r"\[[-+.\deEnul,\s]*\]",
+        lambda m: re.sub(r"\s+", " ", m.group(0)).replace("[ ", "[").replace(" ]", "]"),
+        text,
+    )
 
 
 def progress_bar(stream: TextIO, width: int = 30) -> Callable[[int, int], None] | None:
