@@ -28,6 +28,7 @@ from edgesynth.validate.reference import Reference
 
 CHUNK = 100  # samples per step: the progress bar's step, and what the per-layer values hold
 Progress = Callable[[int, int], None]
+MAX_CLASSES = 100  # an output with more values per sample is no classifier's: no confusion
 
 
 @dataclass
@@ -61,15 +62,20 @@ class OutputResult:
 
     @property
     def confusion_rows(self) -> str | None:
-        return (
-            "labels"
-            if self.labels is not None
-            else ("float model" if self.float_top1 is not None else None)
-        )
+        """What the confusion matrix's rows count: the labels, else the float model's top-1;
+        None when there is no matrix (nothing to compare, or not a classifier's output)."""
+        if not 2 <= self.values <= MAX_CLASSES:
+            return None
+        if self.labels is not None:
+            return "labels"
+        return None if self.float_top1 is None else "float model"
 
     def confusion(self) -> np.ndarray | None:
-        truth = self.labels if self.labels is not None else self.float_top1
-        return None if truth is None else confusion(truth, self.target_top1, self.classes)
+        rows = self.confusion_rows
+        if rows is None:
+            return None
+        truth = self.labels if rows == "labels" else self.float_top1
+        return confusion(truth, self.target_top1, self.classes)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
         matrix = self.confusion()
