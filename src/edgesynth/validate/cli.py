@@ -25,8 +25,8 @@ def validate_cmd(args: argparse.Namespace) -> int:
     from edgesynth.validate.core import validate
     from edgesynth.validate.text import progress_bar, report_json, report_lines
 
-    inputs = [args.model, args.data, args.labels, args.checkpoint, args.reference]
-    inputs.append(args.calibration)
+    inputs = [args.model, args.data, args.labels]
+    inputs += [args.checkpoint, args.reference, args.calibration, args.sample_input]
     if args.json is not None:
         check_output_file(args.json, overwrite=args.overwrite, inputs=inputs, option="--json")
     notes: list[str] = []
