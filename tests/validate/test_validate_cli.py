@@ -192,3 +192,39 @@ def test_json_is_not_overwritten_without_overwrite(mnist: dict[str, Path], tmp_p
     assert run_cli(*args, "--overwrite").exit_code == 0
     report = json.loads(out.read_text())
     assert report["format"] == "edgesynth-validate/1" and report["samples"] == 5
+
+
+@pytest.fixture(scope="module")
+def gati_folder(mnist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("gati") / "compiled"
+    compiled = run_cli("compile", mnist["model"], "-t", "gati", "-c", mnist["calibration"],
+                       "-o", folder, "--no-verify")  # fmt: skip
+    assert compiled.exit_code == 0, compiled.output
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--reference", "MODEL", "--per-layer"], "a compiled gati folder does not keep"),
+        ([], "nothing to compare the target with"),
+        (["--reference", "MODEL", "-t", "xdnn"], "was compiled for gati, not xdnn"),
+    ],
+)
+def test_a_compiled_folder_refuses_what_it_cannot_do(
+    mnist: dict[str, Path], gati_folder: Path, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    args = [mnist["model"] if a == "MODEL" else a for a in extra]
+    result = run_cli("validate", gati_folder, "-d", mnist["x"], *args, "--json", tmp_path / "v")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "v").exists()
+
+
+def test_labels_count_before_limit(mnist: dict[str, Path], gati_folder: Path) -> None:
+    report = _validate(mnist, gati_folder, "--labels", mnist["y"], "--limit", "7")
+    out = report["outputs"][0]
+    assert report["samples"] == 7 and out["top1_agreement"] is None
+    want = np.mean(np.array(out["target_top1"]) == np.load(mnist["y"])[:7])
+    assert out["accuracy"]["target"] == pytest.approx(want)
+    assert "against the labels" in report["stdout"]
