@@ -47,6 +47,11 @@ class OnnxReference:
                 file=str(path),
             )
         self.input = inputs[0].name
+        if inputs[0].type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+            raise EdgesynthError(
+                f"input `{self.input}` is not float32: validate compares with a float model",
+                file=str(path),
+            )
         self.output_names = [o.name for o in self.model.graph.output]
         self._sessions: dict[tuple[str, ...], Any] = {}
 
@@ -63,16 +68,23 @@ class OnnxReference:
             options = ort.SessionOptions()
             options.intra_op_num_threads = 1
             options.log_severity_level = 3
-            self._sessions[names] = ort.InferenceSession(
-                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-            )
+            try:
+                self._sessions[names] = ort.InferenceSession(
+                    model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as err:  # onnxruntime's own error types
+                raise _runtime_error("load", err, self.source) from None
         return self._sessions[names]
 
     def _run(self, x: np.ndarray, names: tuple[str, ...]) -> list[np.ndarray]:
         session = self._session(names)
         rows: list[list[np.ndarray]] = [[] for _ in names]
         for sample in np.asarray(x, dtype=np.float32):
-            for i, value in enumerate(session.run(list(names), {self.input: sample[None]})):
+            try:
+                values = session.run(list(names), {self.input: sample[None]})
+            except Exception as err:  # onnxruntime's own error types
+                raise _runtime_error("run", err, self.source) from None
+            for i, value in enumerate(values):
                 rows[i].append(np.asarray(value, dtype=np.float64).reshape(-1))
         return [np.stack(r) for r in rows]
 
@@ -87,6 +99,11 @@ class OnnxReference:
     def layers(self, x: np.ndarray, names: Sequence[str]) -> dict[str, np.ndarray]:
         values = self._run(x, tuple(names))
         return dict(zip(names, values, strict=True))
+
+
+def _runtime_error(action: str, err: Exception, source: str) -> EdgesynthError:
+    detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return EdgesynthError(f"ONNX Runtime cannot {action} the float model: {detail}", file=source)
 
 
 class VendorReference:
