@@ -54,10 +54,10 @@ def validate_cmd(args: argparse.Namespace) -> int:
         "model": str(args.model),
         "reference": None if reference is None else reference.source,
         "data": samples.source,
-        "labels": None if args.labels is None else str(args.labels),
+        "labels": _labels_source(args, samples),
     }
-    print("\n".join(report_lines(result, sources)))
-    if args.json is not None:
+    lines = report_lines(result, sources)
+    if args.json is not None:  # before the report, which a reader (`| head`) may cut short
         written = write_file_atomic(
             args.json,
             report_json(result, sources),
@@ -65,8 +65,17 @@ def validate_cmd(args: argparse.Namespace) -> int:
             inputs=inputs,
             option="--json",
         )
-        print(f"wrote {written}")
+        lines.append(f"wrote {written}")
+    print("\n".join(lines))
     return 0
+
+
+def _labels_source(args: argparse.Namespace, samples: Samples) -> str | None:
+    if args.labels is not None:
+        return str(args.labels)
+    if samples.labels is None:
+        return None
+    return f"{samples.source} ({'y' if samples.classes is None else 'class folders'})"
 
 
 def _device(target: str) -> str:
