@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "edgesynth.demo",  # demo
     "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate
     "edgesynth.flow_cli",  # compile, run (every target)
+    "edgesynth.validate.cli",  # validate (every target)
     "edgesynth.targets.gati.cli",  # gati compile | decode | run
     "edgesynth.targets.xdnn.cli",  # xdnn compile | decode | run | check-quant
     "edgesynth.targets.pulp.cli",  # pulp simulate | compile | run | report

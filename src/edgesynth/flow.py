@@ -153,6 +153,10 @@ class RunResult:
     codes: np.ndarray  # the target's integer outputs, (N, *shape)
     values: np.ndarray  # dequantized with the output scale (float64)
 
+    def outputs(self) -> np.ndarray:
+        """What `edgesynth run` writes: the host's part applied to the values, float32."""
+        return self.program.postprocess(self.values).astype(np.float32)
+
 
 def prepare_inputs(fmt: TensorFormat, x: np.ndarray, what: str = "input") -> np.ndarray:
     """A batch of inputs as the program's integer codes: float arrays are quantized with the

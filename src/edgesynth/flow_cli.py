@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from edgesynth.targets.base import TensorFormat
 
 
-def _options(pairs: list[str] | None) -> dict[str, object]:
+def parse_options(pairs: list[str] | None) -> dict[str, object]:
     """`--option KEY=VALUE` pairs; integers stay integers."""
     out: dict[str, object] = {}
     for pair in pairs or ():
@@ -33,7 +33,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
     from edgesynth.targets.base import get_target
 
     target = get_target(args.target)  # an unknown target is refused before any work
-    options = _options(args.option)
+    options = parse_options(args.option)
     target.check_option_keys(options)  # so is an unknown --option key
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
@@ -44,7 +44,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
     calibration = None
     if args.calibration is not None:
         calibration = load_array(args.calibration, "calibration data", "--calibration")
-    options = _options(args.option)
+    options = parse_options(args.option)
     if args.sample_input is not None and target.name.startswith("max7800"):
         options.setdefault("sample", load_array(args.sample_input, "sample", "--sample-input"))
     program, files = compile_to(
@@ -88,8 +88,6 @@ def _warn_integer_input(path: Path, dtype: object, fmt: TensorFormat) -> None:
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Run a batch through a compiled folder; write the outputs, one row per input."""
-    import numpy as np
-
     from edgesynth.flow import load_array, run_folder
     from edgesynth.outputs import check_output_file, save_npy_atomic
 
@@ -103,7 +101,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.integer:
         y = result.codes
     else:
-        y = result.program.postprocess(result.values).astype(np.float32)
+        y = result.outputs()
     target = result.program.target
     print(f"ran {plural(len(y), 'input')} on {target}'s bit-exact model; outputs {y.shape[1:]}")
     if y.ndim == 2 and y.shape[1] > 1:
