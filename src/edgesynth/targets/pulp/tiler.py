@@ -171,7 +171,7 @@ def param_width(arr: object) -> int:
     if a.dtype.kind not in "iub":  # Python ints beyond int64, or floats holding integers
         a = np.asarray(arr, dtype=object)
         return 4 if all(-(1 << 31) <= int(v) < (1 << 31) for v in a.flat) else 8
-    return 4 if -(1 << 31) <= int(a.min()) and int(a.max()) < (1 << 31) else 8
+    return 4 if int(a.min()) >= -(1 << 31) and int(a.max()) < (1 << 31) else 8
 
 
 def make_tiling(layer: PulpLayer, region: Region, c: int, h: int, w: int, double: bool) -> Tiling:
