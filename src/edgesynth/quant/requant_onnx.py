@@ -38,7 +38,10 @@ OPSET = 11
 SUM_SHIFT = 4  # an addition's operands are requantized to 2**-4 of the output step
 SUM_BITS = 16
 
-SUPPORTED = "Conv, Gemm/MatMul, Relu, Clip(0, c) after a layer, MaxPool, Flatten, Reshape, Add"
+SUPPORTED = (
+    "Conv, Gemm/MatMul, Relu, Clip(0, c) after a layer, MaxPool, AveragePool, "
+    "GlobalAveragePool, Flatten, Reshape, Add"
+)
 
 
 class Writer:
@@ -63,6 +66,9 @@ class Writer:
     # -- helpers ------------------------------------------------------------------------------
     def where(self, node: g.Node) -> str:
         return node.source or f"node `{node.name}` ({node.op})"
+
+    def refuse(self, node: g.Node, message: str) -> EdgesynthError:
+        return EdgesynthError(f"{self.where(node)}: {message}", file=self.graph.source or None)
 
     def init(self, name: str, value: np.ndarray) -> str:
         from onnx import numpy_helper
@@ -103,10 +109,11 @@ class Writer:
         return np.asarray(values).reshape((-1,) + (1,) * (rank - 1))
 
     # -- output types -------------------------------------------------------------------------
-    def output_type(self, node: g.Node, out: str) -> tuple[QTensor, list[g.Node]]:
-        """The integer type of `node`'s result and the float nodes folded into it: a ReLU (or
-        Clip(0, c)) reading it alone, directly or after max pools."""
-        if out in self.graph.outputs:
+    def output_type(self, out: str, nonnegative: bool = False) -> tuple[QTensor, list[g.Node]]:
+        """The integer type of a requantized result `out` and the float nodes folded into it: a
+        ReLU (or Clip(0, c)) reading it alone, directly or after max pools. The network's
+        output is signed `output_bits` wide."""
+        if self.is_output(out):
             lo, hi = self.ranges[out]
             return activation(out, lo, hi, self.opts.output_bits, False), []
         reader = self.sole_reader(out)
@@ -124,7 +131,7 @@ class Writer:
             lo, hi = self.ranges[reader.output]
             return activation(out, lo, hi, 8, True), []
         lo, hi = self.ranges[out]
-        return activation(out, lo, hi, 8, False), []
+        return activation(out, lo, hi, 8, nonnegative), []
 
     def is_output(self, tensor: str) -> bool:
         """A graph output, or read only by the trailing Softmax (the host's)."""
@@ -136,13 +143,9 @@ class Writer:
     # -- operators ----------------------------------------------------------------------------
     def layer(self, node: g.Conv | g.Linear) -> list[g.Node]:
         if isinstance(node, g.Conv) and node.transposed:
-            raise EdgesynthError(f"{self.where(node)}: transposed convolution is not quantized")
+            raise self.refuse(node, "transposed convolution is not quantized")
         x = self.q[node.inputs[0]]
-        if self.is_output(node.output):
-            lo, hi = self.ranges[node.output]
-            out, folded = activation(node.output, lo, hi, self.opts.output_bits, False), []
-        else:
-            out, folded = self.output_type(node, node.output)
+        out, folded = self.output_type(node.output)
         ql = quantize_layer(node.weight, node.bias, x.scale, out, self.opts, self.where(node))
         acc = f"{node.output}_acc"
         wname = self.init(
@@ -180,18 +183,15 @@ class Writer:
 
     def add(self, node: g.Eltwise) -> list[g.Node]:
         if node.kind != "add" or len(node.inputs) != 2:
-            raise EdgesynthError(
-                f"{self.where(node)}: element-wise `{node.kind}` of {len(node.inputs)} tensors is "
-                "not quantized (an Add of two tensors is)"
+            raise self.refuse(
+                node,
+                f"element-wise `{node.kind}` of {len(node.inputs)} tensors is "
+                "not quantized (an Add of two tensors is)",
             )
         shapes = {self.graph.tensors[t].shape for t in node.inputs}
         if len(shapes) != 1 or node.inputs[0] not in self.q or node.inputs[1] not in self.q:
-            raise EdgesynthError(f"{self.where(node)}: adds a constant or broadcasts")
-        if self.is_output(node.output):
-            lo, hi = self.ranges[node.output]
-            out, folded = activation(node.output, lo, hi, self.opts.output_bits, False), []
-        else:
-            out, folded = self.output_type(node, node.output)
+            raise self.refuse(node, "adds a constant or broadcasts")
+        out, folded = self.output_type(node.output)
         mid = out.scale / (1 << SUM_SHIFT)
         terms = []
         for k, t in enumerate(node.inputs):
@@ -228,12 +228,13 @@ class Writer:
 
     def max_pool(self, node: g.Pool) -> None:
         if node.kind != "max":
-            raise EdgesynthError(f"{self.where(node)}: {node.kind} pooling is not quantized")
+            raise self.refuse(node, f"{node.kind} pooling is not quantized")
         rank = len(node.kernel)
         if any(node.pads) and self.q[node.inputs[0]].signed:
-            raise EdgesynthError(
-                f"{self.where(node)}: padded max pooling of values that can be negative is not "
-                "quantized (the integer pooling pads with zeros)"
+            raise self.refuse(
+                node,
+                "padded max pooling of values that can be negative is not "
+                "quantized (the integer pooling pads with zeros)",
             )
         self.same_scale(
             node,
@@ -244,6 +245,37 @@ class Writer:
             dilations=list(node.dilation[:rank]),
             ceil_mode=int(node.ceil),
         )
+
+    def avg_pool(self, node: g.Pool | g.GlobalPool) -> list[g.Node]:
+        """The window average on the codes, then a RequantShift to the output's scale (the
+        integer front end joins the two divisions: the average is not rounded on its own)."""
+        x = self.q[node.inputs[0]]
+        out, folded = self.output_type(node.output, not x.signed)
+        mul, shift = fit_multiplier(np.array([x.scale / out.scale]), self.where(node))
+        avg = f"{node.output}_avg"
+        h = self.h
+        if isinstance(node, g.GlobalPool):
+            self.nodes.append(h.make_node("GlobalAveragePool", [x.name], [avg], name=node.name))
+        else:
+            rank = len(node.kernel)
+            if node.ceil or (any(node.pads) and not node.count_include_pad):
+                raise self.refuse(
+                    node,
+                    "average pooling with ceil_mode or padding left out of "
+                    "the count divides by a varying count; not quantized",
+                )
+            attrs = dict(
+                kernel_shape=list(node.kernel),
+                strides=list(node.stride),
+                pads=list(node.pads[: 2 * rank]),
+                count_include_pad=1,
+            )
+            self.nodes.append(h.make_node("AveragePool", [x.name], [avg], name=node.name, **attrs))
+        self.requant_shift(f"{node.name}.requant", avg, mul, np.zeros(1), shift, out)
+        self.q[node.output] = out
+        for f in folded:
+            self.q[f.output] = out
+        return folded
 
     def relu(self, node: g.Activation) -> None:
         x = self.q[node.inputs[0]]
@@ -265,6 +297,8 @@ class Writer:
             return self.layer(node)
         if isinstance(node, g.Eltwise):
             return self.add(node)
+        if isinstance(node, g.Pool | g.GlobalPool) and node.kind == "avg":
+            return self.avg_pool(node)
         if isinstance(node, g.Pool):
             self.max_pool(node)
         elif isinstance(node, g.Activation) and node.kind == "relu":
@@ -277,9 +311,8 @@ class Writer:
             self.softmax(node)
         else:
             kind = node.kind if isinstance(node, g.Activation) else node.op
-            raise EdgesynthError(
-                f"{self.where(node)}: `{kind}` is not quantized for gap8 (the quantizer takes "
-                f"{SUPPORTED})"
+            raise self.refuse(
+                node, f"`{kind}` is not quantized for gap8 (the quantizer takes {SUPPORTED})"
             )
         return []
 
