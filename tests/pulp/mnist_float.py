@@ -12,8 +12,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import needs  # noqa: E402
-from mnist_lenet import EVAL, load_mnist, trained  # noqa: E402
+import needs
+from mnist_lenet import EVAL, load_mnist, trained
 
 torch = needs.module("torch")
 CALIBRATION = slice(8000, 8200)  # 200 images neither trained on nor evaluated
