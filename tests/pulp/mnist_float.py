@@ -5,12 +5,9 @@ torch.onnx."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import needs
 from mnist_lenet import EVAL, load_mnist, trained
@@ -55,4 +52,43 @@ def export(m, path: Path) -> Path:  # type: ignore[no-untyped-def]
 def ort_logits(path: Path, x: np.ndarray) -> np.ndarray:
     ort = needs.module("onnxruntime")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return np.concatenate([session.run(None, {"image": x[i : i + 1]})[0] for i in range(len(x))])
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: x[i : i + 1]})[0] for i in range(len(x))])
+
+
+def agreement(folder: Path, x: np.ndarray, reference_top1: np.ndarray, rv32: int = 0) -> dict:
+    """Top-1 agreement of the compiled gap8 folder with `reference_top1` on float images `x`:
+    through `edgesynth run` (the bit-exact simulator) and through the generated C built for the
+    host (`edgesynth pulp run`), and whether the two give the same output codes; with `rv32`,
+    whether the first `rv32` images built for RV32 under qemu give the host's codes too."""
+    import tempfile
+
+    from cli_helpers import run_cli
+    from edgesynth.targets.base import TensorFormat, read_manifest
+    from edgesynth.targets.pulp.cli import run_program
+
+    fmt = TensorFormat.from_json(read_manifest(folder)["inputs"][0])
+    codes = fmt.quantize(x)
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "codes.npy", codes)
+        r = run_cli("run", folder, "-i", Path(tmp) / "codes.npy", "--integer",
+                    "-o", Path(tmp) / "sim.npy")  # fmt: skip
+        assert r.exit_code == 0, r.output
+        sim = np.load(Path(tmp) / "sim.npy").reshape(len(x), -1)
+    host = _last_layer(run_program(folder, [codes]), len(x))
+    out = {
+        "simulator": float((sim.argmax(1) == reference_top1).mean()),
+        "host_c": float((host.argmax(1) == reference_top1).mean()),
+        "host_equals_simulator": bool(np.array_equal(host, sim)),
+    }
+    if rv32:
+        riscv = _last_layer(run_program(folder, [codes[:rv32]], "rv32"), rv32)
+        out["rv32_equals_host"] = bool(np.array_equal(riscv, host[:rv32]))
+    return out
+
+
+def _last_layer(ran: dict, samples: int) -> np.ndarray:
+    last = max(int(k.rsplit("layer", 1)[1]) for k in ran if k.startswith("out_"))
+    if samples == 1:
+        return np.asarray(ran[f"out_layer{last}"]).reshape(1, -1)
+    return np.stack([np.asarray(ran[f"out_{i}_layer{last}"]) for i in range(samples)])

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cli_helpers import run_cli, snapshot
 from edgesynth.flow import compile_to, load_model, run_program
