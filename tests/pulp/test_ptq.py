@@ -229,3 +229,17 @@ def test_quantizer_options_on_an_integer_network_are_refused(tiny, tmp_path: Pat
         "compile", exported, "-t", "gap8", "-o", tmp_path / "b", "--option", "weights=layer"
     )
     assert r.exit_code == 1 and "this network is already integer" in r.stderr
+
+
+def test_the_integer_network_is_the_fake_quantized_network(tiny) -> None:
+    """Every stored tensor (convolutions, the requantized residual addition, the average
+    pool, the output) has the fake-quantized network's codes, value for value."""
+    from fakequant_check import differences
+
+    model, cal = tiny
+    x = np.random.default_rng(2).normal(0, 1, (128, *SHAPE))
+    diff = differences(load_model(model), np.load(cal), x)
+    tensors = [t for t in diff if not t.startswith("_")]
+    assert len(tensors) >= 10
+    for tensor in tensors:
+        assert not diff[tensor].any(), tensor

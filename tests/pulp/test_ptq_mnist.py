@@ -51,3 +51,24 @@ def test_third_party_onnx_lenet(mnist, tmp_path: Path) -> None:  # type: ignore[
     path = tmp_path / "lenet_opset8.onnx"
     third_party_onnx(trained("lenet", lenet, mnist), path)
     _check(path, mnist, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_the_integer_network_is_the_fake_quantized_network(mnist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """On 1,000 real images, every tensor the integer network stores has the fake-quantized
+    float network's codes; where they differ the integer requantization is an exact tie."""
+    from fakequant_check import differences, is_tie
+
+    from edgesynth.flow import load_model
+
+    x, _ = mnist
+    graph = load_model(export(model(mnist), tmp_path / "cnn.onnx"))
+    diff = differences(graph, x[CALIBRATION], x[EVAL])
+    tensors = [t for t in diff if not t.startswith("_")]
+    for tensor in tensors:
+        if tensor in graph.outputs:
+            assert diff[tensor].mean() <= 1e-3
+            assert is_tie(graph, diff, tensor)[diff[tensor]].all(), tensor
+        else:
+            assert not diff[tensor].any(), tensor

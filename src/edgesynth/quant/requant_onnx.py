@@ -18,6 +18,7 @@ output (value = code x scale) are metadata `edgesynth.scale.<tensor>`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from edgesynth.ir import graph as g
 from edgesynth.quant.requant_shift import (
     PtqOptions,
     QTensor,
+    QuantizedLayer,
     activation,
     fit_multiplier,
     quantize_layer,
@@ -44,6 +46,15 @@ SUPPORTED = (
 )
 
 
+@dataclass(frozen=True)
+class Operand:
+    """An addition's operand requantized to the sum's grid: code' = round(value / `step`), read
+    as code' x `term.scale` (step is term.scale to 16 significant bits: mul / 2**shift)."""
+
+    step: float
+    term: QTensor
+
+
 class Writer:
     def __init__(
         self, graph: g.Graph, ranges: dict[str, tuple[float, float]], opts: PtqOptions
@@ -57,6 +68,8 @@ class Writer:
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.q: dict[str, QTensor] = {}  # float tensor -> its integer tensor
+        self.layers: dict[str, QuantizedLayer] = {}  # float Conv/Linear -> its integers
+        self.operands: dict[str, list[Operand]] = {}  # float Add -> its requantized operands
         self.errors: list[EdgesynthError] = []
         self.readers: dict[str, list[g.Node]] = {}
         for node in graph.nodes:
@@ -147,6 +160,7 @@ class Writer:
         x = self.q[node.inputs[0]]
         out, folded = self.output_type(node.output)
         ql = quantize_layer(node.weight, node.bias, x.scale, out, self.opts, self.where(node))
+        self.layers[node.name] = ql
         acc = f"{node.output}_acc"
         wname = self.init(
             f"{node.name}.weight", ql.weight if isinstance(node, g.Conv) else ql.weight.T
@@ -200,6 +214,8 @@ class Writer:
             term = QTensor(f"{node.output}_in{k}", mid, SUM_BITS, True)
             self.requant_shift(f"{node.name}.in{k}", operand.name, mul, np.zeros(1), shift, term)
             terms.append(term.name)
+            step = operand.scale * 2.0**shift / float(mul[0])
+            self.operands.setdefault(node.name, []).append(Operand(step, term))
         total = f"{node.output}_sum"
         self.nodes.append(self.h.make_node("Add", terms, [total], name=node.name))
         one = np.ones(1, dtype=np.int64)
@@ -252,6 +268,7 @@ class Writer:
         x = self.q[node.inputs[0]]
         out, folded = self.output_type(node.output, not x.signed)
         mul, shift = fit_multiplier(np.array([x.scale / out.scale]), self.where(node))
+        out = replace(out, scale=x.scale * 2.0**shift / float(mul[0]))  # exactly mul / 2**shift
         avg = f"{node.output}_avg"
         h = self.h
         if isinstance(node, g.GlobalPool):
@@ -364,12 +381,20 @@ class Writer:
         return model
 
 
-def integer_onnx(
+@dataclass
+class QuantizedNetwork:
+    onnx: bytes  # the RequantShift-dialect ONNX model
+    tensors: dict[str, QTensor]  # float tensor -> the integer tensor holding it
+    layers: dict[str, QuantizedLayer]  # float Conv/Linear node -> its integers
+    operands: dict[str, list[Operand]]  # float Add node -> its operands on the common grid
+
+
+def quantize_graph(
     graph: g.Graph, ranges: dict[str, tuple[float, float]], opts: PtqOptions, name: str
-) -> bytes:
-    """The float `graph`, calibrated (`ranges` of every tensor, quant.calibrate), as the bytes
-    of a RequantShift-dialect ONNX model named `name`. Raises MultipleErrors naming every
-    operator it cannot quantize."""
+) -> QuantizedNetwork:
+    """The float `graph`, calibrated (`ranges` of every tensor, quant.calibrate), as a
+    RequantShift-dialect ONNX model named `name`, with the choices made for every tensor and
+    layer. Raises MultipleErrors naming every operator it cannot quantize."""
     opts.check()
     if len(graph.inputs) != 1:
         raise EdgesynthError(f"graph {graph.name}: the quantizer takes one-input models")
@@ -378,4 +403,5 @@ def integer_onnx(
     lo, hi = ranges[x]
     writer.q[x] = activation(x, lo, hi, 8, lo >= 0)
     writer.walk()
-    return writer.model(name).SerializeToString()
+    model = writer.model(name).SerializeToString()
+    return QuantizedNetwork(model, writer.q, writer.layers, writer.operands)

@@ -117,6 +117,15 @@ class QuantizedLayer:
     mul: np.ndarray  # int64 per output channel
     add: np.ndarray  # int64 per output channel: bias x mul
     shift: int
+    step: np.ndarray  # per output channel: the real value of one weight step
+    bias: np.ndarray  # int64 per output channel, in accumulator steps (s_in x step)
+
+    def fake_weight(self) -> np.ndarray:
+        """The weights as the fake-quantized float network uses them (code x step)."""
+        return self.weight * self.step.reshape((-1,) + (1,) * (self.weight.ndim - 1))
+
+    def fake_bias(self, s_in: float) -> np.ndarray:
+        return self.bias * s_in * self.step
 
 
 def quantize_layer(
@@ -142,4 +151,5 @@ def quantize_layer(
     qb = round_half_up(b / (s_in * step))
     if np.abs(qb).max(initial=0) >= 2.0**40:
         raise EdgesynthError(f"{where}: the bias is {np.abs(b).max():.4g}, beyond 2**40 steps")
-    return QuantizedLayer(qw, mul, qb.astype(np.int64) * mul, shift)
+    qb = qb.astype(np.int64)
+    return QuantizedLayer(qw, mul, qb * mul, shift, step, qb)

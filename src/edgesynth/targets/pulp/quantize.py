@@ -56,13 +56,13 @@ def quantize(graph: Graph, calibration: np.ndarray, options: dict[str, Any]) -> 
     RequantShift ONNX file."""
     from edgesynth.frontends.onnx_int import load_integer_onnx
     from edgesynth.quant.calibrate import check_calibration, tensor_ranges
-    from edgesynth.quant.requant_onnx import integer_onnx
+    from edgesynth.quant.requant_onnx import quantize_graph
 
     opts = ptq_options(options)
     x = check_calibration(graph, calibration)
     ranges = tensor_ranges(graph, x, opts.activations, opts.percentile)
     name = network_name(graph, options)
-    data = integer_onnx(graph, ranges, opts, name)
+    data = quantize_graph(graph, ranges, opts, name).onnx
     with tempfile.TemporaryDirectory(prefix="edgesynth-ptq-") as tmp:
         path = Path(tmp) / f"{name}.onnx"
         path.write_bytes(data)
