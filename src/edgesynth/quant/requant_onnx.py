@@ -125,17 +125,17 @@ class Writer:
     def output_type(self, out: str, nonnegative: bool = False) -> tuple[QTensor, list[g.Node]]:
         """The integer type of a requantized result `out` and the float nodes folded into it: a
         ReLU (or Clip(0, c)) reading it alone, directly or after max pools. The network's
-        output is signed `output_bits` wide."""
+        output is `output_bits` wide (signed unless a ReLU ends the network)."""
         if self.is_output(out):
             lo, hi = self.ranges[out]
             return activation(out, lo, hi, self.opts.output_bits, False), []
         reader = self.sole_reader(out)
-        if isinstance(reader, g.Activation) and reader.kind == "relu":
+        relu = isinstance(reader, g.Activation) and reader.kind == "relu"
+        if relu or (isinstance(reader, g.Clip) and float(reader.lo) == 0.0):
             lo, hi = self.ranges[reader.output]
-            return activation(reader.output, lo, hi, 8, True), [reader]
-        if isinstance(reader, g.Clip) and float(reader.lo) == 0.0:
-            lo, hi = self.ranges[reader.output]
-            return activation(reader.output, lo, min(hi, float(reader.hi)), 8, True), [reader]
+            top = hi if relu else min(hi, float(reader.hi))  # type: ignore[union-attr]
+            bits = self.opts.output_bits if self.is_output(reader.output) else 8
+            return activation(reader.output, lo, top, bits, True), [reader]
         tensor = out
         while isinstance(reader, g.Pool) and reader.kind == "max":
             tensor = reader.output
