@@ -56,6 +56,9 @@ class Operand:
 
 
 class Writer:
+    """One pass over the float graph in order, writing each operator's integer form (ONNX nodes
+    and initializers) and recording the integer tensor of every float tensor (`q`)."""
+
     def __init__(
         self, graph: g.Graph, ranges: dict[str, tuple[float, float]], opts: PtqOptions
     ) -> None:

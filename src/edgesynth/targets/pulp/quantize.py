@@ -26,7 +26,7 @@ def ptq_options(options: dict[str, Any]) -> Any:
             setattr(opts, key, str(options[key]))
     for key in ("weight_bits", "output_bits"):
         if key in options:
-            opts.__setattr__(key, _number(options[key], key, int))
+            setattr(opts, key, _number(options[key], key, int))
     if "percentile" in options:
         opts.percentile = _number(options["percentile"], "percentile", float)
         if "activations" not in options:
