@@ -75,8 +75,3 @@ def tensor_ranges(
             lo, hi = np.percentile(flat, [100.0 - percentile, percentile])
             ranges[name] = (float(lo), float(hi))
     return ranges
-
-
-def relu_range(values: tuple[float, float]) -> tuple[float, float]:
-    """The range of max(x, 0) for x in `values`."""
-    return max(values[0], 0.0), max(values[1], 0.0)
