@@ -155,7 +155,7 @@ def test_trained_checkpoint(target: str, trained, mnist, tmp_path: Path) -> None
     np.testing.assert_array_equal(y, eight_bit.reshape(len(eight_bit), -1))
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", [*TARGETS, "gap8"])
 def test_onnx_export(target: str, trained, mnist, tmp_path: Path) -> None:
     import onnxruntime as ort
 

@@ -37,6 +37,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
     target.check_option_keys(options)  # so is an unknown --option key
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
+    export = _integer_onnx_file(args, target.name, inputs)
     device = "MAX78002" if target.name == "max78002" else "MAX78000"
     graph = load_model(
         args.model, checkpoint=args.checkpoint, device=device, sample_input=args.sample_input
@@ -47,6 +48,13 @@ def compile_cmd(args: argparse.Namespace) -> int:
     options = parse_options(args.option)
     if args.sample_input is not None and target.name.startswith("max7800"):
         options.setdefault("sample", load_array(args.sample_input, "sample", "--sample-input"))
+    if export is not None:
+        if graph.is_integer:
+            raise EdgesynthError(
+                f"{args.model} is an integer network already; there is nothing to export",
+                key="--export-integer-onnx",
+            )
+        options.setdefault("network_name", export.stem)
     program, files = compile_to(
         graph,
         target.name,
@@ -73,7 +81,35 @@ def compile_cmd(args: argparse.Namespace) -> int:
     if program.proof is not None:
         print(program.proof.line)
     print(f"wrote {', '.join(files)} in {args.output}")
+    if export is not None:
+        from edgesynth.outputs import write_file_atomic
+
+        write_file_atomic(
+            export,
+            program.extra["integer_onnx"],
+            overwrite=args.overwrite,
+            inputs=inputs,
+            option="--export-integer-onnx",
+        )
+        print(f"wrote {export}: the integer network (RequantShift ONNX)")
     return 0
+
+
+def _integer_onnx_file(args: argparse.Namespace, target: str, inputs: list) -> Path | None:
+    """`--export-integer-onnx FILE`, checked before any work (gap8 only)."""
+    if args.export_integer_onnx is None:
+        return None
+    from edgesynth.errors import UsageError
+    from edgesynth.outputs import check_output_file
+
+    if target != "gap8":
+        raise UsageError(f"--export-integer-onnx is for -t gap8, not -t {target}")
+    return check_output_file(
+        args.export_integer_onnx,
+        overwrite=args.overwrite,
+        inputs=inputs,
+        option="--export-integer-onnx",
+    )
 
 
 def _warn_integer_input(path: Path, dtype: object, fmt: TensorFormat) -> None:
@@ -159,6 +195,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="a target option, e.g. engine=56x32 or bits=16 for xdnn (repeatable)",
+    )
+    c.add_argument(
+        "--export-integer-onnx",
+        type=Path,
+        metavar="FILE",
+        help="gap8, float model: also write the quantized integer network as RequantShift "
+        "ONNX (what `edgesynth pulp compile` reads)",
     )
     c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
     c.add_argument(

@@ -8,7 +8,9 @@
 
 The graph computes exactly what the ONNX arithmetic says on integers (64 bits and beyond, the
 literal divisors, each dialect's rounding); see `convert.py` and `symbolic.py`, and docs/pulp.md.
-The graph's inputs need an integer type (`input_types`; 8-bit unsigned when not given).
+The graph's inputs need an integer type (`input_types`; when not given, the ONNX input's own
+element type if it is an 8-, 16- or 32-bit integer, else 8-bit unsigned). Metadata
+`edgesynth.scale.<tensor>` gives the real value of one step of an input or output.
 """
 
 from __future__ import annotations
@@ -21,6 +23,15 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 
 DIALECTS = ("NEMO", "Quantlab", "RequantShift")
+SCALE_KEY = "edgesynth.scale."  # metadata: the scale of an ONNX tensor (value = code x scale)
+# An input the ONNX file declares with an integer element type has that type (unless given).
+DECLARED_TYPES = {
+    2: g.QType(8, signed=False),
+    3: g.QType(8),
+    4: g.QType(16, signed=False),
+    5: g.QType(16),
+    6: g.QType(32),
+}
 _TYPE = re.compile(r"^(u?)int(\d+)$")
 
 
@@ -87,11 +98,36 @@ def load_integer_onnx(
                 + ", ".join(names),
                 key="--input-type",
             )
-    for name in names:
-        typed.setdefault(name, g.QType(8, signed=False))
+    for vi in model.inputs:
+        typed.setdefault(vi.name, DECLARED_TYPES.get(vi.elem_type, g.QType(8, signed=False)))
+    scales = _scales(model)
+    typed = {k: t.with_scale(scales[k]) if k in scales else t for k, t in typed.items()}
     builder = convert(model, typed)
     graph = builder.graph
+    for onnx_name, scale in scales.items():
+        tensor = graph.tensors.get(builder.onnx_to_graph.get(onnx_name, ""))
+        if tensor is not None and tensor.qtype is not None:
+            tensor.qtype = tensor.qtype.with_scale(scale)
     return IntegerNetwork(graph, detect_dialect(model), builder.onnx_to_graph, builder.dropped)
+
+
+def _scales(model: object) -> dict[str, float]:
+    """The real value of one step of the tensors the model's metadata names (`SCALE_KEY` +
+    ONNX tensor name, as edgesynth's quantizer writes them)."""
+    out: dict[str, float] = {}
+    for key, value in model.metadata.items():  # type: ignore[attr-defined]
+        if key.startswith(SCALE_KEY):
+            try:
+                scale = float(value)
+            except ValueError:
+                scale = 0.0
+            if not scale > 0:
+                raise EdgesynthError(
+                    f"metadata {key}={value!r} is not a positive number",
+                    file=str(model.path),  # type: ignore[attr-defined]
+                )
+            out[key[len(SCALE_KEY) :]] = scale
+    return out
 
 
 def is_integer_model(path: Path | str) -> bool:

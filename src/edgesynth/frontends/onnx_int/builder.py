@@ -85,7 +85,11 @@ class Builder:
         arr = np.asarray(a)
         if np.issubdtype(arr.dtype, np.floating):
             if not np.all(np.isfinite(arr)) or not np.array_equal(arr, np.round(arr)):
-                raise self.fail(node, f"{what} holds non-integer values: not an integer graph")
+                raise self.fail(
+                    node,
+                    f"{what} holds non-integer values: not an integer graph (a float model is "
+                    "quantized by `edgesynth compile MODEL -t gap8 --calibration CAL.npy`)",
+                )
             if np.abs(arr).max(initial=0) >= 2.0**53:
                 raise self.fail(node, f"{what} holds values beyond 2**53")
         elif not np.issubdtype(arr.dtype, np.integer):

@@ -10,16 +10,22 @@ import numpy as np
 from edgesynth.frontends.onnx_int import symbolic as sy
 from edgesynth.frontends.onnx_int.builder import Builder
 from edgesynth.frontends.onnx_int.reader import OnnxNode
-from edgesynth.frontends.onnx_int.symbolic import Sym, Term
+from edgesynth.frontends.onnx_int.symbolic import Sym
 from edgesynth.ir import graph as g
 
 
 def requant_shift(b: Builder, node: OnnxNode) -> None:
-    """Deeploy's RequantShift(x, mul, add): clip(floor((x*mul + add + div/2) / div))."""
-    x, xs = b.tensor_of(node, 0)
-    if xs.pads is not None:
-        raise b.fail(node, "a padded value cannot be requantized")
-    base = sy.bare(x, xs.shape, True, node.outputs[0])
+    """Deeploy's RequantShift(x, mul, add): clip(floor((x*mul + add + div/2) / div)). On a
+    value still divided exactly (an AveragePool: the window sum over its size) the division
+    joins the requantization's, so the average is never rounded on its own."""
+    pending = b.sym(node, 0)
+    if pending.div != 1 and not pending.closed and pending.pads is None:
+        base = pending
+    else:
+        x, xs = b.tensor_of(node, 0)
+        if xs.pads is not None:
+            raise b.fail(node, "a padded value cannot be requantized")
+        base = sy.bare(x, xs.shape, True, node.outputs[0])
     a = node.attrs
     d = float(np.asarray(a.get("div", 1)).reshape(-1)[0])
     if d <= 0 or d != int(d):
@@ -32,14 +38,16 @@ def requant_shift(b: Builder, node: OnnxNode) -> None:
     if isinstance(mul_, Fraction) or isinstance(add_, Fraction):
         raise b.fail(node, "mul and add must be integers")
     lo, hi = (-(levels // 2), levels // 2 - 1) if signed else (0, levels - 1)
+    scaled = sy.scale(base, mul_, node.name)
+    offset = np.asarray(add_ + dv // 2, dtype=object)
     s = Sym(
-        [Term(x, mul_)],
-        np.asarray(add_ + dv // 2, dtype=object),
-        dv,
-        xs.shape,
+        scaled.terms,
+        np.asarray(scaled.add + offset * base.div, dtype=object),
+        dv * base.div,
+        base.shape,
         True,
         node.outputs[0],
-        [node.name],
+        scaled.nodes,
         rounding="floor",
         lo=lo,
         hi=hi,

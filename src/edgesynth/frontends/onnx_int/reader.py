@@ -43,6 +43,7 @@ class OnnxModel:
     outputs: list[OnnxValueInfo]
     opsets: dict[str, int] = field(default_factory=dict)
     producer: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)  # the model's metadata_props
 
 
 def _require_onnx() -> Any:
@@ -112,4 +113,5 @@ def read_onnx(path: Path) -> OnnxModel:
     inputs = [_value_info(vi) for vi in graph.input if vi.name not in constants]
     outputs = [_value_info(vi) for vi in graph.output]
     opsets = {o.domain or "ai.onnx": int(o.version) for o in model.opset_import}
-    return OnnxModel(path, nodes, constants, inputs, outputs, opsets, model.producer_name)
+    metadata = {p.key: p.value for p in model.metadata_props}
+    return OnnxModel(path, nodes, constants, inputs, outputs, opsets, model.producer_name, metadata)

@@ -15,6 +15,7 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.graph import Graph, QType
 from edgesynth.proof import Proof
 from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+from edgesynth.targets.pulp.quantize import PTQ_KEYS
 
 TARGET_JSON = "pulp.json"
 NETWORK_COPY = "network.onnx"
@@ -44,7 +45,15 @@ PLAN_KEYS = ("l1", "l2", "code_reserve", "double_buffer", "prefetch", "tiles")
 def plan_options(options: CompileOptions) -> Any:
     from edgesynth.targets.pulp.plan import PlanOptions
 
-    Gap8Target().check_option_keys(set(options.options) - {"input_types", "model"})
+    Gap8Target().check_option_keys(set(options.options) - {"input_types", "model", "quantized"})
+    if not options.options.get("quantized"):
+        given = sorted(set(options.options) & set(PTQ_KEYS))
+        if given:
+            raise EdgesynthError(
+                f"{', '.join(given)}: quantizer options are for a float model (with "
+                "--calibration); this network is already integer",
+                key="--option",
+            )
     return PlanOptions(**{k: v for k, v in options.options.items() if k in PLAN_KEYS})
 
 
@@ -52,16 +61,23 @@ def plan_options(options: CompileOptions) -> Any:
 class Gap8Target(Target):
     name = "gap8"
     summary = "PULP/GAP8 cluster: integer ONNX to DORY-style tiled C (L3/L2/L1, 8 cores)"
-    option_keys = (*PLAN_KEYS, "saturate_additions")
+    option_keys = (*PLAN_KEYS, "saturate_additions", *PTQ_KEYS)
 
     def lower(self, graph: Graph, options: CompileOptions) -> Program:
         from edgesynth.targets.pulp.layers import lower_graph
 
+        integer_onnx = None
         if not graph.is_integer:
-            raise EdgesynthError(
-                f"{graph.source or graph.name}: gap8 runs integer graphs (NEMO, Quantlab or "
-                "RequantShift ONNX); this graph has float tensors"
-            )
+            if options.calibration is None:
+                raise EdgesynthError(
+                    f"{graph.source or graph.name}: gap8 runs integer graphs (NEMO, Quantlab or "
+                    "RequantShift ONNX); this graph has float tensors: pass --calibration "
+                    "CAL.npy (float inputs, N x input) to quantize it"
+                )
+            from edgesynth.targets.pulp.quantize import quantize
+
+            graph, integer_onnx = quantize(graph, options.calibration, options.options)
+            options = CompileOptions(options.calibration, {**options.options, "quantized": True})
         saturate = bool(options.options.get("saturate_additions", False))
         layers, program_graph, warnings = lower_graph(graph, saturate_additions=saturate)
         return Program(
@@ -81,6 +97,7 @@ class Gap8Target(Target):
                 "plan_options": plan_options(options),
                 "saturate_additions": saturate,
                 "model": graph.meta.get("path"),
+                "integer_onnx": integer_onnx,
             },
         )
 
@@ -124,19 +141,31 @@ class Gap8Target(Target):
 
         plan = program.plan
         source = program.extra.get("model")
-        files = write_sources(plan, folder, program.graph.name, Path(source).name if source else "")
+        quantized = program.extra.get("integer_onnx")
+        if quantized is not None:  # the network is the quantizer's: copied as the file it is
+            source = None
+        name = f"{program.graph.name}.onnx" if quantized is not None else ""
+        files = write_sources(
+            plan, folder, program.graph.name, Path(source).name if source else name
+        )
         (folder / PLAN_JSON).write_text(json.dumps(plan.to_json(), indent=1) + "\n")
         (folder / REPORT).write_text(plan.table() + "\n")
         (folder / LAYOUT).write_text(json.dumps(plan.io_layout(), indent=1) + "\n")
         files += [PLAN_JSON, REPORT, LAYOUT]
         if source:
             shutil.copyfile(source, folder / NETWORK_COPY)
+        elif quantized is not None:
+            (folder / NETWORK_COPY).write_bytes(quantized)
+        if source or quantized is not None:
             files.append(NETWORK_COPY)
-        types = [str(t.qtype) for t in (program.graph.tensors[n] for n in program.graph.inputs)]
+        types = [
+            str(t.qtype.with_scale(None))
+            for t in (program.graph.tensors[n] for n in program.graph.inputs)
+        ]
         (folder / TARGET_JSON).write_text(
             json.dumps(
                 {
-                    "network": NETWORK_COPY if source else None,
+                    "network": NETWORK_COPY if source or quantized is not None else None,
                     "input_types": types,
                     "options": program.extra["plan_options"].to_json(),
                     "saturate_additions": program.extra.get("saturate_additions", False),
