@@ -117,7 +117,7 @@ def test_the_target_interface_compiles_emits_and_loads(nemo_model: Path, tmp_pat
     target = get_target("gap8")
     graph = read_network(nemo_model)
     program = target.compile(graph, CompileOptions(options={"l1": 8000}))
-    program.extra["model"] = str(nemo_model)
+    program.model = nemo_model
     folder = tmp_path / "prog"
     folder.mkdir()
     files = target.emit(program, folder)
@@ -127,7 +127,7 @@ def test_the_target_interface_compiles_emits_and_loads(nemo_model: Path, tmp_pat
     loaded = target.load(folder, manifest)
     x = _inputs(nemo_model, ["uint8"], (0, 256))
     want = target.simulate(program, x)
-    got = target.simulate(loaded, x)
+    got = target.run(loaded, x)
     assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
     from edgesynth.sim.graph import run
 

@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.graph import Graph, QType
 from edgesynth.proof import Proof
-from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+from edgesynth.targets.base import (
+    CompileOptions,
+    Program,
+    Target,
+    TensorFormat,
+    planned,
+    register,
+)
+
+if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.targets.pulp.layers import PulpLayer
+    from edgesynth.targets.pulp.plan import Plan, PlanOptions
 
 TARGET_JSON = "pulp.json"
 NETWORK_COPY = "network.onnx"
@@ -41,20 +53,70 @@ def read_network(path: Path, input_types: list[QType] | None = None) -> Graph:
 PLAN_KEYS = ("l1", "l2", "code_reserve", "double_buffer", "prefetch", "tiles")
 
 
-def plan_options(options: CompileOptions) -> Any:
+def plan_options(options: CompileOptions) -> PlanOptions:
     from edgesynth.targets.pulp.plan import PlanOptions
 
     Gap8Target().check_option_keys(set(options.options) - {"input_types", "model"})
     return PlanOptions(**{k: v for k, v in options.options.items() if k in PLAN_KEYS})
 
 
+@dataclass(frozen=True)
+class Gap8Options:
+    """The target options: the planner's (memory budgets, buffering, forced tiles) and whether
+    additions saturate to their storage."""
+
+    plan: PlanOptions
+    saturate_additions: bool = False
+
+    @classmethod
+    def of(cls, options: CompileOptions) -> Gap8Options:
+        return cls(plan_options(options), bool(options.options.get("saturate_additions", False)))
+
+
+@dataclass(kw_only=True)
+class Gap8Program(Program):
+    """An integer network lowered for GAP8: its fused layers, its options, the ONNX file it came
+    from (copied beside the C) and (after `plan`) its tiling and memory plan."""
+
+    layers: list[PulpLayer]
+    options: Gap8Options
+    model: Path | None = None
+    plan: Plan | None = None
+
+
+@dataclass(kw_only=True)
+class Gap8Loaded(Program):
+    """An emitted program read back: the graph its layers compute, from the network copy and
+    the options pulp.json records."""
+
+    layers: list[PulpLayer]
+    folder: Path
+
+
+def _formats(graph: Graph, names: list[str]) -> list[TensorFormat]:
+    formats = []
+    for name in names:
+        tensor = graph.tensors[name]
+        assert tensor.qtype is not None  # an integer graph
+        formats.append(TensorFormat.of(name, tensor.shape, tensor.qtype))
+    return formats
+
+
+def _graph_outputs(graph: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    from edgesynth.sim.graph import run
+
+    values = run(graph, dict(zip(graph.inputs, inputs, strict=True)))
+    return [values[t] for t in graph.outputs]
+
+
 @register
-class Gap8Target(Target):
+class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     name = "gap8"
     summary = "PULP/GAP8 cluster: integer ONNX to DORY-style tiled C (L3/L2/L1, 8 cores)"
     option_keys = (*PLAN_KEYS, "saturate_additions")
+    graph_kinds = ("integer",)
 
-    def lower(self, graph: Graph, options: CompileOptions) -> Program:
+    def lower(self, graph: Graph, options: CompileOptions) -> Gap8Program:
         from edgesynth.targets.pulp.layers import lower_graph
 
         if not graph.is_integer:
@@ -62,34 +124,28 @@ class Gap8Target(Target):
                 f"{graph.source or graph.name}: gap8 runs integer graphs (NEMO, Quantlab or "
                 "RequantShift ONNX); this graph has float tensors"
             )
-        saturate = bool(options.options.get("saturate_additions", False))
-        layers, program_graph, warnings = lower_graph(graph, saturate_additions=saturate)
-        return Program(
+        opts = Gap8Options.of(options)
+        layers, program_graph, warnings = lower_graph(
+            graph, saturate_additions=opts.saturate_additions
+        )
+        model = graph.meta.get("path")
+        return Gap8Program(
             target=self.name,
             graph=program_graph,
-            layers=layers,
-            inputs=[
-                TensorFormat.of(t, program_graph.tensors[t].shape, program_graph.tensors[t].qtype)
-                for t in program_graph.inputs
-            ],
-            outputs=[
-                TensorFormat.of(t, program_graph.tensors[t].shape, program_graph.tensors[t].qtype)
-                for t in program_graph.outputs
-            ],
+            inputs=_formats(program_graph, program_graph.inputs),
+            outputs=_formats(program_graph, program_graph.outputs),
             warnings=[*graph.warnings, *warnings],
-            extra={
-                "plan_options": plan_options(options),
-                "saturate_additions": saturate,
-                "model": graph.meta.get("path"),
-            },
+            layers=layers,
+            options=opts,
+            model=Path(model) if model else None,
         )
 
-    def check(self, program: Program) -> None:
+    def check(self, program: Gap8Program) -> None:
         """Every layer's smallest tile must fit L1 (the rest is refused while lowering)."""
         from edgesynth.targets.pulp.device import GAP8
         from edgesynth.targets.pulp.tiler import Region, channel_choices, make_tiling
 
-        l1, _ = program.extra["plan_options"].budgets(GAP8)
+        l1, _ = program.options.plan.budgets(GAP8)
         errors = []
         for layer in program.layers:
             region = Region(layer.cout, layer.out_shape[1])
@@ -105,26 +161,26 @@ class Gap8Target(Target):
         if errors:
             raise MultipleErrors(errors)
 
-    def plan(self, program: Program) -> None:
+    def plan(self, program: Gap8Program) -> None:
         from edgesynth.targets.pulp.device import GAP8
         from edgesynth.targets.pulp.plan import make_plan
 
-        program.plan = make_plan(program.layers, program.graph, program.extra["plan_options"], GAP8)
-        program.warnings += program.plan.warnings
+        plan = make_plan(program.layers, program.graph, program.options.plan, GAP8)
+        program.plan = plan
+        program.warnings += plan.warnings
 
-    def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        from edgesynth.sim.graph import run
+    def simulate(self, program: Gap8Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The program's integer graph (the layers compute it exactly; `prove` builds the C
+        and compares every layer)."""
+        return _graph_outputs(program.graph, inputs)
 
-        values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
-        return [values[t] for t in program.graph.outputs]
-
-    def emit(self, program: Program, folder: Path) -> list[str]:
+    def emit(self, program: Gap8Program, folder: Path) -> list[str]:
         from edgesynth.targets.pulp.build import LAYOUT
         from edgesynth.targets.pulp.emit import write_sources
 
-        plan = program.plan
-        source = program.extra.get("model")
-        files = write_sources(plan, folder, program.graph.name, Path(source).name if source else "")
+        plan = planned(program, program.plan)
+        source = program.model
+        files = write_sources(plan, folder, program.graph.name, source.name if source else "")
         (folder / PLAN_JSON).write_text(json.dumps(plan.to_json(), indent=1) + "\n")
         (folder / REPORT).write_text(plan.table() + "\n")
         (folder / LAYOUT).write_text(json.dumps(plan.io_layout(), indent=1) + "\n")
@@ -138,8 +194,8 @@ class Gap8Target(Target):
                 {
                     "network": NETWORK_COPY if source else None,
                     "input_types": types,
-                    "options": program.extra["plan_options"].to_json(),
-                    "saturate_additions": program.extra.get("saturate_additions", False),
+                    "options": program.options.plan.to_json(),
+                    "saturate_additions": program.options.saturate_additions,
                 },
                 indent=1,
             )
@@ -151,7 +207,7 @@ class Gap8Target(Target):
     # -- the proof ------------------------------------------------------------------------
     executor = "the host build of the generated C"
 
-    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+    def prove(self, program: Gap8Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
         """The C in `folder`, built with the host's gcc (warnings as errors) in a copy of the
         folder and run, writes every layer's output exactly as the integer graph computes it."""
         from edgesynth.proof import DEFECT_REMEDY, ProofFailed, first_difference
@@ -171,8 +227,10 @@ class Gap8Target(Target):
             compared += output.size
         return Proof(str(self.executor), compared, compared, "values")
 
-    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
-        from edgesynth.targets.pulp.plan import PlanOptions
+    def load(self, folder: Path, manifest: dict[str, Any]) -> Gap8Loaded:
+        """The network copy and pulp.json read back: the graph the emitted layers compute (the
+        network with the saturations its storage adds, as `lower` derived it)."""
+        from edgesynth.targets.pulp.layers import lower_graph
 
         folder = Path(folder)
         try:
@@ -181,13 +239,24 @@ class Gap8Target(Target):
             raise EdgesynthError(f"{folder / TARGET_JSON}: {err}") from None
         if not saved.get("network"):
             raise EdgesynthError(f"{folder} has no copy of its network; compile it again")
-        graph = read_network(folder / saved["network"], parse_types(saved["input_types"]))
-        options = CompileOptions(
-            options={"saturate_additions": bool(saved.get("saturate_additions", False))}
+        network = read_network(folder / saved["network"], parse_types(saved["input_types"]))
+        saturate = bool(saved.get("saturate_additions", False))
+        layers, graph, _ = lower_graph(network, saturate_additions=saturate)
+        return Gap8Loaded(
+            target=self.name,
+            graph=graph,
+            inputs=[TensorFormat.from_json(t) for t in manifest["inputs"]],
+            outputs=[TensorFormat.from_json(t) for t in manifest["outputs"]],
+            warnings=list(manifest.get("warnings", [])),
+            host_post=manifest.get("host_post"),
+            layers=layers,
+            folder=folder,
         )
-        program = self.lower(graph, options)
-        program.extra["plan_options"] = PlanOptions.from_json(saved["options"])
-        return program
+
+    def run(self, loaded: Gap8Loaded, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The loaded graph on the integer simulator (the bit-exact model `edgesynth run`
+        uses; `edgesynth pulp run` builds and runs the C instead)."""
+        return _graph_outputs(loaded.graph, inputs)
 
 
 def _host_run(folder: Path, inputs: list[np.ndarray]) -> Any:

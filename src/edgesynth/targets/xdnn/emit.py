@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from edgesynth.targets.base import Program
 from edgesynth.targets.xdnn.files import FILES
 from edgesynth.targets.xdnn.filters import pack_filters
 from edgesynth.targets.xdnn.imem import overlaps
 from edgesynth.targets.xdnn.program import build, cmd_text, ddr_map, program_json
 from edgesynth.targets.xdnn.script import encode, init_writes
 
+if TYPE_CHECKING:
+    from edgesynth.targets.xdnn.imem import ImemPlan
+    from edgesynth.targets.xdnn.target import XdnnProgram
 
-def emit(program: Program, folder: Path) -> list[str]:
-    low = program.extra["lowered"]
-    engine = program.extra["engine"]
-    bits = program.extra["bits"]
-    plan = program.plan
+
+def emit(program: XdnnProgram, plan: ImemPlan, folder: Path) -> list[str]:
+    """The planned program's files (`plan`, its image-memory plan); returns their names."""
+    low = program.lowered
+    engine = program.options.engine
+    bits = program.options.bits
     bad = overlaps(plan)
     if bad:  # never expected: the planner is tested for it
         raise AssertionError(f"IMEM plan overlaps: {bad[:3]}")
