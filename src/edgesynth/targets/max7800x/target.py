@@ -82,6 +82,19 @@ def _about(model: str, folder: Path) -> Iterator[None]:
         raise _retold(err, model, folder) from None
 
 
+def _simulate_network(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    from edgesynth.targets.max7800x.network_sim import simulate
+
+    net = program.extra["network"]
+    batch = np.asarray(inputs[0], dtype=np.int64)
+    want = program.outputs[0].shape
+    outs = []
+    for sample in batch:
+        out = simulate(net, sample)[-1].output
+        outs.append(out.reshape(want))
+    return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
+
+
 class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
     device_name: ClassVar[str]
 
@@ -173,16 +186,7 @@ class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
         ]
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        from edgesynth.targets.max7800x.network_sim import simulate
-
-        net = program.extra["network"]
-        batch = np.asarray(inputs[0], dtype=np.int64)
-        want = program.outputs[0].shape
-        outs = []
-        for sample in batch:
-            out = simulate(net, sample)[-1].output
-            outs.append(out.reshape(want))
-        return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
+        return _simulate_network(program, inputs)
 
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:
@@ -248,8 +252,8 @@ class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
         )
 
     def run(self, loaded: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The loaded description's network on the simulator (what `simulate` runs)."""
-        return self.simulate(loaded, inputs)
+        """The network of the loaded description on the simulator."""
+        return _simulate_network(loaded, inputs)
 
 
 @register

@@ -86,11 +86,11 @@ class Gap8Program(Program):
 
 @dataclass(kw_only=True)
 class Gap8Loaded(Program):
-    """An emitted program read back: the graph its layers compute, from the network copy and
-    the options pulp.json records."""
+    """An emitted program read back: the folder of its C sources and the layout of what the
+    built program writes (layout.json: each layer's output tensor, shape and storage)."""
 
-    layers: list[PulpLayer]
     folder: Path
+    layout: dict[str, Any]
 
 
 def _formats(graph: Graph, names: list[str]) -> list[TensorFormat]:
@@ -228,35 +228,36 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
         return Proof(str(self.executor), compared, compared, "values")
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Gap8Loaded:
-        """The network copy and pulp.json read back: the graph the emitted layers compute (the
-        network with the saturations its storage adds, as `lower` derived it)."""
-        from edgesynth.targets.pulp.layers import lower_graph
+        """The emitted folder: its layout (what the built C writes) and the manifest's formats."""
+        from edgesynth.targets.pulp.build import read_layout
 
         folder = Path(folder)
-        try:
-            saved = json.loads((folder / TARGET_JSON).read_text())
-        except (OSError, ValueError) as err:
-            raise EdgesynthError(f"{folder / TARGET_JSON}: {err}") from None
-        if not saved.get("network"):
-            raise EdgesynthError(f"{folder} has no copy of its network; compile it again")
-        network = read_network(folder / saved["network"], parse_types(saved["input_types"]))
-        saturate = bool(saved.get("saturate_additions", False))
-        layers, graph, _ = lower_graph(network, saturate_additions=saturate)
         return Gap8Loaded(
             target=self.name,
-            graph=graph,
+            graph=Graph(manifest.get("network", "gap8")),
             inputs=[TensorFormat.from_json(t) for t in manifest["inputs"]],
             outputs=[TensorFormat.from_json(t) for t in manifest["outputs"]],
             warnings=list(manifest.get("warnings", [])),
             host_post=manifest.get("host_post"),
-            layers=layers,
             folder=folder,
+            layout=read_layout(folder),
         )
 
     def run(self, loaded: Gap8Loaded, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The loaded graph on the integer simulator (the bit-exact model `edgesynth run`
-        uses; `edgesynth pulp run` builds and runs the C instead)."""
-        return _graph_outputs(loaded.graph, inputs)
+        """The emitted C, built with the host's gcc in a copy of the folder and run: the
+        outputs of the layers that store the graph's outputs."""
+        result = _host_run(loaded.folder, inputs)
+        index = {entry["tensor"]: i for i, entry in enumerate(loaded.layout["layers"])}
+        outs = []
+        for fmt in loaded.outputs:
+            if fmt.name not in index:
+                raise EdgesynthError(
+                    f"{loaded.folder / 'layout.json'}: no layer stores the output `{fmt.name}`"
+                )
+            per_sample = [s[index[fmt.name]] for s in result.outputs]
+            shape = (len(per_sample), *fmt.shape)
+            outs.append(np.array(per_sample, dtype=np.int64).reshape(shape))
+        return outs
 
 
 def _host_run(folder: Path, inputs: list[np.ndarray]) -> Any:
