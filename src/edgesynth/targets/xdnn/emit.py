@@ -13,15 +13,14 @@ from edgesynth.targets.xdnn.program import build, cmd_text, ddr_map, program_jso
 from edgesynth.targets.xdnn.script import encode, init_writes
 
 if TYPE_CHECKING:
+    from edgesynth.targets.xdnn.device import Engine
     from edgesynth.targets.xdnn.imem import ImemPlan
-    from edgesynth.targets.xdnn.target import XdnnProgram
+    from edgesynth.targets.xdnn.lower import Lowered
 
 
-def emit(program: XdnnProgram, plan: ImemPlan, folder: Path) -> list[str]:
-    """The planned program's files (`plan`, its image-memory plan); returns their names."""
-    low = program.lowered
-    engine = program.options.engine
-    bits = program.options.bits
+def emit(low: Lowered, plan: ImemPlan, engine: Engine, bits: int, folder: Path) -> list[str]:
+    """The files of a lowered program planned by `plan` for `engine` with `bits`-wide numbers;
+    returns their names."""
     bad = overlaps(plan)
     if bad:  # never expected: the planner is tested for it
         raise AssertionError(f"IMEM plan overlaps: {bad[:3]}")

@@ -133,7 +133,9 @@ class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
         from edgesynth.targets.xdnn.emit import emit
 
         plan = planned(program, program.plan)
-        return self.write_manifest(program, Path(folder), emit(program, plan, Path(folder)))
+        opts = program.options
+        files = emit(program.lowered, plan, opts.engine, opts.bits, Path(folder))
+        return self.write_manifest(program, Path(folder), files)
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> XdnnLoaded:
         """script.bin and filters.bin read back, with the manifest's formats and host layers."""
