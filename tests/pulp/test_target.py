@@ -135,6 +135,19 @@ def test_the_target_interface_compiles_emits_and_loads(nemo_model: Path, tmp_pat
     assert np.array_equal(want[0], ref[program.graph.outputs[0]])
 
 
+def test_running_a_program_without_gcc_says_what_is_missing(
+    nemo_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edgesynth.flow import run_folder
+    from edgesynth.targets.pulp import target as gap8
+
+    cli.compile_network(nemo_model, tmp_path / "prog")
+    monkeypatch.setattr(gap8.shutil, "which", lambda name: None)
+    x = _inputs(nemo_model, ["uint8"], (0, 256))[0]
+    with pytest.raises(EdgesynthError, match=r"running a gap8 program builds the generated C"):
+        run_folder(tmp_path / "prog", x)
+
+
 def test_a_layer_whose_smallest_tile_does_not_fit_is_refused(nemo_model: Path, tmp_path: Path):
     with pytest.raises(EdgesynthError, match=r"ONNX node MatMul_\d+: its smallest tile needs"):
         cli.compile_network(nemo_model, tmp_path / "x", l1=100)

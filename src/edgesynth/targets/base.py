@@ -315,11 +315,12 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
 # -- registry -------------------------------------------------------------------------------
 
 AnyTarget = Target[Any, Any]
+TargetClass = TypeVar("TargetClass", bound=type[AnyTarget])
 _REGISTRY: dict[str, type[AnyTarget]] = {}
 _DISCOVERED = False
 
 
-def register(cls: type[AnyTarget]) -> type[AnyTarget]:
+def register(cls: TargetClass) -> TargetClass:
     """Class decorator: make a target available by `cls.name`."""
     _REGISTRY[cls.name] = cls
     return cls

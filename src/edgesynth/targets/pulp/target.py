@@ -213,7 +213,8 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
         from edgesynth.proof import DEFECT_REMEDY, ProofFailed, first_difference
         from edgesynth.sim.graph import run
 
-        got = _host_run(Path(folder), inputs)
+        unproven = "; pass --no-verify to write the program unproven"
+        got = _host_run(Path(folder), inputs, f"the proof {NO_GCC}{unproven}")
         values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
         compared = 0
         for entry, output in zip(got.layout["layers"], got.outputs[0], strict=True):
@@ -246,7 +247,8 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     def run(self, loaded: Gap8Loaded, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The emitted C, built with the host's gcc in a copy of the folder and run: the
         outputs of the layers that store the graph's outputs."""
-        result = _host_run(loaded.folder, inputs)
+        simulated = "; `edgesynth pulp simulate` gives the integer reference without it"
+        result = _host_run(loaded.folder, inputs, f"running a gap8 program {NO_GCC}{simulated}")
         index = {entry["tensor"]: i for i, entry in enumerate(loaded.layout["layers"])}
         outs = []
         for fmt in loaded.outputs:
@@ -260,17 +262,21 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
         return outs
 
 
-def _host_run(folder: Path, inputs: list[np.ndarray]) -> Any:
-    """Build the program in a copy of `folder` (nothing is added to it) and run `inputs`."""
+NO_GCC = (
+    "builds the generated C with the host's gcc, which is not installed "
+    "(on Debian: apt-get install gcc)"
+)
+
+
+def _host_run(folder: Path, inputs: list[np.ndarray], without_gcc: str) -> Any:
+    """Build the program in a copy of `folder` (nothing is added to it) and run `inputs`;
+    `without_gcc`: the message when the host has no gcc."""
     import tempfile
 
     from edgesynth.targets.pulp.build import build, execute
 
     if shutil.which("gcc") is None:
-        raise EdgesynthError(
-            "the proof builds the generated C with the host's gcc, which is not installed "
-            "(on Debian: apt-get install gcc); pass --no-verify to write the program unproven"
-        )
+        raise EdgesynthError(without_gcc)
     with tempfile.TemporaryDirectory(prefix="edgesynth-proof-") as tmp:
         work = Path(tmp) / "program"
         shutil.copytree(folder, work)
