@@ -102,13 +102,6 @@ def _formats(graph: Graph, names: list[str]) -> list[TensorFormat]:
     return formats
 
 
-def _graph_outputs(graph: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from edgesynth.sim.graph import run
-
-    values = run(graph, dict(zip(graph.inputs, inputs, strict=True)))
-    return [values[t] for t in graph.outputs]
-
-
 @register
 class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     name = "gap8"
@@ -172,7 +165,10 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     def simulate(self, program: Gap8Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The program's integer graph (the layers compute it exactly; `prove` builds the C
         and compares every layer)."""
-        return _graph_outputs(program.graph, inputs)
+        from edgesynth.sim.graph import run
+
+        values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
+        return [values[t] for t in program.graph.outputs]
 
     def emit(self, program: Gap8Program, folder: Path) -> list[str]:
         from edgesynth.targets.pulp.build import LAYOUT
