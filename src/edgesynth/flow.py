@@ -187,14 +187,17 @@ def prepare_inputs(fmt: TensorFormat, x: np.ndarray, what: str = "input") -> np.
 
 
 def run_program(program: Program, x: np.ndarray) -> RunResult:
+    """Run a batch through a compiled (planned) program in memory: the target's simulation."""
     target = get_target(program.target)
     codes = target.simulate(program, [prepare_inputs(program.inputs[0], x)])[0]
     return RunResult(program, codes, program.outputs[0].dequantize(codes))
 
 
 def run_folder(folder: str | Path, x: np.ndarray) -> RunResult:
-    """Run a batch through a compiled folder's program (the target's bit-exact model)."""
+    """Run a batch through a compiled folder's program: the files read back (`Target.load`)
+    and run on the target's bit-exact model of them (`Target.run`)."""
     manifest = read_manifest(Path(folder))
     target = get_target(manifest["target"])
-    program = target.load(Path(folder), manifest)
-    return run_program(program, x)
+    loaded = target.load(Path(folder), manifest)
+    codes = target.run(loaded, [prepare_inputs(loaded.inputs[0], x)])[0]
+    return RunResult(loaded, codes, loaded.outputs[0].dequantize(codes))

@@ -86,7 +86,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
 
         write_file_atomic(
             export,
-            program.extra["integer_onnx"],
+            program.integer_onnx,  # type: ignore[attr-defined]  # gap8 only (checked above)
             overwrite=args.overwrite,
             inputs=inputs,
             option="--export-integer-onnx",

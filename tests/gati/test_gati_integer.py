@@ -93,7 +93,7 @@ def _compile(graph: g.Graph, tmp: Path | None = None):  # type: ignore[no-untype
         files = target.emit(program, tmp)
         assert "compiled.json" in files and "sample.dwp" not in files
         loaded = target.load(tmp, read_manifest(tmp))
-        assert np.array_equal(target.simulate(loaded, [x])[0], hw)
+        assert np.array_equal(target.run(loaded, [x])[0], hw)
     return program, x, hw
 
 
@@ -104,7 +104,7 @@ def test_exact_mapping(relu_as_clip: bool, tmp_path: Path) -> None:
     assert program.warnings == []
     want = run(graph, x, keep=False)[graph.outputs[0]]
     assert np.array_equal(hw, want)  # bit for bit what the input graph says
-    layers = program.extra["model"].chain.layers
+    layers = program.model.chain.layers
     assert [(fl.kind, fl.activation, fl.pool and fl.pool.type) for fl in layers] == [
         ("conv", "relu", "max"),  # the pool before conv 2 is layer 1's tail pooling
         ("conv", "relu", None),

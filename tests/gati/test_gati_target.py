@@ -84,7 +84,7 @@ def test_compile_simulate_emit_load(name: str, tmp_path: Path) -> None:
     assert manifest["warnings"] == program.warnings
 
     loaded = target.load(out, manifest)
-    assert np.array_equal(target.simulate(loaded, [xq])[0], hw)
+    assert np.array_equal(target.run(loaded, [xq])[0], hw)
     assert np.array_equal(run(loaded.graph, xq, keep=False)[loaded.graph.outputs[0]], hw)
     # the graph read back from the stream has the compiled graph's operators and parameters
     # (identity layers read back as 1x1 convolutions with unit weights)

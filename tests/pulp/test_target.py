@@ -117,7 +117,7 @@ def test_the_target_interface_compiles_emits_and_loads(nemo_model: Path, tmp_pat
     target = get_target("gap8")
     graph = read_network(nemo_model)
     program = target.compile(graph, CompileOptions(options={"l1": 8000}))
-    program.extra["model"] = str(nemo_model)
+    program.model = nemo_model
     folder = tmp_path / "prog"
     folder.mkdir()
     files = target.emit(program, folder)
@@ -127,12 +127,25 @@ def test_the_target_interface_compiles_emits_and_loads(nemo_model: Path, tmp_pat
     loaded = target.load(folder, manifest)
     x = _inputs(nemo_model, ["uint8"], (0, 256))
     want = target.simulate(program, x)
-    got = target.simulate(loaded, x)
+    got = target.run(loaded, x)
     assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
     from edgesynth.sim.graph import run
 
     ref = run(program.graph, x[0])
     assert np.array_equal(want[0], ref[program.graph.outputs[0]])
+
+
+def test_running_a_program_without_gcc_says_what_is_missing(
+    nemo_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edgesynth.flow import run_folder
+    from edgesynth.targets.pulp import target as gap8
+
+    cli.compile_network(nemo_model, tmp_path / "prog")
+    monkeypatch.setattr(gap8.shutil, "which", lambda name: None)
+    x = _inputs(nemo_model, ["uint8"], (0, 256))[0]
+    with pytest.raises(EdgesynthError, match=r"running a gap8 program builds the generated C"):
+        run_folder(tmp_path / "prog", x)
 
 
 def test_a_layer_whose_smallest_tile_does_not_fit_is_refused(nemo_model: Path, tmp_path: Path):

@@ -214,7 +214,7 @@ def test_inception_through_torch_onnx(mnist, tmp_path: Path) -> None:  # type: i
     float_top1 = session.run(None, {"input": xe})[0].argmax(1)
     out = tmp_path / "compiled"
     program, _ = compile_to(load_model(path), "xdnn", calibration=x[:300], out=out)
-    ops = [lay.op for lay in program.extra["lowered"].layers]
+    ops = [lay.op for lay in program.layers]
     assert ops.count("XNConv") == 9 and ops.count("XNAvgPool") == 1  # 8 convolutions + the FC
     xq = program.inputs[0].quantize(xe)
     reference = run(program.graph, xq, keep=False)[program.graph.outputs[0]]

@@ -58,8 +58,8 @@ def test_small_inception_net(tmp_path: Path, engine: str, bits: int) -> None:
     assert ops.count("XNAvgPool") == 1
     avg = next(lay for lay in prog.layers if lay.op == "XNAvgPool")
     assert avg.fc_mode  # the last average pool maps 8x8 to 1x1 in fully-connected mode
-    cat = next(iter(prog.extra["lowered"].concats))
-    members = prog.extra["lowered"].concats[cat]
+    cat = next(iter(prog.lowered.concats))
+    members = prog.lowered.concats[cat]
     addrs = [prog.plan.placements[m] for m in members]
     for a, b_ in itertools.pairwise(addrs):
         assert a.end == b_.address  # branches back to back
@@ -145,7 +145,7 @@ def test_target_registry_and_generic_run(tmp_path: Path) -> None:
     manifest = json.loads((out / "compiled.json").read_text())
     loaded = target.load(out, manifest)
     xq = loaded.inputs[0].quantize(x)
-    np.testing.assert_array_equal(target.simulate(loaded, [xq])[0], target.simulate(prog, [xq])[0])
+    np.testing.assert_array_equal(target.run(loaded, [xq])[0], target.simulate(prog, [xq])[0])
     assert "XNConv" in decode_file(out / "script.bin")
 
 

@@ -8,12 +8,19 @@ The flow, for `edgesynth compile MODEL --target NAME -o OUT/`:
 
     graph (from a front end)  --lower-->  Program (the target's hardware layers, quantized)
     Program --check--> every violated rule       (raises MultipleErrors)
-    Program --plan-->  placement                 (stored in the program)
+    Program --plan-->  placement                 (stored in the program's typed `plan`)
     Program --simulate--> every layer's output   (bit-exact)
     Program --emit--> files in OUT/ + compiled.json (the manifest `edgesynth run` reads)
+    OUT/ --load--> the loaded program            (what the files say, read back)
+    loaded --run--> the outputs of the emitted files on the target's executor
+
+Each step runs once, in this order, on the previous step's result, and calls no other step.
+Each target defines its own `Program` subclass (its layers, its plan, its options, typed) and
+the type `load` returns; `Target[ProgramT, LoadedT]` names both.
 
 `Program.graph` is the integer graph the hardware computes, so `sim.graph.run(program.graph, x)`
-and `target.simulate(program, x)` must agree value for value; every target's tests prove it.
+and `target.simulate(program, x)` must agree value for value, and `run(load(emit(program)), x)`
+must agree with both; tests/test_target_contract.py proves it for every registered target.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -112,18 +119,16 @@ def load_host_layers(folder: Path, manifest: dict[str, Any]) -> list[HostDense]:
         raise EdgesynthError(f"cannot read the host's layers ({err}).", file=str(path)) from None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Program:
-    """A network lowered for one target: what check, plan, simulate and emit work on."""
+    """What every target's program has: the graph it computes and what the host sees of it.
+    Each target subclasses it with its hardware layers, its plan and its options, typed."""
 
     target: str
     graph: Graph  # the integer graph the hardware computes (bit-exact semantics)
-    layers: list[Any]  # the target's hardware layers
     inputs: list[TensorFormat]
     outputs: list[TensorFormat]
     warnings: list[str] = field(default_factory=list)
-    plan: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)  # target-specific state
     # What the host computes on the dequantized outputs: fully-connected layers (float),
     # then "softmax", "logsoftmax" or None.
     host_post: str | None = None
@@ -147,6 +152,32 @@ class Program:
         node = Softmax(name="host", inputs=["y"], outputs=["p"], log=self.host_post == "logsoftmax")
         flat = values.reshape(len(values), -1)
         return evaluate(node, flat).reshape(values.shape)
+
+
+@dataclass(kw_only=True)
+class UntypedProgram(Program):
+    """The MAX7800x targets' program until it has its own typed class: its hardware layers,
+    a plan and named state, untyped."""
+
+    layers: list[Any] = field(default_factory=list)
+    plan: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ProgramT = TypeVar("ProgramT", bound=Program)
+LoadedT = TypeVar("LoadedT", bound=Program)
+PlanT = TypeVar("PlanT")
+
+
+def planned(program: Program, plan: PlanT | None) -> PlanT:
+    """`plan`, the program's plan: a step after `plan` refuses a program not yet planned
+    (steps never run one another)."""
+    if plan is None:
+        raise EdgesynthError(
+            f"this {program.target} program of {program.graph.name} is not planned: run "
+            "Target.plan (or Target.compile) before simulating or emitting it"
+        )
+    return plan
 
 
 def require_finite(
@@ -173,12 +204,17 @@ class CompileOptions:
     options: dict[str, Any] = field(default_factory=dict)  # target-specific, by name
 
 
-class Target(ABC):
-    """One accelerator. Subclasses set `name` and `summary` and implement the five steps."""
+class Target(ABC, Generic[ProgramT, LoadedT]):
+    """One accelerator. Subclasses set `name` and `summary` and implement the seven steps on
+    their own program type (`ProgramT`, what `lower` makes) and loaded type (`LoadedT`, what
+    `load` reads back from emitted files)."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     option_keys: ClassVar[tuple[str, ...]] = ()  # what `compile --option KEY=VALUE` takes
+    # The graphs `lower` takes: "float" (quantized with calibration data), "integer" (already
+    # quantized, as the integer front ends write them); any other graph it refuses.
+    graph_kinds: ClassVar[tuple[str, ...]] = ("float", "integer")
 
     def check_option_keys(self, keys: Iterable[str]) -> None:
         """Refuse a `--option` key the target does not take, naming the ones it takes."""
@@ -196,34 +232,41 @@ class Target(ABC):
                 )
 
     @abstractmethod
-    def lower(self, graph: Graph, options: CompileOptions) -> Program:
+    def lower(self, graph: Graph, options: CompileOptions) -> ProgramT:
         """Quantize (a float graph, with calibration data) and fuse into hardware layers."""
 
     @abstractmethod
-    def check(self, program: Program) -> None:
+    def check(self, program: ProgramT) -> None:
         """Raise `MultipleErrors` naming every violated rule in the network's terms."""
 
     @abstractmethod
-    def plan(self, program: Program) -> None:
-        """Place the program (memories, processors, addresses); store it in `program.plan`."""
+    def plan(self, program: ProgramT) -> None:
+        """Place the checked program (memories, processors, addresses); store it in
+        `program.plan`."""
 
     @abstractmethod
-    def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The hardware's bit-exact outputs for integer input batches (one array per input)."""
+    def simulate(self, program: ProgramT, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The planned program's bit-exact outputs for integer input batches (one array per
+        input)."""
 
     @abstractmethod
-    def emit(self, program: Program, folder: Path) -> list[str]:
-        """Write the target's files and the manifest (`write_manifest`) into `folder` (a staging
-        folder); return their names."""
+    def emit(self, program: ProgramT, folder: Path) -> list[str]:
+        """Write the planned program's files and the manifest (`write_manifest`) into `folder`
+        (a staging folder); return their names."""
 
     @abstractmethod
-    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
-        """Rebuild an emitted program from `folder` so it can be simulated (`edgesynth run`)."""
+    def load(self, folder: Path, manifest: dict[str, Any]) -> LoadedT:
+        """Read an emitted program back from `folder` (what `run` executes, `edgesynth run`)."""
+
+    @abstractmethod
+    def run(self, loaded: LoadedT, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The loaded program's outputs for integer input batches, from the target's executor
+        of its emitted files; equal to `simulate` of the program that was emitted."""
 
     # -- the proof (optional) -------------------------------------------------------------
     executor: ClassVar[str | None] = None  # what `prove` runs the emitted files on
 
-    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+    def prove(self, program: ProgramT, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
         """Run the files `emit` wrote in `folder` on `executor` for `inputs` (one batch per
         input) and compare with the bit-exact simulator: the Proof, or ProofFailed. None for a
         target without an executor."""
@@ -238,7 +281,7 @@ class Target(ABC):
         return out.reshape(len(out), *program.outputs[0].shape)
 
     # -- shared ---------------------------------------------------------------------------
-    def compile(self, graph: Graph, options: CompileOptions) -> Program:
+    def compile(self, graph: Graph, options: CompileOptions) -> ProgramT:
         if options.calibration is not None:
             require_finite(options.calibration, "calibration data", key="--calibration")
         program = self.lower(graph, options)
@@ -271,11 +314,13 @@ class Target(ABC):
 
 # -- registry -------------------------------------------------------------------------------
 
-_REGISTRY: dict[str, type[Target]] = {}
+AnyTarget = Target[Any, Any]
+TargetClass = TypeVar("TargetClass", bound=type[AnyTarget])
+_REGISTRY: dict[str, type[AnyTarget]] = {}
 _DISCOVERED = False
 
 
-def register(cls: type[Target]) -> type[Target]:
+def register(cls: TargetClass) -> TargetClass:
     """Class decorator: make a target available by `cls.name`."""
     _REGISTRY[cls.name] = cls
     return cls
@@ -302,7 +347,7 @@ def target_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_target(name: str) -> Target:
+def get_target(name: str) -> AnyTarget:
     _discover()
     key = name.lower()
     if key not in _REGISTRY:

@@ -17,11 +17,13 @@ branch: a tensor read twice, an element-wise operation of two tensors, a concate
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.passes import simplify
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
@@ -72,17 +74,28 @@ class _Fuser:
             g.BatchNorm: self.batchnorm,
             g.Eltwise: self.eltwise,
         }
+        errors: list[EdgesynthError] = []
         for node in self.graph.nodes:
             self.node = node
             if isinstance(node, g.Constant):
                 continue  # read by the operator that uses it
-            if self.host_post_node is not None:
-                raise self.fail(f"{self.host_post_node.name} must be the last node of the graph")
-            handler = handlers.get(type(node))
-            if handler is None:
-                raise self.fail(self.no_instruction(node))
-            handler(node)
+            try:
+                self.fuse_node(node, handlers)
+            except EdgesynthError as err:  # go on after the refused operator: report them all
+                errors.append(err)
+                self.host_post, self.host_post_node = None, None
+                self.cur_name, self.cur_shape = node.outputs[0], self.shape_of(node)
+        if errors:
+            raise errors[0] if len(errors) == 1 else MultipleErrors(errors)
         return self.finish(in_name, in_shape)
+
+    def fuse_node(self, node: g.Node, handlers: dict[type, Callable[[Any], None]]) -> None:
+        if self.host_post_node is not None:
+            raise self.fail(f"{self.host_post_node.name} must be the last node of the graph")
+        handler = handlers.get(type(node))
+        if handler is None:
+            raise self.fail(self.no_instruction(node))
+        handler(node)
 
     def no_instruction(self, node: g.Node) -> str:
         if isinstance(node, g.Concat):

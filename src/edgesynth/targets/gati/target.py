@@ -16,8 +16,9 @@ is also sent back), `on_chip_acc_bytes` (the partial-sum buffer assumed for OnCh
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -29,12 +30,72 @@ from edgesynth.targets.base import (
     Program,
     Target,
     TensorFormat,
+    planned,
     register,
 )
+from edgesynth.targets.gati import hw
+
+if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.targets.gati.compiler import CompiledProgram
+    from edgesynth.targets.gati.model import GatiLayer, GatiModel
+
+
+@dataclass(frozen=True)
+class GatiOptions:
+    """The target options (`CompileOptions.options`) the plan takes."""
+
+    dispatch: tuple[str, ...] = ()  # node or tensor names whose output is also sent back
+    on_chip_acc_bytes: int = hw.ON_CHIP_ACC_BYTES  # the partial-sum buffer OnChipAcc assumes
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> GatiOptions:
+        return cls(
+            tuple(options.get("dispatch", ())),
+            int(options.get("on_chip_acc_bytes", hw.ON_CHIP_ACC_BYTES)),
+        )
+
+
+@dataclass
+class GatiPlan:
+    """The planned program: DRAM layout, instructions and DWP stream, and the host's contract
+    (report.json's `host`: input regions, dispatched outputs)."""
+
+    compiled: CompiledProgram
+    host: dict[str, Any]
+
+
+@dataclass(kw_only=True)
+class GatiProgram(Program):
+    """A network lowered for Gati: its quantized layers, its options and (after `plan`) its
+    instructions and stream."""
+
+    model: GatiModel
+    options: GatiOptions = field(default_factory=GatiOptions)
+    from_integer: bool = False  # lowered from an integer graph (inexact max pools are warnings)
+    sample: np.ndarray | None = None  # the known answer's input (a calibrated float model)
+    plan: GatiPlan | None = None
+
+    @property
+    def layers(self) -> list[GatiLayer]:
+        return self.model.layers
+
+
+@dataclass(kw_only=True)
+class GatiLoaded(Program):
+    """An emitted program read back: its DWP stream, the host's contract and the layers the
+    stream encodes."""
+
+    model: GatiModel
+    stream: bytes
+    host: dict[str, Any]
+
+    @property
+    def layers(self) -> list[GatiLayer]:
+        return self.model.layers
 
 
 def _formats(
-    model: Any, graph: Graph, input_scale: float | None
+    model: GatiModel, graph: Graph, input_scale: float | None
 ) -> tuple[list[TensorFormat], list[TensorFormat]]:
     """The program's int8 input and its last layer's output (8 or 32 bits)."""
     chain = model.chain
@@ -47,8 +108,34 @@ def _formats(
     return [inp], [out]
 
 
+def _execute(
+    stream: bytes, host: dict[str, Any], inputs: list[np.ndarray], program: Program
+) -> list[np.ndarray]:
+    """The last layer's integers for integer input batches, from the functional model running
+    `stream` (`host` says where the inputs go and the outputs come from; `program` gives their
+    formats)."""
+    from edgesynth.targets.gati.funcsim import GatiMachine
+    from edgesynth.targets.gati.host import decode_dispatched, input_streams
+
+    if len(inputs) != 1:
+        raise EdgesynthError(f"the Gati program takes one input, not {len(inputs)}")
+    fmt = program.inputs[0]
+    xq = np.asarray(inputs[0])
+    if tuple(xq.shape[1:]) != fmt.shape or xq.ndim != len(fmt.shape) + 1:
+        raise EdgesynthError(
+            f"input has shape {xq.shape}; the program takes (N, {', '.join(map(str, fmt.shape))})"
+        )
+    if not np.issubdtype(xq.dtype, np.integer) or xq.min() < -128 or xq.max() > 127:
+        raise EdgesynthError("the Gati program takes int8 inputs (integers in -128..127)")
+    machine = GatiMachine(stream)
+    ints = decode_dispatched(host, machine.run(input_streams(host, xq.astype(np.int64))))
+    final = next(o for o in host["outputs"] if o["final"])
+    out = ints[final["layer"]]
+    return [out.reshape(out.shape[0], *program.outputs[0].shape)]
+
+
 @register
-class GatiTarget(Target):
+class GatiTarget(Target[GatiProgram, GatiLoaded]):
     name: ClassVar[str] = "gati"
     summary: ClassVar[str] = (
         "Gati FPGA: 8 engines of 9x8 PEs and a 1x32 FC engine; 256-bit instructions and a DRAM "
@@ -57,7 +144,7 @@ class GatiTarget(Target):
     option_keys: ClassVar[tuple[str, ...]] = ("dispatch", "on_chip_acc_bytes")
 
     # -- lower ----------------------------------------------------------------------------
-    def lower(self, graph: Graph, options: CompileOptions) -> Program:
+    def lower(self, graph: Graph, options: CompileOptions) -> GatiProgram:
         from edgesynth.targets.gati.artifacts import require_float
         from edgesynth.targets.gati.check import check_all
         from edgesynth.targets.gati.lower import fuse
@@ -84,125 +171,89 @@ class GatiTarget(Target):
             input_scale = model.input_scale
         hw_graph = integer_graph(model)
         inputs, outputs = _formats(model, hw_graph, input_scale)
-        warnings = [w for gl in model.layers for w in gl.warnings]
-        extra = {
-            "model": model,
-            "sample": sample,
-            "options": dict(options.options),
-            "integer": fused.graph.is_integer,
-        }
-        return Program(
-            self.name,
-            hw_graph,
-            model.layers,
-            inputs,
-            outputs,
-            warnings,
-            extra=extra,
+        return GatiProgram(
+            target=self.name,
+            graph=hw_graph,
+            inputs=inputs,
+            outputs=outputs,
+            warnings=[w for gl in model.layers for w in gl.warnings],
             host_post=model.chain.host_post,
+            model=model,
+            options=GatiOptions.of(options.options),
+            from_integer=fused.graph.is_integer,
+            sample=sample,
         )
 
     # -- check, plan ----------------------------------------------------------------------
-    def check(self, program: Program) -> None:
+    def check(self, program: GatiProgram) -> None:
         from edgesynth.targets.gati.check import check_all
 
-        chain = program.extra["model"].chain
-        tolerated = [[] for _ in chain.layers] if program.extra.get("integer") else None
+        chain = program.model.chain
+        tolerated = [[] for _ in chain.layers] if program.from_integer else None
         check_all(chain, tolerated)  # an integer graph's inexact max pools are warnings
 
-    def plan(self, program: Program) -> None:
-        from edgesynth.targets.gati import hw
+    def plan(self, program: GatiProgram) -> None:
         from edgesynth.targets.gati.compiler import compile_model
         from edgesynth.targets.gati.host import host_contract
 
-        opts = program.extra.get("options", {})
-        compiled = compile_model(
-            program.extra["model"],
-            tuple(opts.get("dispatch", ())),
-            int(opts.get("on_chip_acc_bytes", hw.ON_CHIP_ACC_BYTES)),
-        )
-        program.plan = compiled
-        program.extra["stream"] = compiled.stream
-        program.extra["host"] = host_contract(compiled)
+        opts = program.options
+        compiled = compile_model(program.model, opts.dispatch, opts.on_chip_acc_bytes)
+        program.plan = GatiPlan(compiled, host_contract(compiled))
 
     # -- simulate -------------------------------------------------------------------------
-    def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    def simulate(self, program: GatiProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The last layer's integers for integer input batches, from the functional model
-        running the program's DWP stream."""
-        from edgesynth.targets.gati.funcsim import GatiMachine
-        from edgesynth.targets.gati.host import decode_dispatched, input_streams
+        running the planned program's DWP stream."""
+        plan = planned(program, program.plan)
+        return _execute(plan.compiled.stream, plan.host, inputs, program)
 
-        if "stream" not in program.extra:
-            self.plan(program)
-        host = program.extra["host"]
-        if len(inputs) != 1:
-            raise EdgesynthError(f"the Gati program takes one input, not {len(inputs)}")
-        fmt = program.inputs[0]
-        xq = np.asarray(inputs[0])
-        if tuple(xq.shape[1:]) != fmt.shape or xq.ndim != len(fmt.shape) + 1:
-            raise EdgesynthError(
-                f"input has shape {xq.shape}; the program takes (N, "
-                f"{', '.join(map(str, fmt.shape))})"
-            )
-        if not np.issubdtype(xq.dtype, np.integer) or xq.min() < -128 or xq.max() > 127:
-            raise EdgesynthError("the Gati program takes int8 inputs (integers in -128..127)")
-        machine = GatiMachine(program.extra["stream"])
-        ints = decode_dispatched(host, machine.run(input_streams(host, xq.astype(np.int64))))
-        final = next(o for o in host["outputs"] if o["final"])
-        out = ints[final["layer"]]
-        return [out.reshape(out.shape[0], *program.outputs[0].shape)]
-
-    # -- emit, load -----------------------------------------------------------------------
-    def emit(self, program: Program, folder: Path) -> list[str]:
+    # -- emit, load, run ------------------------------------------------------------------
+    def emit(self, program: GatiProgram, folder: Path) -> list[str]:
         """program.bin, program.dwp, report.json (+ sample.dwp and sample_expected.dwp for a
         calibrated float model) and compiled.json, into the (staging) `folder`."""
         from edgesynth.targets.gati.artifacts import write_files
 
-        if program.plan is None:
-            self.plan(program)
-        _, files = write_files(program.plan, Path(folder), program.extra.get("sample"))
+        plan = planned(program, program.plan)
+        _, files = write_files(plan.compiled, Path(folder), program.sample)
         return self.write_manifest(program, Path(folder), files)
 
-    # -- the proof ------------------------------------------------------------------------
-    executor: ClassVar[str | None] = "the Gati functional model"
-
-    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
-        """The files in `folder` (program.dwp, report.json) read back and run on the
-        functional model compute what the program's integer graph computes."""
-        from edgesynth.proof import DEFECT_REMEDY, compare
-        from edgesynth.targets.base import read_manifest
-
-        loaded = self.load(Path(folder), read_manifest(Path(folder)))
-        got = self.simulate(loaded, inputs)[0]
-        expected = self.expected(program, inputs)
-        return compare(expected, got, str(self.executor), "the emitted program", DEFECT_REMEDY)
-
-    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
+    def load(self, folder: Path, manifest: dict[str, Any]) -> GatiLoaded:
+        """program.dwp and report.json read back (the layers decoded from the stream)."""
         from edgesynth.targets.gati.artifacts import load_outputs
         from edgesynth.targets.gati.program_graph import integer_graph
         from edgesynth.targets.gati.readback import read_model
 
         stream, host = load_outputs(folder)
         model = read_model(stream, host, str(folder))
-        graph = integer_graph(model)
-        inputs = [TensorFormat.from_json(t) for t in manifest["inputs"]]
-        outputs = [TensorFormat.from_json(t) for t in manifest["outputs"]]
-        extra = {
-            "model": model,
-            "stream": stream,
-            "host": host,
-        }
-        warnings = list(manifest.get("warnings", []))
-        return Program(
-            self.name,
-            graph,
-            model.layers,
-            inputs,
-            outputs,
-            warnings,
-            extra=extra,
+        return GatiLoaded(
+            target=self.name,
+            graph=integer_graph(model),
+            inputs=[TensorFormat.from_json(t) for t in manifest["inputs"]],
+            outputs=[TensorFormat.from_json(t) for t in manifest["outputs"]],
+            warnings=list(manifest.get("warnings", [])),
             host_post=manifest.get("host_post"),
+            model=model,
+            stream=stream,
+            host=host,
         )
+
+    def run(self, loaded: GatiLoaded, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The functional model running the loaded DWP stream."""
+        return _execute(loaded.stream, loaded.host, inputs, loaded)
+
+    # -- the proof ------------------------------------------------------------------------
+    executor: ClassVar[str | None] = "the Gati functional model"
+
+    def prove(self, program: GatiProgram, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+        """The files in `folder` (program.dwp, report.json) read back and run on the
+        functional model compute what the program's integer graph computes."""
+        from edgesynth.proof import DEFECT_REMEDY, compare
+        from edgesynth.targets.base import read_manifest
+
+        loaded = self.load(Path(folder), read_manifest(Path(folder)))
+        got = self.run(loaded, inputs)[0]
+        expected = self.expected(program, inputs)
+        return compare(expected, got, str(self.executor), "the emitted program", DEFECT_REMEDY)
 
 
 TARGETS = [GatiTarget]

@@ -22,7 +22,15 @@ import numpy as np
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.proof import Proof
-from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+from edgesynth.targets.base import (
+    CompileOptions,
+    Target,
+    TensorFormat,
+    UntypedProgram,
+    register,
+)
+
+Program = UntypedProgram  # the MAX7800x program is not typed yet
 
 NETWORK_FILE = "network.yaml"
 DATASET = "network"
@@ -74,7 +82,20 @@ def _about(model: str, folder: Path) -> Iterator[None]:
         raise _retold(err, model, folder) from None
 
 
-class Max7800xTarget(Target):
+def _simulate_network(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    from edgesynth.targets.max7800x.network_sim import simulate
+
+    net = program.extra["network"]
+    batch = np.asarray(inputs[0], dtype=np.int64)
+    want = program.outputs[0].shape
+    outs = []
+    for sample in batch:
+        out = simulate(net, sample)[-1].output
+        outs.append(out.reshape(want))
+    return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
+
+
+class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
     device_name: ClassVar[str]
 
     # -- lower ----------------------------------------------------------------------------
@@ -111,7 +132,7 @@ class Max7800xTarget(Target):
             sample = np.zeros(in_t.shape, dtype=np.int64)
         net = self._build(desc, np.asarray(sample), model)
         out_t = graph.tensors[graph.outputs[0]]
-        return Program(
+        return UntypedProgram(
             target=self.name,
             graph=graph,
             layers=layers,
@@ -165,16 +186,7 @@ class Max7800xTarget(Target):
         ]
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        from edgesynth.targets.max7800x.network_sim import simulate
-
-        net = program.extra["network"]
-        batch = np.asarray(inputs[0], dtype=np.int64)
-        want = program.outputs[0].shape
-        outs = []
-        for sample in batch:
-            out = simulate(net, sample)[-1].output
-            outs.append(out.reshape(want))
-        return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
+        return _simulate_network(program, inputs)
 
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:
@@ -229,7 +241,7 @@ class Max7800xTarget(Target):
         net = self._load_network(Path(folder))
         inputs = [TensorFormat.from_json(t) for t in manifest["inputs"]]
         outputs = [TensorFormat.from_json(t) for t in manifest["outputs"]]
-        return Program(
+        return UntypedProgram(
             target=self.name,
             graph=g.Graph(manifest.get("network", "network")),
             layers=[],
@@ -238,6 +250,10 @@ class Max7800xTarget(Target):
             warnings=list(manifest.get("warnings", [])),
             extra={"network": net},
         )
+
+    def run(self, loaded: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The network of the loaded description on the simulator."""
+        return _simulate_network(loaded, inputs)
 
 
 @register

@@ -6,16 +6,28 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.graph import Graph, QType
 from edgesynth.proof import Proof
-from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+from edgesynth.targets.base import (
+    CompileOptions,
+    Program,
+    Target,
+    TensorFormat,
+    planned,
+    register,
+)
 from edgesynth.targets.pulp.quantize import PTQ_KEYS
+
+if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.targets.pulp.layers import PulpLayer
+    from edgesynth.targets.pulp.plan import Plan, PlanOptions
 
 TARGET_JSON = "pulp.json"
 NETWORK_COPY = "network.onnx"
@@ -42,7 +54,7 @@ def read_network(path: Path, input_types: list[QType] | None = None) -> Graph:
 PLAN_KEYS = ("l1", "l2", "code_reserve", "double_buffer", "prefetch", "tiles")
 
 
-def plan_options(options: CompileOptions) -> Any:
+def plan_options(options: CompileOptions) -> PlanOptions:
     from edgesynth.targets.pulp.plan import PlanOptions
 
     Gap8Target().check_option_keys(set(options.options) - {"input_types", "model", "quantized"})
@@ -57,13 +69,57 @@ def plan_options(options: CompileOptions) -> Any:
     return PlanOptions(**{k: v for k, v in options.options.items() if k in PLAN_KEYS})
 
 
+@dataclass(frozen=True)
+class Gap8Options:
+    """The target options: the planner's (memory budgets, buffering, forced tiles) and whether
+    additions saturate to their storage."""
+
+    plan: PlanOptions
+    saturate_additions: bool = False
+
+    @classmethod
+    def of(cls, options: CompileOptions) -> Gap8Options:
+        return cls(plan_options(options), bool(options.options.get("saturate_additions", False)))
+
+
+@dataclass(kw_only=True)
+class Gap8Program(Program):
+    """An integer network lowered for GAP8: its fused layers, its options, the ONNX file it came
+    from (copied beside the C) and (after `plan`) its tiling and memory plan."""
+
+    layers: list[PulpLayer]
+    options: Gap8Options
+    model: Path | None = None
+    integer_onnx: bytes | None = None  # a float model quantized here: its RequantShift ONNX
+    plan: Plan | None = None
+
+
+@dataclass(kw_only=True)
+class Gap8Loaded(Program):
+    """An emitted program read back: the folder of its C sources and the layout of what the
+    built program writes (layout.json: each layer's output tensor, shape and storage)."""
+
+    folder: Path
+    layout: dict[str, Any]
+
+
+def _formats(graph: Graph, names: list[str]) -> list[TensorFormat]:
+    formats = []
+    for name in names:
+        tensor = graph.tensors[name]
+        assert tensor.qtype is not None  # an integer graph
+        formats.append(TensorFormat.of(name, tensor.shape, tensor.qtype))
+    return formats
+
+
 @register
-class Gap8Target(Target):
+class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     name = "gap8"
     summary = "PULP/GAP8 cluster: integer ONNX to DORY-style tiled C (L3/L2/L1, 8 cores)"
     option_keys = (*PLAN_KEYS, "saturate_additions", *PTQ_KEYS)
+    graph_kinds = ("integer", "float")
 
-    def lower(self, graph: Graph, options: CompileOptions) -> Program:
+    def lower(self, graph: Graph, options: CompileOptions) -> Gap8Program:
         from edgesynth.targets.pulp.layers import lower_graph
 
         integer_onnx = None
@@ -78,35 +134,29 @@ class Gap8Target(Target):
 
             graph, integer_onnx = quantize(graph, options.calibration, options.options)
             options = CompileOptions(options.calibration, {**options.options, "quantized": True})
-        saturate = bool(options.options.get("saturate_additions", False))
-        layers, program_graph, warnings = lower_graph(graph, saturate_additions=saturate)
-        return Program(
+        opts = Gap8Options.of(options)
+        layers, program_graph, warnings = lower_graph(
+            graph, saturate_additions=opts.saturate_additions
+        )
+        model = graph.meta.get("path") if integer_onnx is None else None
+        return Gap8Program(
             target=self.name,
             graph=program_graph,
-            layers=layers,
-            inputs=[
-                TensorFormat.of(t, program_graph.tensors[t].shape, program_graph.tensors[t].qtype)
-                for t in program_graph.inputs
-            ],
-            outputs=[
-                TensorFormat.of(t, program_graph.tensors[t].shape, program_graph.tensors[t].qtype)
-                for t in program_graph.outputs
-            ],
+            inputs=_formats(program_graph, program_graph.inputs),
+            outputs=_formats(program_graph, program_graph.outputs),
             warnings=[*graph.warnings, *warnings],
-            extra={
-                "plan_options": plan_options(options),
-                "saturate_additions": saturate,
-                "model": graph.meta.get("path"),
-                "integer_onnx": integer_onnx,
-            },
+            layers=layers,
+            options=opts,
+            model=Path(model) if model else None,
+            integer_onnx=integer_onnx,
         )
 
-    def check(self, program: Program) -> None:
+    def check(self, program: Gap8Program) -> None:
         """Every layer's smallest tile must fit L1 (the rest is refused while lowering)."""
         from edgesynth.targets.pulp.device import GAP8
         from edgesynth.targets.pulp.tiler import Region, channel_choices, make_tiling
 
-        l1, _ = program.extra["plan_options"].budgets(GAP8)
+        l1, _ = program.options.plan.budgets(GAP8)
         errors = []
         for layer in program.layers:
             region = Region(layer.cout, layer.out_shape[1])
@@ -122,32 +172,31 @@ class Gap8Target(Target):
         if errors:
             raise MultipleErrors(errors)
 
-    def plan(self, program: Program) -> None:
+    def plan(self, program: Gap8Program) -> None:
         from edgesynth.targets.pulp.device import GAP8
         from edgesynth.targets.pulp.plan import make_plan
 
-        program.plan = make_plan(program.layers, program.graph, program.extra["plan_options"], GAP8)
-        program.warnings += program.plan.warnings
+        plan = make_plan(program.layers, program.graph, program.options.plan, GAP8)
+        program.plan = plan
+        program.warnings += plan.warnings
 
-    def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    def simulate(self, program: Gap8Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The program's integer graph (the layers compute it exactly; `prove` builds the C
+        and compares every layer)."""
         from edgesynth.sim.graph import run
 
         values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
         return [values[t] for t in program.graph.outputs]
 
-    def emit(self, program: Program, folder: Path) -> list[str]:
+    def emit(self, program: Gap8Program, folder: Path) -> list[str]:
         from edgesynth.targets.pulp.build import LAYOUT
         from edgesynth.targets.pulp.emit import write_sources
 
-        plan = program.plan
-        source = program.extra.get("model")
-        quantized = program.extra.get("integer_onnx")
-        if quantized is not None:  # the network is the quantizer's: copied as the file it is
-            source = None
+        plan = planned(program, program.plan)
+        source = program.model
+        quantized = program.integer_onnx
         name = f"{program.graph.name}.onnx" if quantized is not None else ""
-        files = write_sources(
-            plan, folder, program.graph.name, Path(source).name if source else name
-        )
+        files = write_sources(plan, folder, program.graph.name, source.name if source else name)
         (folder / PLAN_JSON).write_text(json.dumps(plan.to_json(), indent=1) + "\n")
         (folder / REPORT).write_text(plan.table() + "\n")
         (folder / LAYOUT).write_text(json.dumps(plan.io_layout(), indent=1) + "\n")
@@ -167,8 +216,8 @@ class Gap8Target(Target):
                 {
                     "network": NETWORK_COPY if source or quantized is not None else None,
                     "input_types": types,
-                    "options": program.extra["plan_options"].to_json(),
-                    "saturate_additions": program.extra.get("saturate_additions", False),
+                    "options": program.options.plan.to_json(),
+                    "saturate_additions": program.options.saturate_additions,
                 },
                 indent=1,
             )
@@ -180,13 +229,14 @@ class Gap8Target(Target):
     # -- the proof ------------------------------------------------------------------------
     executor = "the host build of the generated C"
 
-    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+    def prove(self, program: Gap8Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
         """The C in `folder`, built with the host's gcc (warnings as errors) in a copy of the
         folder and run, writes every layer's output exactly as the integer graph computes it."""
         from edgesynth.proof import DEFECT_REMEDY, ProofFailed, first_difference
         from edgesynth.sim.graph import run
 
-        got = _host_run(Path(folder), inputs)
+        unproven = "; pass --no-verify to write the program unproven"
+        got = _host_run(Path(folder), inputs, f"the proof {NO_GCC}{unproven}")
         values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
         compared = 0
         for entry, output in zip(got.layout["layers"], got.outputs[0], strict=True):
@@ -200,36 +250,55 @@ class Gap8Target(Target):
             compared += output.size
         return Proof(str(self.executor), compared, compared, "values")
 
-    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
-        from edgesynth.targets.pulp.plan import PlanOptions
+    def load(self, folder: Path, manifest: dict[str, Any]) -> Gap8Loaded:
+        """The emitted folder: its layout (what the built C writes) and the manifest's formats."""
+        from edgesynth.targets.pulp.build import read_layout
 
         folder = Path(folder)
-        try:
-            saved = json.loads((folder / TARGET_JSON).read_text())
-        except (OSError, ValueError) as err:
-            raise EdgesynthError(f"{folder / TARGET_JSON}: {err}") from None
-        if not saved.get("network"):
-            raise EdgesynthError(f"{folder} has no copy of its network; compile it again")
-        graph = read_network(folder / saved["network"], parse_types(saved["input_types"]))
-        options = CompileOptions(
-            options={"saturate_additions": bool(saved.get("saturate_additions", False))}
+        return Gap8Loaded(
+            target=self.name,
+            graph=Graph(manifest.get("network", "gap8")),
+            inputs=[TensorFormat.from_json(t) for t in manifest["inputs"]],
+            outputs=[TensorFormat.from_json(t) for t in manifest["outputs"]],
+            warnings=list(manifest.get("warnings", [])),
+            host_post=manifest.get("host_post"),
+            folder=folder,
+            layout=read_layout(folder),
         )
-        program = self.lower(graph, options)
-        program.extra["plan_options"] = PlanOptions.from_json(saved["options"])
-        return program
+
+    def run(self, loaded: Gap8Loaded, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The emitted C, built with the host's gcc in a copy of the folder and run: the
+        outputs of the layers that store the graph's outputs."""
+        simulated = "; `edgesynth pulp simulate` gives the integer reference without it"
+        result = _host_run(loaded.folder, inputs, f"running a gap8 program {NO_GCC}{simulated}")
+        index = {entry["tensor"]: i for i, entry in enumerate(loaded.layout["layers"])}
+        outs = []
+        for fmt in loaded.outputs:
+            if fmt.name not in index:
+                raise EdgesynthError(
+                    f"{loaded.folder / 'layout.json'}: no layer stores the output `{fmt.name}`"
+                )
+            per_sample = [s[index[fmt.name]] for s in result.outputs]
+            shape = (len(per_sample), *fmt.shape)
+            outs.append(np.array(per_sample, dtype=np.int64).reshape(shape))
+        return outs
 
 
-def _host_run(folder: Path, inputs: list[np.ndarray]) -> Any:
-    """Build the program in a copy of `folder` (nothing is added to it) and run `inputs`."""
+NO_GCC = (
+    "builds the generated C with the host's gcc, which is not installed "
+    "(on Debian: apt-get install gcc)"
+)
+
+
+def _host_run(folder: Path, inputs: list[np.ndarray], without_gcc: str) -> Any:
+    """Build the program in a copy of `folder` (nothing is added to it) and run `inputs`;
+    `without_gcc`: the message when the host has no gcc."""
     import tempfile
 
     from edgesynth.targets.pulp.build import build, execute
 
     if shutil.which("gcc") is None:
-        raise EdgesynthError(
-            "the proof builds the generated C with the host's gcc, which is not installed "
-            "(on Debian: apt-get install gcc); pass --no-verify to write the program unproven"
-        )
+        raise EdgesynthError(without_gcc)
     with tempfile.TemporaryDirectory(prefix="edgesynth-proof-") as tmp:
         work = Path(tmp) / "program"
         shutil.copytree(folder, work)

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from edgesynth.targets.base import Program
 from edgesynth.targets.xdnn.files import FILES
 from edgesynth.targets.xdnn.filters import pack_filters
 from edgesynth.targets.xdnn.imem import overlaps
 from edgesynth.targets.xdnn.program import build, cmd_text, ddr_map, program_json
 from edgesynth.targets.xdnn.script import encode, init_writes
 
+if TYPE_CHECKING:
+    from edgesynth.targets.xdnn.device import Engine
+    from edgesynth.targets.xdnn.imem import ImemPlan
+    from edgesynth.targets.xdnn.lower import Lowered
 
-def emit(program: Program, folder: Path) -> list[str]:
-    low = program.extra["lowered"]
-    engine = program.extra["engine"]
-    bits = program.extra["bits"]
-    plan = program.plan
+
+def emit(low: Lowered, plan: ImemPlan, engine: Engine, bits: int, folder: Path) -> list[str]:
+    """The files of a lowered program planned by `plan` for `engine` with `bits`-wide numbers;
+    returns their names."""
     bad = overlaps(plan)
     if bad:  # never expected: the planner is tested for it
         raise AssertionError(f"IMEM plan overlaps: {bad[:3]}")

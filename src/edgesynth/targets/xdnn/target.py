@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -17,77 +18,149 @@ from edgesynth.targets.base import (
     Target,
     TensorFormat,
     load_host_layers,
+    planned,
     register,
 )
 from edgesynth.targets.xdnn.files import FILES
 
+if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.targets.xdnn.device import Engine
+    from edgesynth.targets.xdnn.imem import ImemPlan
+    from edgesynth.targets.xdnn.layers import XLayer
+    from edgesynth.targets.xdnn.lower import Lowered
+
+
+@dataclass(frozen=True)
+class XdnnOptions:
+    """The target options: the engine, the number width, and whether the trailing
+    fully-connected layers run on the host."""
+
+    engine: Engine
+    bits: int = 8
+    fc_on_host: bool = False
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> XdnnOptions:
+        from edgesynth.targets.xdnn import device as dev
+
+        return cls(
+            dev.engine(str(options.get("engine", dev.DEFAULT_ENGINE))),
+            int(options.get("bits", 8)),
+            _flag(options.get("fc_on_host", False)),
+        )
+
+
+@dataclass(kw_only=True)
+class XdnnProgram(Program):
+    """A float network lowered for xDNN: its fused, quantized layers (with the concatenations
+    and the quantization file), its options and (after `plan`) its image-memory plan."""
+
+    lowered: Lowered
+    options: XdnnOptions
+    plan: ImemPlan | None = None
+
+    @property
+    def layers(self) -> list[XLayer]:
+        return self.lowered.layers
+
+
+@dataclass(kw_only=True)
+class XdnnLoaded(Program):
+    """An emitted program read back: the script and filter images the functional model runs."""
+
+    script: bytes
+    filters: bytes
+    source: str  # the script's path, for messages
+
 
 @register
-class XdnnTarget(Target):
+class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
     name: ClassVar[str] = "xdnn"
     summary: ClassVar[str] = (
         "Xilinx xDNN: XN* command list, CSR script image, IMEM map, 16-bit filter image"
     )
 
     option_keys: ClassVar[tuple[str, ...]] = ("engine", "bits", "fc_on_host")
+    graph_kinds: ClassVar[tuple[str, ...]] = ("float",)
 
-    def lower(self, graph: Graph, options: CompileOptions) -> Program:
-        from edgesynth.targets.xdnn import device as dev
+    def lower(self, graph: Graph, options: CompileOptions) -> XdnnProgram:
         from edgesynth.targets.xdnn.lower import lower
 
-        opts = options.options
-        engine = dev.engine(str(opts.get("engine", dev.DEFAULT_ENGINE)))
-        bits = int(opts.get("bits", 8))
+        opts = XdnnOptions.of(options.options)
         if options.calibration is None:
             raise EdgesynthError("xDNN needs calibration inputs", key="--calibration")
-        low = lower(graph, options.calibration, bits, _flag(opts.get("fc_on_host", False)))
+        low = lower(graph, options.calibration, opts.bits, opts.fc_on_host)
         ig = low.graph
         inp = TensorFormat.of(
-            low.input_name, ig.tensors[low.input_name].shape, QType(bits, True, low.input_step)
+            low.input_name, ig.tensors[low.input_name].shape, QType(opts.bits, True, low.input_step)
         )
-        out = TensorFormat(low.output_name, low.output_shape, bits, True, low.output_step)
-        return Program(
-            self.name,
-            ig,
-            low.layers,
-            [inp],
-            [out],
-            list(low.warnings),
-            extra={"lowered": low, "engine": engine, "bits": bits},
+        out = TensorFormat(low.output_name, low.output_shape, opts.bits, True, low.output_step)
+        return XdnnProgram(
+            target=self.name,
+            graph=ig,
+            inputs=[inp],
+            outputs=[out],
+            warnings=list(low.warnings),
             host_post=low.host_tail,
             host_layers=low.host_layers,
+            lowered=low,
+            options=opts,
         )
 
-    def check(self, program: Program) -> None:
+    def check(self, program: XdnnProgram) -> None:
         from edgesynth.targets.xdnn.check import check
 
-        errors = check(program.extra["lowered"], program.extra["engine"])
+        errors = check(program.lowered, program.options.engine)
         if errors:
             raise MultipleErrors(errors)
 
-    def plan(self, program: Program) -> None:
+    def plan(self, program: XdnnProgram) -> None:
         from edgesynth.targets.xdnn.program import plan_program
 
-        plan, warnings = plan_program(program.extra["lowered"], program.extra["engine"])
+        plan, warnings = plan_program(program.lowered, program.options.engine)
         program.plan = plan
         program.warnings += warnings
 
-    def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        if "folder" in program.extra:  # a loaded program: the functional model runs the files
-            return [run_folder(program.extra["folder"], inputs[0])]
+    def simulate(self, program: XdnnProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The program's integer graph (the functional model running the emitted files computes
+        it exactly; `prove` and the tests compare them)."""
         from edgesynth.sim.graph import run
 
         out = run(program.graph, inputs[0], keep=False)[program.graph.outputs[0]]
         return [out.reshape(len(out), *program.outputs[0].shape)]
 
-    def emit(self, program: Program, folder: Path) -> list[str]:
+    def emit(self, program: XdnnProgram, folder: Path) -> list[str]:
         from edgesynth.targets.xdnn.emit import emit
 
-        return self.write_manifest(program, Path(folder), emit(program, Path(folder)))
+        plan = planned(program, program.plan)
+        opts = program.options
+        files = emit(program.lowered, plan, opts.engine, opts.bits, Path(folder))
+        return self.write_manifest(program, Path(folder), files)
+
+    def load(self, folder: Path, manifest: dict[str, Any]) -> XdnnLoaded:
+        """script.bin and filters.bin read back, with the manifest's formats and host layers."""
+        script, filters = read_images(Path(folder))
+        return XdnnLoaded(
+            target=self.name,
+            graph=Graph(manifest.get("network", "xdnn")),
+            inputs=[TensorFormat.from_json(d) for d in manifest["inputs"]],
+            outputs=[TensorFormat.from_json(d) for d in manifest["outputs"]],
+            warnings=list(manifest.get("warnings", [])),
+            host_post=manifest.get("host_post"),
+            host_layers=load_host_layers(folder, manifest),
+            script=script,
+            filters=filters,
+            source=str(Path(folder) / FILES["script"]),
+        )
+
+    def run(self, loaded: XdnnLoaded, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The functional model running the loaded script on the loaded filters."""
+        shape = loaded.outputs[0].shape
+        return [execute(loaded.script, loaded.filters, inputs[0], shape, loaded.source)]
 
     executor: ClassVar[str | None] = "the xDNN functional model"
 
-    def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
+    def prove(self, program: XdnnProgram, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
         """The files in `folder` (script.bin, filters.bin) run on the functional model compute
         what the program's integer graph computes."""
         from edgesynth.proof import DEFECT_REMEDY, compare
@@ -96,26 +169,11 @@ class XdnnTarget(Target):
         expected = self.expected(program, inputs)
         return compare(expected, got, str(self.executor), "the emitted program", DEFECT_REMEDY)
 
-    def manifest(self, program: Program, files: list[str]) -> dict[str, Any]:
+    def manifest(self, program: XdnnProgram, files: list[str]) -> dict[str, Any]:
         manifest = super().manifest(program, files)
-        manifest["engine"] = program.extra["engine"].name
-        manifest["bits"] = program.extra["bits"]
+        manifest["engine"] = program.options.engine.name
+        manifest["bits"] = program.options.bits
         return manifest
-
-    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
-        inputs = [TensorFormat.from_json(d) for d in manifest["inputs"]]
-        outputs = [TensorFormat.from_json(d) for d in manifest["outputs"]]
-        return Program(
-            self.name,
-            Graph(manifest.get("network", "xdnn")),
-            [],
-            inputs,
-            outputs,
-            list(manifest.get("warnings", [])),
-            extra={"folder": Path(folder)},
-            host_post=manifest.get("host_post"),
-            host_layers=load_host_layers(folder, manifest),
-        )
 
 
 def _flag(value: object) -> bool:
@@ -131,21 +189,36 @@ def _flag(value: object) -> bool:
     return bool(value)
 
 
-def run_folder(folder: Path, x: np.ndarray) -> np.ndarray:
-    """Integer inputs (N, C, H, W) through the functional model on the folder's files."""
+def read_images(folder: Path) -> tuple[bytes, bytes]:
+    """(script.bin, filters.bin) of a compiled folder."""
+    try:
+        return (folder / FILES["script"]).read_bytes(), (folder / FILES["filters"]).read_bytes()
+    except OSError as err:
+        raise EdgesynthError(f"{folder}: not a compiled xDNN program ({err.strerror})") from None
+
+
+def execute(
+    script: bytes, filters: bytes, x: np.ndarray, shape: tuple[int, ...], source: str
+) -> np.ndarray:
+    """Integer inputs (N, C, H, W) through the functional model on a script and filter image;
+    the outputs shaped (N, *shape)."""
     from edgesynth.targets.xdnn.funcmodel import load_machine
 
+    machine = load_machine(script, filters, source=source)
+    out = machine.run(np.asarray(x, dtype=np.int64))
+    return out.reshape(len(out), *shape)
+
+
+def run_folder(folder: Path, x: np.ndarray) -> np.ndarray:
+    """Integer inputs (N, C, H, W) through the functional model on the folder's files."""
     folder = Path(folder)
+    script, filters = read_images(folder)
     try:
-        script = (folder / FILES["script"]).read_bytes()
-        filters = (folder / FILES["filters"]).read_bytes()
         manifest = json.loads((folder / "compiled.json").read_text())
     except OSError as err:
         raise EdgesynthError(f"{folder}: not a compiled xDNN program ({err.strerror})") from None
-    machine = load_machine(script, filters, source=str(folder / FILES["script"]))
-    out = machine.run(np.asarray(x, dtype=np.int64))
-    shape = manifest["outputs"][0]["shape"]
-    return out.reshape(len(out), *shape)
+    shape = tuple(manifest["outputs"][0]["shape"])
+    return execute(script, filters, x, shape, str(folder / FILES["script"]))
 
 
 TARGETS = [XdnnTarget]
