@@ -16,7 +16,7 @@ from edgesynth.cliargs import (
     positive_float,
     positive_int,
 )
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, warn
 from edgesynth.targets.max7800x.device import device_name
 from edgesynth.train import defaults
 from edgesynth.wording import plural
@@ -467,6 +467,11 @@ def export(args: argparse.Namespace) -> int:
         f"{report.num_classes} outputs): {report.path}"
     )
     print(f"  ONNX Runtime against PyTorch on random inputs: largest difference {report.diff:.3g}")
+    if report.inexact:
+        warn(
+            f"layer(s) {', '.join(report.inexact)} can sum past 2^24, where the graph's float32 "
+            "arithmetic rounds; their 8-bit outputs may then differ from the chip's."
+        )
     return 0
 
 

@@ -98,6 +98,7 @@ class ExportReport:
     input_shape: tuple[int, ...]
     num_classes: int
     diff: float  # ONNX Runtime against PyTorch, largest difference on random inputs
+    inexact: tuple[str, ...] = ()  # 8-bit: layers whose sums may pass float32's exact range
 
 
 class _EightBit(nn.Module):
@@ -134,7 +135,8 @@ def export_checkpoint(req: ExportRequest) -> ExportReport:
     path = write_file_atomic(req.output, data, overwrite=req.overwrite, inputs=inputs)
     diff = check_export(model, path, shape, integers=req.eight_bit)
     classes = int(np.prod(_output_shape(model, shape)))
-    return ExportReport(path, arch, shape, classes, diff)
+    inexact = float32_risks(net) if req.eight_bit else ()
+    return ExportReport(path, arch, shape, classes, diff, inexact)
 
 
 def _input_shape(req: ExportRequest, ck: dict) -> tuple[int, ...]:
@@ -183,13 +185,40 @@ def _require_quantized(net: nn.Module, source: str) -> None:
         )
 
 
+def float32_risks(net: nn.Module) -> tuple[str, ...]:
+    """Layers whose integer sums could reach 2^24 (largest inputs, largest weights): the
+    exported 8-bit graph adds in float32, exact only below that."""
+    from edgesynth.nn import functional as hw
+
+    risky = []
+    for name, layer in net.named_modules():
+        op = getattr(layer, "op", None)
+        if not isinstance(layer, HardwareLayer) or op is None:
+            continue
+        w = op.weight.detach().double().abs()
+        if isinstance(op, nn.ConvTranspose2d):  # (in, out/groups, kh, kw)
+            per_output = w.sum(dim=(0, 2, 3))
+        else:
+            per_output = w.reshape(w.shape[0], -1).sum(dim=1)
+        bound = float(per_output.max()) * hw.ACT_SCALE
+        if op.bias is not None:
+            bound += float(op.bias.detach().abs().max()) * hw.ACT_SCALE
+        if bound >= hw.FLOAT32_EXACT:
+            risky.append(name)
+    return tuple(risky)
+
+
 def onnx_bytes(net: nn.Module, sample_shape: tuple[int, ...]) -> bytes:
     """`net` as ONNX (dynamic batch axis), in memory: the file is then written atomically."""
     import io
+    import warnings
 
     buffer = io.BytesIO()
     dummy = torch.zeros((1, *sample_shape), dtype=torch.float32)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # the layers read their settings (bits, shifts) as Python numbers: constants of the
+        # exported graph, which is what they are
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
         torch.onnx.export(
             net,
             (dummy,),

@@ -194,7 +194,7 @@ def _at_user_line(err: EdgesynthError, path: Path) -> EdgesynthError:
 def check_layers(net: nn.Module, cls: type, path: Path) -> None:
     """Every computing module is an edgesynth.nn layer (the chip has nothing else)."""
     for name, module in net.named_modules():
-        if not name or isinstance(module, HardwareLayer | Eltwise | _HARMLESS):
+        if not name or isinstance(module, (HardwareLayer, Eltwise, *_HARMLESS)):
             continue
         if _inside_hardware_layer(net, name):
             continue
@@ -238,11 +238,15 @@ def _running_layers(net: nn.Module) -> Any:
     """Keep the names of the modules whose forward pass is running (innermost last)."""
     stack: list[str] = []
     handles = []
+
+    def leave(module: nn.Module, args: Any, output: Any) -> None:
+        stack.pop()  # returns None: the layer's output stays as it is
+
     for name, module in net.named_modules():
         if not name:
             continue
         handles.append(module.register_forward_pre_hook(lambda m, a, n=name: stack.append(n)))
-        handles.append(module.register_forward_hook(lambda m, a, o: stack.pop()))
+        handles.append(module.register_forward_hook(leave))
     try:
         yield stack
     finally:
