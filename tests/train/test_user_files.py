@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from needs import module
-from user_files import write_user_files
 
 from edgesynth.cli import main
 from edgesynth.quant.checkpoint import read_checkpoint
+from needs import module
+from user_files import write_user_files
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 

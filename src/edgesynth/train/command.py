@@ -201,6 +201,11 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
             from edgesynth.train.loop import resume_state
 
             resume_state(cfg, probe)
+        if teacher is not None:
+            from edgesynth.train.distill import load_teacher
+
+            shape = dataset.input_shape
+            load_teacher(teacher, num_classes=dataset.num_classes, input_shape=shape, device=device)
     inputs = [args.data, args.resume, args.qat_policy if args.qat_policy != "None" else None]
     inputs += [_file_of(args.model_file), _file_of(args.dataset_file), args.teacher]
     if args.yaml_template is not None and ctx.is_main:
