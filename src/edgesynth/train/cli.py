@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from edgesynth.cliargs import (
     add_overwrite,
@@ -54,45 +55,13 @@ def evaluate(args: argparse.Namespace) -> int:
     """Run one sample through the training-side model, as the synthesizer's known-answer test."""
     from edgesynth.frontends.npy import load_sample
     from edgesynth.outputs import check_output_file, save_npy_atomic
-    from edgesynth.quant.checkpoint import read_checkpoint
-    from edgesynth.train.evaluate import model_for_checkpoint, run_sample
-    from edgesynth.train.models import get_model_info
-    from edgesynth.train.vendor_model import model_for_network
+    from edgesynth.train.evaluate import run_sample
 
     inputs = [args.checkpoint, args.sample_input, args.network]
     if args.output is not None:
         check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     sample = load_sample(args.sample_input)
-    if args.network is not None:
-        net = model_for_network(args.network, args.checkpoint, args.sample_input, args.device)
-        name, dims = str(args.network), sample.ndim - 1
-    elif args.model_file is not None:
-        from edgesynth.train.evaluate import model_for_user
-        from edgesynth.train.usermodel import user_model
-
-        if args.model is not None:
-            raise EdgesynthError("give --model or --model-file, not both.", key="--model-file")
-        user = user_model(args.model_file, args.model_args)
-        assert user is not None
-        net = model_for_user(
-            user,
-            read_checkpoint(args.checkpoint),
-            tuple(sample.shape),
-            args.device,
-            source=str(args.checkpoint),
-        )
-        name, dims = user.name, 2 if sample.ndim == 3 and sample.shape[2] != 1 else 1
-    else:
-        ck = read_checkpoint(args.checkpoint)
-        net, name = model_for_checkpoint(
-            ck,
-            sample_shape=tuple(sample.shape),
-            device=args.device,
-            model=args.model,
-            source=str(args.checkpoint),
-            sample_source=str(args.sample_input),
-        )
-        dims = get_model_info(name).dims
+    net, name, dims = _evaluate_model(args, sample)
     out = run_sample(
         net,
         sample,
@@ -114,6 +83,38 @@ def evaluate(args: argparse.Namespace) -> int:
         )
         print(f"  written: {written}")
     return 0
+
+
+def _evaluate_model(args: argparse.Namespace, sample: Any) -> tuple[Any, str, int]:
+    """The model `evaluate` runs: from --network, --model-file or the checkpoint's `arch`;
+    its name and data dimensions (1 or 2)."""
+    from edgesynth.quant.checkpoint import read_checkpoint
+    from edgesynth.train.evaluate import model_for_checkpoint, model_for_user
+    from edgesynth.train.models import get_model_info
+    from edgesynth.train.usermodel import user_model
+    from edgesynth.train.vendor_model import model_for_network
+
+    if args.network is not None:
+        net = model_for_network(args.network, args.checkpoint, args.sample_input, args.device)
+        return net, str(args.network), sample.ndim - 1
+    if args.model_file is not None:
+        if args.model is not None:
+            raise EdgesynthError("give --model or --model-file, not both.", key="--model-file")
+        user = user_model(args.model_file, args.model_args)
+        assert user is not None
+        ck = read_checkpoint(args.checkpoint)
+        shape = tuple(sample.shape)
+        net = model_for_user(user, ck, shape, args.device, source=str(args.checkpoint))
+        return net, user.name, 2 if sample.ndim == 3 and sample.shape[2] != 1 else 1
+    net, name = model_for_checkpoint(
+        read_checkpoint(args.checkpoint),
+        sample_shape=tuple(sample.shape),
+        device=args.device,
+        model=args.model,
+        source=str(args.checkpoint),
+        sample_source=str(args.sample_input),
+    )
+    return net, name, get_model_info(name).dims
 
 
 def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
@@ -258,6 +259,19 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         "--workers", type=non_negative_int, default=0, help="data-loader worker processes"
     )
     _flag(p, "--pin-memory", None, "page-locked batches (default: on for CUDA)")
+    _add_data_parallel(p)
+    p.add_argument(
+        "--train-limit",
+        type=positive_int,
+        metavar="N",
+        help="train on the first N items only (quick experiments)",
+    )
+    _add_distillation(p)
+    p.set_defaults(handler=train)
+    _list_catalog_in_help(p)
+
+
+def _add_data_parallel(p: argparse.ArgumentParser) -> None:
     dp = p.add_argument_group(
         "data-parallel training (torch.distributed; NCCL on GPUs, Gloo on CPUs)"
     )
@@ -274,15 +288,6 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     )
     dp.add_argument("--master-addr", default="127.0.0.1", help="address of node 0 (several nodes)")
     dp.add_argument("--master-port", type=positive_int, help="port on node 0 (default: a free one)")
-    p.add_argument(
-        "--train-limit",
-        type=positive_int,
-        metavar="N",
-        help="train on the first N items only (quick experiments)",
-    )
-    _add_distillation(p)
-    p.set_defaults(handler=train)
-    _list_catalog_in_help(p)
 
 
 def _add_schedule(p: argparse.ArgumentParser) -> None:

@@ -147,6 +147,29 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
         if launch is not None:
             raise EdgesynthError("--evaluate runs in one process; drop --nproc-per-node.")
         return _evaluate_only(args, model, user, device, torch_device, log)
+    cfg = _config(args, model, user, device, torch_device, ctx)
+    if ctx.is_main:
+        _check_before_writing(args, cfg)
+    if launch is not None:
+        total = launch.nproc_per_node * launch.nnodes
+        log(
+            f"Data-parallel training: {total} processes ({launch.nproc_per_node} on this node), "
+            f"backend {'NCCL' if torch_device.type == 'cuda' else 'Gloo'}"
+        )
+        distributed.launch(launch, [train_args_to_json(args)], args.threads)
+        return None
+    return _train_processes(args, cfg, log)
+
+
+def _config(
+    args: TrainArgs,
+    model: str,
+    user: UserModel | None,
+    device: str,
+    torch_device: torch.device,
+    ctx: distributed.Context,
+) -> TrainConfig:
+    """The run's settings, every file they name read and checked."""
     policy = resolve_policy(args)
     schedule = make_schedule(
         args.lr_schedule,
@@ -159,8 +182,10 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
     dataset = _training_data(args)
     if args.workers < 0:
         raise EdgesynthError(f"must be 0 or more, got {args.workers}.", key="--workers")
+    if args.optimizer not in ("adam", "sgd"):
+        raise EdgesynthError(f"unknown optimizer `{args.optimizer}`; choose adam or sgd.")
     seed = args.seed if args.seed is not None else (1 if args.deterministic else None)
-    cfg = TrainConfig(
+    return TrainConfig(
         model=model,
         dataset=dataset,
         device=device,
@@ -189,45 +214,43 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
         teacher=teacher,
         extras=_user_extras(args),
     )
-    if args.optimizer not in ("adam", "sgd"):
-        raise EdgesynthError(f"unknown optimizer `{args.optimizer}`; choose adam or sgd.")
-    if ctx.is_main:
-        # refuse what the device cannot run, before any file is written or process started
-        probe = build_model(cfg)
-        check_model_takes_data(probe, cfg)
-        if policy is not None:
-            check_policy_fits(probe, policy, args.qat_policy or "QAT policy")
-        if args.resume is not None:
-            from edgesynth.train.loop import resume_state
 
-            resume_state(cfg, probe)
-        if teacher is not None:
-            from edgesynth.train.distill import load_teacher
 
-            shape = dataset.input_shape
-            load_teacher(teacher, num_classes=dataset.num_classes, input_shape=shape, device=device)
+def _check_before_writing(args: TrainArgs, cfg: TrainConfig) -> None:
+    """Refuse what the device cannot run, before any file is written or process started."""
+    probe = build_model(cfg)
+    check_model_takes_data(probe, cfg)
+    if cfg.qat_policy is not None:
+        check_policy_fits(probe, cfg.qat_policy, args.qat_policy or "QAT policy")
+    if args.resume is not None:
+        from edgesynth.train.loop import resume_state
+
+        resume_state(cfg, probe)
+    if cfg.teacher is not None:
+        from edgesynth.train.distill import load_teacher
+
+        ds = cfg.dataset
+        shape, classes = ds.input_shape, ds.num_classes
+        load_teacher(cfg.teacher, num_classes=classes, input_shape=shape, device=cfg.device)
     inputs = [args.data, args.resume, args.qat_policy if args.qat_policy != "None" else None]
     inputs += [_file_of(args.model_file), _file_of(args.dataset_file), args.teacher]
-    if args.yaml_template is not None and ctx.is_main:
+    if args.yaml_template is not None:
         check_output_file(
             args.yaml_template, overwrite=args.overwrite, inputs=inputs, option="--yaml-template"
         )
-    if launch is not None:
-        total = launch.nproc_per_node * launch.nnodes
-        log(
-            f"Data-parallel training: {total} processes ({launch.nproc_per_node} on this node), "
-            f"backend {'NCCL' if torch_device.type == 'cuda' else 'Gloo'}"
-        )
-        distributed.launch(launch, [train_args_to_json(args)], args.threads)
-        return None
-    distributed.start(ctx, torch_device)
+
+
+def _train_processes(args: TrainArgs, cfg: TrainConfig, log: Log) -> Path | None:
+    """This process's part of the run (all of it without data parallelism)."""
+    ctx = cfg.dist
+    distributed.start(ctx, cfg.torch_device)
     try:
         run_dir: Path | None = None
         if not ctx.is_main:
-            _train_in(args, cfg, policy, None, lambda line: None)
+            _train_in(args, cfg, cfg.qat_policy, None, lambda line: None)
         else:
             with run_folder(args.out_dir, args.name) as run_dir:
-                _train_in(args, cfg, policy, run_dir, log)
+                _train_in(args, cfg, cfg.qat_policy, run_dir, log)
         # all processes leave together: none tears its connections down while rank 0 still
         # quantizes and checks, which Gloo does not always survive
         distributed.barrier(ctx)
