@@ -138,3 +138,32 @@ def test_export_of_a_float_checkpoint_in_8bit_is_refused(user_run, capsys) -> No
     assert main([*argv, "--model-file", model, *WIDTH]) == 1
     assert "--8-bit exports a quantized checkpoint" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_two_processes_import_the_user_files_and_distill(user_run, tmp_path: Path) -> None:
+    """Data parallel: every process imports the model and dataset files (and the teacher's)
+    itself; the options reach them through the launcher."""
+    import os
+    import subprocess
+    import sys
+
+    tmp, _ = user_run
+    model = f"{tmp / 'mine' / 'my_models.py'}:MyNet"
+    args = ["train", *_user_args(tmp / "mine"), "--epochs", "1", "--qat-policy", "None"]
+    args += ["--train-limit", "256", "--nproc-per-node", "2", "--device", "cpu", "--seed", "3"]
+    args += ["--no-progress", "--out-dir", str(tmp_path / "logs"), "--lr-schedule", "onecycle"]
+    args += ["--teacher", str(tmp / "logs" / "run" / "qat_best.pth.tar")]
+    args += ["--teacher-model-file", model, "--teacher-model-args", '{"width": 8}']
+    done = subprocess.run(
+        [sys.executable, "-m", "edgesynth", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Data-parallel training: 2 processes" in out
+    assert out.count("Training MyNet on my_data (256 train / 1000 test)") == 1
+    assert "Distillation: teacher" in out and "Learning-rate schedule: onecycle" in out
+    assert out.count("epoch 0/0: train loss") == 1 and "Traceback" not in done.stderr
