@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -208,11 +209,48 @@ def float32_risks(net: nn.Module) -> tuple[str, ...]:
     return tuple(risky)
 
 
+def _register_symbolics() -> None:
+    """What the 8-bit layers use that ONNX lacks: a truncating division (written as
+    sign(x) * floor(|x|)) and sum pooling (average pooling with `divisor_override`, which
+    PyTorch's exporter drops: written as AveragePool times the window, rounded back to the
+    integer sum it is)."""
+    from torch.onnx import register_custom_op_symbolic
+    from torch.onnx import symbolic_helper as sym
+
+    def trunc(g: Any, x: Any) -> Any:
+        return g.op("Mul", g.op("Sign", x), g.op("Floor", g.op("Abs", x)))
+
+    def avg_pool2d(g: Any, x: Any, kernel: Any, stride: Any, padding: Any, ceil: Any,
+                   include_pad: Any, divisor: Any) -> Any:  # fmt: skip
+        k = list(sym._get_const(kernel, "is", "kernel_size"))
+        s = list(sym._get_const(stride, "is", "stride")) or k
+        p = list(sym._get_const(padding, "is", "padding"))
+        pooled = g.op(
+            "AveragePool",
+            x,
+            kernel_shape_i=k,
+            strides_i=s,
+            pads_i=p + p,
+            ceil_mode_i=int(sym._get_const(ceil, "i", "ceil_mode")),
+            count_include_pad_i=int(sym._get_const(include_pad, "i", "count_include_pad")),
+        )
+        if sym._is_none(divisor):
+            return pooled
+        area = g.op("Constant", value_t=torch.tensor(float(np.prod(k))))
+        total = g.op("Round", g.op("Mul", pooled, area))
+        by = g.op("Constant", value_t=torch.tensor(float(sym._get_const(divisor, "i", "div"))))
+        return g.op("Div", total, by)
+
+    register_custom_op_symbolic("aten::trunc", trunc, 13)
+    register_custom_op_symbolic("aten::avg_pool2d", avg_pool2d, 13)
+
+
 def onnx_bytes(net: nn.Module, sample_shape: tuple[int, ...]) -> bytes:
     """`net` as ONNX (dynamic batch axis), in memory: the file is then written atomically."""
     import io
     import warnings
 
+    _register_symbolics()
     buffer = io.BytesIO()
     dummy = torch.zeros((1, *sample_shape), dtype=torch.float32)
     with torch.no_grad(), warnings.catch_warnings():
