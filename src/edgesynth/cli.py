@@ -29,7 +29,7 @@ from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 COMMAND_MODULES = [
     "edgesynth.targets.max7800x.cli",  # izer, simulate, synth, plan, build
     "edgesynth.demo",  # demo
-    "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate
+    "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate, export
     "edgesynth.flow_cli",  # compile, run (every target)
     "edgesynth.validate.cli",  # validate (every target)
     "edgesynth.targets.gati.cli",  # gati compile | decode | run

@@ -1,4 +1,4 @@
-"""Training-side commands: `train`, `quantize`, `fuse-bn`, `evaluate`.
+"""Training-side commands: `train`, `quantize`, `fuse-bn`, `evaluate`, `export`.
 
 `register(subparsers)` adds them to the `edgesynth` command line. Only argparse at import
 time: the handlers import PyTorch when they run. Every user error raises EdgesynthError,
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from edgesynth.cliargs import (
     add_overwrite,
@@ -16,7 +17,7 @@ from edgesynth.cliargs import (
     positive_float,
     positive_int,
 )
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, warn
 from edgesynth.targets.max7800x.device import device_name
 from edgesynth.train import defaults
 from edgesynth.wording import plural
@@ -32,6 +33,21 @@ def _flag(parser: argparse.ArgumentParser, name: str, default: bool | None, help
     parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default, help=help)
 
 
+def _add_model_file(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """`--model-file FILE.py:CLASS` and `--model-args` (with `prefix`: the teacher's)."""
+    parser.add_argument(
+        f"--{prefix}model-file",
+        metavar="FILE.py:CLASS",
+        help="your own network: an edgesynth.nn network class in a Python file",
+    )
+    parser.add_argument(
+        f"--{prefix}model-args",
+        metavar="JSON|YAML",
+        help=f"keyword arguments for --{prefix}model-file's class: a JSON object "
+        "(e.g. '{\"width\": 32}') or a YAML file",
+    )
+
+
 # --- evaluate ------------------------------------------------------------------------------
 
 
@@ -39,29 +55,13 @@ def evaluate(args: argparse.Namespace) -> int:
     """Run one sample through the training-side model, as the synthesizer's known-answer test."""
     from edgesynth.frontends.npy import load_sample
     from edgesynth.outputs import check_output_file, save_npy_atomic
-    from edgesynth.quant.checkpoint import read_checkpoint
-    from edgesynth.train.evaluate import model_for_checkpoint, run_sample
-    from edgesynth.train.models import get_model_info
-    from edgesynth.train.vendor_model import model_for_network
+    from edgesynth.train.evaluate import run_sample
 
     inputs = [args.checkpoint, args.sample_input, args.network]
     if args.output is not None:
         check_output_file(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     sample = load_sample(args.sample_input)
-    if args.network is not None:
-        net = model_for_network(args.network, args.checkpoint, args.sample_input, args.device)
-        name, dims = str(args.network), sample.ndim - 1
-    else:
-        ck = read_checkpoint(args.checkpoint)
-        net, name = model_for_checkpoint(
-            ck,
-            sample_shape=tuple(sample.shape),
-            device=args.device,
-            model=args.model,
-            source=str(args.checkpoint),
-            sample_source=str(args.sample_input),
-        )
-        dims = get_model_info(name).dims
+    net, name, dims = _evaluate_model(args, sample)
     out = run_sample(
         net,
         sample,
@@ -83,6 +83,38 @@ def evaluate(args: argparse.Namespace) -> int:
         )
         print(f"  written: {written}")
     return 0
+
+
+def _evaluate_model(args: argparse.Namespace, sample: Any) -> tuple[Any, str, int]:
+    """The model `evaluate` runs: from --network, --model-file or the checkpoint's `arch`;
+    its name and data dimensions (1 or 2)."""
+    from edgesynth.quant.checkpoint import read_checkpoint
+    from edgesynth.train.evaluate import model_for_checkpoint, model_for_user
+    from edgesynth.train.models import get_model_info
+    from edgesynth.train.usermodel import user_model
+    from edgesynth.train.vendor_model import model_for_network
+
+    if args.network is not None:
+        net = model_for_network(args.network, args.checkpoint, args.sample_input, args.device)
+        return net, str(args.network), sample.ndim - 1
+    if args.model_file is not None:
+        if args.model is not None:
+            raise EdgesynthError("give --model or --model-file, not both.", key="--model-file")
+        user = user_model(args.model_file, args.model_args)
+        assert user is not None
+        ck = read_checkpoint(args.checkpoint)
+        shape = tuple(sample.shape)
+        net = model_for_user(user, ck, shape, args.device, source=str(args.checkpoint))
+        return net, user.name, 2 if sample.ndim == 3 and sample.shape[2] != 1 else 1
+    net, name = model_for_checkpoint(
+        read_checkpoint(args.checkpoint),
+        sample_shape=tuple(sample.shape),
+        device=args.device,
+        model=args.model,
+        source=str(args.checkpoint),
+        sample_source=str(args.sample_input),
+    )
+    return net, name, get_model_info(name).dims
 
 
 def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
@@ -108,6 +140,7 @@ def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
         "--8-bit", "-8", dest="eight_bit", action="store_true", help="compute the chip's integers"
     )
     p.add_argument("--model", help="architecture (default: the checkpoint's `arch`)")
+    _add_model_file(p)
     _flag(p, "--avg-pool-rounding", False, "round average pooling")
     p.add_argument(
         "--network",
@@ -140,10 +173,12 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         "synthesizer's simulator. Each run writes a new folder under --out-dir.",
     )
     p.add_argument("--model", help="architecture (default: the dataset's)")
+    _add_model_file(p)
+    p.add_argument("--dataset", help="dataset (listed below; default digits)")
     p.add_argument(
-        "--dataset",
-        default="digits",
-        help="dataset (listed below; default digits)",
+        "--dataset-file",
+        metavar="FILE.py:FUNCTION",
+        help="your own data: a function returning (train, test[, classes[, class_weights]])",
     )
     p.add_argument("--data", type=Path, help="dataset folder (MNIST: the IDX files)")
     p.add_argument(
@@ -165,8 +200,9 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         "--lr",
         type=positive_float,
         default=defaults.LEARNING_RATE,
-        help="initial learning rate (cosine decay)",
+        help="base learning rate (see --lr-schedule)",
     )
+    _add_schedule(p)
     p.add_argument(
         "--optimizer", choices=("adam", "sgd"), default=defaults.OPTIMIZER, help="adam or sgd"
     )
@@ -223,6 +259,19 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         "--workers", type=non_negative_int, default=0, help="data-loader worker processes"
     )
     _flag(p, "--pin-memory", None, "page-locked batches (default: on for CUDA)")
+    _add_data_parallel(p)
+    p.add_argument(
+        "--train-limit",
+        type=positive_int,
+        metavar="N",
+        help="train on the first N items only (quick experiments)",
+    )
+    _add_distillation(p)
+    p.set_defaults(handler=train)
+    _list_catalog_in_help(p)
+
+
+def _add_data_parallel(p: argparse.ArgumentParser) -> None:
     dp = p.add_argument_group(
         "data-parallel training (torch.distributed; NCCL on GPUs, Gloo on CPUs)"
     )
@@ -239,14 +288,49 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     )
     dp.add_argument("--master-addr", default="127.0.0.1", help="address of node 0 (several nodes)")
     dp.add_argument("--master-port", type=positive_int, help="port on node 0 (default: a free one)")
-    p.add_argument(
-        "--train-limit",
-        type=positive_int,
-        metavar="N",
-        help="train on the first N items only (quick experiments)",
+
+
+def _add_schedule(p: argparse.ArgumentParser) -> None:
+    s = p.add_argument_group("learning-rate schedule and loss")
+    s.add_argument(
+        "--lr-schedule",
+        metavar="NAME|YAML",
+        help="cosine (default: down to 1%% of --lr), multistep, step, onecycle, or a schedule "
+        "YAML in ai8x-training's --compress form",
     )
-    p.set_defaults(handler=train)
-    _list_catalog_in_help(p)
+    s.add_argument("--milestones", metavar="E1,E2,...", help="multistep: epochs where lr drops")
+    s.add_argument("--gamma", type=positive_float, help="multistep/step: the factor (0.1)")
+    s.add_argument("--step-size", type=positive_int, metavar="N", help="step: every N epochs")
+    s.add_argument(
+        "--warmup-epochs",
+        type=non_negative_int,
+        default=0,
+        metavar="W",
+        help="epochs 0..W-1 at lr*(e+1)/(W+1)",
+    )
+    s.add_argument("--class-weights", metavar="W0,W1,...", help="the loss's weight of each class")
+
+
+def _add_distillation(p: argparse.ArgumentParser) -> None:
+    kd = p.add_argument_group("knowledge distillation (the vendor's --kd-* options)")
+    kd.add_argument("--teacher", type=Path, metavar="CHECKPOINT", help="the teacher's checkpoint")
+    kd.add_argument("--teacher-model", help="its architecture (default: the checkpoint's arch)")
+    _add_model_file(kd, "teacher-")
+    kd.add_argument(
+        "--kd-temperature", type=positive_float, default=1.0, help="softmax temperature (1)"
+    )
+    kd.add_argument(
+        "--kd-distill-weight",
+        type=float,
+        default=0.5,
+        help="weight of the student-teacher loss (0.5)",
+    )
+    kd.add_argument(
+        "--kd-student-weight",
+        type=float,
+        default=0.5,
+        help="weight of the student-labels loss (0.5)",
+    )
 
 
 def _list_catalog_in_help(parser: argparse.ArgumentParser) -> None:
@@ -362,8 +446,69 @@ def _register_quantize(subparsers: argparse._SubParsersAction) -> None:
     f.set_defaults(handler=fuse_bn)
 
 
+# --- export --------------------------------------------------------------------------------
+
+
+def export(args: argparse.Namespace) -> int:
+    """A trained checkpoint as an ONNX model (float, or the chip's 8-bit arithmetic)."""
+    from edgesynth.train.export import ExportRequest, export_checkpoint
+
+    report = export_checkpoint(
+        ExportRequest(
+            checkpoint=args.checkpoint,
+            output=args.output,
+            model=args.model,
+            model_file=args.model_file,
+            model_args=args.model_args,
+            eight_bit=args.eight_bit,
+            device=args.device,
+            input_shape=args.input_shape,
+            overwrite=args.overwrite,
+        )
+    )
+    mode = "8-bit (the chip's integers)" if args.eight_bit else "float"
+    print(
+        f"{report.arch} ({mode}, input {'x'.join(map(str, report.input_shape))}, "
+        f"{report.num_classes} outputs): {report.path}"
+    )
+    print(f"  ONNX Runtime against PyTorch on random inputs: largest difference {report.diff:.3g}")
+    if report.inexact:
+        warn(
+            f"layer(s) {', '.join(report.inexact)} can sum past 2^24, where the graph's float32 "
+            "arithmetic rounds; their 8-bit outputs may then differ from the chip's."
+        )
+    return 0
+
+
+def _register_export(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "export",
+        help="a trained checkpoint as an ONNX model",
+        description="Write a trained checkpoint as an ONNX model with a dynamic batch axis. "
+        "Float: the network PyTorch trains (a QAT checkpoint's float weights; input in [-1, 1)). "
+        "--8-bit: the chip's integer arithmetic from a quantized (-q) checkpoint (input: the "
+        "chip's integers -128..127 as floats). ONNX Runtime runs it and is compared with PyTorch.",
+    )
+    p.add_argument("checkpoint", type=Path, metavar="CHECKPOINT", help="trained checkpoint")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="ONNX", help="file to write")
+    add_overwrite(p, "the output file")
+    p.add_argument("--model", help="architecture (default: the checkpoint's `arch`)")
+    _add_model_file(p)
+    _add_device(p)
+    p.add_argument(
+        "--8-bit", "-8", dest="eight_bit", action="store_true", help="the chip's integers"
+    )
+    p.add_argument(
+        "--input-shape",
+        metavar="C,H,W",
+        help="one input's shape (default: the checkpoint's, as `edgesynth train` records it)",
+    )
+    p.set_defaults(handler=export)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add `train`, `quantize`, `fuse-bn` and `evaluate` to the `edgesynth` command line."""
+    """Add `train`, `quantize`, `fuse-bn`, `evaluate` and `export` to the command line."""
     _register_train(subparsers)
     _register_quantize(subparsers)
     _register_evaluate(subparsers)
+    _register_export(subparsers)

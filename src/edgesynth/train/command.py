@@ -22,11 +22,14 @@ from edgesynth.quant.files import quantize_file
 from edgesynth.quant.ptq import QuantizeOptions
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.train import accel, defaults, deploy, distributed
-from edgesynth.train.datasets import Split, get_dataset_info, load_dataset
+from edgesynth.train.datasets import Dataset, Split, get_dataset_info, load_dataset
+from edgesynth.train.distill import TeacherSpec, check_spec
 from edgesynth.train.loop import TrainConfig, build_model, evaluate, run
 from edgesynth.train.metrics import format_confusion
 from edgesynth.train.models import get_model_info
 from edgesynth.train.rundir import run_folder
+from edgesynth.train.schedule import Schedule, make_schedule
+from edgesynth.train.usermodel import UserModel, probe, user_model
 from edgesynth.train.yamlgen import write_yaml_template, yaml_template
 
 Log = Callable[[str], None]
@@ -35,7 +38,10 @@ Log = Callable[[str], None]
 @dataclass
 class TrainArgs:
     model: str | None = None
-    dataset: str = "digits"
+    dataset: str | None = None  # a built-in dataset (default digits)
+    model_file: str | None = None  # FILE.py:CLASS, the user's network
+    model_args: str | None = None  # its keyword arguments: JSON, or a YAML file
+    dataset_file: str | None = None  # FILE.py:FUNCTION, the user's data
     data: Path | None = None
     download: bool = False  # fetch missing MNIST files into `data`
     device: str | None = None  # a MAX chip (the vendor's spelling) or a PyTorch device
@@ -74,9 +80,22 @@ class TrainArgs:
     node_rank: int = 0
     master_addr: str = "127.0.0.1"
     master_port: int | None = None
+    lr_schedule: str | None = None  # cosine (default), multistep, step, onecycle, or a YAML
+    milestones: str | None = None
+    gamma: float | None = None
+    step_size: int | None = None
+    warmup_epochs: int = 0
+    class_weights: str | None = None  # comma-separated, one per class
+    teacher: Path | None = None  # distillation: the teacher's checkpoint
+    teacher_model: str | None = None
+    teacher_model_file: str | None = None
+    teacher_model_args: str | None = None
+    kd_temperature: float = 1.0
+    kd_distill_weight: float = 0.5
+    kd_student_weight: float = 0.5
 
 
-_PATH_FIELDS = ("data", "out_dir", "resume", "checkpoint", "yaml_template")
+_PATH_FIELDS = ("data", "out_dir", "resume", "checkpoint", "yaml_template", "teacher")
 
 
 def train_args_to_json(args: TrainArgs) -> str:
@@ -122,24 +141,51 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
     launching = args.nproc_per_node is not None and not distributed.in_launched_process()
     launch = _launch_spec(args, spec) if launching else None
     torch_device = accel.resolve(spec, ctx.local_rank if ctx.active else None)
-    ds_info = get_dataset_info(args.dataset)
-    model = get_model_info(args.model or ds_info.default_model).name
+    user = _user_model(args)
+    model = user.name if user is not None else _builtin_model(args)
     if args.evaluate:
         if launch is not None:
             raise EdgesynthError("--evaluate runs in one process; drop --nproc-per-node.")
-        return _evaluate_only(args, model, device, torch_device, log)
-    policy = resolve_policy(args)
-    dataset = load_dataset(args.dataset, args.data, allow_download=args.download)
-    if args.train_limit is not None:
-        if args.train_limit < 1:
-            raise EdgesynthError(f"--train-limit must be at least 1, got {args.train_limit}.")
-        dataset.train = Split(
-            dataset.train.x[: args.train_limit], dataset.train.y[: args.train_limit]
+        return _evaluate_only(args, model, user, device, torch_device, log)
+    cfg = _config(args, model, user, device, torch_device, ctx)
+    if ctx.is_main:
+        _check_before_writing(args, cfg)
+    if launch is not None:
+        total = launch.nproc_per_node * launch.nnodes
+        log(
+            f"Data-parallel training: {total} processes ({launch.nproc_per_node} on this node), "
+            f"backend {'NCCL' if torch_device.type == 'cuda' else 'Gloo'}"
         )
+        distributed.launch(launch, [train_args_to_json(args)], args.threads)
+        return None
+    return _train_processes(args, cfg, log)
+
+
+def _config(
+    args: TrainArgs,
+    model: str,
+    user: UserModel | None,
+    device: str,
+    torch_device: torch.device,
+    ctx: distributed.Context,
+) -> TrainConfig:
+    """The run's settings, every file they name read and checked."""
+    policy = resolve_policy(args)
+    schedule = make_schedule(
+        args.lr_schedule,
+        milestones=args.milestones,
+        gamma=args.gamma,
+        step_size=args.step_size,
+        warmup=args.warmup_epochs,
+    )
+    teacher = _teacher(args)
+    dataset = _training_data(args)
     if args.workers < 0:
         raise EdgesynthError(f"must be 0 or more, got {args.workers}.", key="--workers")
+    if args.optimizer not in ("adam", "sgd"):
+        raise EdgesynthError(f"unknown optimizer `{args.optimizer}`; choose adam or sgd.")
     seed = args.seed if args.seed is not None else (1 if args.deterministic else None)
-    cfg = TrainConfig(
+    return TrainConfig(
         model=model,
         dataset=dataset,
         device=device,
@@ -163,40 +209,48 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
         workers=args.workers,
         pin_memory=torch_device.type == "cuda" if args.pin_memory is None else args.pin_memory,
         dist=ctx,
+        user_model=user,
+        schedule=schedule,
+        teacher=teacher,
+        extras=_user_extras(args),
     )
-    if args.optimizer not in ("adam", "sgd"):
-        raise EdgesynthError(f"unknown optimizer `{args.optimizer}`; choose adam or sgd.")
-    if ctx.is_main:
-        # refuse what the device cannot run, before any file is written or process started
-        probe = build_model(cfg)
-        check_model_takes_data(probe, cfg)
-        if policy is not None:
-            check_policy_fits(probe, policy, args.qat_policy or "QAT policy")
-        if args.resume is not None:
-            from edgesynth.train.loop import resume_state
 
-            resume_state(cfg, probe)
+
+def _check_before_writing(args: TrainArgs, cfg: TrainConfig) -> None:
+    """Refuse what the device cannot run, before any file is written or process started."""
+    probe = build_model(cfg)
+    check_model_takes_data(probe, cfg)
+    if cfg.qat_policy is not None:
+        check_policy_fits(probe, cfg.qat_policy, args.qat_policy or "QAT policy")
+    if args.resume is not None:
+        from edgesynth.train.loop import resume_state
+
+        resume_state(cfg, probe)
+    if cfg.teacher is not None:
+        from edgesynth.train.distill import load_teacher
+
+        ds = cfg.dataset
+        shape, classes = ds.input_shape, ds.num_classes
+        load_teacher(cfg.teacher, num_classes=classes, input_shape=shape, device=cfg.device)
     inputs = [args.data, args.resume, args.qat_policy if args.qat_policy != "None" else None]
-    if args.yaml_template is not None and ctx.is_main:
+    inputs += [_file_of(args.model_file), _file_of(args.dataset_file), args.teacher]
+    if args.yaml_template is not None:
         check_output_file(
             args.yaml_template, overwrite=args.overwrite, inputs=inputs, option="--yaml-template"
         )
-    if launch is not None:
-        total = launch.nproc_per_node * launch.nnodes
-        log(
-            f"Data-parallel training: {total} processes ({launch.nproc_per_node} on this node), "
-            f"backend {'NCCL' if torch_device.type == 'cuda' else 'Gloo'}"
-        )
-        distributed.launch(launch, [train_args_to_json(args)], args.threads)
-        return None
-    distributed.start(ctx, torch_device)
+
+
+def _train_processes(args: TrainArgs, cfg: TrainConfig, log: Log) -> Path | None:
+    """This process's part of the run (all of it without data parallelism)."""
+    ctx = cfg.dist
+    distributed.start(ctx, cfg.torch_device)
     try:
         run_dir: Path | None = None
         if not ctx.is_main:
-            _train_in(args, cfg, policy, None, lambda line: None)
+            _train_in(args, cfg, cfg.qat_policy, None, lambda line: None)
         else:
             with run_folder(args.out_dir, args.name) as run_dir:
-                _train_in(args, cfg, policy, run_dir, log)
+                _train_in(args, cfg, cfg.qat_policy, run_dir, log)
         # all processes leave together: none tears its connections down while rank 0 still
         # quantizes and checks, which Gloo does not always survive
         distributed.barrier(ctx)
@@ -237,6 +291,12 @@ def check_model_takes_data(model: torch.nn.Module, cfg: TrainConfig) -> None:
     from edgesynth import nn as enn
 
     x = cfg.dataset.train.x[:1]
+    if cfg.user_model is not None:
+        with enn.use(cfg.device):
+            model.eval()
+            probe(model, cfg.user_model, x, f"{cfg.dataset.name}'s data")
+            model.train()
+        return
     try:
         with torch.no_grad(), enn.use(cfg.device):
             model.eval()
@@ -267,6 +327,10 @@ def _train_in(
     log(f"PyTorch device: {accel.describe(cfg.torch_device)} ({', '.join(extras)})")
     if policy is not None:
         log(f"QAT policy: {policy.to_dict()}")
+    if cfg.schedule != Schedule():
+        log(f"Learning-rate schedule: {cfg.schedule.describe()}")
+    if cfg.teacher is not None:
+        log(f"Distillation: {cfg.teacher.describe()}")
     result = run(cfg, run_dir, log)
     if run_dir is None:
         return
@@ -296,7 +360,7 @@ def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, 
     quantized = best.with_name("qat_best-q.pth.tar")
     quantize_file(best, quantized, QuantizeOptions())
     log(f"Quantized checkpoint: {quantized}")
-    net = deploy.load_model(quantized, cfg.model, cfg.dataset, cfg.device)
+    net = deploy.load_model(quantized, cfg.model, cfg.dataset, cfg.device, user=cfg.user_model)
     m = deploy.eight_bit_metrics(net, cfg.dataset, cfg.device, cfg.avg_pool_rounding)
     log(f"8-bit (quantized) test top1 {m.top1:.2f}%")
     if args.simulate:
@@ -318,12 +382,17 @@ def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, 
 
 
 def _evaluate_only(
-    args: TrainArgs, model: str, device: str, torch_device: torch.device, log: Log
+    args: TrainArgs,
+    model: str,
+    user: UserModel | None,
+    device: str,
+    torch_device: torch.device,
+    log: Log,
 ) -> None:
     if args.checkpoint is None:
         raise EdgesynthError("--evaluate needs --checkpoint CK.pth.tar.")
-    dataset = load_dataset(args.dataset, args.data, allow_download=args.download)
-    net = deploy.load_model(args.checkpoint, model, dataset, device)
+    dataset = _load_data(args)
+    net = deploy.load_model(args.checkpoint, model, dataset, device, user=user)
     m = evaluate(
         net.to(torch_device),
         dataset.test,
@@ -358,3 +427,99 @@ def _evaluate_only(
         written = write_yaml_template(args.yaml_template, text, overwrite=args.overwrite)
         log(f"Network description: {written}")
     return None
+
+
+# --- the user's files, schedules, distillation ----------------------------------------------
+
+
+def _file_of(ref: str | None) -> str | None:
+    """The file of `FILE.py:NAME` (an input of the run: never an output)."""
+    return ref.rpartition(":")[0] or None if ref else None
+
+
+def _user_model(args: TrainArgs) -> UserModel | None:
+    if args.model_file is not None and args.model is not None:
+        raise EdgesynthError("give --model or --model-file, not both.", key="--model-file")
+    return user_model(args.model_file, args.model_args)
+
+
+def _builtin_model(args: TrainArgs) -> str:
+    if args.model is not None:
+        return get_model_info(args.model).name
+    if args.dataset_file is not None:
+        raise EdgesynthError(
+            "a --dataset-file has no default model; name one with --model or --model-file.",
+            key="--dataset-file",
+        )
+    return get_model_info(get_dataset_info(args.dataset or "digits").default_model).name
+
+
+def _load_data(args: TrainArgs) -> Dataset:
+    if args.dataset_file is not None:
+        if args.dataset is not None:
+            raise EdgesynthError("give --dataset or --dataset-file, not both.", key="--dataset")
+        from edgesynth.train.userdata import load_user_dataset
+
+        return load_user_dataset(args.dataset_file, args.data)
+    return load_dataset(args.dataset or "digits", args.data, allow_download=args.download)
+
+
+def _training_data(args: TrainArgs) -> Dataset:
+    """The dataset, cut to --train-limit, with --class-weights."""
+    dataset = _load_data(args)
+    if args.train_limit is not None:
+        if args.train_limit < 1:
+            raise EdgesynthError(f"--train-limit must be at least 1, got {args.train_limit}.")
+        dataset.train = Split(
+            dataset.train.x[: args.train_limit], dataset.train.y[: args.train_limit]
+        )
+    if args.class_weights is not None:
+        dataset.class_weights = parse_class_weights(args.class_weights, dataset)
+    return dataset
+
+
+def parse_class_weights(text: str, dataset: Dataset) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != dataset.num_classes or any(not (v >= 0) for v in values):
+        raise EdgesynthError(
+            f"expected {dataset.num_classes} weights of 0 or more separated by commas (one per "
+            f"class of {dataset.name}: {', '.join(dataset.classes)}), got `{text}`.",
+            key="--class-weights",
+        )
+    return values
+
+
+def _teacher(args: TrainArgs) -> TeacherSpec | None:
+    given = [args.teacher_model, args.teacher_model_file, args.teacher_model_args]
+    if args.teacher is None:
+        if any(v is not None for v in given):
+            raise EdgesynthError("the teacher's model needs --teacher CHECKPOINT.", key="--teacher")
+        return None
+    if args.teacher_model is not None and args.teacher_model_file is not None:
+        raise EdgesynthError(
+            "give --teacher-model or --teacher-model-file, not both.", key="--teacher-model"
+        )
+    spec = TeacherSpec(
+        checkpoint=args.teacher,
+        model=get_model_info(args.teacher_model).name if args.teacher_model else None,
+        user=user_model(args.teacher_model_file, args.teacher_model_args),
+        temperature=args.kd_temperature,
+        distill_weight=args.kd_distill_weight,
+        student_weight=args.kd_student_weight,
+    )
+    check_spec(spec)
+    return spec
+
+
+def _user_extras(args: TrainArgs) -> dict[str, object]:
+    """What a checkpoint records of the user's files (so a reader knows what built it)."""
+    extras: dict[str, object] = {}
+    if args.model_file is not None:
+        extras["model_file"] = args.model_file
+        extras["model_args"] = user_model(args.model_file, args.model_args).args  # type: ignore[union-attr]
+    if args.dataset_file is not None:
+        extras["dataset_file"] = args.dataset_file
+    return extras

@@ -17,6 +17,7 @@ from edgesynth.train.datasets import Dataset, Split, to_chip
 from edgesynth.train.loop import evaluate
 from edgesynth.train.metrics import Metrics
 from edgesynth.train.models import create_model
+from edgesynth.train.usermodel import UserModel
 
 SIM_BATCH = 256  # images per batch through the graph reference (bounds the memory)
 
@@ -29,13 +30,18 @@ class SimCheck:
     exact: float  # percent of images whose whole output vector is identical
 
 
-def load_model(checkpoint: Path, model: str, dataset: Dataset, device: str) -> nn.Module:
+def load_model(
+    checkpoint: Path, model: str, dataset: Dataset, device: str, user: UserModel | None = None
+) -> nn.Module:
+    """Architecture `model` (or the user's class) for `dataset`, `checkpoint` loaded."""
     shape = dataset.input_shape
     spatial = tuple(shape[1:]) if len(shape) == 3 else (shape[1], 1)
-    with enn.use(device):
-        net = create_model(
-            model, num_classes=dataset.num_classes, num_channels=shape[0], dimensions=spatial
-        )
+    sizes = {"num_classes": dataset.num_classes, "num_channels": shape[0], "dimensions": spatial}
+    if user is not None:
+        net = user.build(**sizes, device=device)
+    else:
+        with enn.use(device):
+            net = create_model(model, **sizes)
     load_state(net, read_checkpoint(checkpoint)["state_dict"], source=str(checkpoint))
     net.eval()
     return net

@@ -17,6 +17,7 @@ import edgesynth.nn as enn
 from edgesynth.errors import EdgesynthError
 from edgesynth.quant.checkpoint import clean_state_dict, load_state
 from edgesynth.train.models import create_model, get_model_info
+from edgesynth.train.usermodel import UserModel
 
 
 def _weights(state: dict[str, Any]) -> list[torch.Tensor]:
@@ -70,6 +71,31 @@ def model_for_checkpoint(
         raise
     net.eval()
     return net, info.name
+
+
+def model_for_user(
+    user: UserModel,
+    checkpoint: dict[str, Any],
+    sample_shape: tuple[int, ...],
+    device: str = "MAX78000",
+    *,
+    source: str = "checkpoint",
+) -> nn.Module:
+    """The user's class built for samples of `sample_shape` (C x H x W, or C x L for 1D data),
+    with as many outputs as the checkpoint's last layer, `checkpoint` loaded."""
+    weights = _weights(checkpoint["state_dict"])
+    if not weights:
+        raise EdgesynthError(f"{source} holds no layer weights.")
+    flat = len(sample_shape) == 2 or (len(sample_shape) == 3 and sample_shape[2] == 1)
+    dims = sample_dimensions(sample_shape, 1 if flat else 2)
+    net = user.build(
+        num_classes=int(weights[-1].shape[0]),
+        num_channels=int(sample_shape[0]),
+        dimensions=dims,
+        device=device,
+    )
+    load_state(net, checkpoint["state_dict"], source=source)
+    return net.eval()
 
 
 def sample_dimensions(shape: tuple[int, ...], dims: int) -> tuple[int, int]:

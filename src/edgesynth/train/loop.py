@@ -24,8 +24,11 @@ from edgesynth.quant.checkpoint import load_state, model_state, read_checkpoint,
 from edgesynth.train import accel, defaults, distributed
 from edgesynth.train.audio_datasets import augment_audio
 from edgesynth.train.datasets import Dataset, Split
+from edgesynth.train.distill import TeacherSpec, kd_loss, load_teacher
 from edgesynth.train.metrics import MetricAccumulator, Metrics
 from edgesynth.train.models import create_model, get_model_info
+from edgesynth.train.schedule import Schedule
+from edgesynth.train.usermodel import UserModel
 
 Log = Callable[[str], None]
 
@@ -56,6 +59,9 @@ class TrainConfig:
     workers: int = 0  # data-loader worker processes
     pin_memory: bool = False
     dist: distributed.Context = distributed.SINGLE
+    user_model: UserModel | None = None  # the user's class (`model` is then its name)
+    schedule: Schedule = field(default_factory=Schedule)
+    teacher: TeacherSpec | None = None  # knowledge distillation
 
     @property
     def rank_batch_size(self) -> int:
@@ -97,6 +103,15 @@ def seed_everything(seed: int, deterministic: bool) -> torch.Generator:
 def build_model(cfg: TrainConfig) -> nn.Module:
     ds = cfg.dataset
     shape = ds.input_shape
+    if cfg.user_model is not None:
+        spatial = tuple(shape[1:]) if len(shape) == 3 else (shape[1], 1)
+        return cfg.user_model.build(
+            num_classes=ds.num_classes,
+            num_channels=shape[0],
+            dimensions=spatial,
+            bias=cfg.bias,
+            device=cfg.device,
+        )
     dims = get_model_info(cfg.model).dims
     if dims == 1 and len(shape) != 2:
         raise EdgesynthError(f"model `{cfg.model}` takes 1D data; {ds.name} is {shape}.")
@@ -123,9 +138,8 @@ def make_optimizer(cfg: TrainConfig, model: nn.Module, lr: float) -> torch.optim
 
 
 def lr_at(cfg: TrainConfig, epoch: int) -> float:
-    """Cosine decay from --lr to 1% over the run."""
-    t = epoch / max(cfg.epochs, 1)
-    return cfg.lr * (0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * t)))
+    """The learning rate of `epoch` (`schedule`; by default cosine decay to 1% of --lr)."""
+    return cfg.schedule.lr(cfg.lr, epoch, cfg.epochs)
 
 
 # --- data ---------------------------------------------------------------------------------
@@ -229,6 +243,7 @@ def train_epoch(
     epoch: int = 0,
     qat: bool = False,
     scaler: torch.amp.GradScaler | None = None,
+    teacher: nn.Module | None = None,
 ) -> tuple[float, float]:
     """One epoch of `step_model` (the model, or its DDP/compiled wrapper); returns the
     loss and top-1 over every process's share."""
@@ -259,7 +274,12 @@ def train_epoch(
                 x = x.contiguous(memory_format=torch.channels_last)
             with precision.autocast(active=not qat):
                 logits = step_model(x)
-                loss = F.cross_entropy(logits.float(), y_dev, weight=weight)
+                if teacher is not None and cfg.teacher is not None:
+                    with torch.no_grad():
+                        taught = teacher(x).float()
+                    loss = kd_loss(logits.float(), taught, y_dev, cfg.teacher, weight)
+                else:
+                    loss = F.cross_entropy(logits.float(), y_dev, weight=weight)
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None and scaler.is_enabled():
                 scaler.scale(loss).backward()
@@ -359,12 +379,22 @@ def _step_model(model: nn.Module, cfg: TrainConfig) -> nn.Module:
     return torch.compile(wrapped)
 
 
-def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult:
-    """Train (and QAT) `cfg.model` on `cfg.dataset`, writing checkpoints into `run_dir`.
+@dataclass
+class _State:
+    """What changes during a run: the model (folded at QAT), its step wrapper, optimizer."""
 
-    In a data-parallel run every process calls this; only rank 0 has a `run_dir` and
-    evaluates, logs and writes; the others train their share and wait for it.
-    """
+    model: nn.Module
+    step_model: nn.Module
+    optimizer: torch.optim.Optimizer
+    start: int
+    best: dict[str, float]
+    teacher: nn.Module | None = None
+    history: list[EpochRecord] = field(default_factory=list)
+    paths: dict[str, Path] = field(default_factory=dict)
+
+
+def _setup(cfg: TrainConfig, log: Log) -> tuple[TrainConfig, _State, torch.Generator | None]:
+    """Seed, build (or resume) the model, wrap it, make the optimizer; load the teacher."""
     ctx = cfg.dist
     seed = distributed.shared_seed(ctx, cfg.seed)
     if seed is not None and cfg.seed is None:
@@ -386,36 +416,105 @@ def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult
             optimizer.load_state_dict(opt_state)
         except (ValueError, KeyError):
             log("note: the optimizer state does not fit this run; starting it afresh")
+    saved_best = float(saved.get("best_top1", -1.0))
+    best = {
+        "float": saved_best if not is_qat(model) else -1.0,
+        "qat": saved_best if is_qat(model) else -1.0,
+    }
+    state = _State(model, step_model, optimizer, start, best)
+    if cfg.teacher is not None:
+        ds = cfg.dataset
+        teacher = load_teacher(
+            cfg.teacher, num_classes=ds.num_classes, input_shape=ds.input_shape, device=cfg.device
+        )
+        state.teacher = teacher.to(cfg.torch_device)
+    return cfg, state, gen
+
+
+def _start_qat_if_due(cfg: TrainConfig, state: _State, epoch: int, log: Log) -> None:
+    """At the policy's epoch every process folds batchnorm and switches to QAT; the new
+    wrapper then copies rank 0's folded weights to all of them."""
+    policy = cfg.qat_policy
+    if policy is None or epoch < policy.start_epoch or is_qat(state.model):
+        return
+    folded = enable_qat(state.model, policy)
+    state.model = state.model.to(cfg.torch_device)
+    state.step_model = _step_model(state.model, cfg)
+    state.optimizer = make_optimizer(cfg, state.model, lr_at(cfg, epoch))
+    log(
+        f"epoch {epoch}: quantization-aware training starts "
+        f"({policy.weight_bits}-bit weights, {folded} batchnorm layers folded)"
+    )
+
+
+def _log_epoch(
+    writer: Any, desc: str, epoch: int, loss: float, top1: float, m: Metrics, lr: float, log: Log
+) -> None:
+    log(
+        f"{desc}: train loss {loss:.4f} top1 {top1:.2f}% | test loss {m.loss:.4f} "
+        f"top1 {m.top1:.2f}% top5 {m.top5:.2f}% lr {lr:.2e}"
+    )
+    if writer is None:
+        return
+    for tag, value in (
+        ("train/loss", loss),
+        ("train/top1", top1),
+        ("test/loss", m.loss),
+        ("test/top1", m.top1),
+        ("test/top5", m.top5),
+    ):
+        writer.add_scalar(tag, value, epoch)
+    writer.flush()
+
+
+def _save_epoch(
+    cfg: TrainConfig, state: _State, run_dir: Path, epoch: int, qat: bool, m: Metrics
+) -> None:
+    """The epoch's checkpoint, and the best one when this epoch is the best of its phase."""
+    phase = "qat" if qat else "float"
+    prefix = "qat_" if qat else ""
+    best = state.best[phase]
+    extras = checkpoint_extras(
+        cfg,
+        current_top1=m.top1,
+        best_top1=max(best, m.top1),
+        best_epoch=epoch if m.top1 > best else None,
+    )
+    weights = model_state(state.model)
+    names = [f"{prefix}checkpoint"] + ([f"{prefix}best"] if m.top1 > best else [])
+    for name in names:
+        state.paths[name] = write_checkpoint(
+            run_dir / f"{name}.pth.tar",
+            arch=cfg.model,
+            state_dict=weights,
+            epoch=epoch,
+            extras=extras,
+            optimizer=state.optimizer,
+            overwrite=True,  # the run folder's own files, rewritten every epoch
+        )
+    state.best[phase] = max(best, m.top1)
+
+
+def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult:
+    """Train (and QAT) `cfg.model` on `cfg.dataset`, writing checkpoints into `run_dir`.
+
+    In a data-parallel run every process calls this; only rank 0 has a `run_dir` and
+    evaluates, logs and writes; the others train their share and wait for it.
+    """
+    cfg, state, gen = _setup(cfg, log)
     scaler = accel.Precision(cfg.torch_device.type, cfg.amp).scaler()
     writer = _tensorboard(run_dir) if cfg.tensorboard and run_dir is not None else None
     ds = cfg.dataset
-    best = {
-        "float": float(saved.get("best_top1", -1.0)) if not is_qat(model) else -1.0,
-        "qat": float(saved.get("best_top1", -1.0)) if is_qat(model) else -1.0,
-    }
-    history: list[EpochRecord] = []
-    paths: dict[str, Path] = {}
-    for epoch in range(start, cfg.epochs):
-        policy = cfg.qat_policy
-        if policy is not None and epoch >= policy.start_epoch and not is_qat(model):
-            # every process folds and switches in the same epoch; the new wrapper then
-            # copies rank 0's folded weights to all of them
-            folded = enable_qat(model, policy)
-            model = model.to(cfg.torch_device)
-            step_model = _step_model(model, cfg)
-            optimizer = make_optimizer(cfg, model, lr_at(cfg, epoch))
-            log(
-                f"epoch {epoch}: quantization-aware training starts "
-                f"({policy.weight_bits}-bit weights, {folded} batchnorm layers folded)"
-            )
-        for group in optimizer.param_groups:
+    for epoch in range(state.start, cfg.epochs):
+        _start_qat_if_due(cfg, state, epoch, log)
+        for group in state.optimizer.param_groups:
             group["lr"] = lr_at(cfg, epoch)
-        qat = is_qat(model)
+        qat = is_qat(state.model)
         desc = f"epoch {epoch}/{cfg.epochs - 1}{' QAT' if qat else ''}"
         loss, top1 = train_epoch(
-            step_model,
+            state.step_model,
             ds.train,
-            optimizer,
+            state.optimizer,
             cfg,
             gen,
             desc,
@@ -423,65 +522,26 @@ def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult
             epoch=epoch,
             qat=qat,
             scaler=scaler,
+            teacher=state.teacher,
         )
         if run_dir is None:  # not rank 0: rank 0 evaluates and writes, then all go on
-            distributed.barrier(ctx)
+            distributed.barrier(cfg.dist)
             continue
         m = evaluate(
-            model,
+            state.model,
             ds.test,
             num_classes=ds.num_classes,
             device=cfg.device,
             avg_pool_rounding=cfg.avg_pool_rounding,
         )
-        history.append(EpochRecord(epoch, qat, loss, top1, m))
-        log(
-            f"{desc}: train loss {loss:.4f} top1 {top1:.2f}% | test loss {m.loss:.4f} "
-            f"top1 {m.top1:.2f}% top5 {m.top5:.2f}% lr {optimizer.param_groups[0]['lr']:.2e}"
-        )
-        if writer is not None:
-            for tag, value in (
-                ("train/loss", loss),
-                ("train/top1", top1),
-                ("test/loss", m.loss),
-                ("test/top1", m.top1),
-                ("test/top5", m.top5),
-            ):
-                writer.add_scalar(tag, value, epoch)
-            writer.flush()
-        phase = "qat" if qat else "float"
-        prefix = "qat_" if qat else ""
-        extras = checkpoint_extras(
-            cfg,
-            current_top1=m.top1,
-            best_top1=max(best[phase], m.top1),
-            best_epoch=epoch if m.top1 > best[phase] else None,
-        )
-        state = model_state(model)
-        paths[f"{prefix}checkpoint"] = write_checkpoint(
-            run_dir / f"{prefix}checkpoint.pth.tar",
-            arch=cfg.model,
-            state_dict=state,
-            epoch=epoch,
-            extras=extras,
-            optimizer=optimizer,
-            overwrite=True,  # the run folder's own file, rewritten every epoch
-        )
-        if m.top1 > best[phase]:
-            best[phase] = m.top1
-            paths[f"{prefix}best"] = write_checkpoint(
-                run_dir / f"{prefix}best.pth.tar",
-                arch=cfg.model,
-                state_dict=state,
-                epoch=epoch,
-                extras=extras,
-                optimizer=optimizer,
-                overwrite=True,
-            )
-        distributed.barrier(ctx)
+        state.history.append(EpochRecord(epoch, qat, loss, top1, m))
+        lr = state.optimizer.param_groups[0]["lr"]
+        _log_epoch(writer, desc, epoch, loss, top1, m, lr, log)
+        _save_epoch(cfg, state, run_dir, epoch, qat, m)
+        distributed.barrier(cfg.dist)
     if writer is not None:
         writer.close()
-    return TrainResult(model, history, paths, max(best.values()))
+    return TrainResult(state.model, state.history, state.paths, max(state.best.values()))
 
 
 def _tensorboard(run_dir: Path) -> Any:
