@@ -1,8 +1,10 @@
-"""The interface every target implements, and the registry the CLI dispatches through.
+"""The interface every target implements (the registry that finds them: `registry.py`).
 
-A target is a folder `targets/<name>/` with a module `target.py` that defines one or more
-`Target` subclasses and lists them in `TARGETS`. Adding a target adds a folder; nothing else
-changes. `target.py` must import quickly: heavy dependencies are imported inside methods.
+A target is a package (a folder `targets/<name>/`, or a separately installed one) that defines
+`Target` subclasses and registers them, with its sub-commands, through the entry-point group
+`edgesynth.targets` (see `edgesynth.targets.registry`). Adding a target adds a folder and its
+entry point; nothing else changes. The target's module must import quickly: heavy dependencies
+are imported inside methods.
 
 The flow, for `edgesynth compile MODEL --target NAME -o OUT/`:
 
@@ -18,9 +20,7 @@ and `target.simulate(program, x)` must agree value for value; every target's tes
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +33,10 @@ from edgesynth.errors import EdgesynthError, did_you_mean
 from edgesynth.ir.graph import Graph, QType
 from edgesynth.ir.intrange import int_range
 from edgesynth.proof import Proof
+
+# the registry, re-exported (the targets are found through entry points: see registry.py)
+from edgesynth.targets.registry import get_target as get_target
+from edgesynth.targets.registry import target_names as target_names
 
 MANIFEST = "compiled.json"
 
@@ -267,52 +271,6 @@ class Target(ABC):
             "host_post": program.host_post,
             "host_layers": HOST_LAYERS_FILE if program.host_layers else None,
         }
-
-
-# -- registry -------------------------------------------------------------------------------
-
-_REGISTRY: dict[str, type[Target]] = {}
-_DISCOVERED = False
-
-
-def register(cls: type[Target]) -> type[Target]:
-    """Class decorator: make a target available by `cls.name`."""
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    import edgesynth.targets as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.ispkg:
-            try:
-                importlib.import_module(f"edgesynth.targets.{info.name}.target")
-            except ModuleNotFoundError as err:
-                if err.name != f"edgesynth.targets.{info.name}.target":
-                    raise
-
-
-def target_names() -> list[str]:
-    _discover()
-    return sorted(_REGISTRY)
-
-
-def get_target(name: str) -> Target:
-    _discover()
-    key = name.lower()
-    if key not in _REGISTRY:
-        names = sorted(_REGISTRY)
-        raise EdgesynthError(
-            f"unknown target `{name}`; the targets are {', '.join(names)}."
-            + did_you_mean(key, names),
-            key="--target",
-        )
-    return _REGISTRY[key]()
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from edgesynth.targets.base import (
     Program,
     Target,
     TensorFormat,
-    register,
 )
 
 
@@ -47,7 +46,6 @@ def _formats(
     return [inp], [out]
 
 
-@register
 class GatiTarget(Target):
     name: ClassVar[str] = "gati"
     summary: ClassVar[str] = (
@@ -204,5 +202,3 @@ class GatiTarget(Target):
             host_post=manifest.get("host_post"),
         )
 
-
-TARGETS = [GatiTarget]

@@ -22,7 +22,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.proof import Proof
-from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat
 
 NETWORK_FILE = "network.yaml"
 DATASET = "network"
@@ -240,7 +240,6 @@ class Max7800xTarget(Target):
         )
 
 
-@register
 class Max78000(Max7800xTarget):
     name = "max78000"
     summary = "Analog Devices MAX78000: 64 processors, 512 KiB data memory (YAML + C project)"
@@ -248,12 +247,9 @@ class Max78000(Max7800xTarget):
     executor = "the virtual MAX78000"
 
 
-@register
 class Max78002(Max7800xTarget):
     name = "max78002"
     summary = "Analog Devices MAX78002: 64 processors, 1,280 KiB data memory (YAML + C project)"
     device_name = "MAX78002"
     executor = "the virtual MAX78002"
 
-
-TARGETS = [Max78000, Max78002]

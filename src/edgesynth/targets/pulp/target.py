@@ -14,7 +14,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir.graph import Graph, QType
 from edgesynth.proof import Proof
-from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat
 
 TARGET_JSON = "pulp.json"
 NETWORK_COPY = "network.onnx"
@@ -48,7 +48,6 @@ def plan_options(options: CompileOptions) -> Any:
     return PlanOptions(**{k: v for k, v in options.options.items() if k in PLAN_KEYS})
 
 
-@register
 class Gap8Target(Target):
     name = "gap8"
     summary = "PULP/GAP8 cluster: integer ONNX to DORY-style tiled C (L3/L2/L1, 8 cores)"
@@ -206,5 +205,3 @@ def _host_run(folder: Path, inputs: list[np.ndarray]) -> Any:
         shutil.copytree(folder, work)
         return execute(work, inputs, "host", build(work, "host"))
 
-
-TARGETS = [Gap8Target]

@@ -17,12 +17,10 @@ from edgesynth.targets.base import (
     Target,
     TensorFormat,
     load_host_layers,
-    register,
 )
 from edgesynth.targets.xdnn.files import FILES
 
 
-@register
 class XdnnTarget(Target):
     name: ClassVar[str] = "xdnn"
     summary: ClassVar[str] = (
@@ -147,5 +145,3 @@ def run_folder(folder: Path, x: np.ndarray) -> np.ndarray:
     shape = manifest["outputs"][0]["shape"]
     return out.reshape(len(out), *shape)
 
-
-TARGETS = [XdnnTarget]

@@ -1,0 +1,169 @@
+"""The targets edgesynth knows, found through the entry-point group `edgesynth.targets`.
+
+A target package (edgesynth's own four, or a separately installed one) declares in its
+pyproject.toml
+
+    [project.entry-points."edgesynth.targets"]
+    gati = "edgesynth.targets.gati.plugin:PLUGIN"
+
+naming a `TargetPlugin`: its targets (name -> "module:Class", a `Target` subclass), the
+function that adds its sub-commands to `edgesynth`, and the model readers it adds to
+`edgesynth compile` (a file suffix -> "module:function"). Everything is named by string, so
+listing the targets or building `edgesynth --help` imports no target module; a target's class
+is imported when it is used.
+
+The API (stable): `target_names()` (every registered target's name, sorted), `get_target(NAME)`
+(an instance; an unknown name is refused naming the known ones), `target_class(NAME)`,
+`plugins()` (entry-point name -> TargetPlugin) and `model_reader(PATH)`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgesynth.errors import EdgesynthError, did_you_mean
+
+if TYPE_CHECKING:
+    from edgesynth.targets.base import Target
+
+GROUP = "edgesynth.targets"
+
+
+@dataclass(frozen=True)
+class ModelReader:
+    """A model file type a target package reads into the network graph."""
+
+    suffixes: tuple[str, ...]  # lower case, with the dot: (".yaml", ".yml")
+    function: str  # "module:function", called as function(path: Path, request: ModelRequest)
+    kind: str  # what the files are, for messages: "the vendor's network description"
+
+
+@dataclass(frozen=True)
+class TargetPlugin:
+    """What a target package registers under the entry-point group `edgesynth.targets`."""
+
+    targets: Mapping[str, str]  # target name -> "module:Class"
+    commands: str | None = None  # "module:function" called with `edgesynth`'s sub-parsers
+    model_readers: tuple[ModelReader, ...] = ()
+
+
+def load_object(reference: str, what: str) -> Any:
+    """`module:attribute` (or `module`) imported; a failure is one message naming `what`."""
+    module, _, attribute = reference.partition(":")
+    try:
+        obj: Any = importlib.import_module(module.strip())
+        for part in filter(None, attribute.strip().split(".")):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        if isinstance(err, ModuleNotFoundError) and err.name and not module.startswith(err.name):
+            raise  # a library the module needs (the missing-extra message names it)
+        raise EdgesynthError(f"{what} `{reference}` cannot be loaded: {err}") from None
+    return obj
+
+
+@functools.cache
+def plugins() -> dict[str, TargetPlugin]:
+    """Every registered target package, by entry-point name (sorted); {} when none is."""
+    from edgesynth.entry_points import entry_points
+
+    found: dict[str, TargetPlugin] = {}
+    for entry in sorted(entry_points(GROUP), key=lambda e: e.name):
+        if entry.name in found:
+            continue  # a second installation of the same package: the first wins
+        what = f"the `{GROUP}` entry point `{entry.name}` of {entry.distribution}"
+        plugin = load_object(entry.value, what)
+        if not isinstance(plugin, TargetPlugin):
+            raise EdgesynthError(
+                f"{what} (`{entry.value}`) is a {type(plugin).__name__}, not a TargetPlugin "
+                "(edgesynth.targets.registry.TargetPlugin)"
+            )
+        found[entry.name] = plugin
+    return found
+
+
+@functools.cache
+def _target_references() -> dict[str, str]:
+    """Target name -> "module:Class"; a name two packages claim is refused."""
+    refs: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for package, plugin in plugins().items():
+        for name, ref in plugin.targets.items():
+            if name in refs:
+                raise EdgesynthError(
+                    f"two target packages register the target `{name}`: `{owner[name]}` "
+                    f"({refs[name]}) and `{package}` ({ref}); uninstall one"
+                )
+            refs[name], owner[name] = ref, package
+    if not refs:
+        raise EdgesynthError(
+            f"no targets are registered: the `{GROUP}` entry points are missing from the "
+            "installed package metadata (edgesynth not installed, or installed before its "
+            "targets became entry points); install it: `pip install -e .` in a checkout, or "
+            "`pip install edgesynth`"
+        )
+    return refs
+
+
+def target_names() -> list[str]:
+    """Every registered target's name, sorted (what `edgesynth targets` lists)."""
+    return sorted(_target_references())
+
+
+def target_class(name: str) -> type[Target]:
+    """The `Target` subclass registered as `name` (case-insensitive)."""
+    from edgesynth.targets.base import Target
+
+    refs = _target_references()
+    key = name.lower()
+    if key not in refs:
+        names = sorted(refs)
+        raise EdgesynthError(
+            f"unknown target `{name}`; the targets are {', '.join(names)}."
+            + did_you_mean(key, names),
+            key="--target",
+        )
+    cls = load_object(refs[key], f"the target `{key}`")
+    if not (isinstance(cls, type) and issubclass(cls, Target)):
+        raise EdgesynthError(f"the target `{key}` (`{refs[key]}`) is not a Target subclass")
+    if cls.name != key:
+        raise EdgesynthError(
+            f"the target registered as `{key}` (`{refs[key]}`) calls itself `{cls.name}`"
+        )
+    return cls
+
+
+def get_target(name: str) -> Target:
+    """A target by name, ready to use; an unknown name is refused naming the known ones."""
+    return target_class(name)()
+
+
+def model_readers() -> dict[str, tuple[ModelReader, str]]:
+    """Suffix -> (the reader, the package registering it)."""
+    readers: dict[str, tuple[ModelReader, str]] = {}
+    for package, plugin in plugins().items():
+        for reader in plugin.model_readers:
+            for suffix in reader.suffixes:
+                readers.setdefault(suffix.lower(), (reader, package))
+    return readers
+
+
+def model_reader(path: Path) -> Callable[..., Any] | None:
+    """The registered reader of `path`'s file type (its last suffix), or None."""
+    entry = model_readers().get(path.suffix.lower())
+    if entry is None:
+        return None
+    reader, package = entry
+    function: Callable[..., Any] = load_object(
+        reader.function, f"the model reader of target package `{package}`"
+    )
+    return function
+
+
+def command_modules() -> list[str]:
+    """The modules that add the target packages' sub-commands (imported by `--help`)."""
+    return [p.commands.partition(":")[0] for p in plugins().values() if p.commands]
