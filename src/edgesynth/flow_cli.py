@@ -1,9 +1,13 @@
-"""`edgesynth compile` and `edgesynth run`: one command line for every target (see `flow`)."""
+"""`edgesynth compile`, `run` and `targets`: one command line for every target (see `flow`), and
+the one compile path a target's own `compile` sub-command runs too (`TargetCompile`)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +16,7 @@ from edgesynth.errors import EdgesynthError, warn
 from edgesynth.wording import plural
 
 if TYPE_CHECKING:
-    from edgesynth.targets.base import TensorFormat
+    from edgesynth.targets.base import Program, TensorFormat
 
 
 def _options(pairs: list[str] | None) -> dict[str, object]:
@@ -28,24 +32,50 @@ def _options(pairs: list[str] | None) -> dict[str, object]:
 
 def compile_cmd(args: argparse.Namespace) -> int:
     """Compile MODEL for one target into the output folder."""
+    program, files = compile_from_args(args, args.target, _options(args.option))
+    fmt = program.inputs[0]
+    kind = f"{'' if fmt.signed else 'u'}int{fmt.bits}"
+    print(
+        f"{Path(args.model).name} -> {program.target}: "
+        f"{plural(len(program.layers), 'hardware layer')}, "
+        f"input {'x'.join(map(str, fmt.shape))} {kind}"
+    )
+    if program.proof is not None:
+        print(program.proof.line)
+    print(f"wrote {', '.join(files)} in {args.output}")
+    return 0
+
+
+def compile_from_args(
+    args: argparse.Namespace,
+    target_name: str,
+    options: dict[str, object],
+    reader_options: dict[str, object] | None = None,
+) -> tuple[Program, list[str]]:
+    """The one compile path (`edgesynth compile` and every target's own `compile`): refuse an
+    unknown target, option or a bad output folder before any work, read the model, lower,
+    check (every error at once), plan, emit into a staging folder, prove the files there
+    (unless --no-verify) and only then move them into place. Prints the warnings."""
     from edgesynth.flow import compile_to, load_array, load_model
     from edgesynth.outputs import output_folder
-    from edgesynth.targets.base import get_target
+    from edgesynth.targets.registry import get_target
 
-    target = get_target(args.target)  # an unknown target is refused before any work
-    options = _options(args.option)
+    target = get_target(target_name)  # an unknown target is refused before any work
     target.check_option_keys(options)  # so is an unknown --option key
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
-    device = "MAX78002" if target.name == "max78002" else "MAX78000"
     graph = load_model(
-        args.model, checkpoint=args.checkpoint, device=device, sample_input=args.sample_input
+        args.model,
+        checkpoint=args.checkpoint,
+        sample_input=args.sample_input,
+        target=target.name,
+        options=reader_options,
     )
     calibration = None
     if args.calibration is not None:
         calibration = load_array(args.calibration, "calibration data", "--calibration")
-    options = _options(args.option)
-    if args.sample_input is not None and target.name.startswith("max7800"):
+    options = dict(options)
+    if args.sample_input is not None and target.takes_sample:
         options.setdefault("sample", load_array(args.sample_input, "sample", "--sample-input"))
     program, files = compile_to(
         graph,
@@ -63,16 +93,42 @@ def compile_cmd(args: argparse.Namespace) -> int:
         from edgesynth.proof import unproven
 
         print(f"edgesynth: warning: {unproven('the program', target.executor)}", file=sys.stderr)
-    fmt = program.inputs[0]
-    kind = f"{'' if fmt.signed else 'u'}int{fmt.bits}"
-    print(
-        f"{Path(args.model).name} -> {target.name}: "
-        f"{plural(len(program.layers), 'hardware layer')}, "
-        f"input {'x'.join(map(str, fmt.shape))} {kind}"
-    )
+    return program, files
+
+
+@dataclass(frozen=True)
+class TargetCompile:
+    """A target package's own `compile` (`edgesynth gati compile ...`): `compile_from_args`,
+    the same code as `edgesynth compile -t TARGET`, with the target's options as flags."""
+
+    target: str  # the registered target it compiles for
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]  # adds the target's own flags
+    options: Callable[[argparse.Namespace], dict[str, object]]  # its flags -> target options
+    report: Callable[[argparse.Namespace, Program, list[str]], None]  # prints the summary
+    model_help: str = "the model file"
+    calibration_required: bool = False
+    reader_options: Callable[[argparse.Namespace], dict[str, object]] | None = None
+
+
+def add_target_compile(
+    commands: argparse._SubParsersAction, spec: TargetCompile, help: str
+) -> argparse.ArgumentParser:
+    """Add `compile` to a target package's command group."""
+    c = commands.add_parser("compile", help=help, description=spec.description)
+    c.add_argument("model", type=Path, metavar="MODEL", help=spec.model_help)
+    _shared_compile_arguments(c, calibration_required=spec.calibration_required)
+    spec.arguments(c)
+    c.set_defaults(handler=functools.partial(_target_compile_cmd, spec))
+    return c
+
+
+def _target_compile_cmd(spec: TargetCompile, args: argparse.Namespace) -> int:
+    reader = spec.reader_options(args) if spec.reader_options else None
+    program, files = compile_from_args(args, spec.target, spec.options(args), reader)
+    spec.report(args, program, files)
     if program.proof is not None:
         print(program.proof.line)
-    print(f"wrote {', '.join(files)} in {args.output}")
     return 0
 
 
@@ -120,14 +176,14 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `compile` and `run` to the `edgesynth` command line."""
-    from edgesynth.frontends import MODEL_KINDS
+    from edgesynth.targets.registry import model_kinds
 
     c = subparsers.add_parser(
         "compile",
-        help="compile a model for one target (max78000, max78002, gati, xdnn, ...)",
+        help="compile a model for one target (`edgesynth targets` lists them)",
         description="Read MODEL into the network graph, lower it for --target (quantizing a "
         "float model with --calibration), check every device rule, plan it and write the "
-        "target's files and compiled.json into the output folder. MODEL: " + MODEL_KINDS + ".",
+        "target's files and compiled.json into the output folder. MODEL: " + model_kinds() + ".",
     )
     c.add_argument("model", type=Path, metavar="MODEL", help="the model file")
     c.add_argument(
@@ -138,44 +194,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the accelerator (`edgesynth targets` lists them)",
     )
     c.add_argument(
-        "--checkpoint",
-        type=Path,
-        metavar="PTH",
-        help="trained weights for a vendor YAML (.pth.tar)",
-    )
-    c.add_argument(
-        "--calibration",
-        "-c",
-        type=Path,
-        metavar="NPY",
-        help="float inputs (N x input) to quantize a float model with",
-    )
-    c.add_argument(
-        "--sample-input",
-        type=Path,
-        metavar="NPY",
-        help="a vendor YAML's sample (default tests/sample_<dataset>.npy)",
-    )
-    c.add_argument(
         "--option",
         action="append",
         metavar="KEY=VALUE",
-        help="a target option, e.g. engine=56x32 or bits=16 for xdnn (repeatable)",
+        help="a target's option (repeatable); an unknown KEY is refused naming the ones the "
+        "target takes",
     )
-    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
-    c.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the compiler's files in a non-empty output folder (nothing else)",
-    )
-    c.add_argument(
-        "--no-verify",
-        dest="verify",
-        action="store_false",
-        help="write the files without first running them on the target's executor (the "
-        "virtual MAX7800x, the host build of the gap8 C, the Gati or xDNN functional model); "
-        "by default a program that misses the simulator's answer is refused, nothing written",
-    )
+    _shared_compile_arguments(c, calibration_required=False)
     c.set_defaults(handler=compile_cmd)
 
     r = subparsers.add_parser(
@@ -208,9 +233,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.set_defaults(handler=targets_cmd)
 
 
+def _shared_compile_arguments(c: argparse.ArgumentParser, *, calibration_required: bool) -> None:
+    """What every `compile` takes: the model's companions, the output folder, the proof."""
+    c.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="PTH",
+        help="trained weights for a vendor YAML (.pth.tar)",
+    )
+    c.add_argument(
+        "--calibration",
+        "-c",
+        type=Path,
+        required=calibration_required,
+        metavar="NPY",
+        help="float inputs (N x input) to quantize a float model with",
+    )
+    c.add_argument(
+        "--sample-input",
+        type=Path,
+        metavar="NPY",
+        help="a vendor YAML's sample (default tests/sample_<dataset>.npy)",
+    )
+    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the compiler's files in a non-empty output folder (nothing else)",
+    )
+    c.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="write the files without first running them on the target's executor (such as "
+        "the virtual MAX7800x or a functional model); by default a program that misses the "
+        "simulator's answer is refused, nothing written",
+    )
+
+
 def targets_cmd(args: argparse.Namespace) -> int:
     """Print every registered target with its one-line summary."""
-    from edgesynth.targets.base import get_target, target_names
+    from edgesynth.targets.registry import get_target, target_names
 
     for name in target_names():
         print(f"{name:<10} {get_target(name).summary}")

@@ -19,7 +19,15 @@ from edgesynth.targets.gati.host import run_program
 from edgesynth.targets.gati.quantize import quantize_input
 from edgesynth.targets.gati.reference import reference_forward
 
-FILES = ["program.bin", "program.dwp", "report.json", "sample.dwp", "sample_expected.dwp"]
+# compiled.json: `gati compile` is `compile -t gati`, whose manifest `edgesynth run` reads
+FILES = [
+    "compiled.json",
+    "program.bin",
+    "program.dwp",
+    "report.json",
+    "sample.dwp",
+    "sample_expected.dwp",
+]
 
 
 @pytest.fixture(scope="module")

@@ -183,6 +183,9 @@ class Target(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     option_keys: ClassVar[tuple[str, ...]] = ()  # what `compile --option KEY=VALUE` takes
+    # takes `compile --sample-input`'s array as its `sample` option (the input whose known
+    # answer its files check); for the others the file only goes to the model reader
+    takes_sample: ClassVar[bool] = False
 
     def check_option_keys(self, keys: Iterable[str]) -> None:
         """Refuse a `--option` key the target does not take, naming the ones it takes."""

@@ -164,6 +164,17 @@ def model_reader(path: Path) -> Callable[..., Any] | None:
     return function
 
 
+def model_kinds() -> str:
+    """The model files edgesynth reads, for messages and help texts: ONNX, then each
+    registered reader's."""
+    from edgesynth.frontends import MODEL_KINDS
+
+    kinds = [MODEL_KINDS]
+    for plugin in plugins().values():
+        kinds += [f"{r.suffixes[0]} ({r.kind})" for r in plugin.model_readers]
+    return ", ".join(kinds)
+
+
 def command_modules() -> list[str]:
     """The modules that add the target packages' sub-commands (imported by `--help`)."""
     return [p.commands.partition(":")[0] for p in plugins().values() if p.commands]

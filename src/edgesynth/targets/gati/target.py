@@ -201,4 +201,3 @@ class GatiTarget(Target):
             extra=extra,
             host_post=manifest.get("host_post"),
         )
-

@@ -76,6 +76,7 @@ def _about(model: str, folder: Path) -> Iterator[None]:
 
 class Max7800xTarget(Target):
     device_name: ClassVar[str]
+    takes_sample: ClassVar[bool] = True  # the project's known answer: --sample-input's array
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Program:
@@ -252,4 +253,3 @@ class Max78002(Max7800xTarget):
     summary = "Analog Devices MAX78002: 64 processors, 1,280 KiB data memory (YAML + C project)"
     device_name = "MAX78002"
     executor = "the virtual MAX78002"
-

@@ -204,4 +204,3 @@ def _host_run(folder: Path, inputs: list[np.ndarray]) -> Any:
         work = Path(tmp) / "program"
         shutil.copytree(folder, work)
         return execute(work, inputs, "host", build(work, "host"))
-

@@ -144,4 +144,3 @@ def run_folder(folder: Path, x: np.ndarray) -> np.ndarray:
     out = machine.run(np.asarray(x, dtype=np.int64))
     shape = manifest["outputs"][0]["shape"]
     return out.reshape(len(out), *shape)
-
