@@ -77,16 +77,22 @@ def compile_from_args(
     options = dict(options)
     if args.sample_input is not None and target.takes_sample:
         options.setdefault("sample", load_array(args.sample_input, "sample", "--sample-input"))
-    program, files = compile_to(
-        graph,
-        target.name,
-        calibration=calibration,
-        options=options,
-        out=args.output,
-        overwrite=args.overwrite,
-        inputs=inputs,
-        verify=args.verify,
-    )
+    try:
+        program, files = compile_to(
+            graph,
+            target.name,
+            calibration=calibration,
+            options=options,
+            out=args.output,
+            overwrite=args.overwrite,
+            inputs=inputs,
+            verify=args.verify,
+        )
+    except EdgesynthError as err:  # about --calibration's data: name its file too
+        if err.key == "--calibration" and err.file is None:
+            err.file = str(args.calibration)
+            err.args = (err.render(),)
+        raise
     for w in program.warnings:
         print(f"edgesynth: warning: {w}", file=sys.stderr)
     if not args.verify and target.executor is not None:
