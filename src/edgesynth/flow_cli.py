@@ -58,7 +58,7 @@ def compile_from_args(
     (unless --no-verify) and only then move them into place. Prints the warnings."""
     from edgesynth.flow import compile_to, load_array, load_model
     from edgesynth.outputs import output_folder
-    from edgesynth.targets.registry import get_target
+    from edgesynth.targets.base import get_target
 
     target = get_target(target_name)  # an unknown target is refused before any work
     target.check_option_keys(options)  # so is an unknown --option key
@@ -279,7 +279,7 @@ def _shared_compile_arguments(c: argparse.ArgumentParser, *, calibration_require
 
 def targets_cmd(args: argparse.Namespace) -> int:
     """Print every registered target with its one-line summary."""
-    from edgesynth.targets.registry import get_target, target_names
+    from edgesynth.targets.base import get_target, target_names
 
     for name in target_names():
         print(f"{name:<10} {get_target(name).summary}")

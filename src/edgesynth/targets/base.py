@@ -34,8 +34,8 @@ from edgesynth.ir.graph import Graph, QType
 from edgesynth.ir.intrange import int_range
 from edgesynth.proof import Proof
 
-# the registry, re-exported (the targets are found through entry points: see registry.py)
-from edgesynth.targets.registry import get_target as get_target
+# the registry (the targets are found through entry points), re-exported
+from edgesynth.targets.registry import load_object, target_references
 from edgesynth.targets.registry import target_names as target_names
 
 MANIFEST = "compiled.json"
@@ -274,6 +274,33 @@ class Target(ABC):
             "host_post": program.host_post,
             "host_layers": HOST_LAYERS_FILE if program.host_layers else None,
         }
+
+
+def target_class(name: str) -> type[Target]:
+    """The `Target` subclass registered as `name` (case-insensitive; see registry.py); an
+    unknown name is refused naming the known ones."""
+    refs = target_references()
+    key = name.lower()
+    if key not in refs:
+        names = sorted(refs)
+        raise EdgesynthError(
+            f"unknown target `{name}`; the targets are {', '.join(names)}."
+            + did_you_mean(key, names),
+            key="--target",
+        )
+    cls = load_object(refs[key], f"the target `{key}`")
+    if not (isinstance(cls, type) and issubclass(cls, Target)):
+        raise EdgesynthError(f"the target `{key}` (`{refs[key]}`) is not a Target subclass")
+    if cls.name != key:
+        raise EdgesynthError(
+            f"the target registered as `{key}` (`{refs[key]}`) calls itself `{cls.name}`"
+        )
+    return cls
+
+
+def get_target(name: str) -> Target:
+    """A registered target by name, ready to use."""
+    return target_class(name)()
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:

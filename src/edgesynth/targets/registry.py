@@ -12,9 +12,10 @@ function that adds its sub-commands to `edgesynth`, and the model readers it add
 listing the targets or building `edgesynth --help` imports no target module; a target's class
 is imported when it is used.
 
-The API (stable): `target_names()` (every registered target's name, sorted), `get_target(NAME)`
-(an instance; an unknown name is refused naming the known ones), `target_class(NAME)`,
-`plugins()` (entry-point name -> TargetPlugin) and `model_reader(PATH)`.
+The API (stable): `target_names()` (every registered target's name, sorted; also in
+`targets.base`), `target_references()` (name -> "module:Class"), `plugins()` (entry-point name ->
+TargetPlugin), `model_reader(PATH)`; `targets.base.get_target(NAME)` and `target_class(NAME)`
+import the class (this module names classes only, so it imports no target).
 """
 
 from __future__ import annotations
@@ -24,12 +25,9 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from edgesynth.errors import EdgesynthError, did_you_mean
-
-if TYPE_CHECKING:
-    from edgesynth.targets.base import Target
+from edgesynth.errors import EdgesynthError
 
 GROUP = "edgesynth.targets"
 
@@ -87,7 +85,7 @@ def plugins() -> dict[str, TargetPlugin]:
 
 
 @functools.cache
-def _target_references() -> dict[str, str]:
+def target_references() -> dict[str, str]:
     """Target name -> "module:Class"; a name two packages claim is refused."""
     refs: dict[str, str] = {}
     owner: dict[str, str] = {}
@@ -111,35 +109,7 @@ def _target_references() -> dict[str, str]:
 
 def target_names() -> list[str]:
     """Every registered target's name, sorted (what `edgesynth targets` lists)."""
-    return sorted(_target_references())
-
-
-def target_class(name: str) -> type[Target]:
-    """The `Target` subclass registered as `name` (case-insensitive)."""
-    from edgesynth.targets.base import Target
-
-    refs = _target_references()
-    key = name.lower()
-    if key not in refs:
-        names = sorted(refs)
-        raise EdgesynthError(
-            f"unknown target `{name}`; the targets are {', '.join(names)}."
-            + did_you_mean(key, names),
-            key="--target",
-        )
-    cls = load_object(refs[key], f"the target `{key}`")
-    if not (isinstance(cls, type) and issubclass(cls, Target)):
-        raise EdgesynthError(f"the target `{key}` (`{refs[key]}`) is not a Target subclass")
-    if cls.name != key:
-        raise EdgesynthError(
-            f"the target registered as `{key}` (`{refs[key]}`) calls itself `{cls.name}`"
-        )
-    return cls
-
-
-def get_target(name: str) -> Target:
-    """A target by name, ready to use; an unknown name is refused naming the known ones."""
-    return target_class(name)()
+    return sorted(target_references())
 
 
 def model_readers() -> dict[str, tuple[ModelReader, str]]:
