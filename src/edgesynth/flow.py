@@ -2,7 +2,7 @@
 and a compiled folder -> outputs for a batch of inputs.
 
     graph = load_model("net.onnx")                                   # or .yaml [+ checkpoint]
-    program = compile_to(graph, "gati", calibration=x, out="out/")   # emit + compiled.json
+    program = compile_to(graph, name, calibration=x, out="out/")     # emit + compiled.json
     y = run_folder("out/", x)                                         # the target's bit-exact model
 
 Front ends are chosen by the model's file type: `.onnx` (float, or integer in the NEMO /

@@ -279,8 +279,11 @@ def _shared_compile_arguments(c: argparse.ArgumentParser, *, calibration_require
 
 def targets_cmd(args: argparse.Namespace) -> int:
     """Print every registered target with its one-line summary."""
-    from edgesynth.targets.base import get_target, target_names
+    from edgesynth.targets.registry import target_names
 
-    for name in target_names():
+    names = target_names()  # none registered: one message, before loading any target
+    from edgesynth.targets.base import get_target
+
+    for name in names:
         print(f"{name:<10} {get_target(name).summary}")
     return 0
