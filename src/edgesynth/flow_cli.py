@@ -89,7 +89,7 @@ def compile_from_args(
             verify=args.verify,
         )
     except EdgesynthError as err:  # about --calibration's data: name its file too
-        if err.key == "--calibration" and err.file is None:
+        if err.key == "--calibration" and err.file is None and args.calibration is not None:
             err.file = str(args.calibration)
             err.args = (err.render(),)
         raise
