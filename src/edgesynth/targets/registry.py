@@ -70,9 +70,14 @@ def plugins() -> dict[str, TargetPlugin]:
     from edgesynth.entry_points import entry_points
 
     found: dict[str, TargetPlugin] = {}
+    by: dict[str, str] = {}
     for entry in sorted(entry_points(GROUP), key=lambda e: e.name):
         if entry.name in found:
-            continue  # a second installation of the same package: the first wins
+            raise EdgesynthError(
+                f"two distributions register the target package `{entry.name}` "
+                f"(`{GROUP}` entry points): {by[entry.name]} and {entry.distribution}; "
+                "uninstall one"
+            )
         what = f"the `{GROUP}` entry point `{entry.name}` of {entry.distribution}"
         plugin = load_object(entry.value, what)
         if not isinstance(plugin, TargetPlugin):
@@ -80,7 +85,7 @@ def plugins() -> dict[str, TargetPlugin]:
                 f"{what} (`{entry.value}`) is a {type(plugin).__name__}, not a TargetPlugin "
                 "(edgesynth.targets.registry.TargetPlugin)"
             )
-        found[entry.name] = plugin
+        found[entry.name], by[entry.name] = plugin, entry.distribution
     return found
 
 
