@@ -2,8 +2,7 @@
 
 `register(subparsers)` adds the `device` command to `edgesynth` (called by the MAX7800x
 commands, `targets/max7800x/cli.py`, under `edgesynth max7800x` and at the top level); the
-handlers import `vdevice/commands.py`, the plain functions
-behind it, only when they run.
+handlers import `vdevice/commands.py`, the plain functions behind it, only when they run.
 """
 
 from __future__ import annotations
