@@ -3,8 +3,10 @@
 Adding a command: in the package that owns it, write `register(subparsers)` that calls
 `subparsers.add_parser(NAME, help=..., description=...)`, declares the arguments and ends with
 `parser.set_defaults(handler=FUNCTION)`; `FUNCTION(args)` does the work, prints its results
-and raises `EdgesynthError` for input it refuses. Then add the module to `COMMAND_MODULES`.
-A module listed there imports nothing heavy at module level (no torch, no onnx): handlers
+and raises `EdgesynthError` for input it refuses. A generic command's module is listed in
+`COMMAND_MODULES`; a target package's `register` is named by its entry point (`commands` of its
+`TargetPlugin`, see `edgesynth.targets.registry`), so this file names no target.
+A command module imports nothing heavy at module level (no torch, no onnx): handlers
 import what they need, so `edgesynth izer` and `edgesynth simulate` never load PyTorch.
 A command that parses its own command line (the vendor-compatible `izer`) sets
 `raw_handler=FUNCTION(argv)` instead and gets every argument after its name unchanged.
@@ -26,17 +28,21 @@ from typing import Any, NoReturn
 
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 
+# The generic commands (every target's commands come from the target packages' entry points)
 COMMAND_MODULES = [
-    "edgesynth.targets.max7800x.cli",  # izer, simulate, synth, plan, build
     "edgesynth.demo",  # demo
     "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate, export
-    "edgesynth.flow_cli",  # compile, run (every target)
+    "edgesynth.flow_cli",  # compile, run, targets (every target)
     "edgesynth.validate.cli",  # validate (every target)
-    "edgesynth.targets.gati.cli",  # gati compile | decode | run
-    "edgesynth.targets.xdnn.cli",  # xdnn compile | decode | run | check-quant
-    "edgesynth.targets.pulp.cli",  # pulp simulate | compile | run | report
-    "edgesynth.targets.max7800x.vdevice.cli",  # device decode | run (the virtual device)
 ]
+
+
+def command_modules() -> list[str]:
+    """Every module `edgesynth --help` imports: the generic ones, then the target packages'."""
+    from edgesynth.targets.registry import command_modules as target_command_modules
+
+    return [*COMMAND_MODULES, *target_command_modules()]
+
 
 # Optional parts: the top-level module a command imports -> the extra that installs it.
 EXTRAS = {
@@ -166,6 +172,11 @@ def build_parser(commands: bool = True) -> CommandParser:
     )
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    from edgesynth.targets.registry import load_object, plugins
+
+    for package, plugin in plugins().items():
+        if plugin.commands:
+            load_object(plugin.commands, f"the commands of target package `{package}`")(subparsers)
     return parser
 
 
@@ -176,16 +187,43 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
+def _raw_handler(
+    parser: argparse.ArgumentParser, argv: list[str]
+) -> tuple[Callable[[list[str]], Any], list[str]] | None:
+    """The command that parses its own arguments (`izer`, `max7800x izer`) and what follows
+    its name, or None."""
+    for i, word in enumerate(argv):
+        sub = _subcommands(parser).get(word)
+        if sub is None:
+            return None
+        raw = sub.get_default("raw_handler")
+        if raw is not None:
+            return raw, argv[i + 1 :]
+        parser = sub
+    return None
+
+
+def _require_targets() -> None:
+    """An unknown command where no target package is registered: say why (the installed
+    metadata lacks the entry points) rather than `invalid choice`."""
+    from edgesynth.targets.registry import plugins, target_names
+
+    if not plugins():
+        target_names()  # raises the message naming the missing entry points
+
+
 def run(argv: Sequence[str]) -> int:
     """Parse `argv` and run the command; errors propagate (see `main` for how they print)."""
     argv = list(argv)
     parser = build_parser(commands=argv != ["--version"])
     if not argv:
         raise UsageError("no command given", usage=parser.format_help())
-    sub = _subcommands(parser).get(argv[0])
-    raw = sub.get_default("raw_handler") if sub is not None else None
+    if not argv[0].startswith("-") and argv[0] not in _subcommands(parser):
+        _require_targets()
+    raw = _raw_handler(parser, argv)
     if raw is not None:
-        return int(raw(argv[1:]) or 0)
+        handler, rest = raw
+        return int(handler(rest) or 0)
     args = parser.parse_args(argv)
     return int(args.handler(args) or 0)
 

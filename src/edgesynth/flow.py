@@ -2,25 +2,25 @@
 and a compiled folder -> outputs for a batch of inputs.
 
     graph = load_model("net.onnx")                                   # or .yaml [+ checkpoint]
-    program = compile_to(graph, "gati", calibration=x, out="out/")   # emit + compiled.json
+    program = compile_to(graph, name, calibration=x, out="out/")     # emit + compiled.json
     y = run_folder("out/", x)                                         # the target's bit-exact model
 
 Front ends are chosen by the model's file type: `.onnx` (float, or integer in the NEMO /
-Quantlab / RequantShift dialects when that front end is installed), `.yaml` (the vendor's network
-description, with a checkpoint or its synthetic weights).
+Quantlab / RequantShift dialects when that front end is installed), and the types target packages
+register readers for (the MAX7800x target: `.yaml`, the vendor's network description, with a
+checkpoint or its synthetic weights).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.frontends import MODEL_KINDS
 from edgesynth.ir.graph import Graph
 from edgesynth.ir.intrange import int_range
 from edgesynth.outputs import output_folder
@@ -33,52 +33,81 @@ from edgesynth.targets.base import (
 )
 
 
+@dataclass(frozen=True)
+class ModelRequest:
+    """What a model reader gets besides the file (see `load_model`)."""
+
+    checkpoint: Path | None = None  # trained weights for a description that has none
+    sample_input: Path | None = None  # a description's sample input
+    base_dir: Path = Path(".")  # where a description's relative files are found
+    target: str | None = None  # the target the graph is read for, when known
+    options: Mapping[str, Any] = field(default_factory=dict)  # the reader's own, by name
+
+
 def load_model(
     model: str | Path,
     *,
     checkpoint: str | Path | None = None,
-    device: str = "MAX78000",
     sample_input: str | Path | None = None,
     base_dir: str | Path = ".",
-    avg_pool_rounding: bool = False,
-    check_rules: bool = False,
+    target: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Graph:
-    """The network graph of a model file (see the module docstring). For a vendor YAML:
-    `avg_pool_rounding` rounds its average pooling half away from zero (izer's
-    --avg-pool-rounding); `check_rules` checks the description against the device rules."""
+    """The network graph of a model file (see the module docstring). `.onnx` is read here
+    (`options`: `input_types`, the types of an integer model's inputs, e.g. ["uint8"]); every
+    other type by the reader a target package registers for its suffix
+    (`edgesynth.targets.registry.ModelReader`), given a `ModelRequest` (the MAX7800x reader of
+    the vendor YAML takes `device`, `avg_pool_rounding` and `check_rules` options)."""
+    from edgesynth.targets.registry import model_kinds, model_reader
+
     path = Path(model)
-    suffixes = "".join(path.suffixes[-2:]).lower()
+    request = ModelRequest(
+        checkpoint=None if checkpoint is None else Path(checkpoint),
+        sample_input=None if sample_input is None else Path(sample_input),
+        base_dir=Path(base_dir),
+        target=target,
+        options=dict(options or {}),
+    )
     if path.suffix.lower() == ".onnx":
         if checkpoint is not None:
             raise EdgesynthError(
                 "an ONNX model carries its weights: drop the checkpoint", file=str(checkpoint)
             )
-        return _load_onnx(path)
-    if path.suffix.lower() in (".yaml", ".yml"):
-        from edgesynth.targets.max7800x.yaml_model import vendor_graph
-
-        return vendor_graph(
-            path, checkpoint, device, sample_input, Path(base_dir), avg_pool_rounding, check_rules
-        )
-    if suffixes.endswith((".pth.tar", ".pth")):
+        return _load_onnx(path, request.options)
+    reader = model_reader(path)
+    if reader is not None:
+        graph: Graph = reader(path, request)
+        return graph
+    if "".join(path.suffixes[-2:]).lower().endswith((".pth.tar", ".pth")):
         raise EdgesynthError(
             "a checkpoint needs its network description: pass the YAML as the model and the "
             "checkpoint with --checkpoint (`edgesynth compile NET.yaml --checkpoint CK.pth.tar`)",
             file=str(path),
         )
-    raise EdgesynthError(f"unknown model type; edgesynth reads {MODEL_KINDS}", file=str(path))
+    raise EdgesynthError(f"unknown model type; edgesynth reads {model_kinds()}", file=str(path))
 
 
-def _load_onnx(path: Path) -> Graph:
+def _load_onnx(path: Path, options: Mapping[str, Any]) -> Graph:
     if not path.is_file():
-        raise EdgesynthError("no such file", file=str(path))
+        what = "is a folder, not an ONNX file" if path.is_dir() else "no such file"
+        raise EdgesynthError(what, file=str(path))
+    unknown = sorted(set(options) - {"input_types"})
+    if unknown:
+        raise EdgesynthError(f"the ONNX reader takes no option `{unknown[0]}`", file=str(path))
     from edgesynth.frontends import onnx_int
 
+    types = options.get("input_types")
     if onnx_int.is_integer_model(path):
-        net = onnx_int.load_integer_onnx(path)
+        parsed = [onnx_int.parse_type(t) for t in types] if types else None
+        net = onnx_int.load_integer_onnx(path, parsed)
         net.graph.source = f"{path} ({net.dialect})"
         net.graph.meta["path"] = str(path)
         return net.graph
+    if types:
+        raise EdgesynthError(
+            "is a float model: input types (--input-type) are for integer ONNX models",
+            file=str(path),
+        )
     from edgesynth.frontends.onnx import load_onnx
     from edgesynth.ir import passes
 

@@ -1,9 +1,13 @@
-"""`edgesynth compile` and `edgesynth run`: one command line for every target (see `flow`)."""
+"""`edgesynth compile`, `run` and `targets`: one command line for every target (see `flow`), and
+the one compile path a target's own `compile` sub-command runs too (`TargetCompile`)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +16,7 @@ from edgesynth.errors import EdgesynthError, warn
 from edgesynth.wording import plural
 
 if TYPE_CHECKING:
-    from edgesynth.targets.base import TensorFormat
+    from edgesynth.targets.base import Program, TensorFormat
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, object]:
@@ -28,53 +32,13 @@ def parse_options(pairs: list[str] | None) -> dict[str, object]:
 
 def compile_cmd(args: argparse.Namespace) -> int:
     """Compile MODEL for one target into the output folder."""
-    from edgesynth.flow import compile_to, load_array, load_model
-    from edgesynth.outputs import output_folder
-    from edgesynth.targets.base import get_target
-
-    target = get_target(args.target)  # an unknown target is refused before any work
-    options = parse_options(args.option)
-    target.check_option_keys(options)  # so is an unknown --option key
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
-    output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
-    export = _integer_onnx_file(args, target.name, inputs)
-    device = "MAX78002" if target.name == "max78002" else "MAX78000"
-    graph = load_model(
-        args.model, checkpoint=args.checkpoint, device=device, sample_input=args.sample_input
-    )
-    calibration = None
-    if args.calibration is not None:
-        calibration = load_array(args.calibration, "calibration data", "--calibration")
-    options = parse_options(args.option)
-    if args.sample_input is not None and target.name.startswith("max7800"):
-        options.setdefault("sample", load_array(args.sample_input, "sample", "--sample-input"))
-    if export is not None:
-        if graph.is_integer:
-            raise EdgesynthError(
-                f"{args.model} is an integer network already; there is nothing to export",
-                key="--export-integer-onnx",
-            )
-        options.setdefault("network_name", export.stem)
-    program, files = compile_to(
-        graph,
-        target.name,
-        calibration=calibration,
-        options=options,
-        out=args.output,
-        overwrite=args.overwrite,
-        inputs=inputs,
-        verify=args.verify,
-    )
-    for w in program.warnings:
-        print(f"edgesynth: warning: {w}", file=sys.stderr)
-    if not args.verify and target.executor is not None:
-        from edgesynth.proof import unproven
-
-        print(f"edgesynth: warning: {unproven('the program', target.executor)}", file=sys.stderr)
+    export = _integer_onnx_file(args, inputs)
+    program, files = compile_from_args(args, args.target, parse_options(args.option), export=export)
     fmt = program.inputs[0]
     kind = f"{'' if fmt.signed else 'u'}int{fmt.bits}"
     print(
-        f"{Path(args.model).name} -> {target.name}: "
+        f"{Path(args.model).name} -> {program.target}: "
         f"{plural(len(program.layers), 'hardware layer')}, "
         f"input {'x'.join(map(str, fmt.shape))} {kind}"
     )
@@ -95,21 +59,128 @@ def compile_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _integer_onnx_file(args: argparse.Namespace, target: str, inputs: list) -> Path | None:
-    """`--export-integer-onnx FILE`, checked before any work (gap8 only)."""
+def _integer_onnx_file(args: argparse.Namespace, inputs: list) -> Path | None:
+    """`--export-integer-onnx FILE`, checked before any work (for the targets that quantize a
+    float model into a RequantShift ONNX network)."""
     if args.export_integer_onnx is None:
         return None
     from edgesynth.errors import UsageError
     from edgesynth.outputs import check_output_file
+    from edgesynth.targets.base import get_target, target_class, target_names
 
-    if target != "gap8":
-        raise UsageError(f"--export-integer-onnx is for -t gap8, not -t {target}")
+    target = get_target(args.target)
+    if not target.exports_integer_onnx:
+        able = [n for n in target_names() if target_class(n).exports_integer_onnx]
+        raise UsageError(
+            f"--export-integer-onnx is for -t {' or -t '.join(able)}, not -t {target.name}"
+        )
     return check_output_file(
         args.export_integer_onnx,
         overwrite=args.overwrite,
         inputs=inputs,
         option="--export-integer-onnx",
     )
+
+
+def compile_from_args(
+    args: argparse.Namespace,
+    target_name: str,
+    options: dict[str, object],
+    reader_options: dict[str, object] | None = None,
+    export: Path | None = None,
+) -> tuple[Program, list[str]]:
+    """The one compile path (`edgesynth compile` and every target's own `compile`): refuse an
+    unknown target, option or a bad output folder before any work, read the model, lower,
+    check (every error at once), plan, emit into a staging folder, prove the files there
+    (unless --no-verify) and only then move them into place. Prints the warnings. With
+    `export` (--export-integer-onnx), a float model is quantized under that file's name."""
+    from edgesynth.flow import compile_to, load_array, load_model
+    from edgesynth.outputs import output_folder
+    from edgesynth.targets.base import get_target
+
+    target = get_target(target_name)  # an unknown target is refused before any work
+    target.check_option_keys(options)  # so is an unknown --option key
+    inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
+    output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
+    graph = load_model(
+        args.model,
+        checkpoint=args.checkpoint,
+        sample_input=args.sample_input,
+        target=target.name,
+        options=reader_options,
+    )
+    calibration = None
+    if args.calibration is not None:
+        calibration = load_array(args.calibration, "calibration data", "--calibration")
+    options = dict(options)
+    if args.sample_input is not None and target.takes_sample:
+        options.setdefault("sample", load_array(args.sample_input, "sample", "--sample-input"))
+    if export is not None:
+        if graph.is_integer:
+            raise EdgesynthError(
+                f"{args.model} is an integer network already; there is nothing to export",
+                key="--export-integer-onnx",
+            )
+        options.setdefault("network_name", export.stem)
+    try:
+        program, files = compile_to(
+            graph,
+            target.name,
+            calibration=calibration,
+            options=options,
+            out=args.output,
+            overwrite=args.overwrite,
+            inputs=inputs,
+            verify=args.verify,
+        )
+    except EdgesynthError as err:  # about --calibration's data: name its file too
+        if err.key == "--calibration" and err.file is None and args.calibration is not None:
+            err.file = str(args.calibration)
+            err.args = (err.render(),)
+        raise
+    for w in program.warnings:
+        print(f"edgesynth: warning: {w}", file=sys.stderr)
+    if not args.verify and target.executor is not None:
+        from edgesynth.proof import unproven
+
+        print(f"edgesynth: warning: {unproven('the program', target.executor)}", file=sys.stderr)
+    return program, files
+
+
+@dataclass(frozen=True)
+class TargetCompile:
+    """A target package's own `compile` (`edgesynth gati compile ...`): `compile_from_args`,
+    the same code as `edgesynth compile -t TARGET`, with the target's options as flags."""
+
+    target: str  # the registered target it compiles for
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]  # adds the target's own flags
+    options: Callable[[argparse.Namespace], dict[str, object]]  # its flags -> target options
+    report: Callable[[argparse.Namespace, Program, list[str]], None]  # prints the summary
+    model_help: str = "the model file"
+    calibration_required: bool = False
+    reader_options: Callable[[argparse.Namespace], dict[str, object]] | None = None
+
+
+def add_target_compile(
+    commands: argparse._SubParsersAction, spec: TargetCompile, help: str
+) -> argparse.ArgumentParser:
+    """Add `compile` to a target package's command group."""
+    c = commands.add_parser("compile", help=help, description=spec.description)
+    c.add_argument("model", type=Path, metavar="MODEL", help=spec.model_help)
+    _shared_compile_arguments(c, calibration_required=spec.calibration_required)
+    spec.arguments(c)
+    c.set_defaults(handler=functools.partial(_target_compile_cmd, spec))
+    return c
+
+
+def _target_compile_cmd(spec: TargetCompile, args: argparse.Namespace) -> int:
+    reader = spec.reader_options(args) if spec.reader_options else None
+    program, files = compile_from_args(args, spec.target, spec.options(args), reader)
+    spec.report(args, program, files)
+    if program.proof is not None:
+        print(program.proof.line)
+    return 0
 
 
 def _warn_integer_input(path: Path, dtype: object, fmt: TensorFormat) -> None:
@@ -154,14 +225,14 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `compile` and `run` to the `edgesynth` command line."""
-    from edgesynth.frontends import MODEL_KINDS
+    from edgesynth.targets.registry import model_kinds
 
     c = subparsers.add_parser(
         "compile",
-        help="compile a model for one target (max78000, max78002, gati, xdnn, ...)",
+        help="compile a model for one target (`edgesynth targets` lists them)",
         description="Read MODEL into the network graph, lower it for --target (quantizing a "
         "float model with --calibration), check every device rule, plan it and write the "
-        "target's files and compiled.json into the output folder. MODEL: " + MODEL_KINDS + ".",
+        "target's files and compiled.json into the output folder. MODEL: " + model_kinds() + ".",
     )
     c.add_argument("model", type=Path, metavar="MODEL", help="the model file")
     c.add_argument(
@@ -172,51 +243,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the accelerator (`edgesynth targets` lists them)",
     )
     c.add_argument(
-        "--checkpoint",
-        type=Path,
-        metavar="PTH",
-        help="trained weights for a vendor YAML (.pth.tar)",
-    )
-    c.add_argument(
-        "--calibration",
-        "-c",
-        type=Path,
-        metavar="NPY",
-        help="float inputs (N x input) to quantize a float model with",
-    )
-    c.add_argument(
-        "--sample-input",
-        type=Path,
-        metavar="NPY",
-        help="a vendor YAML's sample (default tests/sample_<dataset>.npy)",
-    )
-    c.add_argument(
         "--option",
         action="append",
         metavar="KEY=VALUE",
-        help="a target option, e.g. engine=56x32 or bits=16 for xdnn (repeatable)",
+        help="a target's option (repeatable); an unknown KEY is refused naming the ones the "
+        "target takes",
     )
     c.add_argument(
         "--export-integer-onnx",
         type=Path,
         metavar="FILE",
-        help="gap8, float model: also write the quantized integer network as RequantShift "
-        "ONNX (what `edgesynth pulp compile` reads)",
+        help="a float model, for a target that quantizes it into integer ONNX (gap8): also "
+        "write that network as RequantShift ONNX (what `edgesynth pulp compile` reads)",
     )
-    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
-    c.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the compiler's files in a non-empty output folder (nothing else)",
-    )
-    c.add_argument(
-        "--no-verify",
-        dest="verify",
-        action="store_false",
-        help="write the files without first running them on the target's executor (the "
-        "virtual MAX7800x, the host build of the gap8 C, the Gati or xDNN functional model); "
-        "by default a program that misses the simulator's answer is refused, nothing written",
-    )
+    _shared_compile_arguments(c, calibration_required=False)
     c.set_defaults(handler=compile_cmd)
 
     r = subparsers.add_parser(
@@ -249,10 +289,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.set_defaults(handler=targets_cmd)
 
 
+def _shared_compile_arguments(c: argparse.ArgumentParser, *, calibration_required: bool) -> None:
+    """What every `compile` takes: the model's companions, the output folder, the proof."""
+    c.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="PTH",
+        help="trained weights for a vendor YAML (.pth.tar)",
+    )
+    c.add_argument(
+        "--calibration",
+        "-c",
+        type=Path,
+        required=calibration_required,
+        metavar="NPY",
+        help="float inputs (N x input) to quantize a float model with",
+    )
+    c.add_argument(
+        "--sample-input",
+        type=Path,
+        metavar="NPY",
+        help="a vendor YAML's sample (default tests/sample_<dataset>.npy)",
+    )
+    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the compiler's files in a non-empty output folder (nothing else)",
+    )
+    c.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="write the files without first running them on the target's executor (such as "
+        "the virtual MAX7800x or a functional model); by default a program that misses the "
+        "simulator's answer is refused, nothing written",
+    )
+
+
 def targets_cmd(args: argparse.Namespace) -> int:
     """Print every registered target with its one-line summary."""
-    from edgesynth.targets.base import get_target, target_names
+    from edgesynth.targets.registry import target_names
 
-    for name in target_names():
+    names = target_names()  # none registered: one message, before loading any target
+    from edgesynth.targets.base import get_target
+
+    for name in names:
         print(f"{name:<10} {get_target(name).summary}")
     return 0

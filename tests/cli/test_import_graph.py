@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from edgesynth.cli import COMMAND_MODULES, _subcommands, build_parser
+from edgesynth.cli import _subcommands, build_parser, command_modules
 
 # What no command's module, no --help and no --version may load: the numeric and model
 # libraries, the code-generation templates, the solver, plotting, and importlib.metadata
@@ -52,7 +52,7 @@ def _command_paths() -> list[tuple[str, ...]]:
     return paths
 
 
-@pytest.mark.parametrize("module", ["edgesynth.cli", *COMMAND_MODULES])
+@pytest.mark.parametrize("module", ["edgesynth.cli", *command_modules()])
 def test_a_command_module_loads_nothing_heavy(module: str) -> None:
     assert _loaded(f"    import {module}") == []
 
@@ -67,10 +67,10 @@ def test_help_loads_nothing_heavy(words: tuple[str, ...]) -> None:
 def test_version_loads_no_command() -> None:
     probe = """
 import contextlib, io, sys
-from edgesynth.cli import COMMAND_MODULES, main
+from edgesynth.cli import command_modules, main
 with contextlib.redirect_stdout(io.StringIO()) as out:
     assert main(["--version"]) == 0
-print(out.getvalue().startswith("edgesynth "), [m for m in COMMAND_MODULES if m in sys.modules])
+print(out.getvalue().startswith("edgesynth "), [m for m in command_modules() if m in sys.modules])
 print("numpy" in sys.modules)
 """
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

@@ -19,7 +19,15 @@ from edgesynth.targets.gati.host import run_program
 from edgesynth.targets.gati.quantize import quantize_input
 from edgesynth.targets.gati.reference import reference_forward
 
-FILES = ["program.bin", "program.dwp", "report.json", "sample.dwp", "sample_expected.dwp"]
+# compiled.json: `gati compile` is `compile -t gati`, whose manifest `edgesynth run` reads
+FILES = [
+    "compiled.json",
+    "program.bin",
+    "program.dwp",
+    "report.json",
+    "sample.dwp",
+    "sample_expected.dwp",
+]
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +249,10 @@ def test_compile_refuses_integer_calibration_and_text_files(
     np.save(int8, np.round(calibration[:4] * 127).astype(np.int8))
     result = run_cli("gati", "compile", lenet_onnx, "-c", int8, "-o", tmp_path / "o")
     assert result.exit_code == 1
-    assert f"{int8}: calibration data is int8, but Gati takes float inputs" in result.stderr
+    assert (
+        f"{int8}: `--calibration`: calibration data is int8, but Gati takes float inputs"
+        in result.stderr
+    )
     text = tmp_path / "text.npy"
     text.write_text("0.1 0.2 0.3\n")
     result = run_cli("gati", "compile", lenet_onnx, "-c", text, "-o", tmp_path / "o")

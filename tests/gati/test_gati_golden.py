@@ -74,11 +74,13 @@ def _compile_hashes(name: str, folder: Path) -> dict[str, str]:
         os.chdir(cwd)
     assert status == 0
     out = folder / "out"
+    assert (out / "compiled.json").is_file()  # the manifest (not hashed: not Gati's format)
     return {
         p.name: _canonical_report(p)
         if p.name == "report.json"
         else hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(out.iterdir())
+        if p.name != "compiled.json"
     }
 
 

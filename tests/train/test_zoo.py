@@ -167,9 +167,8 @@ def test_faceid_trains_by_regression_and_synthesizes_to_its_8_bit_outputs(
     graph = load_model(
         yaml_path,
         checkpoint=quantized,
-        device=chip,
         sample_input=tmp_path / "sample.npy",
-        check_rules=True,
+        options={"device": chip, "check_rules": True},
     )
     simulated = run_graph(graph, samples, keep=False)[graph.outputs[0]]
     ds = _random_dataset((3, *size), 512, 12)

@@ -1,8 +1,10 @@
-"""The interface every target implements, and the registry the CLI dispatches through.
+"""The interface every target implements (the registry that finds them: `registry.py`).
 
-A target is a folder `targets/<name>/` with a module `target.py` that defines one or more
-`Target` subclasses and lists them in `TARGETS`. Adding a target adds a folder; nothing else
-changes. `target.py` must import quickly: heavy dependencies are imported inside methods.
+A target is a package (a folder `targets/<name>/`, or a separately installed one) that defines
+`Target` subclasses and registers them, with its sub-commands, through the entry-point group
+`edgesynth.targets` (see `edgesynth.targets.registry`). Adding a target adds a folder and its
+entry point; nothing else changes. The target's module must import quickly: heavy dependencies
+are imported inside methods.
 
 The flow, for `edgesynth compile MODEL --target NAME -o OUT/`:
 
@@ -25,9 +27,7 @@ must agree with both; tests/test_target_contract.py proves it for every register
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +40,10 @@ from edgesynth.errors import EdgesynthError, did_you_mean
 from edgesynth.ir.graph import Graph, QType
 from edgesynth.ir.intrange import int_range
 from edgesynth.proof import Proof
+
+# the registry (the targets are found through entry points), re-exported
+from edgesynth.targets.registry import load_object, target_references
+from edgesynth.targets.registry import target_names as target_names
 
 MANIFEST = "compiled.json"
 
@@ -215,6 +219,12 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
     # The graphs `lower` takes: "float" (quantized with calibration data), "integer" (already
     # quantized, as the integer front ends write them); any other graph it refuses.
     graph_kinds: ClassVar[tuple[str, ...]] = ("float", "integer")
+    # takes `compile --sample-input`'s array as its `sample` option (the input whose known
+    # answer its files check); for the others the file only goes to the model reader
+    takes_sample: ClassVar[bool] = False
+    # quantizes a float model into a RequantShift ONNX network it can write
+    # (`compile --export-integer-onnx`)
+    exports_integer_onnx: ClassVar[bool] = False
 
     def check_option_keys(self, keys: Iterable[str]) -> None:
         """Refuse a `--option` key the target does not take, naming the ones it takes."""
@@ -312,52 +322,36 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
         }
 
 
-# -- registry -------------------------------------------------------------------------------
+# -- registry (targets/registry.py reads the entry points) ---------------------------------
 
 AnyTarget = Target[Any, Any]
-TargetClass = TypeVar("TargetClass", bound=type[AnyTarget])
-_REGISTRY: dict[str, type[AnyTarget]] = {}
-_DISCOVERED = False
 
 
-def register(cls: TargetClass) -> TargetClass:
-    """Class decorator: make a target available by `cls.name`."""
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    import edgesynth.targets as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.ispkg:
-            try:
-                importlib.import_module(f"edgesynth.targets.{info.name}.target")
-            except ModuleNotFoundError as err:
-                if err.name != f"edgesynth.targets.{info.name}.target":
-                    raise
-
-
-def target_names() -> list[str]:
-    _discover()
-    return sorted(_REGISTRY)
-
-
-def get_target(name: str) -> AnyTarget:
-    _discover()
+def target_class(name: str) -> type[AnyTarget]:
+    """The `Target` subclass registered as `name` (case-insensitive; see registry.py); an
+    unknown name is refused naming the known ones."""
+    refs = target_references()
     key = name.lower()
-    if key not in _REGISTRY:
-        names = sorted(_REGISTRY)
+    if key not in refs:
+        names = sorted(refs)
         raise EdgesynthError(
             f"unknown target `{name}`; the targets are {', '.join(names)}."
             + did_you_mean(key, names),
             key="--target",
         )
-    return _REGISTRY[key]()
+    cls = load_object(refs[key], f"the target `{key}`")
+    if not (isinstance(cls, type) and issubclass(cls, Target)):
+        raise EdgesynthError(f"the target `{key}` (`{refs[key]}`) is not a Target subclass")
+    if cls.name != key:
+        raise EdgesynthError(
+            f"the target registered as `{key}` (`{refs[key]}`) calls itself `{cls.name}`"
+        )
+    return cls
+
+
+def get_target(name: str) -> AnyTarget:
+    """A registered target by name, ready to use."""
+    return target_class(name)()
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:

@@ -100,10 +100,12 @@ def simulator_check(
         graph = load_model(
             yaml_path,
             checkpoint=checkpoint,
-            device=device,
             sample_input=first,
-            avg_pool_rounding=avg_pool_rounding,
-            check_rules=True,
+            options={
+                "device": device,
+                "avg_pool_rounding": avg_pool_rounding,
+                "check_rules": True,
+            },
         )
     chunks = [
         run(graph, np.stack([to_chip(x) for x in test.x[i : i + SIM_BATCH]]), keep=False)

@@ -7,39 +7,48 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
+from edgesynth.flow_cli import TargetCompile, add_target_compile
 from edgesynth.targets.gati import hw
 from edgesynth.wording import plural
 
+if TYPE_CHECKING:
+    from edgesynth.targets.base import Program
 
-def compile_cmd(args: argparse.Namespace) -> int:
-    """Compile MODEL into Gati instructions, a DWP stream and a JSON report."""
-    from edgesynth.outputs import output_folder
-    from edgesynth.targets.gati.artifacts import (
-        BLOB,
-        EXPECTED,
-        REPORT,
-        SAMPLE,
-        STREAM,
-        load_float_npy,
-        write_outputs,
-    )
-    from edgesynth.targets.gati.compiler import compile_onnx
 
-    model, output = args.model, args.output
-    if not model.is_file():
-        what = "is a folder, not an ONNX file" if model.is_dir() else "no such file"
-        raise EdgesynthError(what, file=str(model))
-    folder = output_folder(
-        output, overwrite=args.overwrite, inputs=[model, args.calibration], option="--output"
+def _compile_arguments(c: argparse.ArgumentParser) -> None:
+    c.add_argument(
+        "--dispatch",
+        action="append",
+        metavar="NODE",
+        help="also send this node's (or tensor's) output to the CPU (repeatable)",
     )
-    calib = load_float_npy(args.calibration, "calibration data")
-    prog = compile_onnx(model, calib, args.dispatch or (), args.on_chip_acc_bytes)
-    report = write_outputs(prog, folder, calib[:1])
+    c.add_argument(
+        "--on-chip-acc-bytes",
+        type=int,
+        default=hw.ON_CHIP_ACC_BYTES,
+        metavar="N",
+        help="bytes of on-chip partial-sum buffer assumed for OnChipAcc",
+    )
+
+
+def _compile_options(args: argparse.Namespace) -> dict[str, object]:
+    return {"dispatch": tuple(args.dispatch or ()), "on_chip_acc_bytes": args.on_chip_acc_bytes}
+
+
+def _compile_report(args: argparse.Namespace, program: Program, files: list[str]) -> None:
+    """The layer table, the files written and the known answer."""
+    from edgesynth.targets.base import MANIFEST
+    from edgesynth.targets.gati.artifacts import BLOB, EXPECTED, REPORT, SAMPLE, STREAM
+    from edgesynth.targets.gati.report import build_report
+
+    prog, output = program.plan, args.output
+    report = build_report(prog)
     print(
-        f"{model.name}: {plural(len(prog.layers), 'layer')}, "
+        f"{args.model.name}: {plural(len(prog.layers), 'layer')}, "
         f"{report['instruction_count']} instructions, "
         f"{prog.dram_bytes} bytes of DRAM, about {report['total_cycles']} cycles"
     )
@@ -49,14 +58,26 @@ def compile_cmd(args: argparse.Namespace) -> int:
             f"{'x'.join(map(str, layer['in_shape'])):>12} -> "
             f"{'x'.join(map(str, layer['out_shape'])):<10} {layer['cycles']:>9} cycles"
         )
-    for w in prog.warnings:
-        print(f"warning: {w}")
-    print(f"wrote {output / BLOB}, {output / STREAM}, {output / REPORT}")
-    print(
-        f"known answer: {output / SAMPLE} (the first calibration sample and DISPATCH) must "
-        f"make the FPGA send back {output / EXPECTED}"
-    )
-    return 0
+    print(f"wrote {', '.join(str(output / n) for n in (BLOB, STREAM, REPORT, MANIFEST))}")
+    if SAMPLE in files:
+        print(
+            f"known answer: {output / SAMPLE} (the first calibration sample and DISPATCH) must "
+            f"make the FPGA send back {output / EXPECTED}"
+        )
+
+
+COMPILE = TargetCompile(
+    target="gati",
+    description="Compile MODEL into Gati instructions (program.bin), a DWP stream "
+    "(program.dwp), a JSON report, compiled.json and, for a float model, a known-answer pair "
+    "(sample.dwp, sample_expected.dwp) in the output folder: `edgesynth compile -t gati` "
+    "with the Gati options as flags.",
+    arguments=_compile_arguments,
+    options=_compile_options,
+    report=_compile_report,
+    model_help="float ONNX model (or an integer one)",
+    calibration_required=False,
+)
 
 
 def decode_cmd(args: argparse.Namespace) -> int:
@@ -121,42 +142,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         title="commands", dest="gati_command", metavar="COMMAND", required=True
     )
 
-    c = commands.add_parser(
-        "compile",
+    add_target_compile(
+        commands,
+        COMPILE,
         help="compile an ONNX model into instructions, a DWP stream and a report",
-        description="Compile MODEL into Gati instructions (program.bin), a DWP stream "
-        "(program.dwp), a JSON report and a known-answer pair (sample.dwp, "
-        "sample_expected.dwp) in the output folder.",
     )
-    c.add_argument("model", type=Path, metavar="MODEL", help="float ONNX model")
-    c.add_argument(
-        "--calibration",
-        "-c",
-        type=Path,
-        required=True,
-        metavar="NPY",
-        help="calibration inputs (.npy, float, N x input)",
-    )
-    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
-    c.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the compiler's files in a non-empty output folder (nothing else)",
-    )
-    c.add_argument(
-        "--dispatch",
-        action="append",
-        metavar="NODE",
-        help="also send this node's (or tensor's) output to the CPU (repeatable)",
-    )
-    c.add_argument(
-        "--on-chip-acc-bytes",
-        type=int,
-        default=hw.ON_CHIP_ACC_BYTES,
-        metavar="N",
-        help="bytes of on-chip partial-sum buffer assumed for OnChipAcc",
-    )
-    c.set_defaults(handler=compile_cmd)
 
     d = commands.add_parser(
         "decode",

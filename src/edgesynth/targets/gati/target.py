@@ -31,7 +31,6 @@ from edgesynth.targets.base import (
     Target,
     TensorFormat,
     planned,
-    register,
 )
 from edgesynth.targets.gati import hw
 
@@ -134,7 +133,6 @@ def _execute(
     return [out.reshape(out.shape[0], *program.outputs[0].shape)]
 
 
-@register
 class GatiTarget(Target[GatiProgram, GatiLoaded]):
     name: ClassVar[str] = "gati"
     summary: ClassVar[str] = (
@@ -254,6 +252,3 @@ class GatiTarget(Target[GatiProgram, GatiLoaded]):
         got = self.run(loaded, inputs)[0]
         expected = self.expected(program, inputs)
         return compare(expected, got, str(self.executor), "the emitted program", DEFECT_REMEDY)
-
-
-TARGETS = [GatiTarget]

@@ -1,6 +1,7 @@
-"""The MAX7800x commands: `edgesynth izer` (the vendor's command line), `edgesynth simulate`,
-`edgesynth synth` (the C project, native option names), `edgesynth plan` (automatic placement
-and memory maps) and `edgesynth build` (cross-compile it).
+"""The MAX7800x commands, `edgesynth max7800x ...` and (as aliases, where they were first) at
+the top level: `izer` (the vendor's command line), `simulate`, `synth` (the C project, native
+option names), `plan` (automatic placement and memory maps), `build` (cross-compile it) and
+`device` (the virtual device, `vdevice/cli.py`).
 
 Only argparse here; the handlers import the synthesizer when they run.
 """
@@ -8,6 +9,7 @@ Only argparse here; the handlers import the synthesizer when they run.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from edgesynth.targets.max7800x.device import device_name
@@ -125,17 +127,40 @@ def _no_verify_argument(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+ONLY = "MAX7800x only: "  # what the help of a command only the MAX7800x target has begins with
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `edgesynth max7800x izer | simulate | synth | plan | build | device`, and the same
+    commands at the top level (`edgesynth izer ...`), where they were first: aliases, with the
+    same behaviour and output."""
+    group = subparsers.add_parser(
+        "max7800x",
+        help="MAX78000/MAX78002 commands: izer, simulate, synth, plan, build, device",
+        description="The commands only the MAX78000/MAX78002 target has. Each also runs "
+        "without the `max7800x` word (`edgesynth simulate ...`).",
+    )
+    commands = group.add_subparsers(
+        title="commands", dest="max7800x_command", metavar="COMMAND", required=True
+    )
+    for add in COMMANDS:
+        add(commands)
+        add(subparsers)
+
+
+def _add_izer(subparsers: argparse._SubParsersAction) -> None:
     izer = subparsers.add_parser(
         "izer",
-        help="the vendor's ai8xize.py command line, unchanged (`edgesynth izer --help`)",
+        help=ONLY + "the vendor's ai8xize.py command line, unchanged (`edgesynth izer --help`)",
         add_help=False,
     )
     izer.set_defaults(raw_handler=_izer)
 
+
+def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
     sim = subparsers.add_parser(
         "simulate",
-        help="simulate a network bit-exactly and print a per-layer summary",
+        help=ONLY + "simulate a network bit-exactly and print a per-layer summary",
         description="Simulate a MAX78000/MAX78002 network bit-exactly and print a per-layer "
         "summary (shapes, operations, weight bits, shift, min/max).",
     )
@@ -164,9 +189,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sim.set_defaults(handler=_simulate)
 
+
+def _add_synth(subparsers: argparse._SubParsersAction) -> None:
     synth = subparsers.add_parser(
         "synth",
-        help="write the MAX78000/MAX78002 C project for a network (native option names)",
+        help=ONLY + "write the MAX78000/MAX78002 C project for a network (native option names)",
         description="Write the MSDK C project for a network: the files the vendor tool writes "
         "(cnn.c, cnn.h, weights.h, main.c, sampledata.h, sampleoutput.h, Makefile ...), "
         "write for write identical to the vendor's, except where the vendor's firmware would "
@@ -185,19 +212,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     synth.add_argument("--riscv", action="store_true", help="run the network from the RISC-V core")
     synth.add_argument("--timer", type=int, metavar="N", help="time the inference with timer N")
-    synth.add_argument(
-        "--known-answer",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="generate the known-answer check",
-    )
-    synth.add_argument(
-        "--unload",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="generate cnn_unload()",
-    )
-    synth.add_argument("--boost", metavar="PORT.PIN", help="boost circuit port.pin, e.g. 2.5")
+    _synth_generation_arguments(synth)
     synth.add_argument(
         "--overwrite", action="store_true", help="replace the files of an existing project"
     )
@@ -211,9 +226,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     synth.set_defaults(handler=_synth)
 
+
+def _synth_generation_arguments(synth: argparse.ArgumentParser) -> None:
+    """What `synth` generates beside the network: the known-answer check, cnn_unload, boost."""
+    synth.add_argument(
+        "--known-answer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="generate the known-answer check",
+    )
+    synth.add_argument(
+        "--unload",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="generate cnn_unload()",
+    )
+    synth.add_argument("--boost", metavar="PORT.PIN", help="boost circuit port.pin, e.g. 2.5")
+
+
+def _add_plan(subparsers: argparse._SubParsersAction) -> None:
     plan = subparsers.add_parser(
         "plan",
-        help="choose processors and memory offsets for a network and show its memory maps",
+        help=ONLY + "choose processors and memory offsets for a network and show its memory maps",
         description="Place a MAX78000/MAX78002 network: every layer whose YAML leaves out "
         "`processors`, `output_processors`, `in_offset` or `out_offset` gets them from a "
         "constraint search (OR-Tools CP-SAT) that keeps live data apart, fits the kernels and "
@@ -250,9 +284,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     plan.set_defaults(handler=_plan)
 
+
+def _add_build(subparsers: argparse._SubParsersAction) -> None:
     build = subparsers.add_parser(
         "build",
-        help="compile a generated project for the chip and print its size",
+        help=ONLY + "compile a generated project for the chip and print its size",
         description="Compile a generated MAX78000/MAX78002 project with Debian's cross "
         "compilers (arm-none-eabi-gcc, riscv64-unknown-elf-gcc), -Wall -Wextra -Werror, and "
         "print the size of each memory region.",
@@ -268,3 +304,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="build the RISC-V program too (default: when the project has one)",
     )
     build.set_defaults(handler=_build)
+
+
+def _add_device(subparsers: argparse._SubParsersAction) -> None:
+    from edgesynth.targets.max7800x.vdevice.cli import register as register_device
+
+    register_device(subparsers)
+
+
+COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    _add_izer,
+    _add_simulate,
+    _add_synth,
+    _add_plan,
+    _add_build,
+    _add_device,
+)

@@ -27,7 +27,6 @@ from edgesynth.targets.base import (
     Target,
     TensorFormat,
     UntypedProgram,
-    register,
 )
 
 Program = UntypedProgram  # the MAX7800x program is not typed yet
@@ -97,6 +96,7 @@ def _simulate_network(program: Program, inputs: list[np.ndarray]) -> list[np.nda
 
 class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
     device_name: ClassVar[str]
+    takes_sample: ClassVar[bool] = True  # the project's known answer: --sample-input's array
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Program:
@@ -256,7 +256,6 @@ class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
         return _simulate_network(loaded, inputs)
 
 
-@register
 class Max78000(Max7800xTarget):
     name = "max78000"
     summary = "Analog Devices MAX78000: 64 processors, 512 KiB data memory (YAML + C project)"
@@ -264,12 +263,8 @@ class Max78000(Max7800xTarget):
     executor = "the virtual MAX78000"
 
 
-@register
 class Max78002(Max7800xTarget):
     name = "max78002"
     summary = "Analog Devices MAX78002: 64 processors, 1,280 KiB data memory (YAML + C project)"
     device_name = "MAX78002"
     executor = "the virtual MAX78002"
-
-
-TARGETS = [Max78000, Max78002]

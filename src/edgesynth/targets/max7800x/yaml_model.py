@@ -6,6 +6,7 @@ bits (`quantize -c`). Nothing outside the MAX7800x target reads the description 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import Graph
@@ -17,11 +18,15 @@ from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.option_names import COMPILE
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
 
+if TYPE_CHECKING:
+    from edgesynth.flow import ModelRequest
+
 __all__ = [
     "NETWORK_INPUT",
     "Layer",
     "Network",
     "load_vendor_network",
+    "read_model",
     "vendor_graph",
     "yaml_layer_bits",
 ]
@@ -68,6 +73,40 @@ def vendor_graph(
     net = load_vendor_network(path, checkpoint, device, sample, base, check=check_rules)
     bias_div = get_device(device).bias_div
     return graph_from_network(net, bias_div=bias_div, avg_pool_rounding=avg_pool_rounding)
+
+
+READER_OPTIONS = ("device", "avg_pool_rounding", "check_rules")
+
+
+def read_model(path: Path, request: ModelRequest) -> Graph:
+    """`edgesynth compile NET.yaml` (registered in plugin.py as the reader of .yaml/.yml): the
+    network graph for `request.target`'s device (MAX78000 for a target of another package),
+    or `options["device"]`; `avg_pool_rounding` and `check_rules` as in `vendor_graph`."""
+    unknown = sorted(set(request.options) - set(READER_OPTIONS))
+    if unknown:
+        raise EdgesynthError(
+            f"the vendor YAML reader takes no option `{unknown[0]}`; it takes "
+            f"{', '.join(READER_OPTIONS)}",
+            file=str(path),
+        )
+    device = request.options.get("device") or _device_of(request.target)
+    return vendor_graph(
+        path,
+        request.checkpoint,
+        str(device),
+        request.sample_input,
+        request.base_dir,
+        bool(request.options.get("avg_pool_rounding", False)),
+        bool(request.options.get("check_rules", False)),
+    )
+
+
+def _device_of(target: str | None) -> str:
+    """The part a MAX7800x target compiles for; MAX78000 for any other target."""
+    from edgesynth.targets.max7800x.target import Max78000, Max78002
+
+    devices = {cls.name: cls.device_name for cls in (Max78000, Max78002)}
+    return devices.get((target or "").lower(), Max78000.device_name)
 
 
 def yaml_layer_bits(config_file: Path) -> list[int | None]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
+from edgesynth.flow_cli import TargetCompile, add_target_compile
 from edgesynth.wording import plural
 
 _TILE = re.compile(r"^(\d+)=(\d+)x(\d+)x(\d+)$")
@@ -86,7 +87,33 @@ def compile_network(
     from edgesynth.targets.pulp.target import parse_types, read_network
 
     graph = read_network(Path(model), parse_types(input_types))
-    options = {
+    options = gap8_options(
+        l1=l1,
+        l2=l2,
+        code_reserve=code_reserve,
+        single_buffer=single_buffer,
+        prefetch=prefetch,
+        tiles=tiles,
+        saturate_additions=saturate_additions,
+    )
+    program, _ = compile_to(
+        graph, "gap8", options=options, out=folder, overwrite=overwrite, inputs=[model]
+    )
+    return program
+
+
+def gap8_options(
+    *,
+    l1: int | None = None,
+    l2: int | None = None,
+    code_reserve: int | None = None,
+    single_buffer: bool = False,
+    prefetch: bool = True,
+    tiles: dict[int, tuple[int, int, int]] | None = None,
+    saturate_additions: bool = False,
+) -> dict[str, object]:
+    """The gap8 target's options (`CompileOptions.options`) from `pulp compile`'s settings."""
+    return {
         "l1": l1,
         "l2": l2,
         "code_reserve": code_reserve,
@@ -95,10 +122,6 @@ def compile_network(
         "tiles": dict(tiles or {}),
         "saturate_additions": saturate_additions,
     }
-    program, _ = compile_to(
-        graph, "gap8", options=options, out=folder, overwrite=overwrite, inputs=[model]
-    )
-    return program
 
 
 def run_program(
@@ -177,27 +200,58 @@ def _tiles(values: list[str] | None) -> dict[int, tuple[int, int, int]]:
     return out
 
 
-def compile_cmd(args: argparse.Namespace) -> int:
-    program = compile_network(
-        args.model,
-        args.output,
+def _compile_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--l1", type=int, help="L1 bytes for tiles (default 36700: 64000 - stacks)")
+    p.add_argument("--l2", type=int, help="L2 bytes (default 512000)")
+    p.add_argument("--code-reserve", type=int, help="L2 bytes kept for code (default 132000)")
+    p.add_argument("--single-buffer", action="store_true", help="no double buffering")
+    p.add_argument("--no-prefetch", action="store_true", help="no weight prefetch from L3")
+    p.add_argument(
+        "--tile",
+        action="append",
+        metavar="LAYER=CxHxW",
+        help="force the tile shape (channels x rows x columns) of layer LAYER, its index "
+        "(0-based, the `#` column of the plan table) (repeatable)",
+    )
+    p.add_argument(
+        "--saturate-additions",
+        action="store_true",
+        help="store an unclipped addition of 8-bit values in 8 bits, saturated, as DORY does "
+        "(not what the graph computes when the sum exceeds 8 bits)",
+    )
+    _type_option(p)
+
+
+def _compile_options(args: argparse.Namespace) -> dict[str, object]:
+    return gap8_options(
         l1=args.l1,
         l2=args.l2,
         code_reserve=args.code_reserve,
         single_buffer=args.single_buffer,
         prefetch=not args.no_prefetch,
         tiles=_tiles(args.tile),
-        input_types=args.input_type,
         saturate_additions=args.saturate_additions,
-        overwrite=args.overwrite,
     )
-    _print_warnings(program.warnings)
+
+
+def _compile_report(args: argparse.Namespace, program: Any, files: list[str]) -> None:
     print(program.plan.table())
     print(
         f"wrote {args.output}: network.c and its kernels, HALs, main.c, Makefile, weights.bin, "
         "plan.json, report.txt"
     )
-    return 0
+
+
+COMPILE = TargetCompile(
+    target="gap8",
+    description="Plan an integer ONNX network over L3/L2/L1 and write its tiled C into the "
+    "output folder: `edgesynth compile -t gap8` with the gap8 options as flags.",
+    arguments=_compile_arguments,
+    options=_compile_options,
+    report=_compile_report,
+    model_help="integer ONNX network",
+    reader_options=lambda args: {"input_types": args.input_type} if args.input_type else {},
+)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
@@ -256,34 +310,7 @@ def register(subparsers: Any) -> None:
     _type_option(p)
     p.set_defaults(handler=simulate_cmd)
 
-    p = sub.add_parser("compile", help="plan the network and generate its C")
-    p.add_argument("model", type=Path, help="integer ONNX network")
-    p.add_argument("-o", "--output", type=Path, required=True, help="folder for the program")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the compiler's files in a non-empty folder (nothing else)",
-    )
-    p.add_argument("--l1", type=int, help="L1 bytes for tiles (default 36700: 64000 - stacks)")
-    p.add_argument("--l2", type=int, help="L2 bytes (default 512000)")
-    p.add_argument("--code-reserve", type=int, help="L2 bytes kept for code (default 132000)")
-    p.add_argument("--single-buffer", action="store_true", help="no double buffering")
-    p.add_argument("--no-prefetch", action="store_true", help="no weight prefetch from L3")
-    p.add_argument(
-        "--tile",
-        action="append",
-        metavar="LAYER=CxHxW",
-        help="force the tile shape (channels x rows x columns) of layer LAYER, its index "
-        "(0-based, the `#` column of the plan table) (repeatable)",
-    )
-    p.add_argument(
-        "--saturate-additions",
-        action="store_true",
-        help="store an unclipped addition of 8-bit values in 8 bits, saturated, as DORY does "
-        "(not what the graph computes when the sum exceeds 8 bits)",
-    )
-    _type_option(p)
-    p.set_defaults(handler=compile_cmd)
+    add_target_compile(sub, COMPILE, help="plan the network and generate its C")
 
     p = sub.add_parser("run", help="build the generated C and run it on inputs")
     p.add_argument("folder", type=Path, help="a folder `edgesynth pulp compile` wrote")

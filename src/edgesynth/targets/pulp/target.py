@@ -21,7 +21,6 @@ from edgesynth.targets.base import (
     Target,
     TensorFormat,
     planned,
-    register,
 )
 from edgesynth.targets.pulp.quantize import PTQ_KEYS
 
@@ -112,12 +111,12 @@ def _formats(graph: Graph, names: list[str]) -> list[TensorFormat]:
     return formats
 
 
-@register
 class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     name = "gap8"
-    summary = "PULP/GAP8 cluster: integer ONNX to DORY-style tiled C (L3/L2/L1, 8 cores)"
+    summary = "PULP/GAP8 cluster: integer ONNX (or float, quantized here) to DORY-style tiled C (L3/L2/L1, 8 cores)"
     option_keys = (*PLAN_KEYS, "saturate_additions", *PTQ_KEYS)
     graph_kinds = ("integer", "float")
+    exports_integer_onnx = True
 
     def lower(self, graph: Graph, options: CompileOptions) -> Gap8Program:
         from edgesynth.targets.pulp.layers import lower_graph
@@ -303,6 +302,3 @@ def _host_run(folder: Path, inputs: list[np.ndarray], without_gcc: str) -> Any:
         work = Path(tmp) / "program"
         shutil.copytree(folder, work)
         return execute(work, inputs, "host", build(work, "host"))
-
-
-TARGETS = [Gap8Target]

@@ -4,18 +4,19 @@ plain functions the commands and the tests call."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
+from edgesynth.flow_cli import TargetCompile, add_target_compile
 from edgesynth.wording import plural
 
 if TYPE_CHECKING:  # loaded by the handlers, not by `edgesynth --help`
     import numpy as np
 
     from edgesynth.ir.graph import Graph
+    from edgesynth.targets.base import Program
 
 
 # -- plain functions ------------------------------------------------------------------------
@@ -44,13 +45,6 @@ def compile_graph(
         inputs=inputs,
     )
     return {"program": program, "files": files}
-
-
-def read_onnx_graph(model: Path) -> Graph:
-    """The float graph of an ONNX model, from the shared ONNX front end."""
-    from edgesynth.flow import load_model
-
-    return load_model(model)
 
 
 def decode_file(path: Path) -> str:
@@ -107,31 +101,40 @@ def check_quant_file(path: Path) -> tuple[str, int]:
     return "\n".join(lines), int(bool(report.mismatches or report.out_of_field))
 
 
-def compile_cmd(args: argparse.Namespace) -> int:
-    """Compile a float ONNX CNN into the xDNN files."""
-    from edgesynth.flow import load_array
+def _compile_arguments(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--engine", default="28x32", choices=["14x32", "28x32", "56x32"])
+    c.add_argument("--bits", type=int, default=8, choices=[8, 16])
+    c.add_argument(
+        "--fc-on-host",
+        action="store_true",
+        help="run the trailing fully-connected layers on the host in float (as ml-suite's "
+        "deployment does)",
+    )
 
-    graph = read_onnx_graph(args.model)
-    calib = load_array(args.calibration, "calibration data", "--calibration")
-    result = compile_graph(
-        graph,
-        calib,
-        args.output,
-        engine=args.engine,
-        bits=args.bits,
-        fc_on_host=args.fc_on_host,
-        overwrite=args.overwrite,
-        inputs=(args.model, args.calibration),
-    )
-    prog = result["program"]
+
+def _compile_options(args: argparse.Namespace) -> dict[str, object]:
+    return {"engine": args.engine, "bits": args.bits, "fc_on_host": args.fc_on_host}
+
+
+def _compile_report(args: argparse.Namespace, program: Program, files: list[str]) -> None:
     print(
-        f"{args.model.name}: {len(prog.layers)} xDNN commands on the {args.engine} engine, "
-        f"{args.bits}-bit; IMEM peak {prog.plan.peak} bytes ({prog.plan.mode} regions)"
+        f"{args.model.name}: {len(program.layers)} xDNN commands on the {args.engine} engine, "
+        f"{args.bits}-bit; IMEM peak {program.plan.peak} bytes ({program.plan.mode} regions)"
     )
-    for w in prog.warnings:
-        print(f"edgesynth: warning: {w}", file=sys.stderr)
-    print(f"wrote {', '.join(result['files'])} in {args.output}")
-    return 0
+    print(f"wrote {', '.join(files)} in {args.output}")
+
+
+COMPILE = TargetCompile(
+    target="xdnn",
+    description="Compile MODEL into program.cmd, program.json, script.bin, filters.bin, "
+    "quant.json, imem_map.json and compiled.json in the output folder: `edgesynth compile -t "
+    "xdnn` with the xDNN options as flags.",
+    arguments=_compile_arguments,
+    options=_compile_options,
+    report=_compile_report,
+    model_help="float ONNX model",
+    calibration_required=True,
+)
 
 
 def decode_cmd(args: argparse.Namespace) -> int:
@@ -180,36 +183,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = xdnn.add_subparsers(
         title="commands", dest="xdnn_command", metavar="COMMAND", required=True
     )
-    c = commands.add_parser(
-        "compile",
-        help="compile a float ONNX CNN",
-        description="Compile MODEL into program.cmd, program.json, script.bin, filters.bin, "
-        "quant.json, imem_map.json and compiled.json in the output folder.",
-    )
-    c.add_argument("model", type=Path, metavar="MODEL", help="float ONNX model")
-    c.add_argument(
-        "--calibration",
-        "-c",
-        type=Path,
-        required=True,
-        metavar="NPY",
-        help="calibration inputs (.npy, float, N x input)",
-    )
-    c.add_argument("--engine", default="28x32", choices=["14x32", "28x32", "56x32"])
-    c.add_argument("--bits", type=int, default=8, choices=[8, 16])
-    c.add_argument(
-        "--fc-on-host",
-        action="store_true",
-        help="run the trailing fully-connected layers on the host in float (as ml-suite's "
-        "deployment does)",
-    )
-    c.add_argument("--output", "-o", type=Path, required=True, metavar="DIR", help="output folder")
-    c.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the compiler's files in a non-empty output folder (nothing else)",
-    )
-    c.set_defaults(handler=compile_cmd)
+    add_target_compile(commands, COMPILE, help="compile a float ONNX CNN")
     d = commands.add_parser("decode", help="print every command of script.bin, .cmd or .json")
     d.add_argument("file", type=Path, metavar="FILE")
     d.set_defaults(handler=decode_cmd)

@@ -19,7 +19,6 @@ from edgesynth.targets.base import (
     TensorFormat,
     load_host_layers,
     planned,
-    register,
 )
 from edgesynth.targets.xdnn.files import FILES
 
@@ -73,7 +72,6 @@ class XdnnLoaded(Program):
     source: str  # the script's path, for messages
 
 
-@register
 class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
     name: ClassVar[str] = "xdnn"
     summary: ClassVar[str] = (
@@ -219,6 +217,3 @@ def run_folder(folder: Path, x: np.ndarray) -> np.ndarray:
         raise EdgesynthError(f"{folder}: not a compiled xDNN program ({err.strerror})") from None
     shape = tuple(manifest["outputs"][0]["shape"])
     return execute(script, filters, x, shape, str(folder / FILES["script"]))
-
-
-TARGETS = [XdnnTarget]

@@ -1,8 +1,8 @@
 """`edgesynth device decode | run`: the virtual MAX78000/MAX78002 on the command line.
 
-`register(subparsers)` adds the `device` command to `edgesynth` (listed in
-`edgesynth.cli.COMMAND_MODULES`); the handlers import `vdevice/commands.py`, the plain functions
-behind it, only when they run.
+`register(subparsers)` adds the `device` command to `edgesynth` (called by the MAX7800x
+commands, `targets/max7800x/cli.py`, under `edgesynth max7800x` and at the top level); the
+handlers import `vdevice/commands.py`, the plain functions behind it, only when they run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `device decode` and `device run` to an argparse sub-command set."""
     parser = subparsers.add_parser(
         "device",
-        help="the virtual MAX78000/MAX78002: decode or run a firmware's accelerator writes",
+        help="MAX7800x only: the virtual MAX78000/MAX78002: decode or run a firmware's "
+        "accelerator writes",
         description="Replay the writes firmware makes to the CNN accelerator on a functional "
         "model written from the hardware documentation.",
     )

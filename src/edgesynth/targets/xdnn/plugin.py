@@ -1,0 +1,9 @@
+"""What the xDNN package registers with edgesynth (entry point `xdnn` of the group
+`edgesynth.targets`): its target and its `edgesynth xdnn ...` commands."""
+
+from edgesynth.targets.registry import TargetPlugin
+
+PLUGIN = TargetPlugin(
+    targets={"xdnn": "edgesynth.targets.xdnn.target:XdnnTarget"},
+    commands="edgesynth.targets.xdnn.cli:register",
+)
