@@ -142,11 +142,19 @@ from pathlib import Path
 
 import numpy as np
 
+from dataclasses import dataclass, field
+
 from edgesynth.ir.graph import QType
 from edgesynth.targets.base import Program, Target, TensorFormat
 
 
-class AcmeTarget(Target):
+@dataclass(kw_only=True)
+class AcmeProgram(Program):
+    layers: list[str]
+    plan: list[int] = field(default_factory=list)
+
+
+class AcmeTarget(Target[AcmeProgram, AcmeProgram]):
     """Runs the graph as it is (float64) and writes its operators, one per line."""
 
     name = "acme"
@@ -154,8 +162,9 @@ class AcmeTarget(Target):
 
     def lower(self, graph, options):
         fmt = lambda t: TensorFormat.of(t, graph.tensors[t].shape, QType(32, True, 1.0))
-        return Program(self.name, graph, [n.op for n in graph.nodes],
-                       [fmt(t) for t in graph.inputs], [fmt(t) for t in graph.outputs])
+        return AcmeProgram(target=self.name, graph=graph, layers=[n.op for n in graph.nodes],
+                           inputs=[fmt(t) for t in graph.inputs],
+                           outputs=[fmt(t) for t in graph.outputs])
 
     def check(self, program):
         pass
@@ -174,6 +183,9 @@ class AcmeTarget(Target):
         return self.write_manifest(program, Path(folder), ["acme.txt"])
 
     def load(self, folder, manifest):
+        raise NotImplementedError
+
+    def run(self, loaded, inputs):
         raise NotImplementedError
 '''
 

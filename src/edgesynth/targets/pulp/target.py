@@ -113,7 +113,10 @@ def _formats(graph: Graph, names: list[str]) -> list[TensorFormat]:
 
 class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     name = "gap8"
-    summary = "PULP/GAP8 cluster: integer ONNX (or float, quantized here) to DORY-style tiled C (L3/L2/L1, 8 cores)"
+    summary = (
+        "PULP/GAP8 cluster: integer ONNX (or float, quantized here) to DORY-style tiled C "
+        "(L3/L2/L1, 8 cores)"
+    )
     option_keys = (*PLAN_KEYS, "saturate_additions", *PTQ_KEYS)
     graph_kinds = ("integer", "float")
     exports_integer_onnx = True
