@@ -159,6 +159,16 @@ COMMANDS = [
         swapped=["quantize", YAML, "o.pth.tar"],
     ),
     Command(
+        "export",
+        lambda out: ["export", "float/net5.pth.tar", "--input-shape", "1,28,28", "-o", out],
+        "file",
+        input_folder="float",
+        input_file="float/net5.pth.tar",
+        swapped=["export", YAML, "-o", "o.onnx"],
+        suffix=".onnx",
+        bad_value=["--input-shape", "x"],
+    ),
+    Command(
         "fuse-bn",
         lambda out: ["fuse-bn", "float/bn.pth.tar", out],
         "file",

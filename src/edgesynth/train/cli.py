@@ -501,9 +501,18 @@ def _register_export(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--input-shape",
         metavar="C,H,W",
+        type=_input_shape,
         help="one input's shape (default: the checkpoint's, as `edgesynth train` records it)",
     )
     p.set_defaults(handler=export)
+
+
+def _input_shape(text: str) -> str:
+    """`C,H,W` or `C,L` of positive integers (a usage error otherwise)."""
+    parts = text.split(",")
+    if len(parts) not in (2, 3) or not all(v.strip().isdigit() and int(v) > 0 for v in parts):
+        raise argparse.ArgumentTypeError(f"expected C,H,W or C,L (e.g. 1,28,28), got `{text}`")
+    return text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -135,8 +135,8 @@ def _from_model(
     graph = load_model(
         args.model,
         checkpoint=args.checkpoint,
-        device=_device(target.name),
         sample_input=args.sample_input,
+        target=target.name,
     )
     reference = _reference(args, args.reference or args.model, target.name)
     samples = _samples(args, graph.tensors[graph.inputs[0]].shape)

@@ -44,8 +44,10 @@ def _compile_report(args: argparse.Namespace, program: Program, files: list[str]
     from edgesynth.targets.base import MANIFEST
     from edgesynth.targets.gati.artifacts import BLOB, EXPECTED, REPORT, SAMPLE, STREAM
     from edgesynth.targets.gati.report import build_report
+    from edgesynth.targets.gati.target import GatiProgram
 
-    prog, output = program.plan, args.output
+    assert isinstance(program, GatiProgram) and program.plan is not None
+    prog, output = program.plan.compiled, args.output
     report = build_report(prog)
     print(
         f"{args.model.name}: {plural(len(prog.layers), 'layer')}, "
