@@ -226,7 +226,12 @@ def run_folder(folder: str | Path, x: np.ndarray) -> RunResult:
     """Run a batch through a compiled folder's program: the files read back (`Target.load`)
     and run on the target's bit-exact model of them (`Target.run`)."""
     manifest = read_manifest(Path(folder))
-    target = get_target(manifest["target"])
-    loaded = target.load(Path(folder), manifest)
-    codes = target.run(loaded, [prepare_inputs(loaded.inputs[0], x)])[0]
+    loaded = get_target(manifest["target"]).load(Path(folder), manifest)
+    return run_loaded(loaded, x)
+
+
+def run_loaded(loaded: Program, x: np.ndarray) -> RunResult:
+    """Run a batch through a program read back from its files (`Target.load`) on the target's
+    bit-exact model of them (`Target.run`)."""
+    codes = get_target(loaded.target).run(loaded, [prepare_inputs(loaded.inputs[0], x)])[0]
     return RunResult(loaded, codes, loaded.outputs[0].dequantize(codes))

@@ -48,6 +48,7 @@ def validate_cmd(args: argparse.Namespace) -> int:
         samples.labels,
         per_layer=args.per_layer,
         progress=progress_bar(sys.stderr),
+        loaded=args.model.is_dir(),
     )
     result.notes = notes
     sources = {

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.flow import prepare_inputs, run_program
+from edgesynth.flow import prepare_inputs, run_loaded, run_program
 from edgesynth.ir.graph import Graph
 from edgesynth.targets.base import Program
 from edgesynth.validate.metrics import (
@@ -144,16 +144,18 @@ def validate(
     *,
     per_layer: bool = False,
     progress: Progress | None = None,
+    loaded: bool = False,
 ) -> Validation:
     """Compare the target with the float reference on samples `x` (float values, or the
-    program's integer input codes)."""
+    program's integer input codes). `loaded`: the program was read back from a compiled
+    folder (its files run on the target's executor) instead of compiled here (simulated)."""
     prepare_inputs(program.inputs[0], x, "--data")  # refuse unfit samples before any work
     layers = LayerPass(program, reference) if per_layer else None
     sums = ErrorSums()
     target_top, float_top = [], []
     for start in range(0, len(x), CHUNK):
         chunk = x[start : start + CHUNK]
-        got = target_outputs(program, chunk)
+        got = target_outputs(program, chunk, loaded)
         target_top.append(top1(got))
         if reference is not None:
             xf = float_samples(program, chunk)
@@ -178,10 +180,10 @@ def validate(
     return result
 
 
-def target_outputs(program: Program, x: np.ndarray) -> np.ndarray:
+def target_outputs(program: Program, x: np.ndarray, loaded: bool = False) -> np.ndarray:
     """What `edgesynth run` returns for the batch (host layers and softmax applied, float32),
     flattened per sample."""
-    values = run_program(program, x).outputs()
+    values = (run_loaded(program, x) if loaded else run_program(program, x)).outputs()
     return values.reshape(len(values), -1)
 
 
