@@ -179,3 +179,30 @@ def test_a_bad_document_value_names_the_model_layer_and_key_without_a_line() -> 
     first, second = text.splitlines()[1:]
     assert first.startswith("model.onnx: layer 0 (a): `operands`: must be an integer from 2")
     assert second.startswith("model.onnx: layer 1 (b): `pad`: must be an integer >= 0")
+
+
+def test_a_rule_the_network_breaks_is_told_by_check_before_any_placement(
+    counted: list[Any],
+) -> None:
+    """Pooling then ReLU is a layer without convolution that activates: `check` names the
+    model, layer and key (the placer, which runs later, is not blamed)."""
+    graph = g.Graph(name="pool-relu")
+    graph.meta["path"] = "model.onnx"
+    graph.add_input("input", (4, 8, 8), ACT8)
+    pool = g.Pool(
+        name="p/pool", inputs=["input"], outputs=["p"], kind="max", kernel=(2, 2), stride=(2, 2)
+    )
+    graph.add(pool, (4, 4, 4), ACT8)
+    graph.add(
+        g.Activation(name="p/relu", inputs=["p"], outputs=["y"], kind="relu"), (4, 4, 4), ACT8
+    )
+    graph.outputs = ["y"]
+    target = get_target("max78000")
+    x = RNG.integers(-128, 128, (4, 8, 8))
+    with pytest.raises(EdgesynthError) as caught:
+        target.compile(graph, CompileOptions(options={"sample": x}))
+    assert str(caught.value).startswith(
+        "model.onnx: layer 0 (p): `activation`: relu: a layer without convolution cannot apply "
+        "an activation"
+    )
+    assert not counted

@@ -213,7 +213,6 @@ class Max7800xTarget(Target):
     def plan(self, program: Program) -> None:
         """Place what the description leaves out (checking the keys it gives), then plan the
         project: the one place the placer runs."""
-        from edgesynth.targets.max7800x import rules
         from edgesynth.targets.max7800x.network_sim import SynthesisResult, simulate
         from edgesynth.targets.max7800x.pipeline import place_network
         from edgesynth.targets.max7800x.plan.plan import make_plan
@@ -223,8 +222,9 @@ class Max7800xTarget(Target):
             raise EdgesynthError(f"{program.model}: a loaded program cannot be planned again")
         opts = program.options
         device = opts.build.device
+        # A placement the placer chose, it checks by every device rule; one the description
+        # gives in full, `check` checked.
         net, placement = place_network(program.built, device, opts.izer, opts.sim, opts.izer)
-        rules.check_network(net, device, opts.izer)  # the placed network, as `izer` checks it
         result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
         program.network = net
         program.plan = Max7800xPlan(placement, result, make_plan(result, opts.izer))
