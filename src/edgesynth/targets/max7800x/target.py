@@ -4,7 +4,8 @@ lower: (quantize a float graph) -> fuse into hardware layers -> the vendor's net
 (the YAML document and synthetic weights/biases, in memory) -> the hardware layers (`Network`),
 made by the builder `edgesynth izer` uses, so the device rules, the simulator and the C code
 generator see exactly what the vendor tool would. Nothing is written.
-check: the device rules (those that need the placement wait for it).
+check: the device rules, where the description places every layer (else the placer checks
+its placement by every rule, in plan).
 plan: the placement, chosen where the description leaves it out (`placement/`, the one call of
 the placer), the device rules on the placed network, its known answer, and every write of the C
 project (`plan/plan.py`).
@@ -204,11 +205,17 @@ class Max7800xTarget(Target):
 
     # -- check, plan, simulate --------------------------------------------------------------
     def check(self, program: Program) -> None:
+        """Every device rule, on a description that places every layer it runs (the keys the
+        user gave). Where edgesynth chooses the placement, the placer checks its choice by every
+        rule (`plan`), and its refusals (a tensor no memory holds) come first."""
         from edgesynth.targets.max7800x import rules
+        from edgesynth.targets.max7800x.placement import needs_placement
 
         program = _own(program)
-        device = program.options.build.device
-        rules.check_network(program.network, device, program.options.izer)
+        built = program.built
+        if built is not None and needs_placement(built.spec, built.network.order):
+            return
+        rules.check_network(program.network, program.options.build.device, program.options.izer)
 
     def plan(self, program: Program) -> None:
         """Place what the description leaves out (checking the keys it gives), then plan the
@@ -222,7 +229,7 @@ class Max7800xTarget(Target):
             raise EdgesynthError(f"{program.model}: a loaded program cannot be planned again")
         opts = program.options
         device = opts.build.device
-        # A placement the placer chose, it checks by every device rule; one the description
+        # A placement the placer chooses, it checks by every device rule; one the description
         # gives in full, `check` checked.
         net, placement = place_network(program.built, device, opts.izer, opts.sim, opts.izer)
         result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
