@@ -355,7 +355,7 @@ def weight_bits(w: np.ndarray) -> int:
 @dataclass
 class Description:
     """The vendor description of a lowered program: the YAML document (the mapping a network
-    description file holds) and the synthetic weights/biases its `weights:`/`bias:` name."""
+    description file holds) and its synthetic weights and biases (one array per layer)."""
 
     document: dict[str, Any]
     weights: list[np.ndarray]

@@ -277,12 +277,26 @@ class Built:
     rebuild: Callable[[NetworkSpec], Network]  # the same build, of another spec
 
 
-def prepare(spec: NetworkSpec, sample: np.ndarray, opts: BuildOptions, **weights: Any) -> Built:
-    """Build `spec` (weights as `build_network` takes them: `checkpoint_layers` or
-    `synthetic_weights` and `synthetic_bias`)."""
+def prepare(
+    spec: NetworkSpec,
+    sample: np.ndarray,
+    opts: BuildOptions,
+    *,
+    checkpoint_layers: list[WeightLayer] | None = None,
+    synthetic_weights: tuple[list[np.ndarray], str] | None = None,
+    synthetic_bias: list[np.ndarray] | None = None,
+) -> Built:
+    """Build `spec` with the weights of a checkpoint or synthetic ones (see `build_network`)."""
 
     def build(s: NetworkSpec) -> Network:
-        return build_network(s, sample, opts, **weights)
+        return build_network(
+            s,
+            sample,
+            opts,
+            checkpoint_layers=checkpoint_layers,
+            synthetic_weights=synthetic_weights,
+            synthetic_bias=synthetic_bias,
+        )
 
     # the keys a data buffer fixes, before the vendor's rules ask the buffer layers for them
     spec, from_buffer = with_buffer_keys(spec)
