@@ -40,7 +40,7 @@ def test_a_graph_whose_output_is_its_input_is_one_passthrough_layer() -> None:
     x = RNG.integers(-128, 128, (5, 6, 7))
     program = _compile_and_compare(graph, x)
     assert [layer.operation for layer in program.layers] == ["none"]
-    np.testing.assert_array_equal(program.extra["network"].layers[0].in_channels, 5)
+    np.testing.assert_array_equal(program.network.layers[0].in_channels, 5)
 
 
 def test_a_grouped_transposed_convolution_keeps_its_weights() -> None:
@@ -65,7 +65,7 @@ def test_a_grouped_transposed_convolution_keeps_its_weights() -> None:
         graph.outputs = [_add(graph, rq, (out, 8, 10), ACT8)]
         x = RNG.integers(-128, 128, (channels, 4, 5))
         program = _compile_and_compare(graph, x, "max78002")
-        assert "operation: convtranspose2d" in program.extra["description"].yaml_text
+        assert "operation: convtranspose2d" in program.description.yaml_text
 
 
 def test_operands_of_a_concatenation_read_its_inputs_as_in_sequences() -> None:
@@ -112,6 +112,6 @@ def test_a_processors_hint_too_small_for_the_whole_chip_is_left_to_the_planner()
     graph.outputs = [_add(graph, rq, (2, 6, 6), ACT8)]
     graph.hints["c"] = {"processors": 0xF, "out_offset": 0x2000}
     program = _compile_and_compare(graph, RNG.integers(-128, 128, (7, 6, 6)))
-    text = program.extra["description"].yaml_text
+    text = program.description.yaml_text
     assert "processors" not in text and "out_offset: 8192" in text
     assert any("0x000000000000000f enables 4 processors" in w for w in program.warnings)

@@ -15,6 +15,7 @@ import pytest
 
 from edgesynth.cli import main
 from edgesynth.targets.max7800x import codegen
+from edgesynth.targets.max7800x.plan import plan as plan_module
 from edgesynth.targets.max7800x.proof import explain, failure_message, hazard_phrase
 from edgesynth.targets.max7800x.synth_cmd import SynthOptions, izer_argv
 from edgesynth.targets.max7800x.vdevice.hazards import Hazard
@@ -129,6 +130,18 @@ def _lose_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(codegen, "project_files", corrupted)
 
 
+def _plan_without_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every plan made (what `compile`'s plan step makes) without its kernel writes."""
+    original = plan_module.make_plan
+
+    def corrupted(result, opts):  # type: ignore[no-untyped-def]
+        plan = original(result, opts)
+        plan.kernels = []
+        return plan
+
+    monkeypatch.setattr(plan_module, "make_plan", corrupted)
+
+
 IZER = ["izer", "--device", "MAX78000", "--config-file", "net.yaml", "--test-dir", "out"]
 
 
@@ -189,7 +202,7 @@ def test_compile_for_the_max78000_proves_its_project(project: Path, monkeypatch,
     compile_ += ["-o", "c1"]
     assert main(compile_) == 0
     assert "known answer reproduced on the virtual MAX78000" in capsys.readouterr().out
-    _lose_the_kernels(monkeypatch)
+    _plan_without_kernels(monkeypatch)
     assert main([*compile_[:-1], "c2"]) == 1
     err = capsys.readouterr().err
     assert "layer 0's kernels are never loaded" in err and "defect in edgesynth" in err

@@ -1,9 +1,10 @@
 """The max7800x target lowers network graphs to the vendor's description and runs them.
 
 Corpus round trip: the graph of each vendor network (frontends.ai8x, placement kept as hints) is
-lowered again by `Max7800xTarget.compile` (fusion -> YAML + synthetic weights -> the izer's own
-builder and rules) and simulated: the result equals the vendor's known answer. The only
-exceptions are listed by case with the exact reason, and any other outcome fails:
+lowered again by `Max7800xTarget.compile` (fusion -> the vendor description in memory + synthetic
+weights -> the izer's own builder and rules -> placement) and simulated: the result equals the
+vendor's known answer. The only exceptions are listed by case with the exact reason, and any other
+outcome fails:
 - NOT_A_GRAPH: networks the graph cannot express (by design);
 - REFUSED: networks the lowering rightly refuses (they need streaming, which it does not do);
 - LOWERING_GAPS: networks the lowering should reproduce but refuses today (a defect): strict

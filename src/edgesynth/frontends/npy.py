@@ -15,7 +15,14 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 
-__all__ = ["NPY_MAGIC", "integer_array", "load_npy_arrays", "load_sample", "not_npy_reason"]
+__all__ = [
+    "NPY_MAGIC",
+    "checked_sample",
+    "integer_array",
+    "load_npy_arrays",
+    "load_sample",
+    "not_npy_reason",
+]
 
 
 def _open_checked(path: Path, what: str) -> BinaryIO:
@@ -100,16 +107,21 @@ def load_sample(path: str | PathLike[str]) -> np.ndarray:
     arrays = load_npy_arrays(path, what="sample input")
     if not arrays:
         raise EdgesynthError("sample input file holds no array (it is empty)", file=str(path))
-    data = integer_array(arrays[0], what="sample input data", file=str(path))
+    return checked_sample(arrays[0], str(path))
+
+
+def checked_sample(array: np.ndarray, file: str) -> np.ndarray:
+    """A sample input (C x H x W or C x L) as int64, every value a signed 8-bit number;
+    problems name `file`."""
+    data = integer_array(array, what="sample input data", file=file)
     if data.ndim not in (2, 3):
         raise EdgesynthError(
-            f"sample input must be C x H x W or C x L, found shape {list(data.shape)}",
-            file=str(path),
+            f"sample input must be C x H x W or C x L, found shape {list(data.shape)}", file=file
         )
     if data.size and (data.min() < -128 or data.max() > 127):
         raise EdgesynthError(
             f"sample input contains values outside the limits of signed 8-bit "
             f"(min={int(data.min())}, max={int(data.max())})",
-            file=str(path),
+            file=file,
         )
     return data

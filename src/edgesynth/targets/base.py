@@ -158,16 +158,6 @@ class Program:
         return evaluate(node, flat).reshape(values.shape)
 
 
-@dataclass(kw_only=True)
-class UntypedProgram(Program):
-    """The MAX7800x targets' program until it has its own typed class: its hardware layers,
-    a plan and named state, untyped."""
-
-    layers: list[Any] = field(default_factory=list)
-    plan: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 ProgramT = TypeVar("ProgramT", bound=Program)
 LoadedT = TypeVar("LoadedT", bound=Program)
 PlanT = TypeVar("PlanT")

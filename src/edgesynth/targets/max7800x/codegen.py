@@ -120,12 +120,17 @@ HONOURED = {
 def project_files(result: Any, opts: Any, name: str) -> tuple[Plan, dict[str, str]]:
     """Plan the network and render every file of its project (nothing is written)."""
     plan = make_plan(result, opts)
+    return plan, render_project(plan, opts, name)
+
+
+def render_project(plan: Plan, opts: Any, name: str) -> dict[str, str]:
+    """Every file of the project a plan describes, by name (nothing is written)."""
     project = generate(plan, opts, name, opts.config_file)
     files = dict(project.files)
     files["Makefile"] = makefile(plan, opts, name)
     if opts.log:
         files[opts.log_filename] = render_table(plan)
-    return plan, files
+    return files
 
 
 def ignored_options(opts: Any) -> list[str]:

@@ -1,5 +1,5 @@
-"""Lower an integer network graph to MAX7800x hardware layers, written as the vendor's network
-description (YAML) with synthetic weight and bias files.
+"""Lower an integer network graph to MAX7800x hardware layers, described as the vendor's network
+description (the YAML document, in memory) with synthetic weights and biases.
 
 One hardware layer does, in order: read its inputs (`in_sequences`, concatenated), an
 element-wise operation of its operands before or after pooling, in-flight pooling, flatten, one
@@ -354,13 +354,30 @@ def weight_bits(w: np.ndarray) -> int:
 
 @dataclass
 class Description:
-    """The vendor description of a lowered program: YAML text and synthetic weights/biases."""
+    """The vendor description of a lowered program: the YAML document (the mapping a network
+    description file holds) and its synthetic weights and biases (one array per layer)."""
 
-    yaml_text: str
+    document: dict[str, Any]
     weights: list[np.ndarray]
     biases: list[np.ndarray]
     layers: list[HwLayer]
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def yaml_text(self) -> str:
+        """The document as `compile` writes it (`network.yaml`)."""
+        text = "---\n# Written by edgesynth compile: the network as MAX7800x hardware layers.\n"
+        return text + yaml.safe_dump(
+            self.document, sort_keys=False, default_flow_style=False, width=100
+        )
+
+
+def entry_lines(text: str) -> list[int]:
+    """The line (1-based) of each layer entry's `- ` in a `Description.yaml_text`: `layers` is
+    its last key, a block list whose entries start at the first column."""
+    lines = text.splitlines()
+    start = lines.index("layers:")
+    return [i + 1 for i, line in enumerate(lines) if i > start and line.startswith("- ")]
 
 
 def _input_channels(graph: g.Graph, layer: HwLayer) -> int:
@@ -397,7 +414,7 @@ def _fitting_hints(
 def describe(
     graph: g.Graph, layers: list[HwLayer], device: Device, *, arch: str, dataset: str
 ) -> Description:
-    """The YAML (with `weights:`/`bias:` naming the synthetic files) for fused layers."""
+    """The YAML document (with `bias:` naming the synthetic biases) for fused layers."""
     tensor_layer = {layer.output: i for i, layer in enumerate(layers)}
     tensor_layer[graph.inputs[0]] = INPUT_LAYER
     entries: list[dict[str, Any]] = []
@@ -492,6 +509,4 @@ def describe(
     if biases:
         document["bias"] = dataset
     document["layers"] = entries
-    text = "---\n# Written by edgesynth compile: the network as MAX7800x hardware layers.\n"
-    text += yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=100)
-    return Description(text, weights, biases, layers, warnings)
+    return Description(document, weights, biases, layers, warnings)

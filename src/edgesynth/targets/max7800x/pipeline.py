@@ -2,7 +2,9 @@
 
 YAML + (checkpoint | synthetic weights) + sample -> Network -> device rules -> simulation.
 File look-ups follow the vendor tool: relative paths and the implicit `tests/...` files resolve
-against the working directory.
+against the working directory. `prepare` and `place_network` are the two halves of
+`load_network` (build, then place what the description leaves out); the max7800x target calls
+them apart, on a description it made in memory (`lower`, then `plan`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, warn
+from edgesynth.targets.max7800x import placement as placer
 from edgesynth.targets.max7800x import rules
 from edgesynth.targets.max7800x.build import (
     BuildOptions,
@@ -26,12 +29,13 @@ from edgesynth.targets.max7800x.description.checkpoint import Checkpoint, Checkp
 from edgesynth.targets.max7800x.description.network import Network
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec
+from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.network_sim import (
     SimOptions,
     SynthesisResult,
     simulate,
 )
-from edgesynth.targets.max7800x.placement import Placement, needs_placement, place
+from edgesynth.targets.max7800x.placement import Placement, needs_placement
 from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 
 
@@ -262,6 +266,68 @@ def load_sample(spec: NetworkSpec, opts: BuildOptions) -> tuple[np.ndarray, Path
     return apply_csv_format(sample, opts.input_csv_format, path), path
 
 
+@dataclass
+class Built:
+    """A network as its description builds it, before placement (what `place_network` takes)."""
+
+    network: Network
+    spec: NetworkSpec  # the description, with the keys a data buffer fixes
+    from_buffer: dict[int, list[str]]  # layer -> the keys a data buffer fixed
+    sample: np.ndarray
+    rebuild: Callable[[NetworkSpec], Network]  # the same build, of another spec
+
+
+def prepare(
+    spec: NetworkSpec,
+    sample: np.ndarray,
+    opts: BuildOptions,
+    *,
+    checkpoint_layers: list[WeightLayer] | None = None,
+    synthetic_weights: tuple[list[np.ndarray], str] | None = None,
+    synthetic_bias: list[np.ndarray] | None = None,
+) -> Built:
+    """Build `spec` with the weights of a checkpoint or synthetic ones (see `build_network`)."""
+
+    def build(s: NetworkSpec) -> Network:
+        return build_network(
+            s,
+            sample,
+            opts,
+            checkpoint_layers=checkpoint_layers,
+            synthetic_weights=synthetic_weights,
+            synthetic_bias=synthetic_bias,
+        )
+
+    # the keys a data buffer fixes, before the vendor's rules ask the buffer layers for them
+    spec, from_buffer = with_buffer_keys(spec)
+    return Built(build(spec), spec, from_buffer, sample, build)
+
+
+def place_network(
+    built: Built, device: Device, rule_opts: Any, sim: SimOptions, izer: Any
+) -> tuple[Network, Placement | None]:
+    """The built network with the placement edgesynth chooses where the description leaves
+    one out, and that placement (None: the description places every executed layer).
+    `izer`: the izer options, when known: placements can then be proven on the device."""
+    if not needs_placement(built.spec, built.network.order):
+        return built.network, None
+    sample = built.sample
+    prove = _device_proof(izer, sim, sample) if izer is not None else None
+    net, placement = placer.place(
+        built.network,
+        device,
+        rules.rule_options(rule_opts),
+        built.rebuild,
+        prove,
+        lambda n: {r.index: r.output for r in simulate(n, sample, sim)},
+        write_for_write=izer is not None and izer.write_for_write,
+    )
+    for index, keys in built.from_buffer.items():  # chosen too: the user gave none of them
+        chosen = placement.chosen.setdefault(index, [])
+        chosen[:0] = [k for k in keys if k not in chosen]
+    return net, placement
+
+
 def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
     opts = job.build
     spec = load_spec(_resolve(opts.base_dir, job.config_file))
@@ -278,38 +344,20 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
     sample, _ = load_sample(spec, opts)
     if trained:
         weights = _checkpoint_weights(spec, _resolve(opts.base_dir, opts.checkpoint), opts)
-
-        def build(s: NetworkSpec) -> Network:
-            return build_network(s, sample, opts, checkpoint_layers=weights)
-
+        built = prepare(spec, sample, opts, checkpoint_layers=weights)
     else:
         synthetic = _synthetic_weights(spec, opts.base_dir, opts)
         bias = _synthetic_bias(spec, opts.base_dir, opts)
-
-        def build(s: NetworkSpec) -> Network:
-            return build_network(s, sample, opts, synthetic_weights=synthetic, synthetic_bias=bias)
-
-    # the keys a data buffer fixes, before the vendor's rules ask the buffer layers for them
-    spec, from_buffer = with_buffer_keys(spec)
-    net = build(spec)
-    if needs_placement(spec, net.order):
-        prove = _device_proof(job, sample) if job.izer is not None else None
-        net, job.placement = place(
-            net,
-            opts.device,
-            rules.rule_options(job.rules),
-            build,
-            prove,
-            lambda n: {r.index: r.output for r in simulate(n, sample, job.sim)},
-            write_for_write=job.izer is not None and job.izer.write_for_write,
-        )
-        for index, keys in from_buffer.items():  # chosen too: the user gave none of them
-            chosen = job.placement.chosen.setdefault(index, [])
-            chosen[:0] = [k for k in keys if k not in chosen]
+        built = prepare(spec, sample, opts, synthetic_weights=synthetic, synthetic_bias=bias)
+    net, placement = place_network(built, opts.device, job.rules, job.sim, job.izer)
+    if placement is not None:
+        job.placement = placement
     return net, sample
 
 
-def _device_proof(job: SynthesisJob, sample: np.ndarray) -> Callable[[Network], str | None]:
+def _device_proof(
+    izer: Any, sim: SimOptions, sample: np.ndarray
+) -> Callable[[Network], str | None]:
     """Proof of a placed network: its project's writes on the virtual device (the one place
     the synthesizer uses the device, as a checker; see placement/verify.py)."""
 
@@ -317,8 +365,8 @@ def _device_proof(job: SynthesisJob, sample: np.ndarray) -> Callable[[Network], 
         from edgesynth.targets.max7800x.placement.verify import device_check
         from edgesynth.targets.max7800x.plan.plan import make_plan
 
-        result = SynthesisResult(placed, sample, simulate(placed, sample, job.sim))
-        check = device_check(make_plan(result, job.izer), placed.device)
+        result = SynthesisResult(placed, sample, simulate(placed, sample, sim))
+        check = device_check(make_plan(result, izer), placed.device)
         if check.ok:
             return None
         return "; ".join(check.hazards) or "the known answer differs"

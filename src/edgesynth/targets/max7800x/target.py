@@ -1,45 +1,110 @@
 """MAX78000 and MAX78002 behind the Target interface.
 
 lower: (quantize a float graph) -> fuse into hardware layers -> the vendor's network description
-(YAML + synthetic weight/bias files), read back by the same builder `edgesynth izer` uses, so the
-device rules, the simulator and the C code generator see exactly what the vendor tool would.
-emit writes that description and the MSDK C project generated from it (`project/`, what
-`edgesynth izer --config-file network.yaml --prefix project` writes in the emitted folder, with
-the known answer of the program's sample: the first calibration input, or the given sample).
+(the YAML document and synthetic weights/biases, in memory) -> the hardware layers (`Network`),
+made by the builder `edgesynth izer` uses, so the device rules, the simulator and the C code
+generator see exactly what the vendor tool would. Nothing is written.
+check: the device rules, where the description places every layer (else the placer checks
+its placement by every rule, in plan).
+plan: the placement, chosen where the description leaves it out (`placement/`, the one call of
+the placer), the device rules on the placed network, its known answer, and every write of the C
+project (`plan/plan.py`).
+emit writes the description (`network.yaml` with the chosen placement, `tests/*.npy`) and the
+MSDK C project of the plan (`project/`, what `edgesynth izer --config-file network.yaml
+--prefix project` writes in the emitted folder), whose known answer is the program's sample: the
+first calibration input, or the given sample.
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from edgesynth.errors import EdgesynthError, MultipleErrors
+from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.proof import Proof
-from edgesynth.targets.base import (
-    CompileOptions,
-    Target,
-    TensorFormat,
-    UntypedProgram,
-)
+from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat
 
-Program = UntypedProgram  # the MAX7800x program is not typed yet
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.build_options import BuildOptions
+    from edgesynth.targets.max7800x.description.network import Network
+    from edgesynth.targets.max7800x.izer_args import IzerOptions
+    from edgesynth.targets.max7800x.lower import Description, HwLayer
+    from edgesynth.targets.max7800x.network_sim import SimOptions, SynthesisResult
+    from edgesynth.targets.max7800x.pipeline import Built
+    from edgesynth.targets.max7800x.placement import Placement
+    from edgesynth.targets.max7800x.plan.plan import Plan
 
 NETWORK_FILE = "network.yaml"
 DATASET = "network"
 PROJECT = "project"  # the C project's folder inside the emitted folder
 
 
-def _write_description(folder: Path, desc: Any, sample: np.ndarray) -> list[str]:
+@dataclass
+class Max7800xOptions:
+    """What the synthesizer is told for a compiled program (edgesynth's own path)."""
+
+    izer: IzerOptions  # what the rules, the planner and the C code generator read
+    build: BuildOptions  # what the network builder reads
+    sim: SimOptions  # what the simulator reads
+
+
+def synthesis_options(device_name: str) -> Max7800xOptions:
+    """The options of `edgesynth izer --device D --config-file network.yaml --test-dir .
+    --prefix project`, on edgesynth's own path (not write for write): the one place a compiled
+    program's options are made."""
+    from edgesynth.targets.max7800x.izer import job_from_options
+    from edgesynth.targets.max7800x.izer_args import parse_izer_args
+
+    argv = ["--device", device_name, "--config-file", NETWORK_FILE]
+    opts = parse_izer_args([*argv, "--test-dir", ".", "--prefix", PROJECT])
+    opts = replace(opts, write_for_write=False)
+    job = job_from_options(opts)
+    return Max7800xOptions(opts, job.build, job.sim)
+
+
+@dataclass
+class Max7800xPlan:
+    """What `plan` decides: the placement, and every write of the C project."""
+
+    placement: Placement | None  # what edgesynth chose (None: the description places it all)
+    result: SynthesisResult  # the placed network, its sample and every layer's output
+    project: Plan  # every write the C project makes (what emit renders and prove runs)
+
+
+@dataclass(kw_only=True)
+class Max7800xProgram(Program):
+    """A network lowered for MAX78000/MAX78002. `layers` are the fused graph operators
+    (`lower.HwLayer`), `network` the hardware layers they describe."""
+
+    layers: list[HwLayer]  # the fused graph operators (empty: loaded from a folder)
+    network: Network  # the hardware layers; placed once `plan` ran
+    sample: np.ndarray  # the known answer's input (int64)
+    options: Max7800xOptions
+    model: str = ""  # the user's model, as messages name it
+    built: Built | None = None  # how `network` was built (None: loaded from a folder)
+    description: Description | None = None  # what emit writes (None: loaded from a folder)
+    plan: Max7800xPlan | None = None
+
+
+def _write_description(
+    folder: Path, desc: Description, sample: np.ndarray, placement: Placement | None
+) -> list[str]:
+    """`network.yaml` (with the keys edgesynth chose) and the synthetic `tests/*.npy`."""
+    from edgesynth.targets.max7800x.lower import entry_lines
+
+    text = desc.yaml_text
+    if placement is not None:  # the description gets the placement the planner chose
+        from edgesynth.targets.max7800x.placement import chosen_values
+        from edgesynth.targets.max7800x.placement.yamltext import with_keys
+
+        text = with_keys(text, entry_lines(text), chosen_values(placement), NETWORK_FILE)
     tests = folder / "tests"
     tests.mkdir(parents=True, exist_ok=True)
-    (folder / NETWORK_FILE).write_text(desc.yaml_text)
+    (folder / NETWORK_FILE).write_text(text)
     files = [NETWORK_FILE]
     # one array alone is read as the layers stacked along its first axis
     weights = desc.weights if len(desc.weights) > 1 else [np.array(desc.weights)]
@@ -60,46 +125,38 @@ def _save_arrays(path: Path, arrays: list[np.ndarray]) -> None:
             np.save(handle, np.asarray(a, dtype=np.int64))
 
 
-def _retold(err: EdgesynthError, model: str, folder: Path) -> EdgesynthError:
-    """`err` about the internal description in `folder`, told about the user's model instead
-    (the description's lines and files mean nothing to the user; its layers are the model's
-    hardware layers, named after the model's nodes)."""
-    if isinstance(err, MultipleErrors):
-        return MultipleErrors([_retold(e, model, folder) for e in err.errors])
-    if err.file is not None and (err.file == NETWORK_FILE or err.file.startswith(str(folder))):
-        err.file, err.line = model, None
-        err.args = (err.render(),)
-    return err
+def _known_answer_input(
+    in_format: TensorFormat, options: CompileOptions, shape: tuple[int, ...]
+) -> np.ndarray:
+    """The given sample, else the first calibration input (quantized), else zeros."""
+    sample = options.options.get("sample")
+    if sample is None and options.calibration is not None and in_format.scale is not None:
+        first = np.asarray(options.calibration)[:1].reshape(1, *shape)
+        sample = in_format.quantize(first)[0]
+    if sample is None:
+        sample = np.zeros(shape, dtype=np.int64)
+    return np.asarray(sample)
 
 
-@contextmanager
-def _about(model: str, folder: Path) -> Iterator[None]:
-    """Errors raised while building from the internal description name the user's model."""
-    try:
-        yield
-    except EdgesynthError as err:
-        raise _retold(err, model, folder) from None
-
-
-def _simulate_network(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def _simulate_network(program: Max7800xProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The program's hardware layers on the simulator, one sample of the batch at a time."""
     from edgesynth.targets.max7800x.network_sim import simulate
 
-    net = program.extra["network"]
     batch = np.asarray(inputs[0], dtype=np.int64)
     want = program.outputs[0].shape
     outs = []
     for sample in batch:
-        out = simulate(net, sample)[-1].output
+        out = simulate(program.network, sample)[-1].output
         outs.append(out.reshape(want))
     return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
 
 
-class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
+class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     device_name: ClassVar[str]
     takes_sample: ClassVar[bool] = True  # the project's known answer: --sample-input's array
 
     # -- lower ----------------------------------------------------------------------------
-    def lower(self, graph: g.Graph, options: CompileOptions) -> Program:
+    def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
         from edgesynth.targets.max7800x.device import get_device
         from edgesynth.targets.max7800x.lower import describe, fuse
 
@@ -122,106 +179,97 @@ class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
         warnings += desc.warnings
         in_t = graph.tensors[graph.inputs[0]]
-        sample = options.options.get("sample")
         in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
-        if sample is None and options.calibration is not None and in_format.scale is not None:
-            # the known answer of the generated project: the first calibration input
-            first = np.asarray(options.calibration)[:1].reshape(1, *in_t.shape)
-            sample = in_format.quantize(first)[0]
-        if sample is None:
-            sample = np.zeros(in_t.shape, dtype=np.int64)
-        net = self._build(desc, np.asarray(sample), model)
+        sample = _known_answer_input(in_format, options, in_t.shape)
+        synthesis = synthesis_options(self.device_name)
+        built = self._build(desc, sample, model, synthesis)
         out_t = graph.tensors[graph.outputs[0]]
-        return UntypedProgram(
+        return Max7800xProgram(
             target=self.name,
             graph=graph,
             layers=layers,
             inputs=[in_format],
             outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
             warnings=warnings,
-            extra={
-                "description": desc,
-                "network": net,
-                "sample": np.asarray(sample),
-                "model": model,
-            },
+            network=built.network,
+            sample=built.sample,
+            options=synthesis,
+            model=model,
+            built=built,
+            description=desc,
         )
 
-    def _build(self, desc: Any, sample: np.ndarray, model: str) -> Any:
-        with tempfile.TemporaryDirectory(prefix="edgesynth-") as tmp:
-            folder = Path(tmp)
-            _write_description(folder, desc, sample)
-            with _about(model, folder):
-                return self._load_network(folder)
+    def _build(
+        self, desc: Description, sample: np.ndarray, model: str, options: Max7800xOptions
+    ) -> Built:
+        """The hardware layers of `desc`, in the order the vendor's front end checks them (the
+        description, then the sample, then the weights); problems name the user's model."""
+        from edgesynth.frontends.npy import checked_sample
+        from edgesynth.targets.max7800x import rules
+        from edgesynth.targets.max7800x.description.yamlcfg import spec_from_document
+        from edgesynth.targets.max7800x.pipeline import prepare
 
-    def _load_network(self, folder: Path) -> Any:
-        from edgesynth.targets.max7800x.build import BuildOptions
-        from edgesynth.targets.max7800x.device import get_device
-        from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
-
-        job = SynthesisJob(
-            NETWORK_FILE, BuildOptions(device=get_device(self.device_name), base_dir=folder)
+        spec = spec_from_document(desc.document, model)
+        rules.check_spec(spec, options.build.device)
+        known = checked_sample(np.asarray(sample).astype(np.int64), model)
+        weights = [np.asarray(w, dtype=np.int64) for w in desc.weights]
+        biases = [np.asarray(b, dtype=np.int64) for b in desc.biases]
+        return prepare(
+            spec, known, options.build, synthetic_weights=(weights, model), synthetic_bias=biases
         )
-        net, _ = load_network(job)
-        return net
 
     # -- check, plan, simulate --------------------------------------------------------------
     def check(self, program: Program) -> None:
+        """Every device rule, on a description that places every layer it runs (the keys the
+        user gave). Where edgesynth chooses the placement, the placer checks its choice by every
+        rule (`plan`), and its refusals (a tensor no memory holds) come first."""
         from edgesynth.targets.max7800x import rules
-        from edgesynth.targets.max7800x.device import get_device
+        from edgesynth.targets.max7800x.placement import needs_placement
 
-        rules.check_network(program.extra["network"], get_device(self.device_name), None)
+        program = _own(program)
+        built = program.built
+        if built is not None and needs_placement(built.spec, built.network.order):
+            return
+        rules.check_network(program.network, program.options.build.device, program.options.izer)
 
     def plan(self, program: Program) -> None:
-        net = program.extra["network"]
-        program.plan = [
-            {
-                "layer": layer.name,
-                "processors": layer.processors,
-                "output_processors": layer.output_processors,
-                "in_offset": layer.in_offset,
-                "out_offset": layer.out_offset,
-            }
-            for layer in net.layers
-        ]
+        """Place what the description leaves out (checking the keys it gives), then plan the
+        project: the one place the placer runs."""
+        from edgesynth.targets.max7800x.network_sim import SynthesisResult, simulate
+        from edgesynth.targets.max7800x.pipeline import place_network
+        from edgesynth.targets.max7800x.plan.plan import make_plan
+
+        program = _own(program)
+        if program.built is None:
+            raise EdgesynthError(f"{program.model}: a loaded program cannot be planned again")
+        opts = program.options
+        device = opts.build.device
+        # A placement the placer chooses, it checks by every device rule; one the description
+        # gives in full, `check` checked.
+        net, placement = place_network(program.built, device, opts.izer, opts.sim, opts.izer)
+        result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
+        program.network = net
+        program.plan = Max7800xPlan(placement, result, make_plan(result, opts.izer))
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        return _simulate_network(program, inputs)
+        return _simulate_network(_own(program), inputs)
 
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:
-        files = _write_description(folder, program.extra["description"], program.extra["sample"])
-        with _about(program.extra.get("model", NETWORK_FILE), Path(folder)):
-            files += self._write_project(Path(folder), program)
-        return self.write_manifest(program, folder, files)
+        """The description and the C project of the planned program (nothing is planned)."""
+        from edgesynth.targets.max7800x.codegen import render_project
 
-    def _write_project(self, folder: Path, program: Program) -> list[str]:
-        """The C project for the description in `folder`, as `edgesynth izer` writes it."""
-        from edgesynth.targets.max7800x.codegen import project_files
-        from edgesynth.targets.max7800x.izer import job_from_options
-        from edgesynth.targets.max7800x.izer_args import parse_izer_args
-        from edgesynth.targets.max7800x.pipeline import synthesize
-
-        argv = ["--device", self.device_name, "--config-file", NETWORK_FILE]
-        opts = parse_izer_args([*argv, "--test-dir", ".", "--prefix", PROJECT])
-        opts = replace(opts, write_for_write=False)  # edgesynth's own path
-        job = job_from_options(opts, base_dir=folder)
-        result = synthesize(job)
-        if job.placement is not None:  # the description gets the placement the planner chose
-            from edgesynth.targets.max7800x.placement import chosen_values
-            from edgesynth.targets.max7800x.placement.yamltext import with_placement
-
-            path = folder / NETWORK_FILE
-            text = with_placement(
-                path.read_text(), result.network.spec, chosen_values(job.placement), str(path)
-            )
-            path.write_text(text)
-        plan, texts = project_files(result, opts, PROJECT)
-        program.extra["project"] = (result, plan)  # what `prove` runs
+        program = _own(program)
+        plan = _planned(program)
+        assert program.description is not None  # a planned program was lowered
+        folder = Path(folder)
+        files = _write_description(folder, program.description, program.sample, plan.placement)
+        texts = render_project(plan.project, program.options.izer, PROJECT)
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():
             (folder / PROJECT / name).write_text(text)
-        return [f"{PROJECT}/{name}" for name in sorted(texts)]
+        files += [f"{PROJECT}/{name}" for name in sorted(texts)]
+        return self.write_manifest(program, folder, files)
 
     # -- the proof --------------------------------------------------------------------------
     def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
@@ -229,31 +277,51 @@ class Max7800xTarget(Target[UntypedProgram, UntypedProgram]):
         known answer (the program's sample, simulated) in data memory."""
         from edgesynth.targets.max7800x.proof import prove_project
 
-        result, plan = program.extra["project"]
+        plan = _planned(_own(program))
         remedy = (
             "Nothing was written. edgesynth chose this project's layout, so this is a defect in "
             "edgesynth: please report it with the model; --no-verify writes the project anyway "
             "(unproven)."
         )
-        return prove_project(result, plan, self.device_name, remedy)
+        return prove_project(plan.result, plan.project, self.device_name, remedy)
 
-    def load(self, folder: Path, manifest: dict[str, Any]) -> Program:
-        net = self._load_network(Path(folder))
+    def load(self, folder: Path, manifest: dict[str, Any]) -> Max7800xProgram:
+        """The program an emitted folder holds, for `edgesynth run` (its `network.yaml`)."""
+        from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
+
+        options = synthesis_options(self.device_name)
+        build = replace(options.build, base_dir=Path(folder))
+        net, sample = load_network(SynthesisJob(NETWORK_FILE, build))
         inputs = [TensorFormat.from_json(t) for t in manifest["inputs"]]
         outputs = [TensorFormat.from_json(t) for t in manifest["outputs"]]
-        return UntypedProgram(
+        return Max7800xProgram(
             target=self.name,
             graph=g.Graph(manifest.get("network", "network")),
             layers=[],
             inputs=inputs,
             outputs=outputs,
             warnings=list(manifest.get("warnings", [])),
-            extra={"network": net},
+            network=net,
+            sample=sample,
+            options=options,
+            model=str(folder),
         )
 
-    def run(self, loaded: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    def run(self, loaded: Max7800xProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The network of the loaded description on the simulator."""
-        return _simulate_network(loaded, inputs)
+        return _simulate_network(_own(loaded), inputs)
+
+
+def _own(program: Program) -> Max7800xProgram:
+    if not isinstance(program, Max7800xProgram):
+        raise TypeError(f"not a MAX7800x program: {type(program).__name__}")
+    return program
+
+
+def _planned(program: Max7800xProgram) -> Max7800xPlan:
+    if program.plan is None:
+        raise ValueError("the program is not planned: run `plan` first (`Target.compile` does)")
+    return program.plan
 
 
 class Max78000(Max7800xTarget):

@@ -4,6 +4,9 @@ The YAML is composed into a node tree rather than constructed, so every key keep
 Keys and value spellings are the ones the vendor's izer accepts; values are normalized to the
 canonical spellings of `spec.py`. Nothing that needs the device or the weights is inferred:
 a key the file does not set stays None. All problems in a file are reported together.
+
+`spec_from_document` reads a description made in memory (the max7800x target's lowering of a
+network graph) with the same keys, converters and checks, without any text.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from edgesynth.errors import EdgesynthError, MultipleErrors, did_you_mean
 from edgesynth.targets.max7800x.description.spec import DataBufferSpec, LayerSpec, NetworkSpec
 
-__all__ = ["load_spec"]
+__all__ = ["load_spec", "spec_from_document"]
 
 
 class _Invalid(Exception):
@@ -356,9 +359,10 @@ def _kind(node: Node) -> str:
 
 
 class _Loader:
-    def __init__(self, file: str, text: str) -> None:
+    def __init__(self, file: str, text: str, show_lines: bool = True) -> None:
         self.file = file
         self.text = text
+        self.show_lines = show_lines  # False: lines only order the problems (no file text)
         # (message, line, key, layer): built into errors at the end, once layer names are known
         self.problems: list[tuple[str, int | None, str | None, LayerSpec | None]] = []
         self.constructor = yaml.constructor.SafeConstructor()
@@ -374,7 +378,7 @@ class _Loader:
             EdgesynthError(
                 message,
                 file=self.file,
-                line=line,
+                line=line if self.show_lines else None,
                 layer=layer.index if layer else None,
                 layer_name=layer.name if layer else None,
                 key=key,
@@ -689,9 +693,49 @@ def load_spec(path: str | Path) -> NetworkSpec:
     text = _read(file)
     loader = _Loader(file, text)
     spec = loader.network(_compose(text, file))
-    errors = loader.errors()
+    _raise(loader.errors())
+    return spec
+
+
+def _raise(errors: list[EdgesynthError]) -> None:
     if len(errors) == 1:
         raise errors[0]
     if errors:
         raise MultipleErrors(errors)
+
+
+def _number(node: Node, count: int = 0) -> int:
+    """Mark every node of a tree with its position in document order, as its "line": the
+    order a file would give them, for ordering problems (never shown)."""
+    node.start_mark = yaml.Mark("", 0, count, 0, None, None)
+    count += 1
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            count = _number(value, _number(key, count))
+    elif isinstance(node, SequenceNode):
+        for item in node.value:
+            count = _number(item, count)
+    return count
+
+
+def _forget_lines(spec: NetworkSpec) -> None:
+    """Lines of a description that has no text: 0 (none), every key still listed as given."""
+    spec.lines = dict.fromkeys(spec.lines, 0)
+    for layer in spec.layers:
+        layer.line, layer.lines = 0, dict.fromkeys(layer.lines, 0)
+    for buffer in spec.data_buffer:
+        buffer.line = 0
+    for entry in spec.unload or []:
+        entry["line"] = 0
+
+
+def spec_from_document(document: dict[str, Any], path: str) -> NetworkSpec:
+    """The `NetworkSpec` of a description given as the mapping a YAML file would hold, read
+    with the file's keys, converters and checks; its problems name `path` (no line)."""
+    root = yaml.representer.SafeRepresenter(sort_keys=False).represent_data(document)
+    _number(root)
+    loader = _Loader(path, "", show_lines=False)
+    spec = loader.network(root)
+    _raise(loader.errors())
+    _forget_lines(spec)
     return spec

@@ -66,6 +66,12 @@ def with_placement(
     text: str, spec: NetworkSpec, chosen: dict[int, dict[str, int]], path: str
 ) -> str:
     """`text` (the YAML `spec` was read from) with the `chosen` keys of each layer added."""
+    return with_keys(text, [layer.line for layer in spec.layers], chosen, path)
+
+
+def with_keys(text: str, entries: list[int], chosen: dict[int, dict[str, int]], path: str) -> str:
+    """`text` with the `chosen` keys of each layer added; `entries`: the line (1-based) of each
+    layer entry's `- `, in the order of the YAML's `layers`."""
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -73,9 +79,8 @@ def with_placement(
     for index, values in sorted(chosen.items()):
         if not values:
             continue
-        layer = spec.layers[index]
-        first = layer.line - 1
-        following = spec.layers[index + 1].line - 1 if index + 1 < len(spec.layers) else None
+        first = entries[index] - 1
+        following = entries[index + 1] - 1 if index + 1 < len(entries) else None
         last = _entry_end(lines, first, following)
         entry = lines[first]
         m = _ENTRY.match(entry)
@@ -85,7 +90,7 @@ def with_placement(
                     "a layer written in flow style over several lines cannot take added keys; "
                     "write it in block style (one key per line).",
                     file=path,
-                    line=layer.line,
+                    line=entries[index],
                 )
             added = ", ".join(f"{k}: {format_value(k, v)}" for k, v in values.items())
             close = entry.rindex("}")
