@@ -8,9 +8,8 @@ against the working directory.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from edgesynth.targets.max7800x.network_sim import (
     SynthesisResult,
     simulate,
 )
+from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.placement import Placement, needs_placement, place
 from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 
@@ -38,12 +38,18 @@ from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 @dataclass
 class SynthesisJob:
     config_file: str
-    build: BuildOptions
-    sim: SimOptions = field(default_factory=SimOptions)
-    rules: object | None = None  # rules.RuleOptions, when the caller has global options
+    options: Max7800xOptions
+    prove_placement: bool = False  # prove a chosen placement's project on the virtual device
     placement: Placement | None = None  # set when edgesynth chose the placement
-    izer: Any = None  # the izer options, when known: placements can then be proven on the device
     shown_as: str | None = None  # the YAML's path as the user wrote it (default: config_file)
+
+    @property
+    def build(self) -> BuildOptions:
+        return self.options.build
+
+    @property
+    def sim(self) -> SimOptions:
+        return self.options.sim
 
 
 def _resolve(base: Path, name: str) -> Path:
@@ -293,15 +299,15 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
     spec, from_buffer = with_buffer_keys(spec)
     net = build(spec)
     if needs_placement(spec, net.order):
-        prove = _device_proof(job, sample) if job.izer is not None else None
+        prove = _device_proof(job, sample) if job.prove_placement else None
         net, job.placement = place(
             net,
             opts.device,
-            rules.rule_options(job.rules),
+            job.options.rules,
             build,
             prove,
             lambda n: {r.index: r.output for r in simulate(n, sample, job.sim)},
-            write_for_write=job.izer is not None and job.izer.write_for_write,
+            write_for_write=job.options.write_for_write,
         )
         for index, keys in from_buffer.items():  # chosen too: the user gave none of them
             chosen = job.placement.chosen.setdefault(index, [])
@@ -318,7 +324,7 @@ def _device_proof(job: SynthesisJob, sample: np.ndarray) -> Callable[[Network], 
         from edgesynth.targets.max7800x.plan.plan import make_plan
 
         result = SynthesisResult(placed, sample, simulate(placed, sample, job.sim))
-        check = device_check(make_plan(result, job.izer), placed.device)
+        check = device_check(make_plan(result, job.options), placed.device)
         if check.ok:
             return None
         return "; ".join(check.hazards) or "the known answer differs"
@@ -327,7 +333,7 @@ def _device_proof(job: SynthesisJob, sample: np.ndarray) -> Callable[[Network], 
 
 
 def check_network(net: Network, job: SynthesisJob) -> None:
-    rules.check_network(net, job.build.device, job.rules)
+    rules.check_network(net, job.build.device, job.options.rules)
 
 
 def synthesize(job: SynthesisJob) -> SynthesisResult:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +22,9 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.proof import Proof
 from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat, register
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.options import Max7800xOptions
 
 NETWORK_FILE = "network.yaml"
 DATASET = "network"
@@ -133,15 +135,22 @@ class Max7800xTarget(Target):
             with _about(model, folder):
                 return self._load_network(folder)
 
-    def _load_network(self, folder: Path) -> Any:
-        from edgesynth.targets.max7800x.build import BuildOptions
+    def _options(self, folder: Path) -> Max7800xOptions:
+        """What the core is told: the vendor's defaults for this device, the description in
+        `folder`, edgesynth's own path (not write for write)."""
+        from edgesynth.targets.max7800x.build_options import BuildOptions
         from edgesynth.targets.max7800x.device import get_device
+        from edgesynth.targets.max7800x.options import Max7800xOptions, ProjectOptions
+
+        return Max7800xOptions(
+            build=BuildOptions(device=get_device(self.device_name), base_dir=folder),
+            project=ProjectOptions(config_file=NETWORK_FILE),
+        )
+
+    def _load_network(self, folder: Path) -> Any:
         from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
 
-        job = SynthesisJob(
-            NETWORK_FILE, BuildOptions(device=get_device(self.device_name), base_dir=folder)
-        )
-        net, _ = load_network(job)
+        net, _ = load_network(SynthesisJob(NETWORK_FILE, self._options(folder)))
         return net
 
     # -- check, plan, simulate --------------------------------------------------------------
@@ -186,14 +195,9 @@ class Max7800xTarget(Target):
     def _write_project(self, folder: Path, program: Program) -> list[str]:
         """The C project for the description in `folder`, as `edgesynth izer` writes it."""
         from edgesynth.targets.max7800x.codegen import project_files
-        from edgesynth.targets.max7800x.izer import job_from_options
-        from edgesynth.targets.max7800x.izer_args import parse_izer_args
-        from edgesynth.targets.max7800x.pipeline import synthesize
+        from edgesynth.targets.max7800x.pipeline import SynthesisJob, synthesize
 
-        argv = ["--device", self.device_name, "--config-file", NETWORK_FILE]
-        opts = parse_izer_args([*argv, "--test-dir", ".", "--prefix", PROJECT])
-        opts = replace(opts, write_for_write=False)  # edgesynth's own path
-        job = job_from_options(opts, base_dir=folder)
+        job = SynthesisJob(NETWORK_FILE, self._options(folder), prove_placement=True)
         result = synthesize(job)
         if job.placement is not None:  # the description gets the placement the planner chose
             from edgesynth.targets.max7800x.placement import chosen_values
@@ -204,7 +208,7 @@ class Max7800xTarget(Target):
                 path.read_text(), result.network.spec, chosen_values(job.placement), str(path)
             )
             path.write_text(text)
-        plan, texts = project_files(result, opts, PROJECT)
+        plan, texts = project_files(result, job.options, PROJECT)
         program.extra["project"] = (result, plan)  # what `prove` runs
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():
