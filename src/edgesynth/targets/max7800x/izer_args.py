@@ -10,8 +10,10 @@ tagged with what it affects (`Effect`):
 - ``"run"``: how the tool runs and reports (console verbosity, version checks, where the results
   go). These are honoured without code generation, so they are never reported as "no effect".
 
-`parse_izer_args` parses an argument list and applies the vendor's post-processing (implied
-options, device-dependent defaults, list/hex value parsing) and returns a frozen `IzerOptions`.
+`parse_izer_args` parses an argument list and returns a frozen `IzerOptions` built by
+`IzerOptions.from_parsed`, which reads the values as the vendor does (list/hex values, implied
+options, device-dependent defaults). The core never sees it: `izer.core_options` maps it once
+into the typed `options.Max7800xOptions`.
 Usage errors (unknown option, missing or bad value, conflicting options) raise `UsageError`
 (exit status 2, like the vendor's argparse) naming the option, the allowed values and the
 closest option for a typo. `--help` prints the help text and exits with status 0, like the
@@ -31,14 +33,12 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, NoReturn
 
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
+from edgesynth.targets.max7800x.build_options import ALL_LAYERS_NO_BIAS
 from edgesynth.targets.max7800x.device import Device, get_device
 from edgesynth.targets.max7800x.options import DEFAULT_SWITCH_DELAY
 
 Effect = Literal["sim", "rules", "codegen", "run"]
 EFFECTS: tuple[Effect, ...] = ("sim", "rules", "codegen", "run")
-
-# The vendor's `--no-bias` without a value means "every layer": all of its layer indices.
-VENDOR_MAX_LAYERS = 256
 
 
 # ------------------------------------------------------------------------------------------------
@@ -475,7 +475,7 @@ OPTIONS: tuple[Opt, ...] = (
         _flag("--ignore-streaming", effect="rules", help="ignore the YAML `streaming` keys"),
         _flag("--allow-streaming", effect="rules", help="streaming without a FIFO (unsupported)"),
         Opt(("--no-bias",), "sim", "ignore bias in these layers (no list: all layers)",
-            "no_bias", "?", const=tuple(range(VENDOR_MAX_LAYERS)), metavar="[LIST]",
+            "no_bias", "?", const=tuple(range(ALL_LAYERS_NO_BIAS)), metavar="[LIST]",
             values="comma-separated layer numbers, or nothing for all layers"),
         _value("--streaming-layers", effect="rules", help="extra streaming layers",
                metavar="LIST", values="comma-separated layer numbers"),
