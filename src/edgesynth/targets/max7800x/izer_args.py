@@ -35,7 +35,6 @@ from typing import Any, Literal, NoReturn
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 from edgesynth.targets.max7800x.build_options import ALL_LAYERS_NO_BIAS
 from edgesynth.targets.max7800x.device import Device, get_device
-from edgesynth.targets.max7800x.options import DEFAULT_SWITCH_DELAY
 
 Effect = Literal["sim", "rules", "codegen", "run"]
 EFFECTS: tuple[Effect, ...] = ("sim", "rules", "codegen", "run")
@@ -1078,7 +1077,7 @@ def _device_defaults(v: dict[str, Any], dev: Device) -> None:
     if v["pll"] is None:  # the PLL exists exactly on the devices with a pipeline
         v["pll"] = dev.supports_pipeline
     if v["enable_delay"] is None:
-        v["enable_delay"] = DEFAULT_SWITCH_DELAY[dev.name] if v["embedded_code"] else 0
+        v["enable_delay"] = dev.switch_delay_ms if v["embedded_code"] else 0
 
 
 def parse_izer_args(argv: Sequence[str]) -> IzerOptions:

@@ -29,10 +29,6 @@ from edgesynth.targets.max7800x.device import Device, get_device
 from edgesynth.targets.max7800x.network_sim import SimOptions
 from edgesynth.targets.max7800x.rules.options import RuleOptions
 
-# Load-switch delay (ms) after cnn_enable() when none is given: the MAX78002 needs its CNN
-# power domain to settle.
-DEFAULT_SWITCH_DELAY = {"MAX78000": 0, "MAX78002": 10}
-
 
 @dataclass(frozen=True)
 class PlanOptions:
@@ -137,8 +133,8 @@ class Max7800xOptions:
             )
             object.__setattr__(self, "rules", rules)
         if self.project.enable_delay is None:
-            delay = DEFAULT_SWITCH_DELAY[dev.name]
-            object.__setattr__(self, "project", replace(self.project, enable_delay=delay))
+            project = replace(self.project, enable_delay=dev.switch_delay_ms)
+            object.__setattr__(self, "project", project)
 
     @property
     def device(self) -> Device:
