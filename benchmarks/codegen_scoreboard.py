@@ -28,7 +28,7 @@ CORPUS = SHARED / "corpus" / "cases"
 
 
 def check_case(case: Path) -> dict:
-    from edgesynth.targets.max7800x.izer import run_izer
+    from edgesynth.targets.max7800x.izer import core_options, run_izer
     from edgesynth.targets.max7800x.izer_args import parse_izer_args
     from edgesynth.targets.max7800x.plan.plan import make_plan
     from edgesynth.targets.max7800x.plan.report import configuration
@@ -51,7 +51,7 @@ def check_case(case: Path) -> dict:
                 contextlib.redirect_stderr(io.StringIO()),
             ):
                 result = run_izer(args)
-            plan = make_plan(result, parse_izer_args(args))
+            plan = make_plan(result, core_options(parse_izer_args(args)))
         except Exception as err:  # a scoreboard reports, it does not stop
             row["error"] = f"{type(err).__name__}: {err}"[:300]
             return row

@@ -98,7 +98,7 @@ def check_case(case: Path) -> dict:
                 row["plan_s"] = time.perf_counter() - start
                 check_network(net, job)
                 result = SynthesisResult(net, sample, simulate(net, sample, job.sim))
-                plan = make_plan(result, opts)
+                plan = make_plan(result, job.options)
         except EdgesynthError as err:
             row.update(status="refused", reason=err.message[:400])
             return row

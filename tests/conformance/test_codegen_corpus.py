@@ -44,7 +44,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.emit.softmax import softmax_q17p14_q15
 from edgesynth.targets.max7800x.emit.unload import output_layers
 from edgesynth.targets.max7800x.firmware import build_project
-from edgesynth.targets.max7800x.izer import run_izer
+from edgesynth.targets.max7800x.izer import core_options, run_izer
 from edgesynth.targets.max7800x.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.plan.kat import expected_words
 from edgesynth.targets.max7800x.plan.plan import make_plan
@@ -220,7 +220,7 @@ def test_generated_project(case: Path, tmp_path: Path, monkeypatch, capsys, reco
     capsys.readouterr()
     project = tmp_path / "p"
     opts = parse_izer_args(args)
-    plan = make_plan(result, opts)
+    plan = make_plan(result, core_options(opts))
 
     # The plan against the vendor's log.
     vendor = json.loads((case / "plan.json").read_text())

@@ -19,7 +19,7 @@ import pytest
 import needs
 from edgesynth.cli import main
 from edgesynth.targets.max7800x.codegen import project_files
-from edgesynth.targets.max7800x.izer import plan_izer
+from edgesynth.targets.max7800x.izer import core_options, plan_izer
 from edgesynth.targets.max7800x.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.placement.verify import device_check
 from edgesynth.targets.max7800x.plan.plan import make_plan
@@ -68,7 +68,7 @@ def _plans(case: Path, tmp_path: Path):
     """The izer plan (write for write) and the own path's plan of the case."""
     argv = [*_args(case), "--test-dir", str(tmp_path), "--prefix", "p"]
     result, vendor = plan_izer(argv)
-    own = make_plan(result, replace(parse_izer_args(argv), write_for_write=False))
+    own = make_plan(result, core_options(replace(parse_izer_args(argv), write_for_write=False)))
     return result, vendor, own
 
 
@@ -113,8 +113,9 @@ def test_synth_writes_the_own_path_and_izer_the_vendors(tmp_path: Path, monkeypa
     argv = [*izer[1:-4], "--test-dir", str(tmp_path), "--prefix", "x"]
     result, _ = plan_izer(argv)
     opts = parse_izer_args(argv)
-    own = project_files(result, replace(opts, write_for_write=False), "synth")[1]["weights.h"]
-    vendor = project_files(result, opts, "izer")[1]["weights.h"]
+    own_path = core_options(replace(opts, write_for_write=False))
+    own = project_files(result, own_path, "synth")[1]["weights.h"]
+    vendor = project_files(result, core_options(opts), "izer")[1]["weights.h"]
     assert own.replace("synth", "izer") != vendor
     assert (tmp_path / "synth" / "weights.h").read_text() == own
     assert (tmp_path / "izer" / "weights.h").read_text() == vendor

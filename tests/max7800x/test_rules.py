@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -185,11 +184,12 @@ def test_one_violation_raises_it_several_raise_them_together() -> None:
     assert "layer 0 (conv1)" in caught_many.value.render()
 
 
-def test_options_may_be_any_object_with_the_vendor_option_names() -> None:
+def test_the_rules_read_the_rules_group_of_the_typed_options() -> None:
+    from edgesynth.targets.max7800x.options import Max7800xOptions
+
     net = make_net(make_layer(0, in_channels=3, processors=0x7, streaming=True, out_offset=0x2000))
-    args = SimpleNamespace(fifo=True, fast_fifo=False, max_proc=None, pipeline=None, prefix="x")
-    assert rules.find_violations(net, MAX78000, args) == []
-    assert RuleOptions.from_args(args) == RuleOptions(fifo=True)
+    options = Max7800xOptions.for_device(MAX78000, rules=RuleOptions(fifo=True))
+    assert rules.find_violations(net, MAX78000, options.rules) == []
     # without --fifo the streaming first layer is refused
     err = only(net)
     assert_names(err, 0, "streaming", "--fifo")
@@ -1212,7 +1212,7 @@ def _case_id(case: Path) -> str:
 
 def _corpus_violations(case: Path) -> tuple[dict, list[EdgesynthError]]:
     from edgesynth.targets.max7800x.description.yamlcfg import load_spec
-    from edgesynth.targets.max7800x.izer import job_from_options
+    from edgesynth.targets.max7800x.izer import core_options, job_from_options
     from edgesynth.targets.max7800x.izer_args import parse_izer_args
     from edgesynth.targets.max7800x.pipeline import load_network
 
@@ -1225,7 +1225,7 @@ def _corpus_violations(case: Path) -> tuple[dict, list[EdgesynthError]]:
         found = rules.spec_violations(load_spec(opts.config_file), device)
         if not found:
             net, _ = load_network(job_from_options(opts, case))
-            found = rules.find_violations(net, device, RuleOptions.from_args(opts))
+            found = rules.find_violations(net, device, core_options(opts).rules)
     finally:
         os.chdir(cwd)
     return info, found

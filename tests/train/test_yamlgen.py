@@ -15,6 +15,7 @@ import pytest
 import edgesynth.nn as enn
 from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.device import get_device
+from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, synthesize
 from edgesynth.train.models import create_model
 from edgesynth.train.yamlgen import write_yaml_template, yaml_template
@@ -44,15 +45,13 @@ def test_template_synthesizes_to_the_known_answer(
     text = yaml_template(model, arch=arch, dataset="DEMO", input_channels=shape[0], device=device)
     path = write_yaml_template(tmp_path / "net.yaml", text)
     sample = next((folder / "tests").glob("sample_*.npy"))
-    job = SynthesisJob(
-        config_file=str(path),
-        build=BuildOptions(
-            device=get_device(device),
-            checkpoint=str(folder / "trained" / f"{ck}.pth.tar"),
-            sample_input=str(sample),
-            base_dir=tmp_path,
-        ),
+    build = BuildOptions(
+        device=get_device(device),
+        checkpoint=str(folder / "trained" / f"{ck}.pth.tar"),
+        sample_input=str(sample),
+        base_dir=tmp_path,
     )
+    job = SynthesisJob(config_file=str(path), options=Max7800xOptions(build=build))
     result = synthesize(job)  # loader, device rules, simulator
     np.testing.assert_array_equal(result.output, np.load(folder / "expected_output.npy"))
 

@@ -1,5 +1,6 @@
 """What the network builder is told: the vendor options that decide which layers exist, where
-their weights come from and how the sample is read (`build.build_network`'s options).
+their weights come from and how the sample is read (`build.build_network`'s options, the
+`build` group of `options.Max7800xOptions`).
 
 It is its own module so that the builder's parts (`layer_config`, `weights`, `sequence`) read
 the options without importing the builder that calls them.
@@ -16,8 +17,10 @@ from edgesynth.targets.max7800x.option_names import VENDOR, OptionNames
 ALL_LAYERS_NO_BIAS = 256  # `--no-bias` without a list: every layer
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildOptions:
+    """Which layers exist, where their weights and the sample come from (vendor defaults)."""
+
     device: Device
     checkpoint: str | None = None
     sample_input: str | None = None

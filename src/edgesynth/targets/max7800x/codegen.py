@@ -7,12 +7,17 @@ every file is complete).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edgesynth.targets.max7800x.emit import generate
 from edgesynth.targets.max7800x.emit.makefile import makefile
+from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.plan.plan import Plan, make_plan
 from edgesynth.targets.max7800x.plan.report import render_table
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.izer_args import IzerOptions
+    from edgesynth.targets.max7800x.network_sim import SynthesisResult
 
 # Code-generation options this generator honours (the others are the vendor's RTL-simulation,
 # IDE and debugging options; they are accepted and listed in a note).
@@ -117,23 +122,25 @@ HONOURED = {
 }
 
 
-def project_files(result: Any, opts: Any, name: str) -> tuple[Plan, dict[str, str]]:
+def project_files(
+    result: SynthesisResult, opts: Max7800xOptions, name: str
+) -> tuple[Plan, dict[str, str]]:
     """Plan the network and render every file of its project (nothing is written)."""
     plan = make_plan(result, opts)
     return plan, render_project(plan, opts, name)
 
 
-def render_project(plan: Plan, opts: Any, name: str) -> dict[str, str]:
+def render_project(plan: Plan, opts: Max7800xOptions, name: str) -> dict[str, str]:
     """Every file of the project a plan describes, by name (nothing is written)."""
-    project = generate(plan, opts, name, opts.config_file)
+    project = generate(plan, opts, name, opts.project.config_file)
     files = dict(project.files)
     files["Makefile"] = makefile(plan, opts, name)
-    if opts.log:
-        files[opts.log_filename] = render_table(plan)
+    if opts.project.log:
+        files[opts.project.log_filename] = render_table(plan)
     return files
 
 
-def ignored_options(opts: Any) -> list[str]:
+def ignored_options(opts: IzerOptions) -> list[str]:
     """The given code-generation options this generator does not act on."""
     from edgesynth.targets.max7800x.izer_args import codegen_only_options_used
 

@@ -68,6 +68,9 @@ class Device:
     max_passes: int = 16  # input passes the layer control register can count
     write_ptr_increment_bits: int = 4  # LCTL2 write-pointer step (write_gap x passes) field
     max_frame_words: int = 2**21  # input H x W x passes (frame address bits)
+    # ms the main program waits after cnn_enable() by default (the vendor's `--switch-delay`):
+    # the MAX78002's CNN power switch needs time to settle
+    switch_delay_ms: int = 0
     max_dilated_1d_span: int = 9  # conv1d (k-1) x dilation below this stretches the kernel
     max_dilation_1d_kernel: int = 3  # longer spans run on 3x3 hardware: kernel length <= 3
     max_dilation_1d_pad: int = 0  # ... and no padding
@@ -184,6 +187,7 @@ MAX78002 = Device(
     supports_oneshot=True,
     supports_pipeline=True,
     max_start_layer=127,
+    switch_delay_ms=10,
     max_stride_2d=1,
     supports_pll=True,
     supports_read_gap=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.outputs import output_folder
-from edgesynth.targets.max7800x.build import BuildOptions
+from edgesynth.targets.max7800x.build_options import BuildOptions
 from edgesynth.targets.max7800x.izer_args import (
     IzerOptions,
     option_rule_errors,
@@ -16,29 +16,49 @@ from edgesynth.targets.max7800x.izer_args import (
 )
 from edgesynth.targets.max7800x.network_sim import SimOptions
 from edgesynth.targets.max7800x.option_names import VENDOR, OptionNames
+from edgesynth.targets.max7800x.options import Max7800xOptions, PlanOptions, ProjectOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize
 from edgesynth.targets.max7800x.plan.plan import Plan
+from edgesynth.targets.max7800x.rules.options import RuleOptions
 from edgesynth.targets.max7800x.rules.text import layer_name
 
 
-def job_from_options(
+def core_options(
     opts: IzerOptions, base_dir: Path | None = None, names: OptionNames = VENDOR
-) -> SynthesisJob:
-    build = BuildOptions(
+) -> Max7800xOptions:
+    """The vendor's command line, mapped once into what the core is told; `base_dir` is where
+    relative file names resolve, `names` how messages spell the options."""
+    return Max7800xOptions(
+        build=_build_options(opts, base_dir or Path("."), names),
+        sim=SimOptions(
+            avg_pool_rounding=opts.avg_pool_rounding,
+            simple1b=opts.simple1b,
+            reshape_inputs=opts.reshape_inputs,
+            legacy_test=opts.legacy_test,
+        ),
+        rules=_rule_options(opts),
+        plan=_plan_options(opts),
+        project=_project_options(opts),
+        write_for_write=opts.write_for_write,
+    )
+
+
+def _build_options(opts: IzerOptions, base_dir: Path, names: OptionNames) -> BuildOptions:
+    return BuildOptions(
         device=opts.device_spec,
         checkpoint=opts.checkpoint_file,
         sample_input=opts.sample_input,
         stop_after=opts.stop_after,
-        start_layer=opts.start_layer or 0,
-        no_bias=list(opts.no_bias or ()),
+        start_layer=opts.start_layer,
+        no_bias=list(opts.no_bias),
         output_width=opts.output_width,
-        skip_checkpoint_layers=opts.skip_checkpoint_layers or 0,
-        skip_yaml_layers=opts.skip_yaml_layers or 0,
+        skip_checkpoint_layers=opts.skip_checkpoint_layers,
+        skip_yaml_layers=opts.skip_yaml_layers,
         reshape_inputs=opts.reshape_inputs,
         input_offset=opts.input_offset,
         ignore_streaming=opts.ignore_streaming,
         streaming_layers=list(opts.streaming_layers or ()),
-        base_dir=base_dir or Path("."),
+        base_dir=base_dir,
         ignore_activation=opts.ignore_activation,
         ignore_bn=opts.ignore_bn,
         test_bist=opts.test_bist and (opts.zero_sram or opts.pretend_zero_sram),
@@ -49,13 +69,108 @@ def job_from_options(
         input_csv_format=opts.input_csv_format,
         names=names,
     )
-    sim = SimOptions(
+
+
+def _rule_options(opts: IzerOptions) -> RuleOptions:
+    return RuleOptions(
+        fifo=opts.fifo,
+        fast_fifo=opts.fast_fifo,
+        fast_fifo_quad=opts.fast_fifo_quad,
+        start_layer=opts.start_layer,
         avg_pool_rounding=opts.avg_pool_rounding,
         simple1b=opts.simple1b,
-        reshape_inputs=opts.reshape_inputs,
-        legacy_test=opts.legacy_test,
+        calcx4=opts.calcx4,
+        rd_ahead=opts.rd_ahead,
+        link_layer=opts.link_layer,
+        fifo_go=opts.fifo_go,
+        one_shot=opts.one_shot,
+        pipeline=opts.pipeline,
+        pll=opts.pll,
+        riscv=opts.riscv,
+        deepsleep=opts.deepsleep,
+        allow_streaming=opts.allow_streaming,
+        max_proc=opts.max_proc,
+        repeat_layers=opts.repeat_layers,
+        ignore_bias_groups=opts.ignore_bias_groups,
+        overwrite_ok=opts.overwrite_ok,
+        no_error_stop=opts.no_error_stop,
+        ignore_hw_limits=opts.ignore_hw_limits,
+        increase_start=opts.increase_start,
+        increase_delta1=opts.increase_delta1,
+        increase_delta2=opts.increase_delta2,
+        override_start=opts.override_start,
+        override_rollover=opts.override_rollover,
+        override_delta1=opts.override_delta1,
+        override_delta2=opts.override_delta2,
     )
-    return SynthesisJob(opts.config_file, build, sim, rules=opts, izer=opts)
+
+
+def _plan_options(opts: IzerOptions) -> PlanOptions:
+    return PlanOptions(
+        weight_start=opts.weight_start,
+        legacy_kernels=opts.legacy_kernels,
+        no_deduplicate_weights=opts.no_deduplicate_weights,
+        mexpress=opts.mexpress,
+        zero_sram=opts.zero_sram,
+        write_zero_registers=opts.write_zero_registers,
+        init_tram=opts.init_tram,
+        powerdown=opts.powerdown,
+        ext_rdy=opts.ext_rdy,
+        snoop_loop=opts.snoop_loop,
+        ready_sel=opts.ready_sel,
+        ready_sel_fifo=opts.ready_sel_fifo,
+        ready_sel_aon=opts.ready_sel_aon,
+        debug_new_streaming=opts.debug_new_streaming,
+        max_count=opts.max_count,
+    )
+
+
+def _project_options(opts: IzerOptions) -> ProjectOptions:
+    return ProjectOptions(
+        config_file=opts.config_file,
+        c_filename=opts.c_filename,
+        api_filename=opts.api_filename,
+        weight_filename=opts.weight_filename,
+        sample_filename=opts.sample_filename,
+        result_filename=opts.result_filename,
+        log=opts.log,
+        log_filename=opts.log_filename,
+        board_name=opts.board_name,
+        define=opts.define,
+        balance_speed=opts.balance_speed,
+        clock_divider=opts.clock_divider,
+        clock_trim=opts.clock_trim,
+        enable_delay=opts.enable_delay,
+        boost=opts.boost,
+        wfi=opts.wfi,
+        riscv_flash=opts.riscv_flash,
+        riscv_cache=opts.riscv_cache,
+        riscv_debug=opts.riscv_debug,
+        riscv_exclusive=opts.riscv_exclusive,
+        softmax=opts.softmax,
+        unload=opts.unload,
+        generate_kat=opts.generate_kat,
+        timer=opts.timer,
+        energy=opts.energy,
+        fifo_wait=opts.fifo_wait,
+        fixed_input=opts.fixed_input,
+        forever=opts.forever,
+        stop_start=opts.stop_start,
+        mlator=opts.mlator,
+        unroll_mlator=opts.unroll_mlator,
+        new_kernel_loader=opts.new_kernel_loader,
+        verify_writes=opts.verify_writes,
+        verify_kernels=opts.verify_kernels,
+        debugwait=opts.debugwait,
+    )
+
+
+def job_from_options(
+    opts: IzerOptions, base_dir: Path | None = None, names: OptionNames = VENDOR
+) -> SynthesisJob:
+    """The synthesis `opts` asks for; a placement edgesynth chooses is proven on the device."""
+    options = core_options(opts, base_dir, names)
+    return SynthesisJob(opts.config_file, options, prove_placement=True)
 
 
 def refuse_empty_run(opts: IzerOptions) -> None:
@@ -92,9 +207,9 @@ def plan_izer(argv: list[str]) -> tuple[SynthesisResult, Plan]:
     makes), without writing anything; relative paths resolve against the working folder."""
     from edgesynth.targets.max7800x.plan.plan import make_plan
 
-    opts = parse_izer_args(argv)
-    result = synthesize(job_from_options(opts))
-    return result, make_plan(result, opts)
+    job = job_from_options(parse_izer_args(argv))
+    result = synthesize(job)
+    return result, make_plan(result, job.options)
 
 
 def prove(result: SynthesisResult, plan: Plan, opts: IzerOptions) -> None:
@@ -139,7 +254,8 @@ def run_izer(
         option=names.output,
         empty_ok=False,
     )
-    result = synthesize(job_from_options(opts, names=names))
+    job = job_from_options(opts, names=names)
+    result = synthesize(job)
     if not opts.no_warn_zero:  # as the vendor's tool warns (unless --no-warn-zero)
         for layer in result.layers:
             if not layer.output.any():
@@ -155,7 +271,7 @@ def run_izer(
     plan = None
     files: dict[str, str] = {}
     if opts.embedded_code:
-        plan, files = project_files(result, opts, opts.prefix)
+        plan, files = project_files(result, job.options, opts.prefix)
     if opts.verbose:
         from rich.console import Console
 

@@ -10,8 +10,10 @@ tagged with what it affects (`Effect`):
 - ``"run"``: how the tool runs and reports (console verbosity, version checks, where the results
   go). These are honoured without code generation, so they are never reported as "no effect".
 
-`parse_izer_args` parses an argument list and applies the vendor's post-processing (implied
-options, device-dependent defaults, list/hex value parsing) and returns a frozen `IzerOptions`.
+`parse_izer_args` parses an argument list and returns a frozen `IzerOptions` built by
+`IzerOptions.from_parsed`, which reads the values as the vendor does (list/hex values, implied
+options, device-dependent defaults). The core never sees it: `izer.core_options` maps it once
+into the typed `options.Max7800xOptions`.
 Usage errors (unknown option, missing or bad value, conflicting options) raise `UsageError`
 (exit status 2, like the vendor's argparse) naming the option, the allowed values and the
 closest option for a typo. `--help` prints the help text and exits with status 0, like the
@@ -31,15 +33,11 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, NoReturn
 
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
+from edgesynth.targets.max7800x.build_options import ALL_LAYERS_NO_BIAS
 from edgesynth.targets.max7800x.device import Device, get_device
 
 Effect = Literal["sim", "rules", "codegen", "run"]
 EFFECTS: tuple[Effect, ...] = ("sim", "rules", "codegen", "run")
-
-# The vendor's `--no-bias` without a value means "every layer": all of its layer indices.
-VENDOR_MAX_LAYERS = 256
-# Load-switch delay (ms) after cnn_enable() the vendor uses when `--switch-delay` is not given.
-_DEFAULT_SWITCH_DELAY = {"MAX78000": 0, "MAX78002": 10}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -476,7 +474,7 @@ OPTIONS: tuple[Opt, ...] = (
         _flag("--ignore-streaming", effect="rules", help="ignore the YAML `streaming` keys"),
         _flag("--allow-streaming", effect="rules", help="streaming without a FIFO (unsupported)"),
         Opt(("--no-bias",), "sim", "ignore bias in these layers (no list: all layers)",
-            "no_bias", "?", const=tuple(range(VENDOR_MAX_LAYERS)), metavar="[LIST]",
+            "no_bias", "?", const=tuple(range(ALL_LAYERS_NO_BIAS)), metavar="[LIST]",
             values="comma-separated layer numbers, or nothing for all layers"),
         _value("--streaming-layers", effect="rules", help="extra streaming layers",
                metavar="LIST", values="comma-separated layer numbers"),
@@ -893,6 +891,17 @@ class IzerOptions:
     # `compile`, `plan`), which writes what computes the known answer.
     write_for_write: bool = True
 
+    @classmethod
+    def from_parsed(cls, parsed: dict[str, Any], given: Sequence[tuple[str, Any]]) -> IzerOptions:
+        """The options as the vendor reads `parsed` (argparse's values by `dest`)."""
+        values = _read_values(parsed)
+        dev = get_device(values["device"])
+        _output_kind(values, dev)
+        remarks = _remarks(values)
+        _implied(values)
+        _device_defaults(values, dev)
+        return cls(**values, given=tuple(given), warnings=tuple(remarks))
+
     @property
     def device_spec(self) -> Device:
         return get_device(self.device)
@@ -908,6 +917,11 @@ _BY_STRING: dict[str, Opt] = {flag: o for o in OPTIONS for flag in o.flags}
 _BOOKKEEPING = {"given", "warnings", "write_for_write"}
 
 
+# ------------------------------------------------------------------------------------------------
+# From the parsed values to `IzerOptions`: the vendor's own reading of its command line, in the
+# vendor's order (values first, then the output kind, remarks, implied options, device defaults).
+
+
 def _int_list(text: str, option: str, what: str, base: int = 10) -> tuple[int, ...]:
     try:
         return tuple(int(s, base) for s in text.split(","))
@@ -915,133 +929,155 @@ def _int_list(text: str, option: str, what: str, base: int = 10) -> tuple[int, .
         raise usage_error(f"`{option}`: `{text}` is not {what}") from None
 
 
+def _no_bias(value: str | tuple[int, ...] | None) -> tuple[int, ...]:
+    """`--no-bias LIST` (layer numbers); without a value, every layer; not given, none."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        what = "a comma-separated list of layer numbers (or give no value)"
+        return _int_list(value, "--no-bias", what)
+    return value
+
+
+def _clock_trim(text: str) -> tuple[int, int, int]:
+    trims = _int_list(text, "--clock-trim", "three comma-separated integers", base=0)
+    if len(trims) != 3:
+        raise usage_error(
+            f"`--clock-trim`: `{text}` must be three comma-separated integers "
+            "for IBRO,ISO,IPO (0 keeps a trim), e.g. 0x173,0x5e,0x14"
+        )
+    return trims  # type: ignore[return-value]
+
+
+def _port_pin(text: str) -> tuple[int, int]:
+    try:
+        port_pin = tuple(int(s, 0) for s in text.split("."))
+    except ValueError:
+        port_pin = ()
+    if len(port_pin) != 2:
+        raise usage_error(f"`--boost`: `{text}` is not a port.pin such as 2.5")
+    return port_pin  # type: ignore[return-value]
+
+
+def _streaming_layers(text: str) -> tuple[int, ...]:
+    what = "a comma-separated list of layer numbers"
+    return _int_list(text, "--streaming-layers", what, base=0)
+
+
+def _none_word(text: str) -> str | None:
+    """The vendor's `none` (any case) for "nothing"."""
+    return None if text.lower() == "none" else text
+
+
 def _defines(text: str) -> str:
+    """`A B` -> `-DA -DB`, as the vendor formats defines for the Makefile."""
     names = [n for n in text.split(" ") if n]
     return " ".join(f"-D{n}" for n in names)
 
 
-def _finish(ns: dict[str, Any], given: list[tuple[str, Any]]) -> IzerOptions:
-    """Apply the vendor's post-processing of the parsed options."""
-    warnings: list[str] = []
-    dev = get_device(ns["device"])
+# How the vendor reads these options' values after parsing (in its order: the first bad value
+# is the one reported). Each reader is given the parsed value; None (not given) is kept,
+# except for `--no-bias`.
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "no_bias": _no_bias,
+    "clock_trim": _clock_trim,
+    "boost": _port_pin,
+    "streaming_layers": _streaming_layers,
+    "top_level": lambda text: None if text == "None" else text,
+    "autogen": _none_word,
+    "yamllint": _none_word,
+    "define": _defines,
+    "define_default_arm": _defines,
+    "define_default_riscv": _defines,
+    "max_proc": lambda n: n or None,  # the vendor treats 0 as "no override"
+}
 
-    # Embedded code vs RTL simulation, and the kernel loader.
-    if ns["rtl_preload"]:
-        ns["embedded_code"] = False
-    if (
-        ns["verify_kernels"]
-        or (ns["verify_writes"] and ns["new_kernel_loader"])
-        or (ns["mexpress"] is not None)
-    ):
-        ns["rtl_preload_weights"] = False
-    if ns["rtl_preload_weights"]:
-        ns["mexpress"] = False
-    if not ns["embedded_code"]:
-        ns["softmax"] = False
-        ns["energy"] = False
-    if ns["mexpress"] is None:
-        ns["mexpress"] = True
-    if ns["new_kernel_loader"] is None:  # not reachable with today's defaults; kept for safety
-        ns["new_kernel_loader"] = ns["embedded_code"] and dev.name == "MAX78002"
-    if ns["new_kernel_loader"]:
-        ns["compact_weights"] = False
-    if not ns["c_filename"]:
-        ns["c_filename"] = "main" if ns["embedded_code"] else "test"
-    if ns["log"] is None:
-        ns["log"] = True
-    if ns["unload"] is None:
-        ns["unload"] = True
 
-    # Values the vendor parses after argparse.
-    no_bias = ns["no_bias"]
-    if no_bias is None:
-        ns["no_bias"] = ()
-    elif isinstance(no_bias, str):
-        ns["no_bias"] = _int_list(
-            no_bias, "--no-bias", "a comma-separated list of layer numbers (or give no value)"
-        )
-    if ns["clock_trim"] is not None:
-        trims = _int_list(
-            ns["clock_trim"], "--clock-trim", "three comma-separated integers", base=0
-        )
-        if len(trims) != 3:
-            raise usage_error(
-                f"`--clock-trim`: `{ns['clock_trim']}` must be three comma-separated integers "
-                "for IBRO,ISO,IPO (0 keeps a trim), e.g. 0x173,0x5e,0x14"
-            )
-        ns["clock_trim"] = trims
-    if ns["boost"] is not None:
-        try:
-            port_pin = tuple(int(s, 0) for s in ns["boost"].split("."))
-        except ValueError:
-            port_pin = ()
-        if len(port_pin) != 2:
-            raise usage_error(f"`--boost`: `{ns['boost']}` is not a port.pin such as 2.5")
-        ns["boost"] = port_pin
-    if ns["streaming_layers"] is not None:
-        ns["streaming_layers"] = _int_list(
-            ns["streaming_layers"],
-            "--streaming-layers",
-            "a comma-separated list of layer numbers",
-            base=0,
-        )
-    if ns["top_level"] == "None":
-        ns["top_level"] = None
-    if ns["autogen"] is not None and ns["autogen"].lower() == "none":
-        ns["autogen"] = None
-    if ns["yamllint"] is not None and ns["yamllint"].lower() == "none":
-        ns["yamllint"] = None
-    if ns["result_filename"] is None:
-        ns["result_filename"] = "sampleoutput.h" if ns["embedded_code"] else None
-    elif ns["result_filename"].lower() == "none":
-        ns["result_filename"] = None
-    for key in ("define", "define_default_arm", "define_default_riscv"):
-        ns[key] = _defines(ns[key])
-    if ns["max_proc"] == 0:  # the vendor treats 0 as "no override"
-        ns["max_proc"] = None
+def _read_values(parsed: dict[str, Any]) -> dict[str, Any]:
+    values = dict(parsed)
+    for dest, read in _READERS.items():
+        if values[dest] is not None or dest == "no_bias":
+            values[dest] = read(values[dest])
+    return values
 
-    if ns["allow_streaming"]:
-        warnings.append("`--allow-streaming` is unsupported.")
-    if ns["no_timer"]:
-        ns["timer"] = None
-    if ns["timer"] is not None and ns["energy"]:
-        warnings.append("`--timer` is ignored with `--energy`; drop `--timer` or add `--no-timer`.")
-        ns["timer"] = None
 
-    # Implied options: the vendor fills the RISC-V defaults from --riscv first, then lets the
-    # debug/cache/flash/exclusive options turn --riscv on (so `--riscv-debug` alone leaves
-    # flash and cache off).
-    if ns["riscv_flash"] is None:
-        ns["riscv_flash"] = ns["riscv"]
-    if ns["riscv_cache"] is None:
-        ns["riscv_cache"] = ns["riscv"]
-    if ns["riscv_debug"]:
-        ns["riscv"] = True
-    if ns["riscv_cache"]:
-        ns["riscv"] = True
-        ns["riscv_flash"] = True
-    if ns["riscv_flash"] or ns["riscv_exclusive"]:
-        ns["riscv"] = True
-    if ns["fast_fifo_quad"]:
-        ns["fast_fifo"] = True
-    if ns["fast_fifo"]:
-        ns["fifo"] = True
-    if ns["zero_sram"]:
-        ns["rtl_preload"] = False
-    if ns["result_output"] and (ns["mlator"] or ns["one_shot"] or ns["stop_start"]):
-        ns["result_output"] = False
-    if ns["result_output"]:
-        ns["max_count"] = None
+def _output_kind(v: dict[str, Any], dev: Device) -> None:
+    """Embedded code or an RTL simulation, and how kernels are loaded and checked."""
+    if v["rtl_preload"]:
+        v["embedded_code"] = False
+    if v["verify_kernels"] or (v["verify_writes"] and v["new_kernel_loader"]):
+        v["rtl_preload_weights"] = False
+    if v["mexpress"] is not None:
+        v["rtl_preload_weights"] = False
+    if v["rtl_preload_weights"]:
+        v["mexpress"] = False
+    if not v["embedded_code"]:
+        v["softmax"] = v["energy"] = False
+    if v["mexpress"] is None:
+        v["mexpress"] = True
+    if v["new_kernel_loader"] is None:  # not reachable with today's defaults; kept for safety
+        v["new_kernel_loader"] = v["embedded_code"] and dev.name == "MAX78002"
+    if v["new_kernel_loader"]:
+        v["compact_weights"] = False
+    if not v["c_filename"]:
+        v["c_filename"] = "main" if v["embedded_code"] else "test"
+    for flag in ("log", "unload"):
+        if v[flag] is None:
+            v[flag] = True
+    if v["result_filename"] is None:
+        v["result_filename"] = "sampleoutput.h" if v["embedded_code"] else None
+    else:
+        v["result_filename"] = _none_word(v["result_filename"])
 
-    # Device-dependent defaults.
-    if ns["pipeline"] is None:
-        ns["pipeline"] = dev.supports_pipeline
-    if ns["pll"] is None:  # the PLL exists exactly on the devices with a pipeline
-        ns["pll"] = dev.supports_pipeline
-    if ns["enable_delay"] is None:
-        ns["enable_delay"] = _DEFAULT_SWITCH_DELAY[dev.name] if ns["embedded_code"] else 0
 
-    return IzerOptions(**ns, given=tuple(given), warnings=tuple(warnings))
+def _remarks(v: dict[str, Any]) -> list[str]:
+    """The vendor's non-fatal remarks about the command line (and the timer they drop)."""
+    remarks = []
+    if v["allow_streaming"]:
+        remarks.append("`--allow-streaming` is unsupported.")
+    if v["no_timer"]:
+        v["timer"] = None
+    if v["timer"] is not None and v["energy"]:
+        remarks.append("`--timer` is ignored with `--energy`; drop `--timer` or add `--no-timer`.")
+        v["timer"] = None
+    return remarks
+
+
+def _implied(v: dict[str, Any]) -> None:
+    """Options other options turn on (or off).
+
+    The vendor fills the RISC-V defaults from --riscv first, then lets the debug, cache, flash
+    and exclusive options turn --riscv on (so `--riscv-debug` alone leaves flash and cache off).
+    """
+    for option in ("riscv_flash", "riscv_cache"):
+        if v[option] is None:
+            v[option] = v["riscv"]
+    if v["riscv_debug"]:
+        v["riscv"] = True
+    if v["riscv_cache"]:
+        v["riscv"] = v["riscv_flash"] = True
+    if v["riscv_flash"] or v["riscv_exclusive"]:
+        v["riscv"] = True
+    if v["fast_fifo_quad"]:
+        v["fast_fifo"] = True
+    if v["fast_fifo"]:
+        v["fifo"] = True
+    if v["zero_sram"]:
+        v["rtl_preload"] = False
+    if v["result_output"] and (v["mlator"] or v["one_shot"] or v["stop_start"]):
+        v["result_output"] = False
+    if v["result_output"]:
+        v["max_count"] = None
+
+
+def _device_defaults(v: dict[str, Any], dev: Device) -> None:
+    """What the device decides when the command line does not."""
+    if v["pipeline"] is None:
+        v["pipeline"] = dev.supports_pipeline
+    if v["pll"] is None:  # the PLL exists exactly on the devices with a pipeline
+        v["pll"] = dev.supports_pipeline
+    if v["enable_delay"] is None:
+        v["enable_delay"] = dev.switch_delay_ms if v["embedded_code"] else 0
 
 
 def parse_izer_args(argv: Sequence[str]) -> IzerOptions:
@@ -1052,8 +1088,7 @@ def parse_izer_args(argv: Sequence[str]) -> IzerOptions:
     parser = build_parser()
     given: list[tuple[str, Any]] = []
     ns = parser.parse_args(list(argv), argparse.Namespace(_given=given))
-    values = {k: v for k, v in vars(ns).items() if k != "_given"}
-    return _finish(values, given)
+    return IzerOptions.from_parsed({k: v for k, v in vars(ns).items() if k != "_given"}, given)
 
 
 def codegen_only_options_used(opts: IzerOptions) -> list[str]:

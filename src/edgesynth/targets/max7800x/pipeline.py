@@ -10,9 +10,8 @@ them apart, on a description it made in memory (`lower`, then `plan`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -29,12 +28,12 @@ from edgesynth.targets.max7800x.description.checkpoint import Checkpoint, Checkp
 from edgesynth.targets.max7800x.description.network import Network
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec
-from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.network_sim import (
     SimOptions,
     SynthesisResult,
     simulate,
 )
+from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.placement import Placement, needs_placement
 from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 
@@ -42,12 +41,18 @@ from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 @dataclass
 class SynthesisJob:
     config_file: str
-    build: BuildOptions
-    sim: SimOptions = field(default_factory=SimOptions)
-    rules: object | None = None  # rules.RuleOptions, when the caller has global options
+    options: Max7800xOptions
+    prove_placement: bool = False  # prove a chosen placement's project on the virtual device
     placement: Placement | None = None  # set when edgesynth chose the placement
-    izer: Any = None  # the izer options, when known: placements can then be proven on the device
     shown_as: str | None = None  # the YAML's path as the user wrote it (default: config_file)
+
+    @property
+    def build(self) -> BuildOptions:
+        return self.options.build
+
+    @property
+    def sim(self) -> SimOptions:
+        return self.options.sim
 
 
 def _resolve(base: Path, name: str) -> Path:
@@ -304,23 +309,22 @@ def prepare(
 
 
 def place_network(
-    built: Built, device: Device, rule_opts: Any, sim: SimOptions, izer: Any
+    built: Built, options: Max7800xOptions, *, prove: bool = False
 ) -> tuple[Network, Placement | None]:
     """The built network with the placement edgesynth chooses where the description leaves
-    one out, and that placement (None: the description places every executed layer).
-    `izer`: the izer options, when known: placements can then be proven on the device."""
+    one out, and that placement (None: the description places every executed layer). With
+    `prove`, each candidate placement's project runs on the virtual device first."""
     if not needs_placement(built.spec, built.network.order):
         return built.network, None
     sample = built.sample
-    prove = _device_proof(izer, sim, sample) if izer is not None else None
     net, placement = placer.place(
         built.network,
-        device,
-        rules.rule_options(rule_opts),
+        options.build.device,
+        options.rules,
         built.rebuild,
-        prove,
-        lambda n: {r.index: r.output for r in simulate(n, sample, sim)},
-        write_for_write=izer is not None and izer.write_for_write,
+        _device_proof(options, sample) if prove else None,
+        lambda n: {r.index: r.output for r in simulate(n, sample, options.sim)},
+        write_for_write=options.write_for_write,
     )
     for index, keys in built.from_buffer.items():  # chosen too: the user gave none of them
         chosen = placement.chosen.setdefault(index, [])
@@ -349,14 +353,14 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
         synthetic = _synthetic_weights(spec, opts.base_dir, opts)
         bias = _synthetic_bias(spec, opts.base_dir, opts)
         built = prepare(spec, sample, opts, synthetic_weights=synthetic, synthetic_bias=bias)
-    net, placement = place_network(built, opts.device, job.rules, job.sim, job.izer)
+    net, placement = place_network(built, job.options, prove=job.prove_placement)
     if placement is not None:
         job.placement = placement
     return net, sample
 
 
 def _device_proof(
-    izer: Any, sim: SimOptions, sample: np.ndarray
+    options: Max7800xOptions, sample: np.ndarray
 ) -> Callable[[Network], str | None]:
     """Proof of a placed network: its project's writes on the virtual device (the one place
     the synthesizer uses the device, as a checker; see placement/verify.py)."""
@@ -365,8 +369,8 @@ def _device_proof(
         from edgesynth.targets.max7800x.placement.verify import device_check
         from edgesynth.targets.max7800x.plan.plan import make_plan
 
-        result = SynthesisResult(placed, sample, simulate(placed, sample, sim))
-        check = device_check(make_plan(result, izer), placed.device)
+        result = SynthesisResult(placed, sample, simulate(placed, sample, options.sim))
+        check = device_check(make_plan(result, options), placed.device)
         if check.ok:
             return None
         return "; ".join(check.hazards) or "the known answer differs"
@@ -375,7 +379,7 @@ def _device_proof(
 
 
 def check_network(net: Network, job: SynthesisJob) -> None:
-    rules.check_network(net, job.build.device, job.rules)
+    rules.check_network(net, job.build.device, job.options.rules)
 
 
 def synthesize(job: SynthesisJob) -> SynthesisResult:

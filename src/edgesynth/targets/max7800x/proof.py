@@ -77,7 +77,7 @@ def _failure(
             report,
             label,
             explain(layer, hazards, calcx4),
-            checks=plan.settings.opts.generate_kat,
+            checks=plan.settings.opts.project.generate_kat,
             remedy=remedy,
         ),
         file=spec.path,

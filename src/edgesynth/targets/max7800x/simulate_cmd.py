@@ -15,6 +15,7 @@ from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.network_sim import SimOptions
 from edgesynth.targets.max7800x.option_names import NATIVE
+from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize
 
 
@@ -145,8 +146,7 @@ def run_simulate(
     )
     job = SynthesisJob(
         str(network.resolve()),
-        opts,
-        SimOptions(avg_pool_rounding=avg_pool_rounding),
+        Max7800xOptions(build=opts, sim=SimOptions(avg_pool_rounding=avg_pool_rounding)),
         shown_as=str(network),
     )
     result = synthesize(job)

@@ -17,7 +17,7 @@ first calibration input, or the given sample.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,41 +29,33 @@ from edgesynth.proof import Proof
 from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.build_options import BuildOptions
     from edgesynth.targets.max7800x.description.network import Network
-    from edgesynth.targets.max7800x.izer_args import IzerOptions
     from edgesynth.targets.max7800x.lower import Description, HwLayer
-    from edgesynth.targets.max7800x.network_sim import SimOptions, SynthesisResult
+    from edgesynth.targets.max7800x.network_sim import SynthesisResult
     from edgesynth.targets.max7800x.pipeline import Built
     from edgesynth.targets.max7800x.placement import Placement
     from edgesynth.targets.max7800x.plan.plan import Plan
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.options import Max7800xOptions
 
 NETWORK_FILE = "network.yaml"
 DATASET = "network"
 PROJECT = "project"  # the C project's folder inside the emitted folder
 
 
-@dataclass
-class Max7800xOptions:
-    """What the synthesizer is told for a compiled program (edgesynth's own path)."""
+def synthesis_options(device_name: str, base_dir: Path = Path(".")) -> Max7800xOptions:
+    """What the core is told for a compiled program: the vendor's defaults for this device,
+    `network.yaml` as the description (in `base_dir` when read back), edgesynth's own path
+    (not write for write): the one place a compiled program's options are made."""
+    from edgesynth.targets.max7800x.build_options import BuildOptions
+    from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.options import Max7800xOptions, ProjectOptions
 
-    izer: IzerOptions  # what the rules, the planner and the C code generator read
-    build: BuildOptions  # what the network builder reads
-    sim: SimOptions  # what the simulator reads
-
-
-def synthesis_options(device_name: str) -> Max7800xOptions:
-    """The options of `edgesynth izer --device D --config-file network.yaml --test-dir .
-    --prefix project`, on edgesynth's own path (not write for write): the one place a compiled
-    program's options are made."""
-    from edgesynth.targets.max7800x.izer import job_from_options
-    from edgesynth.targets.max7800x.izer_args import parse_izer_args
-
-    argv = ["--device", device_name, "--config-file", NETWORK_FILE]
-    opts = parse_izer_args([*argv, "--test-dir", ".", "--prefix", PROJECT])
-    opts = replace(opts, write_for_write=False)
-    job = job_from_options(opts)
-    return Max7800xOptions(opts, job.build, job.sim)
+    return Max7800xOptions(
+        build=BuildOptions(device=get_device(device_name), base_dir=base_dir),
+        project=ProjectOptions(config_file=NETWORK_FILE),
+    )
 
 
 @dataclass
@@ -230,7 +222,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         built = program.built
         if built is not None and needs_placement(built.spec, built.network.order):
             return
-        rules.check_network(program.network, program.options.build.device, program.options.izer)
+        rules.check_network(program.network, program.options.build.device, program.options.rules)
 
     def plan(self, program: Program) -> None:
         """Place what the description leaves out (checking the keys it gives), then plan the
@@ -243,13 +235,12 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         if program.built is None:
             raise EdgesynthError(f"{program.model}: a loaded program cannot be planned again")
         opts = program.options
-        device = opts.build.device
         # A placement the placer chooses, it checks by every device rule; one the description
         # gives in full, `check` checked.
-        net, placement = place_network(program.built, device, opts.izer, opts.sim, opts.izer)
+        net, placement = place_network(program.built, opts, prove=True)
         result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
         program.network = net
-        program.plan = Max7800xPlan(placement, result, make_plan(result, opts.izer))
+        program.plan = Max7800xPlan(placement, result, make_plan(result, opts))
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return _simulate_network(_own(program), inputs)
@@ -264,7 +255,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         assert program.description is not None  # a planned program was lowered
         folder = Path(folder)
         files = _write_description(folder, program.description, program.sample, plan.placement)
-        texts = render_project(plan.project, program.options.izer, PROJECT)
+        texts = render_project(plan.project, program.options, PROJECT)
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():
             (folder / PROJECT / name).write_text(text)
@@ -289,9 +280,8 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         """The program an emitted folder holds, for `edgesynth run` (its `network.yaml`)."""
         from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
 
-        options = synthesis_options(self.device_name)
-        build = replace(options.build, base_dir=Path(folder))
-        net, sample = load_network(SynthesisJob(NETWORK_FILE, build))
+        options = synthesis_options(self.device_name, base_dir=Path(folder))
+        net, sample = load_network(SynthesisJob(NETWORK_FILE, options))
         inputs = [TensorFormat.from_json(t) for t in manifest["inputs"]]
         outputs = [TensorFormat.from_json(t) for t in manifest["outputs"]]
         return Max7800xProgram(

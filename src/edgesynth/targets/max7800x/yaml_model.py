@@ -16,6 +16,7 @@ from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer,
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.option_names import COMPILE
+from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
 
 if TYPE_CHECKING:
@@ -43,16 +44,14 @@ def load_vendor_network(
 ) -> Network:
     """A vendor YAML (+ checkpoint or synthetic weights) read by the MAX7800x builder: the
     hardware layers the YAML describes, arithmetic only (the device rules with `check`)."""
-    job = SynthesisJob(
-        str(path),
-        BuildOptions(
-            device=get_device(device),
-            checkpoint=None if checkpoint is None else str(checkpoint),
-            sample_input=None if sample is None else str(sample),
-            base_dir=Path(base),
-            names=COMPILE,
-        ),
+    build = BuildOptions(
+        device=get_device(device),
+        checkpoint=None if checkpoint is None else str(checkpoint),
+        sample_input=None if sample is None else str(sample),
+        base_dir=Path(base),
+        names=COMPILE,
     )
+    job = SynthesisJob(str(path), Max7800xOptions(build=build))
     net, _ = load_network(job)
     if check:
         check_network(net, job)

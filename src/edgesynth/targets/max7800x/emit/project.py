@@ -18,6 +18,7 @@ from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, StrictUn
 from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.emit.carrays import define
 from edgesynth.targets.max7800x.emit.unload import unload_runs
+from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.plan.plan import Plan
 from edgesynth.targets.max7800x.plan.writes import Check, Fill, Note, Wait, Write, Writes
 
@@ -94,24 +95,24 @@ class Clocking:
     switch: bool  # raise the clock only while the accelerator runs (PLL + pipeline)
 
 
-def clocking(opts: Any, device: str) -> Clocking:
+def clocking(opts: Max7800xOptions, device: str) -> Clocking:
     clocks = CLOCKS[device]
     apb = clocks["ipo"] // 2
-    speed = clocks["pll"] if opts.pll else apb
-    divider = opts.clock_divider
+    speed = clocks["pll"] if opts.rules.pll else apb
+    divider = opts.project.clock_divider
     if divider is None:
-        if opts.pipeline:
+        if opts.rules.pipeline:
             divider = 1
         else:
             divider = max(1, -(-speed // MAX_NO_PIPELINE_MHZ))
             divider = 1 << (divider - 1).bit_length()
-    name = f"PLL ({clocks['pll']} MHz)" if opts.pll else f"APB ({apb} MHz)"
+    name = f"PLL ({clocks['pll']} MHz)" if opts.rules.pll else f"APB ({apb} MHz)"
     return Clocking(
-        source="IPLL" if opts.pll else "PCLK",
+        source="IPLL" if opts.rules.pll else "PCLK",
         name=name,
         divider=divider,
-        enable_divider=4 if opts.pll and opts.balance_speed else divider,
-        switch=bool(opts.pll and opts.pipeline and opts.balance_speed),
+        enable_divider=4 if opts.rules.pll and opts.project.balance_speed else divider,
+        switch=bool(opts.rules.pll and opts.rules.pipeline and opts.project.balance_speed),
     )
 
 
@@ -170,24 +171,25 @@ class Project:
     files: dict[str, str] = field(default_factory=dict)
 
 
-def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
+def generate(plan: Plan, opts: Max7800xOptions, name: str, config_file: str) -> Project:
     """Every file of the project, as text."""
+    proj = opts.project
     s = plan.settings
     regs = s.chip.regs
     device = s.chip.device.name
     clock = clocking(opts, device)
     term = s.by_index[s.terminating]
     groups_mask = sum(1 << g for g in s.groups_used)
-    func_flash = RISCV_FLASH if opts.riscv_flash and not opts.riscv_cache else ""
-    data_flash = RISCV_FLASH if opts.riscv_flash else ""
+    func_flash = RISCV_FLASH if proj.riscv_flash and not proj.riscv_cache else ""
+    data_flash = RISCV_FLASH if proj.riscv_flash else ""
     streaming = any(h.streaming for h in s.hw)
-    if opts.one_shot and device == "MAX78002":
+    if opts.rules.one_shot and device == "MAX78002":
         isr_clear = "1<<12"
     elif streaming:
         isr_clear = "(1<<12) | (1<<14) | 1"
     else:
         isr_clear = "(1<<12) | 1"
-    riscv = bool(opts.riscv)
+    riscv = bool(opts.rules.riscv)
     output_dims = plan.output_shape[1:] if len(plan.output_shape) > 1 else (1,)
     num_outputs = int(np.prod(plan.output_shape))
     common = {
@@ -197,14 +199,14 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         "riscv": riscv,
         "func_flash": func_flash,
         "data_flash": data_flash,
-        "energy": bool(opts.energy),
-        "energy_gpio": bool(opts.energy) and device == "MAX78002",
-        "weights_header": opts.weight_filename,
-        "sample_header": opts.sample_filename,
-        "result_header": opts.result_filename,
+        "energy": bool(proj.energy),
+        "energy_gpio": bool(proj.energy) and device == "MAX78002",
+        "weights_header": proj.weight_filename,
+        "sample_header": proj.sample_filename,
+        "result_header": proj.result_filename,
     }
-    api = opts.api_filename if opts.api_filename.lower() != "none" else "cnn.c"
-    main_name = f"{opts.c_filename}.c"
+    api = proj.api_filename if proj.api_filename.lower() != "none" else "cnn.c"
+    main_name = f"{proj.c_filename}.c"
     stride = regs.mask_stride
     bias_groups = [
         {"group": g, "address": regs.apb_base + regs.bias(g), "length": int(v.size)}
@@ -212,7 +214,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         if v.size
     ]
     # --fixed-input (memory input): load_input() fills the input with a fixed pattern
-    fixed_input = bool(opts.fixed_input) and not plan.inputs.fifo
+    fixed_input = bool(proj.fixed_input) and not plan.inputs.fifo
     files: dict[str, str] = {}
     files[api] = render(
         "cnn.c.j2",
@@ -225,22 +227,22 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         quadrant_controls=[regs.apb_base + regs.ctl(g, rm.REG_CTL) for g in s.groups_used],
         isr_clear=isr_clear,
         master_control=regs.apb_base + regs.ctl(s.groups_used[0], rm.REG_CTL),
-        mexpress=bool(opts.mexpress),
-        verify_weights=bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader)),
+        mexpress=bool(opts.plan.mexpress),
+        verify_weights=proj.verify_weights,
         mexpress_base_mask=~(stride - 1) & 0xFFFFFFFF,
         mexpress_offset_mask=stride - 1,
         bias_groups=bias_groups,
-        init=c_statements(plan.init, opts.verify_writes),
-        configure=c_statements(plan.configure, opts.verify_writes),
-        start=c_statements(plan.start, opts.verify_writes),
-        go=c_statements(plan.go, opts.verify_writes),
-        unload=unload_runs(plan, bool(opts.mlator), opts.unroll_mlator),
-        generate_unload=bool(opts.unload),  # --no-unload: declared in cnn.h, not defined
+        init=c_statements(plan.init, proj.verify_writes),
+        configure=c_statements(plan.configure, proj.verify_writes),
+        start=c_statements(plan.start, proj.verify_writes),
+        go=c_statements(plan.go, proj.verify_writes),
+        unload=unload_runs(plan, bool(proj.mlator), proj.unroll_mlator),
+        generate_unload=bool(proj.unload),  # --no-unload: declared in cnn.h, not defined
         output_description="x".join(str(d) for d in plan.output_shape)
         + f", {term.output_width}-bit",
         quadrant_mask=groups_mask,
         quadrant_unmask=~groups_mask & 0xF,
-        enable_delay=opts.enable_delay,
+        enable_delay=proj.enable_delay,
         pll_device=s.chip.device.supports_pll,
     )
     files["cnn.h"] = render(
@@ -248,11 +250,11 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         **common,
         summary=memory_summary(plan),
         num_outputs=num_outputs,
-        timer=opts.timer,
+        timer=proj.timer,
         isr_name="CNN_IRQHandler" if riscv else "CNN_ISR",
     )
     kernel_table = _kernel_table(plan)
-    files[opts.weight_filename] = render(
+    files[proj.weight_filename] = render(
         "weights.h.j2",
         name=name,
         kernels=define("KERNELS", kernel_table),
@@ -268,12 +270,12 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         if plan.inputs.synthesize is not None:
             words = words[: plan.inputs.synthesize_words]
         sample_blocks.append(define(f"SAMPLE_INPUT_{block.label}", words))
-    files[opts.sample_filename] = render("sampledata.h.j2", name=name, blocks=sample_blocks)
-    kat = bool(opts.generate_kat) and opts.result_filename is not None
+    files[proj.sample_filename] = render("sampledata.h.j2", name=name, blocks=sample_blocks)
+    kat = bool(proj.generate_kat) and proj.result_filename is not None
     if kat:
         from edgesynth.targets.max7800x.plan.kat import sample_output_array
 
-        files[opts.result_filename] = render(
+        files[proj.result_filename] = render(
             "sampleoutput.h.j2",
             name=name,
             sample_output=define("SAMPLE_OUTPUT", sample_output_array(plan.kat)),
@@ -284,52 +286,52 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         **common,
         inputs=inputs,
         fixed_input=fixed_input,
-        fifo=bool(opts.fifo),
-        fifo_wait=bool(opts.fifo_wait),
+        fifo=bool(opts.rules.fifo),
+        fifo_wait=bool(proj.fifo_wait),
         fifo_words=max((b.words.size for b in inputs.blocks), default=0),
         kat=kat,
         kat_layers=", ".join(str(i) for i in _kat_layers(plan)),
-        softmax=bool(opts.softmax),
+        softmax=bool(proj.softmax),
         softmax_shift=(8 - term.bits) if not term.bypass else 0,
-        unload=bool(opts.unload),
+        unload=bool(proj.unload),
         output_width=term.output_width,
-        forever=bool(opts.forever),
-        riscv_debug=bool(opts.riscv_debug),
-        riscv_cache=bool(opts.riscv_cache),
+        forever=bool(proj.forever),
+        riscv_debug=bool(proj.riscv_debug),
+        riscv_cache=bool(proj.riscv_cache),
         ipo_mhz=CLOCKS[device]["ipo"],
-        pll=bool(opts.pll),
-        debugwait=opts.debugwait if not riscv else 0,
+        pll=bool(opts.rules.pll),
+        debugwait=proj.debugwait if not riscv else 0,
         clock_name=clock.name,
         clock_source=clock.source,
         enable_divider=clock.enable_divider,
-        boost=opts.boost,
-        zero_sram=bool(opts.zero_sram),
-        verify_weights=bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader)),
-        verify_writes=bool(opts.verify_writes),
+        boost=proj.boost,
+        zero_sram=bool(opts.plan.zero_sram),
+        verify_weights=proj.verify_weights,
+        verify_writes=bool(proj.verify_writes),
         has_bias=s.any_bias,
         clock_switch=clock.switch,
         clock_fast=_select_clock(clock.divider),
         clock_slow=_select_clock(4),
-        stop_start=bool(opts.stop_start),
-        wfi=bool(opts.wfi),
+        stop_start=bool(proj.stop_start),
+        wfi=bool(proj.wfi),
         sleep_call=_sleep_call(opts),
-        one_shot=s.terminating if opts.one_shot else 0,
-        clock_trim=opts.clock_trim,
+        one_shot=s.terminating if opts.rules.one_shot else 0,
+        clock_trim=proj.clock_trim,
     )
     if riscv:
-        files[f"{opts.c_filename}_riscv.c"] = main
+        files[f"{proj.c_filename}_riscv.c"] = main
         files[main_name] = render(
             "main_arm.c.j2",
             **common,
-            wfi=bool(opts.wfi),
-            pll=bool(opts.pll),
+            wfi=bool(proj.wfi),
+            pll=bool(opts.rules.pll),
             ipo_mhz=CLOCKS[device]["ipo"],
-            riscv_cache=bool(opts.riscv_cache),
-            riscv_exclusive=bool(opts.riscv_exclusive),
-            debugwait=opts.debugwait,
-            deepsleep=bool(opts.deepsleep),
+            riscv_cache=bool(proj.riscv_cache),
+            riscv_exclusive=bool(proj.riscv_exclusive),
+            debugwait=proj.debugwait,
+            deepsleep=bool(opts.rules.deepsleep),
             sleep_call="MXC_LP_EnterLowPowerMode()"
-            if opts.deepsleep
+            if opts.rules.deepsleep
             else "MXC_LP_EnterSleepMode()",
         )
     else:
@@ -339,10 +341,10 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
     return Project(files=files)
 
 
-def _sleep_call(opts: Any) -> str:
-    if opts.riscv:
+def _sleep_call(opts: Max7800xOptions) -> str:
+    if opts.rules.riscv:
         return 'asm volatile("wfi")'
-    return "MXC_LP_EnterLowPowerMode()" if opts.deepsleep else "MXC_LP_EnterSleepMode()"
+    return "MXC_LP_EnterLowPowerMode()" if opts.rules.deepsleep else "MXC_LP_EnterSleepMode()"
 
 
 def _kat_layers(plan: Plan) -> list[int]:

@@ -108,7 +108,7 @@ def run_plan(o: PlanOptions) -> list[str]:
     net, sample = load_network(job)
     check_network(net, job)
     result = SynthesisResult(net, sample, simulate(net, sample, job.sim))
-    plan = make_plan(result, opts)
+    plan = make_plan(result, job.options)
     placement = job.placement
 
     lines: list[str] = []

@@ -64,12 +64,12 @@ def plan_input(s: PlanSettings, sample: np.ndarray) -> InputPlan:
     else:  # the first layer reads another buffer (`in_sequences`): load the sample as it is
         rows, cols = data.shape[1], data.shape[2]
     wanted = chans * h.operands
-    if s.opts.reshape_inputs and data.shape[0] > wanted:
+    if s.opts.build.reshape_inputs and data.shape[0] > wanted:
         # --reshape-inputs: the layer sees the channels after `in_channel_skip`; load those
         # (the vendor tool refuses to write a project here).
         skip = h.layer.spec.in_channel_skip or 0
         data = data[skip : skip + wanted]
-    if s.opts.fifo:
+    if s.opts.rules.fifo:
         return _fifo_input(s, h, data, chans, rows, cols)
     return _memory_input(s, h, data, chans, rows, cols)
 
@@ -145,9 +145,9 @@ def _memory_input(s, h, data, chans, rows, cols) -> InputPlan:
             c += num_ch
         if c >= h.in_expand_thresh * h.in_expand:
             break
-    if s.opts.synthesize_input is not None:
+    if s.opts.build.synthesize_input is not None:
         for b in blocks:
-            b.words = b.words[: s.opts.synthesize_words]
+            b.words = b.words[: s.opts.build.synthesize_words]
     return InputPlan(blocks=blocks, chw=h.big_data)
 
 
@@ -186,7 +186,7 @@ def _fifo_input(s, h, data, chans, rows, cols) -> InputPlan:
         count = lanes.shape[0]
         streams = _pack4(lanes)
     words = [streams[c] for c in range(count)]
-    fast = s.opts.fast_fifo
+    fast = s.opts.rules.fast_fifo
     base = chip.regs.apb_base
     if fast:
         addresses = [rm.FAST_FIFO_BASE_ADDRESS + rm.FAST_FIFO_DR] * count
@@ -197,7 +197,7 @@ def _fifo_input(s, h, data, chans, rows, cols) -> InputPlan:
         status = base + rm.FIFO_STAT
         masks = [1 << c for c in range(count)]
     mask = None
-    if s.opts.synthesize_input is not None and chans < 4:
+    if s.opts.build.synthesize_input is not None and chans < 4:
         mask = (1 << (8 * chans)) - 1
     return InputPlan(
         blocks=[InputBlock(0, w, c) for c, w in enumerate(words)],
@@ -206,8 +206,8 @@ def _fifo_input(s, h, data, chans, rows, cols) -> InputPlan:
         fifo_addresses=addresses,
         status_address=status,
         status_masks=masks,
-        synthesize=s.opts.synthesize_input,
-        synthesize_words=s.opts.synthesize_words,
+        synthesize=s.opts.build.synthesize_input,
+        synthesize_words=s.opts.build.synthesize_words,
         synthesize_mask=mask,
         chw=h.big_data,
     )
@@ -221,7 +221,7 @@ def _processor_lanes(s: PlanSettings, h: HwLayer, channels: np.ndarray) -> np.nd
     procs = [p for p in range(s.chip.max_proc) if s.processor_map_0 >> p & 1]
     if channels.shape[0] > len(procs):  # more than one pass: as the vendor packs them
         return quadrant_packed_lanes(channels, s.processor_map_0, per_group)
-    fast = bool(s.opts.fast_fifo)
+    fast = bool(s.opts.rules.fast_fifo)
     place = []
     for p in procs[: channels.shape[0]]:
         if fast:

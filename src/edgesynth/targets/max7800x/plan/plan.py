@@ -1,14 +1,15 @@
 """The whole plan: hardware layers, kernel and bias memory, register writes, input, known answer.
 
 `make_plan(result, options)` takes a synthesized network (its layers, sample and simulated
-outputs) and the vendor command line's options and returns a `Plan` the code generator renders
-and the user can inspect (`Plan.summary()`, the vendor's per-layer configuration table).
+outputs) and the typed options (`options.Max7800xOptions`) and returns a `Plan` the code
+generator renders and the user can inspect (`Plan.summary()`, the vendor's per-layer
+configuration table).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.plan.bias import BiasMemory, plan_bias
@@ -23,10 +24,10 @@ from edgesynth.targets.max7800x.plan.registers import configure_writes, init_wri
 from edgesynth.targets.max7800x.plan.settings import PlanSettings
 from edgesynth.targets.max7800x.plan.streaming import stream_registers
 from edgesynth.targets.max7800x.plan.writes import Writes
-from edgesynth.targets.max7800x.rules.options import RuleOptions
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
+    from edgesynth.targets.max7800x.options import Max7800xOptions
 
 
 @dataclass
@@ -87,7 +88,7 @@ def _groups_used(hw: list[HwLayer], final: HwLayer, chip: Chip) -> list[int]:
     return [g for g in range(chip.groups) if chip.group_bits(used, g)]
 
 
-def make_plan(result: SynthesisResult, opts: Any) -> Plan:
+def make_plan(result: SynthesisResult, opts: Max7800xOptions) -> Plan:
     try:
         return _make_plan(result, opts)
     except EdgesynthError as err:
@@ -95,17 +96,17 @@ def make_plan(result: SynthesisResult, opts: Any) -> Plan:
         raise
 
 
-def _make_plan(result: SynthesisResult, opts: Any) -> Plan:
+def _make_plan(result: SynthesisResult, opts: Max7800xOptions) -> Plan:
     net = result.network
-    device = RuleOptions.from_args(opts)
-    chip = Chip.of(net_device(net), opts.max_proc)
-    stop = None if opts.stop_after is None else opts.stop_after - opts.skip_yaml_layers
-    hw = build_hw_layers(net, chip, device, stop, not opts.no_deduplicate_weights)
+    chip = Chip.of(net_device(net), opts.rules.max_proc)
+    build = opts.build
+    stop = None if build.stop_after is None else build.stop_after - build.skip_yaml_layers
+    hw = build_hw_layers(net, chip, opts.rules, stop, not opts.plan.no_deduplicate_weights)
     by_index = {h.index: h for h in hw}
     order = net.order
     first, final = order[0], order[-1]
     processor_map_0 = by_index[first].processor_map
-    if opts.fast_fifo_quad:
+    if opts.rules.fast_fifo_quad:
         m = processor_map_0
         by_index[first].processor_map = m << 48 | m << 32 | m << 16 | m
     terminating = net.sim_order[-1] if net.sim_order else final
@@ -116,8 +117,8 @@ def _make_plan(result: SynthesisResult, opts: Any) -> Plan:
             "refuses this too). Move a layer's processors into processors 0-15.",
             file=net.spec.path,
         )
-    fifo_group = bool(opts.fast_fifo)
-    if opts.fast_fifo and processor_map_0 != 1 and processor_map_0 & 0x0E == 0:
+    fifo_group = bool(opts.rules.fast_fifo)
+    if opts.rules.fast_fifo and processor_map_0 != 1 and processor_map_0 & 0x0E == 0:
         fifo_group = False
     s = PlanSettings(
         chip=chip,
@@ -130,7 +131,7 @@ def _make_plan(result: SynthesisResult, opts: Any) -> Plan:
         layer_count=max(order) + 1,
         groups_used=groups_used,
         processor_map_0=processor_map_0,
-        pipeline=bool(opts.pipeline),
+        pipeline=bool(opts.rules.pipeline),
         any_bias=any(layer.bias is not None for layer in net.layers[: max(order) + 1]),
         binary=any(h.quantization == -1 for h in hw),
         fifo_group=fifo_group,
@@ -139,19 +140,19 @@ def _make_plan(result: SynthesisResult, opts: Any) -> Plan:
         hw,
         chip,
         KernelOptions(
-            weight_start=opts.weight_start,
-            legacy_kernels=opts.legacy_kernels,
-            fast_fifo_quad=opts.fast_fifo_quad,
-            zero_sram=opts.zero_sram,
+            weight_start=opts.plan.weight_start,
+            legacy_kernels=opts.plan.legacy_kernels,
+            fast_fifo_quad=opts.rules.fast_fifo_quad,
+            zero_sram=opts.plan.zero_sram,
             write_for_write=opts.write_for_write,
         ),
     )
-    s.bias = plan_bias(hw, chip, groups_used, opts.fast_fifo_quad)
+    s.bias = plan_bias(hw, chip, groups_used, opts.rules.fast_fifo_quad)
     s.streams = stream_registers(s)
     init = init_writes(s)
     configure = configure_writes(s)
     start, go = start_writes(s)
-    kernels = kernel_blocks(s.kernels, chip, opts.mexpress, opts.zero_sram)
+    kernels = kernel_blocks(s.kernels, chip, opts.plan.mexpress, opts.plan.zero_sram)
     inputs = plan_input(s, result.sample)
     outputs = {r.index: r.output for r in result.layers}
     entries: list[tuple[int, int, int]] = []
@@ -165,7 +166,7 @@ def _make_plan(result: SynthesisResult, opts: Any) -> Plan:
             or (not any(layer.output for layer in net.layers) and index == final)
         ):
             entries.extend(expected_words(h, s, outputs[index]))
-    kat = kat_blocks(entries, opts.max_count)
+    kat = kat_blocks(entries, opts.plan.max_count)
     return Plan(
         settings=s,
         init=init,

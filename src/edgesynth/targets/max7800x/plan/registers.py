@@ -21,14 +21,14 @@ if TYPE_CHECKING:
 def init_writes(s: PlanSettings) -> Writes:
     """cnn_init(): clocks, the AON control, clearing the registers (MAX78002), stop state."""
     regs, dev = s.chip.regs, s.chip.device
-    w = Writes(regs, s.opts.write_zero_registers)
+    w = Writes(regs, s.opts.plan.write_zero_registers)
     clear = regs.bist_zero is not None
     if clear:
         val = 0 if not dev.supports_pipeline or s.pipeline else rm.CTL_NO_PIPELINE
         for g in s.groups_used:
-            val |= rm.CTL_CLOCK_ENABLE | _ready(s.opts.ready_sel) << 1
+            val |= rm.CTL_CLOCK_ENABLE | _ready(s.opts.plan.ready_sel) << 1
             w.ctl(g, rm.REG_CTL, val, "Enable clocks", verify=False)
-    w.fifo(rm.AON_CTL, _ready(s.opts.ready_sel_aon), "AON control", force=True)
+    w.fifo(rm.AON_CTL, _ready(s.opts.plan.ready_sel_aon), "AON control", force=True)
     if clear:
         for g in s.groups_used:
             w.ctl(g, rm.REG_SRAM, rm.SRAM_CONTROL, "SRAM control")
@@ -40,14 +40,14 @@ def init_writes(s: PlanSettings) -> Writes:
         for g in s.groups_used:
             w.ctl(g, rm.REG_SRAM_TEST, 0, "Reset BIST", force=True, verify=False)
     for g in s.groups_used:
-        if s.opts.init_tram:  # the vendor clears TRAM_SIZE bytes (not words) per processor
+        if s.opts.plan.init_tram:  # the vendor clears TRAM_SIZE bytes (not words) per processor
             for p in range(s.chip.per_group):
                 address = regs.apb_base + regs.tram(g, p)
                 w.items.append(Fill(address, regs.tram_size, f"Zero TRAM {g}"))
-        val = rm.CTL_CLOCK_ENABLE | _ready(s.opts.ready_sel) << 1
-        if s.opts.fifo:
+        val = rm.CTL_CLOCK_ENABLE | _ready(s.opts.plan.ready_sel) << 1
+        if s.opts.rules.fifo:
             val |= rm.CTL_FIFO
-        if s.opts.mexpress:
+        if s.opts.plan.mexpress:
             val |= rm.CTL_MEXPRESS
         if dev.supports_pipeline and not s.pipeline:
             val |= rm.CTL_NO_PIPELINE
@@ -55,9 +55,9 @@ def init_writes(s: PlanSettings) -> Writes:
         if not clear:
             w.ctl(g, rm.REG_SRAM, rm.SRAM_CONTROL, "SRAM control")
         first = s.first_hw_layer
-        val = s.opts.repeat_layers * (s.final + s.hidden_layers) | first << 8
+        val = s.opts.rules.repeat_layers * (s.final + s.hidden_layers) | first << 8
         w.ctl(g, rm.REG_LCNT_MAX, val, "Layer count")
-    if s.opts.zero_sram:  # self-test (and clear) every memory of every quadrant
+    if s.opts.plan.zero_sram:  # self-test (and clear) every memory of every quadrant
         for name, (start, done, error) in regs.bist.items():
             for g in range(s.chip.groups):
                 w.ctl(g, rm.REG_SRAM_TEST, start, f"{name} BIST")
@@ -92,7 +92,7 @@ def _local_source(h: HwLayer, s: PlanSettings) -> bool:
 
 
 def _next_layer(h: HwLayer, s: PlanSettings) -> int:
-    if s.opts.link_layer:
+    if s.opts.rules.link_layer:
         return 1 << 7 | (h.index + 1) if h.index != s.final else 1 << 8
     following = h.layer.next_sequence
     following = -1 if following is None else following
@@ -201,7 +201,7 @@ def _layer_control(h: HwLayer, s: PlanSettings, group: int, local: bool) -> int:
         val |= rm.LCTL_BROADCAST
     if h.output_width != 8:
         val |= rm.LCTL_WIDE_OUTPUT
-    quad = s.opts.fast_fifo_quad and h.index == s.first
+    quad = s.opts.rules.fast_fifo_quad and h.index == s.first
     if not quad and h.hw_operator != "none" and group == s.groups_used[0] and h.groups == 1:
         sources = 0
         for t in range(s.groups_used[0] + 1, chip.groups):
@@ -333,7 +333,7 @@ def _post(h: HwLayer, s: PlanSettings, group: int) -> int:
     val |= ((-shift | 16) if shift < 0 else shift) << rm.POST_SHIFT_SHIFT
     bias_group = s.bias.group.get(h.index)
     offsets = s.bias.offsets.get(h.index, [None] * s.chip.groups)
-    quad = s.opts.fast_fifo_quad and h.index == 0
+    quad = s.opts.rules.fast_fifo_quad and h.index == 0
     if h.groups == 1 and group == bias_group:
         offs = offsets[group]
         if h.calcx4:
@@ -383,10 +383,10 @@ def _enables(h: HwLayer, s: PlanSettings, group: int) -> int:
 
 def configure_writes(s: PlanSettings) -> Writes:
     """cnn_configure(): every layer's registers in every used quadrant, then the FIFOs."""
-    w = Writes(s.chip.regs, s.opts.write_zero_registers)
+    w = Writes(s.chip.regs, s.opts.plan.write_zero_registers)
     regs = s.chip.regs
     has_nxtlyr = "NXTLYR" in regs.layer_regs
-    for r in range(s.opts.repeat_layers):
+    for r in range(s.opts.rules.repeat_layers):
         for h in s.hw:
             hw_layer = r * (s.layer_count + s.hidden_layers) + h.index + h.hw_add
             local = _local_source(h, s)
@@ -473,7 +473,7 @@ def configure_writes(s: PlanSettings) -> Writes:
                     w.lreg(g, hw_layer - 1, "ENA", 1)
                 w.lreg(g, hw_layer, "ENA", _enables(h, s, g), "Mask and processor enables")
                 start = stream.start if stream else 0
-                if s.opts.fifo_go and h.index == s.first:
+                if s.opts.rules.fifo_go and h.index == s.first:
                     start |= 1 << 25
                 w.lreg(g, hw_layer, "STREAM1", start, "Stream processing start")
                 val = stream.delta2 << 16 | stream.delta1 << 4 | stream.invol if stream else 0
@@ -487,7 +487,7 @@ def configure_writes(s: PlanSettings) -> Writes:
                         "Rollover",
                         verify=s.chip.device.name == "MAX78000",  # not readable on MAX78002
                     )
-                if h.index == s.first and s.opts.fifo:
+                if h.index == s.first and s.opts.rules.fifo:
                     val = h.hw_input_dim[0] * h.hw_input_dim[1]
                     if h.big_data:
                         val = (val + 3) // 4
@@ -528,12 +528,12 @@ def _snoop_writes(w: Writes, s: PlanSettings) -> None:
 
 def _fifo_enable(s: PlanSettings, g: int) -> int:
     """The FIFO bits of quadrant g's CTRL in cnn_start()."""
-    if not s.opts.fifo:
+    if not s.opts.rules.fifo:
         return 0
     if not s.processor_map_0 & 0x0F << g * 16:
         return rm.CTL_FIFO
     fval = rm.CTL_FIFO
-    if s.opts.fast_fifo:
+    if s.opts.rules.fast_fifo:
         fval |= rm.CTL_FAST_FIFO
     if s.fifo_group:
         fval |= rm.CTL_FIFO_GROUP
@@ -546,7 +546,7 @@ def _snoop_loop_writes(w: Writes, s: PlanSettings) -> None:
     words: count 0x84d0 with the pipeline, 0x2134 without; control 0x8a412014, then the same
     with the enable bit)."""
     last = s.hw[-1]
-    hw_layer = (s.opts.repeat_layers - 1) * (s.layer_count + s.hidden_layers)
+    hw_layer = (s.opts.rules.repeat_layers - 1) * (s.layer_count + s.hidden_layers)
     hw_layer += last.index + last.hw_add
     for g in s.groups_used:
         w.lreg(g, hw_layer, "NXTLYR", 0x80, "Link Layer", force=True)
@@ -559,11 +559,11 @@ def _snoop_loop_writes(w: Writes, s: PlanSettings) -> None:
 
 
 def _fifo_writes(w: Writes, s: PlanSettings) -> None:
-    if not s.opts.fifo:
+    if not s.opts.rules.fifo:
         return
     chip = s.chip
-    if not s.opts.fast_fifo:
-        val = 0x02 << 2 | 0x02 << 7 | _ready(s.opts.ready_sel_fifo)
+    if not s.opts.rules.fast_fifo:
+        val = 0x02 << 2 | 0x02 << 7 | _ready(s.opts.plan.ready_sel_fifo)
         if chip.device.name == "MAX78000":
             val |= 1 << 11
         first = s.by_index[s.first]
@@ -581,24 +581,24 @@ def control_value(s: PlanSettings) -> int:
     dev = s.chip.device
     streaming = any(h.streaming for h in s.hw)
     val = rm.CTL_STREAMING if streaming else 0
-    if s.opts.avg_pool_rounding:
+    if s.opts.sim.avg_pool_rounding:
         val |= rm.CTL_POOL_ROUNDING
-    if s.opts.fifo:
+    if s.opts.rules.fifo:
         val |= rm.CTL_EXT_SYNC
         if streaming:
             val |= rm.CTL_FIFO_STREAMING
     val |= rm.CTL_CLOCK_ENABLE
-    if s.opts.mexpress:
+    if s.opts.plan.mexpress:
         val |= rm.CTL_MEXPRESS
-    if s.opts.simple1b:
+    if s.opts.sim.simple1b:
         val |= rm.CTL_SIMPLE1B
     if s.binary:
         val |= rm.CTL_BINARY
-    if s.opts.fast_fifo_quad:
+    if s.opts.rules.fast_fifo_quad:
         val |= rm.CTL_QUPAC
-    if s.opts.one_shot:
+    if s.opts.rules.one_shot:
         val |= rm.CTL_ONESHOT
-    if s.opts.ext_rdy:
+    if s.opts.plan.ext_rdy:
         val |= rm.CTL_EXT_RDY
     first = s.by_index[s.first]
     if s.chip.regs.ctl_pipeline_shift is not None:
@@ -615,16 +615,16 @@ def control_value(s: PlanSettings) -> int:
 
 def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
     """cnn_start(): enable every quadrant; then (after the timer starts) the master quadrant."""
-    w = Writes(s.chip.regs, s.opts.write_zero_registers)
-    go = Writes(s.chip.regs, s.opts.write_zero_registers)
+    w = Writes(s.chip.regs, s.opts.plan.write_zero_registers)
+    go = Writes(s.chip.regs, s.opts.plan.write_zero_registers)
     val = control_value(s)
     first_group = s.groups_used[0]
     # With the pipeline (MAX78002) the ready select is fixed at 0.
-    rdy = 0 if s.pipeline and s.chip.device.supports_pipeline else _ready(s.opts.ready_sel)
-    fifo = s.opts.fifo
+    rdy = 0 if s.pipeline and s.chip.device.supports_pipeline else _ready(s.opts.plan.ready_sel)
+    fifo = s.opts.rules.fifo
     for g in s.groups_used:
         fval = _fifo_enable(s, g)
-        if s.opts.snoop_loop:
+        if s.opts.plan.snoop_loop:
             fval |= rm.CTL_APB_CLOCK
         else:
             if g != first_group:
@@ -632,13 +632,13 @@ def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
             fval |= rm.CTL_EXT_SYNC
         value = val | rdy << 1 | fval | first_group << rm.CTL_MASTER_SHIFT
         w.ctl(g, rm.REG_CTL, value, f"Enable quadrant {g}")
-    if s.opts.powerdown:
+    if s.opts.plan.powerdown:
         unused = [g for g in range(s.chip.groups) if g not in s.groups_used]
         val2 = 0
         for g in unused:
             val2 |= 1 << 12 + g
-        w.fifo(rm.AON_CTL, val2 | _ready(s.opts.ready_sel_aon), "AON control")
-    if s.opts.snoop_loop:
+        w.fifo(rm.AON_CTL, val2 | _ready(s.opts.plan.ready_sel_aon), "AON control")
+    if s.opts.plan.snoop_loop:
         _snoop_loop_writes(w, s)
         for g in s.groups_used:
             fval = _fifo_enable(s, g) | rm.CTL_EXT_SYNC | rm.CTL_APB_CLOCK
@@ -648,11 +648,11 @@ def start_writes(s: PlanSettings) -> tuple[Writes, Writes]:
             w.ctl(g, rm.REG_CTL, value, f"Enable quadrant {g}")
     if fifo and s.processor_map_0 & 0x0F << first_group * 16:
         val |= rm.CTL_FIFO
-        if s.opts.fast_fifo:
+        if s.opts.rules.fast_fifo:
             val |= rm.CTL_FAST_FIFO
         if s.fifo_group:
             val |= rm.CTL_FIFO_GROUP
-    if s.opts.snoop_loop:
+    if s.opts.plan.snoop_loop:
         val |= rm.CTL_APB_CLOCK
     value = val | rdy << 1 | rm.CTL_ENABLE
     go.ctl(first_group, rm.REG_CTL, value, f"Master enable quadrant {first_group}")

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +14,9 @@ from edgesynth.targets.max7800x.plan.bias import BiasMemory
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer
 from edgesynth.targets.max7800x.plan.kernels import KernelMemory
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.options import Max7800xOptions
 
 
 @dataclass
@@ -35,7 +38,7 @@ class PlanSettings:
     """What every part of the planner needs to know about the network and the options."""
 
     chip: Chip
-    opts: Any  # izer_args.IzerOptions (the vendor's option names)
+    opts: Max7800xOptions
     net_spec: NetworkSpec
     hw: list[HwLayer]
     first: int

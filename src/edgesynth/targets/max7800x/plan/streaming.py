@@ -23,7 +23,7 @@ def stream_registers(s: PlanSettings) -> dict[int, StreamRegs]:
         regs = _old(h, s) if not s.chip.device.uses_new_streaming else _new(h, s)
         if h.index > s.first and h.streaming:
             regs.invol = sum(o.in_expand_invol for o in s.hw if o.index < h.index)
-        if s.opts.fifo and h.streaming:
+        if s.opts.rules.fifo and h.streaming:
             regs.rollover = _rollover(h, s, regs)
         limit = 1 << s.chip.device.stream_delta2_bits
         if regs.delta2 >= limit:
@@ -45,7 +45,7 @@ def stream_registers(s: PlanSettings) -> dict[int, StreamRegs]:
 
 def _old(h: HwLayer, s: PlanSettings) -> StreamRegs:
     """MAX78000."""
-    o = s.opts
+    o = s.opts.rules
     r = StreamRegs()
     rows, cols = h.hw_input_dim
     if h.index == s.first and o.fifo:
@@ -87,7 +87,7 @@ def _old(h: HwLayer, s: PlanSettings) -> StreamRegs:
 
 def _new(h: HwLayer, s: PlanSettings) -> StreamRegs:
     """MAX78002: the vendor's streaming spreadsheet."""
-    o = s.opts
+    o = s.opts.rules
     r = StreamRegs()
     rows, cols = h.hw_input_dim
     pad = h.hw_padding[1]
@@ -95,7 +95,7 @@ def _new(h: HwLayer, s: PlanSettings) -> StreamRegs:
     row_prim = pad or ps_r
     row_inc = max(h.pool[0] * h.pool_dilation[0], ps_r)
     col_inc = max(h.pool[1] * h.pool_dilation[1], ps_c)
-    debug = o.debug_new_streaming and h.index > 0
+    debug = s.opts.plan.debug_new_streaming and h.index > 0
     last_layer = False
     effective_cols = col_adjust = 0
     if h.streaming:
@@ -137,7 +137,7 @@ def _new(h: HwLayer, s: PlanSettings) -> StreamRegs:
         )
         if h.rd_ahead:
             r.start += ps_c
-        if last_layer and o.debug_new_streaming:
+        if last_layer and s.opts.plan.debug_new_streaming:
             r.start += col_adjust * ps_c
         start_hwc = r.start
         if h.big_data:
@@ -188,7 +188,7 @@ def _new(h: HwLayer, s: PlanSettings) -> StreamRegs:
 
 
 def _rollover(h: HwLayer, s: PlanSettings, r: StreamRegs) -> int:
-    o = s.opts
+    o = s.opts.rules
     cols = h.hw_input_dim[1]
     if h.index == s.first and o.override_rollover is not None:
         return o.override_rollover

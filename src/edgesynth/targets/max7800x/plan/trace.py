@@ -45,7 +45,7 @@ def plan_trace(plan: Plan) -> list[np.ndarray]:
 
     kernel_addrs: list[np.ndarray] = []  # the kernel writes, in order
     kernel_values: list[np.ndarray] = []
-    mexpress = plan.settings.opts.mexpress
+    mexpress = plan.settings.opts.plan.mexpress
     # the words a packed loader's "set address" byte store lands in: the only words whose
     # earlier value the trace needs
     targets = np.array(sorted({b.address & ~3 for b in plan.kernels} if mexpress else ()), int)

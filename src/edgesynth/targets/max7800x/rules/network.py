@@ -9,7 +9,6 @@ pass reports every problem. The lists keep the order the rules report in.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer, Network
@@ -33,12 +32,11 @@ NetworkRule = Callable[[Context], Iterable[EdgesynthError]]
 
 
 def find_violations(
-    net: Network, device: Device, options: RuleOptions | Any | None = None
+    net: Network, device: Device, options: RuleOptions | None = None
 ) -> list[EdgesynthError]:
     """Every violated device rule, in layer order, without raising.
 
-    `options` is a `RuleOptions`, or any object with the same attribute names (such as the
-    parsed vendor command line, `izer_args.IzerOptions`).
+    `options`: the `rules` group of the options (None: the defaults).
     """
     ctx = Context(net, device, rule_options(options))
     found: list[EdgesynthError] = []
@@ -51,7 +49,7 @@ def find_violations(
     return found
 
 
-def check_network(net: Network, device: Device, options: RuleOptions | Any | None = None) -> None:
+def check_network(net: Network, device: Device, options: RuleOptions | None = None) -> None:
     """Raise every violated device rule at once (nothing when the network fits the device)."""
     _raise_all(find_violations(net, device, options))
 
@@ -99,7 +97,7 @@ def _spec_error(spec: NetworkSpec, ls: LayerSpec, key: str | None, message: str)
 
 
 def option_violations(
-    net: Network, device: Device, options: RuleOptions | Any | None = None
+    net: Network, device: Device, options: RuleOptions | None = None
 ) -> list[EdgesynthError]:
     """Only the global rules: options and network-wide features the device may lack."""
     ctx = Context(net, device, rule_options(options))

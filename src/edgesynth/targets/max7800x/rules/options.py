@@ -1,14 +1,15 @@
-"""The command-line options that change what is legal on the device."""
+"""The options that change what is legal on the device (the `rules` group of
+`options.Max7800xOptions`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class RuleOptions:
-    """The command-line options the rules depend on (names follow the vendor's `ai8xize.py`)."""
+    """The options the rules depend on, and the accelerator features every layer uses (names
+    follow the vendor's `ai8xize.py`; the planner reads the same fields)."""
 
     fifo: bool = False  # --fifo
     fast_fifo: bool = False  # --fast-fifo (implies --fifo)
@@ -37,13 +38,8 @@ class RuleOptions:
     increase_delta2: int = 0  # --increase-delta2
     override_start: int | None = None  # --override-start
     override_rollover: int | None = None  # --override-rollover
+    override_delta1: int | None = None  # --override-delta1 (the planner's; no rule reads it)
     override_delta2: int | None = None  # --override-delta2
-
-    @classmethod
-    def from_args(cls, args: Any) -> RuleOptions:
-        """Take every field that `args` (e.g. izer_args.IzerOptions, a Namespace) has."""
-        values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
-        return cls(**{k: v for k, v in values.items() if v is not None or k in _NULLABLE})
 
     @property
     def uses_fast_fifo(self) -> bool:
@@ -54,19 +50,6 @@ class RuleOptions:
         return self.fifo or self.uses_fast_fifo
 
 
-_NULLABLE = {
-    "pipeline",
-    "pll",
-    "max_proc",
-    "override_start",
-    "override_rollover",
-    "override_delta2",
-}
-
-
-def rule_options(options: Any) -> RuleOptions:
-    if options is None:
-        return RuleOptions()
-    if isinstance(options, RuleOptions):
-        return options
-    return RuleOptions.from_args(options)  # e.g. izer_args.IzerOptions
+def rule_options(options: RuleOptions | None) -> RuleOptions:
+    """`options`, or the defaults when there are none."""
+    return RuleOptions() if options is None else options
