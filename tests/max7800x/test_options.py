@@ -21,7 +21,7 @@ from edgesynth.targets.max7800x.pipeline import SynthesisJob, synthesize
 from edgesynth.targets.max7800x.plan.plan import make_plan
 from edgesynth.targets.max7800x.plan.report import render_table
 from edgesynth.targets.max7800x.rules import RuleOptions
-from edgesynth.targets.max7800x.target import Max78000, Max78002
+from edgesynth.targets.max7800x.target import Max78000, Max78002, synthesis_options
 
 CORPUS = Path(__file__).parents[2].parent / "shared" / "corpus"
 OUT = ["--test-dir", ".", "--prefix", "p"]
@@ -98,7 +98,7 @@ def test_the_compile_path_is_told_the_vendor_defaults(target, tmp_path: Path) ->
         "--device", target.device_name, "--config-file", "network.yaml",
         write_for_write=False, base=tmp_path,
     )  # fmt: skip
-    assert target()._options(tmp_path) == expected
+    assert synthesis_options(target.device_name, tmp_path) == expected
 
 
 @pytest.mark.corpus
