@@ -172,61 +172,105 @@ class Project:
 
 def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
     """Every file of the project, as text."""
-    s = plan.settings
-    regs = s.chip.regs
-    device = s.chip.device.name
-    clock = clocking(opts, device)
-    term = s.by_index[s.terminating]
-    groups_mask = sum(1 << g for g in s.groups_used)
-    func_flash = RISCV_FLASH if opts.riscv_flash and not opts.riscv_cache else ""
-    data_flash = RISCV_FLASH if opts.riscv_flash else ""
-    streaming = any(h.streaming for h in s.hw)
-    if opts.one_shot and device == "MAX78002":
-        isr_clear = "1<<12"
-    elif streaming:
-        isr_clear = "(1<<12) | (1<<14) | 1"
-    else:
-        isr_clear = "(1<<12) | 1"
+    device = plan.settings.chip.device.name
     riscv = bool(opts.riscv)
-    output_dims = plan.output_shape[1:] if len(plan.output_shape) > 1 else (1,)
-    num_outputs = int(np.prod(plan.output_shape))
-    common = {
+    common = _common_context(opts, name, device, config_file, riscv)
+    api = opts.api_filename if opts.api_filename.lower() != "none" else "cnn.c"
+    # --fixed-input (memory input): load_input() fills the input with a fixed pattern
+    fixed_input = bool(opts.fixed_input) and not plan.inputs.fifo
+    files: dict[str, str] = {}
+    files[api] = _api_source(plan, opts, common, fixed_input)
+    files["cnn.h"] = render(
+        "cnn.h.j2",
+        **common,
+        summary=memory_summary(plan),
+        num_outputs=int(np.prod(plan.output_shape)),
+        timer=opts.timer,
+        isr_name="CNN_IRQHandler" if riscv else "CNN_ISR",
+    )
+    files[opts.weight_filename] = _weights_header(plan, name)
+    files[opts.sample_filename] = _sample_header(plan, name, fixed_input)
+    kat = bool(opts.generate_kat) and opts.result_filename is not None
+    if kat:
+        from edgesynth.targets.max7800x.plan.kat import sample_output_array
+
+        files[opts.result_filename] = render(
+            "sampleoutput.h.j2",
+            name=name,
+            sample_output=define("SAMPLE_OUTPUT", sample_output_array(plan.kat)),
+        )
+    main = _main_source(plan, opts, common, fixed_input, kat)
+    main_name = f"{opts.c_filename}.c"
+    if riscv:
+        files[f"{opts.c_filename}_riscv.c"] = main
+        files[main_name] = _arm_main_source(opts, common, device)
+    else:
+        files[main_name] = main
+    files["softmax.c"] = render("softmax.c.j2", name=name)
+    return Project(files=files)
+
+
+def _common_context(
+    opts: Any, name: str, device: str, config_file: str, riscv: bool
+) -> dict[str, Any]:
+    """What every template is told: the project, the device, where code and data live, the
+    header names."""
+    return {
         "name": name,
         "device": device,
         "config_file": config_file,
         "riscv": riscv,
-        "func_flash": func_flash,
-        "data_flash": data_flash,
+        "func_flash": RISCV_FLASH if opts.riscv_flash and not opts.riscv_cache else "",
+        "data_flash": RISCV_FLASH if opts.riscv_flash else "",
         "energy": bool(opts.energy),
         "energy_gpio": bool(opts.energy) and device == "MAX78002",
         "weights_header": opts.weight_filename,
         "sample_header": opts.sample_filename,
         "result_header": opts.result_filename,
     }
-    api = opts.api_filename if opts.api_filename.lower() != "none" else "cnn.c"
-    main_name = f"{opts.c_filename}.c"
+
+
+def _isr_clear(opts: Any, plan: Plan) -> str:
+    """The interrupt flags the CNN interrupt handler clears."""
+    s = plan.settings
+    if opts.one_shot and s.chip.device.name == "MAX78002":
+        return "1<<12"
+    if any(h.streaming for h in s.hw):
+        return "(1<<12) | (1<<14) | 1"
+    return "(1<<12) | 1"
+
+
+def _verify_weights(opts: Any) -> bool:
+    return bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader))
+
+
+def _api_source(plan: Plan, opts: Any, common: dict[str, Any], fixed_input: bool) -> str:
+    """cnn.c: the accelerator's functions (load, configure, start, unload...)."""
+    s = plan.settings
+    regs = s.chip.regs
+    term = s.by_index[s.terminating]
+    groups_mask = sum(1 << g for g in s.groups_used)
     stride = regs.mask_stride
     bias_groups = [
         {"group": g, "address": regs.apb_base + regs.bias(g), "length": int(v.size)}
         for g, v in enumerate(plan.bias.values)
         if v.size
     ]
-    # --fixed-input (memory input): load_input() fills the input with a fixed pattern
-    fixed_input = bool(opts.fixed_input) and not plan.inputs.fifo
-    files: dict[str, str] = {}
-    files[api] = render(
+    return render(
         "cnn.c.j2",
         **common,
         fixed_input=fixed_input,
         description=layer_description(plan),
         isr_declaration=(
-            'void __attribute__((interrupt("machine"))) CNN_IRQHandler' if riscv else "void CNN_ISR"
+            'void __attribute__((interrupt("machine"))) CNN_IRQHandler'
+            if common["riscv"]
+            else "void CNN_ISR"
         ),
         quadrant_controls=[regs.apb_base + regs.ctl(g, rm.REG_CTL) for g in s.groups_used],
-        isr_clear=isr_clear,
+        isr_clear=_isr_clear(opts, plan),
         master_control=regs.apb_base + regs.ctl(s.groups_used[0], rm.REG_CTL),
         mexpress=bool(opts.mexpress),
-        verify_weights=bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader)),
+        verify_weights=_verify_weights(opts),
         mexpress_base_mask=~(stride - 1) & 0xFFFFFFFF,
         mexpress_offset_mask=stride - 1,
         bias_groups=bias_groups,
@@ -243,43 +287,44 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         enable_delay=opts.enable_delay,
         pll_device=s.chip.device.supports_pll,
     )
-    files["cnn.h"] = render(
-        "cnn.h.j2",
-        **common,
-        summary=memory_summary(plan),
-        num_outputs=num_outputs,
-        timer=opts.timer,
-        isr_name="CNN_IRQHandler" if riscv else "CNN_ISR",
-    )
-    kernel_table = _kernel_table(plan)
-    files[opts.weight_filename] = render(
+
+
+def _weights_header(plan: Plan, name: str) -> str:
+    """weights.h: the kernel image and each group's bias."""
+    return render(
         "weights.h.j2",
         name=name,
-        kernels=define("KERNELS", kernel_table),
+        kernels=define("KERNELS", _kernel_table(plan)),
         bias=[
             define(f"BIAS_{g}", v, digits=2, per_line=16)
             for g, v in enumerate(plan.bias.values)
             if v.size
         ],
     )
+
+
+def _sample_header(plan: Plan, name: str, fixed_input: bool) -> str:
+    """sampledata.h: the sample input, block by block (none with a fixed input)."""
     sample_blocks = []
     for block in [] if fixed_input else plan.inputs.blocks:
         words = block.words
         if plan.inputs.synthesize is not None:
             words = words[: plan.inputs.synthesize_words]
         sample_blocks.append(define(f"SAMPLE_INPUT_{block.label}", words))
-    files[opts.sample_filename] = render("sampledata.h.j2", name=name, blocks=sample_blocks)
-    kat = bool(opts.generate_kat) and opts.result_filename is not None
-    if kat:
-        from edgesynth.targets.max7800x.plan.kat import sample_output_array
+    return render("sampledata.h.j2", name=name, blocks=sample_blocks)
 
-        files[opts.result_filename] = render(
-            "sampleoutput.h.j2",
-            name=name,
-            sample_output=define("SAMPLE_OUTPUT", sample_output_array(plan.kat)),
-        )
+
+def _main_source(
+    plan: Plan, opts: Any, common: dict[str, Any], fixed_input: bool, kat: bool
+) -> str:
+    """main.c (the RISC-V's with --riscv): clocks, loading, the run, the known-answer check."""
+    s = plan.settings
+    device = common["device"]
+    riscv = common["riscv"]
+    clock = clocking(opts, device)
+    term = s.by_index[s.terminating]
     inputs = plan.inputs
-    main = render(
+    return render(
         "main.c.j2",
         **common,
         inputs=inputs,
@@ -304,7 +349,7 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         enable_divider=clock.enable_divider,
         boost=opts.boost,
         zero_sram=bool(opts.zero_sram),
-        verify_weights=bool(opts.verify_kernels or (opts.verify_writes and opts.new_kernel_loader)),
+        verify_weights=_verify_weights(opts),
         verify_writes=bool(opts.verify_writes),
         has_bias=s.any_bias,
         clock_switch=clock.switch,
@@ -316,27 +361,22 @@ def generate(plan: Plan, opts: Any, name: str, config_file: str) -> Project:
         one_shot=s.terminating if opts.one_shot else 0,
         clock_trim=opts.clock_trim,
     )
-    if riscv:
-        files[f"{opts.c_filename}_riscv.c"] = main
-        files[main_name] = render(
-            "main_arm.c.j2",
-            **common,
-            wfi=bool(opts.wfi),
-            pll=bool(opts.pll),
-            ipo_mhz=CLOCKS[device]["ipo"],
-            riscv_cache=bool(opts.riscv_cache),
-            riscv_exclusive=bool(opts.riscv_exclusive),
-            debugwait=opts.debugwait,
-            deepsleep=bool(opts.deepsleep),
-            sleep_call="MXC_LP_EnterLowPowerMode()"
-            if opts.deepsleep
-            else "MXC_LP_EnterSleepMode()",
-        )
-    else:
-        files[main_name] = main
-    files["softmax.c"] = render("softmax.c.j2", name=name)
-    del output_dims
-    return Project(files=files)
+
+
+def _arm_main_source(opts: Any, common: dict[str, Any], device: str) -> str:
+    """With --riscv, the Arm core's main.c: it starts the RISC-V and sleeps."""
+    return render(
+        "main_arm.c.j2",
+        **common,
+        wfi=bool(opts.wfi),
+        pll=bool(opts.pll),
+        ipo_mhz=CLOCKS[device]["ipo"],
+        riscv_cache=bool(opts.riscv_cache),
+        riscv_exclusive=bool(opts.riscv_exclusive),
+        debugwait=opts.debugwait,
+        deepsleep=bool(opts.deepsleep),
+        sleep_call="MXC_LP_EnterLowPowerMode()" if opts.deepsleep else "MXC_LP_EnterSleepMode()",
+    )
 
 
 def _sleep_call(opts: Any) -> str:
