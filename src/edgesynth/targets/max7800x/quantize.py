@@ -88,7 +88,18 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
             )
     data = _check_calibration(graph, calibration)
     maxabs = calibrate(graph, data)
-    # Host-side softmax at the end: the chip returns its input.
+    nodes, outputs, warnings = _host_softmax(graph, device)
+    q = _Quantizer(graph, _shared_scales(nodes, maxabs), nodes, outputs, device, warnings)
+    for node in nodes:
+        q.add(node)
+    q.out.outputs = outputs
+    q.out.validate()
+    return q.out
+
+
+def _host_softmax(graph: g.Graph, device: Device) -> tuple[list[g.Node], list[str], list[str]]:
+    """The nodes the chip runs, the outputs it returns, and warnings: a softmax at the end runs
+    on the host (the chip returns its input); one in the middle is refused."""
     outputs = list(graph.outputs)
     nodes = list(graph.nodes)
     warnings: list[str] = []
@@ -105,161 +116,200 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
                 "remove it",
                 file=graph.source or None,
             )
+    return nodes, outputs, warnings
 
-    scales = UnionFind()  # tensors that must share one scale
+
+class _Scales:
+    """One scale per group of tensors that must share it: the group's largest calibrated
+    magnitude (or a clip's range) mapped to 127 codes."""
+
+    def __init__(self, groups: UnionFind, group_max: dict[str, float]) -> None:
+        self.groups = groups
+        self.group_max = group_max
+
+    def __call__(self, t: str) -> float:
+        m = self.group_max.get(self.groups.find(t), 0.0)
+        return m / QMAX if m > 0 else 1.0 / QMAX
+
+
+def _shared_scales(nodes: list[g.Node], maxabs: dict[str, float]) -> _Scales:
+    """Operators that pass codes through put their inputs and output in one group."""
+    groups = UnionFind()  # tensors that must share one scale
     for node in nodes:
         if isinstance(node, _SHARE_SCALE) or (
             isinstance(node, g.Eltwise) and node.kind in ("add", "sub")
         ):
             for t in node.inputs:
-                scales.union(node.output, t)
+                groups.union(node.output, t)
         elif isinstance(node, g.Activation) and node.kind != "relu":
             raise EdgesynthError(f"operator `{node.name}`: MAX7800x has no {node.kind} activation")
     group_max: dict[str, float] = {}
     for t, m in maxabs.items():
-        root = scales.find(t)
+        root = groups.find(t)
         group_max[root] = max(group_max.get(root, 0.0), m)
     for node in nodes:  # a clip bounds its tensor: that range mapped to 127 codes makes the
         if isinstance(node, g.Clip) and node.lo <= 0 < node.hi:  # chip's saturation the clip
-            group_max[scales.find(node.output)] = max(float(node.hi), -float(node.lo))
+            group_max[groups.find(node.output)] = max(float(node.hi), -float(node.lo))
+    return _Scales(groups, group_max)
 
-    def scale(t: str) -> float:
-        m = group_max.get(scales.find(t), 0.0)
-        return m / QMAX if m > 0 else 1.0 / QMAX
 
-    wide = {n.output for n in nodes if isinstance(n, g.Conv | g.Linear) and n.output in outputs}
-    out = g.Graph(name=graph.name, source=graph.source)
-    out.warnings = warnings
-    in_name = graph.inputs[0]
-    out.add_input(in_name, graph.tensors[in_name].shape, g.QType(8, True, scale(in_name)))
-    acc_scale: dict[str, float] = {}
+class _Quantizer:
+    """Builds the integer graph node by node."""
 
-    def qtype(t: str) -> g.QType:
-        if t in acc_scale:
-            return g.QType(32, True, acc_scale[t])
-        return g.QType(8, True, scale(t))
+    def __init__(
+        self,
+        graph: g.Graph,
+        scale: _Scales,
+        nodes: list[g.Node],
+        outputs: list[str],
+        device: Device,
+        warnings: list[str],
+    ) -> None:
+        self.graph = graph
+        self.scale = scale
+        self.device = device
+        self.warnings = warnings
+        # a layer whose accumulator is a graph output keeps it 32 bits wide
+        self.wide = {
+            n.output for n in nodes if isinstance(n, g.Conv | g.Linear) and n.output in outputs
+        }
+        self.out = g.Graph(name=graph.name, source=graph.source)
+        self.out.warnings = warnings
+        in_name = graph.inputs[0]
+        self.out.add_input(in_name, graph.tensors[in_name].shape, g.QType(8, True, scale(in_name)))
+        self.acc_scale: dict[str, float] = {}
 
-    for node in nodes:
-        shape = graph.tensors[node.output].shape
+    def qtype(self, t: str) -> g.QType:
+        if t in self.acc_scale:
+            return g.QType(32, True, self.acc_scale[t])
+        return g.QType(8, True, self.scale(t))
+
+    def add(self, node: g.Node) -> None:
+        shape = self.graph.tensors[node.output].shape
         if isinstance(node, g.Conv | g.Linear):
-            s_in = qtype(node.inputs[0]).scale or 1.0
-            w = np.asarray(node.weight, dtype=np.float64)
-            w_max = float(np.abs(w).max(initial=0.0))
-            if node.output in wide:
-                s_w = w_max / QMAX if w_max > 0 else 1.0
-                shift = 0
-            else:
-                shift = _shift_for(w_max, s_in, scale(node.output), device)
-                s_w = 2.0 ** (shift - 7) * scale(node.output) / s_in
-            w_q = np.clip(np.floor(w / s_w + 0.5), -128, 127).astype(np.int64)
-            clipped = int(np.sum(np.abs(w / s_w) > 127.5))
-            if clipped:
-                warnings.append(
-                    f"`{node.name}`: {clipped} weights saturate at 8 bits (the output shift "
-                    f"reached its limit {shift - 7:+d})"
-                )
-            bias = None
-            if node.bias is not None:
-                unit = s_in * s_w * device.bias_div
-                b = np.floor(np.asarray(node.bias, dtype=np.float64) / unit + 0.5)
-                if np.any(np.abs(b) > 127.5):
-                    warnings.append(f"`{node.name}`: bias values saturate at 8 bits")
-                bias = np.clip(b, -128, 127).astype(np.int64) * device.bias_div
-            acc_name = node.output if node.output in wide else out.unique_name(f"{node.name}/acc")
-            params = {k: v for k, v in vars(node).items() if k not in ("weight", "bias", "outputs")}
-            q = type(node)(**{**params, "weight": w_q, "bias": bias, "outputs": [acc_name]})
-            if node.output in wide:
-                acc_scale[node.output] = s_in * s_w
-                out.add(q, shape, qtype(node.output))
-                continue
-            out.add(q, shape, g.QType(32, True, s_in * s_w))
-            e = shift - 7
-            mul, div = (1 << e, 1) if e >= 0 else (1, 1 << -e)
-            rq = g.Requantize(
-                name=out.unique_name(f"{node.name}/requantize"),
-                inputs=[acc_name],
-                outputs=[node.output],
-                mul=mul,
-                div=div,
-                rounding="half_up",
-                source=node.source,
-            )
-            out.add(rq, shape, qtype(node.output))
+            self.weighted(node, shape)
         elif isinstance(node, g.Pool):
             if node.kind == "avg" and node.count_include_pad is False and any(node.pads):
                 raise EdgesynthError(f"operator `{node.name}`: padded average pooling")
             q = g.Pool(**{**vars(node), "method": "trunc" if node.kind == "avg" else node.method})
-            out.add(q, shape, qtype(node.output))
+            self.out.add(q, shape, self.qtype(node.output))
         elif isinstance(node, g.GlobalPool):
-            in_shape = graph.tensors[node.inputs[0]].shape
-            q = g.Pool(
-                name=node.name,
-                inputs=node.inputs,
-                outputs=node.outputs,
-                kind=node.kind,
-                kernel=tuple(in_shape[1:]),
-                stride=tuple(in_shape[1:]),
-                dilation=(1,) * (len(in_shape) - 1),
-                pads=(0,) * (2 * (len(in_shape) - 1)),
-                method="trunc",
-                source=node.source,
-            )
-            out.add(q, shape, qtype(node.output))
+            self.out.add(self._global_pool(node), shape, self.qtype(node.output))
         elif isinstance(node, g.Eltwise):
-            if node.kind not in ("add", "sub"):
-                raise EdgesynthError(f"operator `{node.name}`: MAX7800x has no float `{node.kind}`")
-            raw = out.unique_name(f"{node.name}/sum")
-            out.add(
-                g.Eltwise(
-                    name=node.name,
-                    inputs=node.inputs,
-                    outputs=[raw],
-                    kind=node.kind,
-                    source=node.source,
-                ),
-                shape,
-                g.QType(32, True, scale(node.output)),
-            )
-            clip = g.Clip(
-                name=out.unique_name(f"{node.name}/clip"),
-                inputs=[raw],
-                outputs=[node.output],
-                lo=-128,
-                hi=127,
-            )
-            out.add(clip, shape, qtype(node.output))
+            self.eltwise(node, shape)
         elif isinstance(node, g.Activation | g.Flatten | g.Reshape | g.Concat | g.Slice):
-            out.add(node, shape, qtype(node.output))
+            self.out.add(node, shape, self.qtype(node.output))
         elif isinstance(node, g.Clip) and node.lo <= 0:
-            # The chip saturates every output at its 8-bit range (set to the clip's range
-            # above); a clip at zero is its ReLU.
-            if node.lo == 0:
-                relu = g.Activation(
-                    name=node.name,
-                    inputs=node.inputs,
-                    outputs=node.outputs,
-                    kind="relu",
-                    source=node.source,
-                )
-                out.add(relu, shape, qtype(node.output))
-            else:
-                out.add(
-                    g.Reshape(
-                        name=node.name,
-                        inputs=node.inputs,
-                        outputs=node.outputs,
-                        shape=shape,
-                        source=node.source,
-                    ),
-                    shape,
-                    qtype(node.output),
-                )
+            self.out.add(_clip_as_saturation(node, shape), shape, self.qtype(node.output))
         else:
             raise EdgesynthError(
                 f"operator `{node.name}` ({node.op}) has no MAX7800x equivalent"
                 + (f" ({node.source})" if node.source else ""),
-                file=graph.source or None,
+                file=self.graph.source or None,
             )
-    out.outputs = outputs
-    out.validate()
-    return out
+
+    def weighted(self, node: g.Conv | g.Linear, shape: tuple[int, ...]) -> None:
+        """A convolution or linear layer: 8-bit weights and bias, then the output shift (a
+        Requantize), except where its accumulator is a graph output."""
+        s_in = self.qtype(node.inputs[0]).scale or 1.0
+        w = np.asarray(node.weight, dtype=np.float64)
+        s_w, shift = self._weight_scale(node, w, s_in)
+        w_q = np.clip(np.floor(w / s_w + 0.5), -128, 127).astype(np.int64)
+        clipped = int(np.sum(np.abs(w / s_w) > 127.5))
+        if clipped:
+            self.warnings.append(
+                f"`{node.name}`: {clipped} weights saturate at 8 bits (the output shift "
+                f"reached its limit {shift - 7:+d})"
+            )
+        bias = self._bias(node, s_in * s_w)
+        wide = node.output in self.wide
+        acc_name = node.output if wide else self.out.unique_name(f"{node.name}/acc")
+        params = {k: v for k, v in vars(node).items() if k not in ("weight", "bias", "outputs")}
+        q = type(node)(**{**params, "weight": w_q, "bias": bias, "outputs": [acc_name]})
+        if wide:
+            self.acc_scale[node.output] = s_in * s_w
+            self.out.add(q, shape, self.qtype(node.output))
+            return
+        self.out.add(q, shape, g.QType(32, True, s_in * s_w))
+        e = shift - 7
+        mul, div = (1 << e, 1) if e >= 0 else (1, 1 << -e)
+        rq = g.Requantize(
+            name=self.out.unique_name(f"{node.name}/requantize"),
+            inputs=[acc_name],
+            outputs=[node.output],
+            mul=mul,
+            div=div,
+            rounding="half_up",
+            source=node.source,
+        )
+        self.out.add(rq, shape, self.qtype(node.output))
+
+    def _weight_scale(self, node: g.Node, w: np.ndarray, s_in: float) -> tuple[float, int]:
+        """(weight scale, output shift): the full 8 bits and no shift for a wide output; else
+        the smallest shift that keeps every weight within 127 codes."""
+        w_max = float(np.abs(w).max(initial=0.0))
+        if node.output in self.wide:
+            return (w_max / QMAX if w_max > 0 else 1.0), 0
+        s_out = self.scale(node.output)
+        shift = _shift_for(w_max, s_in, s_out, self.device)
+        return 2.0 ** (shift - 7) * s_out / s_in, shift
+
+    def _bias(self, node: g.Conv | g.Linear, s_acc: float) -> np.ndarray | None:
+        """The 8-bit bias in accumulator units (x bias_div), saturated with a warning."""
+        if node.bias is None:
+            return None
+        unit = s_acc * self.device.bias_div
+        b = np.floor(np.asarray(node.bias, dtype=np.float64) / unit + 0.5)
+        if np.any(np.abs(b) > 127.5):
+            self.warnings.append(f"`{node.name}`: bias values saturate at 8 bits")
+        return np.clip(b, -128, 127).astype(np.int64) * self.device.bias_div
+
+    def _global_pool(self, node: g.GlobalPool) -> g.Pool:
+        """A global pool as a pool whose window is the whole input (average truncated)."""
+        in_shape = self.graph.tensors[node.inputs[0]].shape
+        return g.Pool(
+            name=node.name,
+            inputs=node.inputs,
+            outputs=node.outputs,
+            kind=node.kind,
+            kernel=tuple(in_shape[1:]),
+            stride=tuple(in_shape[1:]),
+            dilation=(1,) * (len(in_shape) - 1),
+            pads=(0,) * (2 * (len(in_shape) - 1)),
+            method="trunc",
+            source=node.source,
+        )
+
+    def eltwise(self, node: g.Eltwise, shape: tuple[int, ...]) -> None:
+        """An addition or subtraction: the exact sum, then the chip's 8-bit saturation."""
+        if node.kind not in ("add", "sub"):
+            raise EdgesynthError(f"operator `{node.name}`: MAX7800x has no float `{node.kind}`")
+        raw = self.out.unique_name(f"{node.name}/sum")
+        total = g.Eltwise(
+            name=node.name, inputs=node.inputs, outputs=[raw], kind=node.kind, source=node.source
+        )
+        self.out.add(total, shape, g.QType(32, True, self.scale(node.output)))
+        clip = g.Clip(
+            name=self.out.unique_name(f"{node.name}/clip"),
+            inputs=[raw],
+            outputs=[node.output],
+            lo=-128,
+            hi=127,
+        )
+        self.out.add(clip, shape, self.qtype(node.output))
+
+
+def _clip_as_saturation(node: g.Clip, shape: tuple[int, ...]) -> g.Node:
+    """The chip saturates every output at its 8-bit range (set to the clip's range by
+    `_shared_scales`); a clip at zero is its ReLU, any other clip nothing more."""
+    if node.lo == 0:
+        return g.Activation(
+            name=node.name,
+            inputs=node.inputs,
+            outputs=node.outputs,
+            kind="relu",
+            source=node.source,
+        )
+    return g.Reshape(
+        name=node.name, inputs=node.inputs, outputs=node.outputs, shape=shape, source=node.source
+    )

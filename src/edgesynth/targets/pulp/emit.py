@@ -140,22 +140,8 @@ def _row_range(layer: PulpLayer, h_in: int) -> tuple[str, str]:
 def layer_context(lp: LayerPlan, plan: Plan, index: int) -> dict[str, Any]:
     L, t, m = lp.layer, lp.tiling, lp.memory
     c_out, h_out, w_out = L.out_shape
-    offsets = t.offsets
-    xs = []
-    for k, (shape, storage) in enumerate(zip(L.in_shapes, L.in_storage, strict=True)):
-        cin, h_in, w_in = shape
-        xs.append(
-            {
-                "c": cin,
-                "h": h_in,
-                "w": w_in,
-                "bits": storage.bits,
-                "signed": int(storage.signed),
-                "pix": storage.nbytes(cin),
-                "l1": [offsets[f"x{k}_{b}"] for b in range(t.nb_x)],
-            }
-        )
     out_home = plan.memory.homes[L.output]
+    w_ctx, mem_w, bias = _weight_context(lp)
     ctx: dict[str, Any] = {
         "index": L.index,
         "title": f"{L.op_label}, ONNX {L.name}, {'x'.join(map(str, L.in_shapes[0]))} -> "
@@ -173,13 +159,69 @@ def layer_context(lp: LayerPlan, plan: Plan, index: int) -> dict[str, Any]:
         "nbw": t.nb_w,
         "nby": t.nb_y,
         "l1_bytes": t.l1_bytes,
-        "x": xs,
+        "x": _input_tiles(lp),
         "y": {
             "bits": L.out_storage.bits,
             "signed": int(L.out_storage.signed),
             "pix": L.out_storage.nbytes(c_out),
-            "l1": [offsets[f"y_{b}"] for b in range(t.nb_y)],
+            "l1": [t.offsets[f"y_{b}"] for b in range(t.nb_y)],
         },
+        **_window_context(L),
+        "wide": int(L.wide_acc),
+        "w_bits": L.w_storage.bits if L.w_storage else 8,
+        "fn_code": function_code(L, lp),
+        "trace": c_out * h_out * w_out if L.acc_tensor else 0,
+        "bias": bias,
+        "out_place": {
+            "level": 2 if out_home.level == "L2" else 3,
+            "offset": out_home.offset,
+            "bytes": out_home.nbytes,
+        },
+        **_input_channels(L),
+        "w": w_ctx,
+    }
+    ctx["mem"] = {
+        "describe": m.describe() + (" (weights prefetched)" if m.prefetched else ""),
+        "n_stripes": -(-h_out // m.stripe_rows),
+        "stripe_rows": m.stripe_rows,
+        "n_chunks": -(-c_out // m.chunk_channels),
+        "chunk_channels": m.chunk_channels,
+        "x": _input_transfers(lp, plan),
+        "y": {
+            "l3": m.y_l3,
+            "buf": m.y_buf,
+            "home": out_home.offset,
+            "row_bytes": L.out_storage.nbytes(c_out * w_out),
+        },
+        "w": mem_w,
+        "prefetch_next": _next_prefetch(plan, index),
+    }
+    return ctx
+
+
+def _input_tiles(lp: LayerPlan) -> list[dict[str, Any]]:
+    """Each input's shape, storage and L1 buffers."""
+    L, t = lp.layer, lp.tiling
+    xs = []
+    for k, (shape, storage) in enumerate(zip(L.in_shapes, L.in_storage, strict=True)):
+        cin, h_in, w_in = shape
+        xs.append(
+            {
+                "c": cin,
+                "h": h_in,
+                "w": w_in,
+                "bits": storage.bits,
+                "signed": int(storage.signed),
+                "pix": storage.nbytes(cin),
+                "l1": [t.offsets[f"x{k}_{b}"] for b in range(t.nb_x)],
+            }
+        )
+    return xs
+
+
+def _window_context(L: PulpLayer) -> dict[str, int]:
+    """The kernel window: size, stride, dilation, leading pads, and its span on the input."""
+    return {
         "kh": L.kernel[0],
         "kw": L.kernel[1],
         "sh": L.stride[0],
@@ -191,66 +233,72 @@ def layer_context(lp: LayerPlan, plan: Plan, index: int) -> dict[str, Any]:
         "span_h": (L.kernel[0] - 1) * L.dilation[0] + 1,
         "span_w": (L.kernel[1] - 1) * L.dilation[1] + 1,
         "is_max": int(L.pool_kind == "max"),
-        "wide": int(L.wide_acc),
-        "w_bits": L.w_storage.bits if L.w_storage else 8,
-        "fn_code": function_code(L, lp),
-        "trace": c_out * h_out * w_out if L.acc_tensor else 0,
-        "bias": None,
-        "out_place": {
-            "level": 2 if out_home.level == "L2" else 3,
-            "offset": out_home.offset,
-            "bytes": out_home.nbytes,
-        },
     }
+
+
+def _input_channels(L: PulpLayer) -> dict[str, Any]:
+    """Which input channels an output tile reads (C expressions over the tile `t`): its group's
+    for a grouped convolution, all for a dense one, its own for pools and additions."""
+    c_out = L.out_shape[0]
     if L.kind == "conv" and L.groups > 1:
         cout_g, cin_g = c_out // L.groups, L.cin // L.groups
-        ctx["ci0"] = f"(t->c0 / {cout_g}) * {cin_g}"
-        ctx["ci_count"] = f"((t->c1 - t->c0) / {cout_g}) * {cin_g}"
-        ctx["cin_g"], ctx["cout_g"] = cin_g, cout_g
-    elif L.kind in ("conv", "linear"):
-        ctx["ci0"] = "0"
-        ctx["ci_count"] = str(L.cin)
-        ctx["cin_g"], ctx["cout_g"] = L.cin, c_out
-    else:
-        ctx["ci0"] = "t->c0"
-        ctx["ci_count"] = "(t->c1 - t->c0)"
-        ctx["cin_g"], ctx["cout_g"] = 1, 1
-    if has_blob(L):
-        tile_arrays = param_l1_offsets(L, t.c)
-        if L.bias is not None:  # the kernel starts each accumulator from its bias
-            ctx["bias"] = {"offset": tile_arrays["bias"][0], "width": tile_arrays["bias"][1]}
-        full = blob_layout(L, L.cout)
-        chunk = blob_layout(L, m.chunk_channels)
-        arrays = []
-        for (name, width, full_off), (_, _, chunk_off) in zip(
-            full.arrays, chunk.arrays, strict=True
-        ):
-            arrays.append(
-                {
-                    "name": name,
-                    "width": width,
-                    "l1": tile_arrays[name][0],
-                    "full_offset": full_off,
-                    "chunk_offset": chunk_off,
-                }
-            )
-        ctx["w"] = {
-            "row_bytes": full.row_bytes,
-            "arrays": arrays,
-            "l1": [offsets.get(f"w_{b}", offsets.get(f"p_{b}", 0)) for b in range(t.nb_w)],
-            "p_l1": [offsets.get(f"p_{b}", 0) for b in range(t.nb_w)],
+        return {
+            "ci0": f"(t->c0 / {cout_g}) * {cin_g}",
+            "ci_count": f"((t->c1 - t->c0) / {cout_g}) * {cin_g}",
+            "cin_g": cin_g,
+            "cout_g": cout_g,
         }
-        mem_w = {
-            "prefetched": m.prefetched,
-            "l3": m.w_l3,
-            "l2": m.w_buf,
-            "l3_offset": m.w_l3_offset,
-            "bytes": full.nbytes,
-            "arrays": arrays,
-        }
-    else:
-        ctx["w"] = None
-        mem_w = None
+    if L.kind in ("conv", "linear"):
+        return {"ci0": "0", "ci_count": str(L.cin), "cin_g": L.cin, "cout_g": c_out}
+    return {"ci0": "t->c0", "ci_count": "(t->c1 - t->c0)", "cin_g": 1, "cout_g": 1}
+
+
+def _weight_context(
+    lp: LayerPlan,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, int] | None]:
+    """The weight blob's arrays in L1 (tile), in L2/L3 (whole and per chunk), and its
+    transfers; the bias array the kernel starts each accumulator from. Nones without a blob."""
+    L, t, m = lp.layer, lp.tiling, lp.memory
+    if not has_blob(L):
+        return None, None, None
+    offsets = t.offsets
+    tile_arrays = param_l1_offsets(L, t.c)
+    bias = None
+    if L.bias is not None:
+        bias = {"offset": tile_arrays["bias"][0], "width": tile_arrays["bias"][1]}
+    full = blob_layout(L, L.cout)
+    chunk = blob_layout(L, m.chunk_channels)
+    arrays = []
+    for (name, width, full_off), (_, _, chunk_off) in zip(full.arrays, chunk.arrays, strict=True):
+        arrays.append(
+            {
+                "name": name,
+                "width": width,
+                "l1": tile_arrays[name][0],
+                "full_offset": full_off,
+                "chunk_offset": chunk_off,
+            }
+        )
+    w_ctx = {
+        "row_bytes": full.row_bytes,
+        "arrays": arrays,
+        "l1": [offsets.get(f"w_{b}", offsets.get(f"p_{b}", 0)) for b in range(t.nb_w)],
+        "p_l1": [offsets.get(f"p_{b}", 0) for b in range(t.nb_w)],
+    }
+    mem_w = {
+        "prefetched": m.prefetched,
+        "l3": m.w_l3,
+        "l2": m.w_buf,
+        "l3_offset": m.w_l3_offset,
+        "bytes": full.nbytes,
+        "arrays": arrays,
+    }
+    return w_ctx, mem_w, bias
+
+
+def _input_transfers(lp: LayerPlan, plan: Plan) -> list[dict[str, Any]]:
+    """Each input's home, L2 buffer and the rows a stripe reads."""
+    L, m = lp.layer, lp.memory
     mem_x = []
     for k, tname in enumerate(L.inputs):
         home = plan.memory.homes[tname]
@@ -267,33 +315,20 @@ def layer_context(lp: LayerPlan, plan: Plan, index: int) -> dict[str, Any]:
                 "row_hi": hi,
             }
         )
-    nxt = None
+    return mem_x
+
+
+def _next_prefetch(plan: Plan, index: int) -> dict[str, int] | None:
+    """The next layer's weights, when this layer prefetches them."""
     if index + 1 < len(plan.layers) and plan.layers[index + 1].memory.prefetched:
-        nm = plan.layers[index + 1].memory
-        nxt = {
+        nxt = plan.layers[index + 1]
+        nm = nxt.memory
+        return {
             "l2": nm.w_buf,
             "l3": nm.w_l3_offset,
-            "bytes": blob_layout(
-                plan.layers[index + 1].layer, plan.layers[index + 1].layer.cout
-            ).nbytes,
+            "bytes": blob_layout(nxt.layer, nxt.layer.cout).nbytes,
         }
-    ctx["mem"] = {
-        "describe": m.describe() + (" (weights prefetched)" if m.prefetched else ""),
-        "n_stripes": -(-h_out // m.stripe_rows),
-        "stripe_rows": m.stripe_rows,
-        "n_chunks": -(-c_out // m.chunk_channels),
-        "chunk_channels": m.chunk_channels,
-        "x": mem_x,
-        "y": {
-            "l3": m.y_l3,
-            "buf": m.y_buf,
-            "home": out_home.offset,
-            "row_bytes": L.out_storage.nbytes(c_out * w_out),
-        },
-        "w": mem_w,
-        "prefetch_next": nxt,
-    }
-    return ctx
+    return None
 
 
 def weights_image(plan: Plan) -> bytes:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -387,12 +388,41 @@ def lower_graph(
 def _make_layer(
     lw: Lowering, index: int, main: g.Node, pre: list[list[g.Node]], chain: list[g.Node]
 ) -> PulpLayer:
-    graph = lw.graph
+    steps = [to_step(n) for n in chain if n is not main]
+    common, in_ranges = _layer_io(lw, index, main, pre, chain)
+    lo, hi = in_ranges[0]
+    if isinstance(main, g.Conv):
+        layer = _conv_layer(main, steps, lo, hi, common)
+    elif isinstance(main, g.Linear):
+        layer = _linear_layer(main, steps, lo, hi, common)
+    elif isinstance(main, g.Pool):
+        layer = _pool_layer(main, steps, lo, hi, common)
+    elif isinstance(main, g.Eltwise):
+        layer = _addition_layer(main, pre, steps, in_ranges, common)
+    else:  # a lone requantization: an element-wise layer of one input
+        layer = PulpLayer(
+            kind="eltwise",
+            out_storage=Storage(32, True),
+            steps=[to_step(n) for n in chain],
+            pre_steps=[[]],
+            acc_range=(lo, hi),
+            **common,
+        )
+    if isinstance(main, g.Conv | g.Linear | g.Pool) and layer.steps:
+        layer.acc_tensor = main.output
+    _finish_layer(lw, layer)
+    return layer
+
+
+def _layer_io(
+    lw: Lowering, index: int, main: g.Node, pre: list[list[g.Node]], chain: list[g.Node]
+) -> tuple[dict[str, Any], list[tuple[int, int]]]:
+    """The fields every kind of layer has (name, inputs and output with their shapes and
+    storage, the nodes fused), and the integer range of each input."""
     name = (
         main.name if not isinstance(main, STEP_OPS) else (main.source or main.name).split(", ")[-1]
     )
     out_tensor = chain[-1].output if chain else main.output
-    steps = [to_step(n) for n in chain if n is not main]
     pre_nodes = [n for steps in pre for n in steps]
     nodes = [n.name for n in pre_nodes] + [main.name] + [n.name for n in chain if n is not main]
     sources: list[str] = []
@@ -400,17 +430,9 @@ def _make_layer(
         for src in (n.source or n.name).split(", "):
             if src not in sources:
                 sources.append(src)
-    if isinstance(main, STEP_OPS):
-        raw_inputs = [main.inputs[0]]
-    elif pre:
-        raw_inputs = [
-            steps[0].inputs[0] if steps else t for steps, t in zip(pre, main.inputs, strict=True)
-        ]
-    else:
-        raw_inputs = list(main.inputs)
-    inputs = [lw.root(t) for t in raw_inputs]
+    inputs = [lw.root(t) for t in _raw_inputs(main, pre)]
     in_shapes = [lw.shape3(t) for t in inputs]
-    in_ranges = [qrange(graph.tensors[t]) for t in inputs]
+    in_ranges = [qrange(lw.graph.tensors[t]) for t in inputs]
     in_storage = [
         storage_for(lo, hi, s[0]) for (lo, hi), s in zip(in_ranges, in_shapes, strict=True)
     ]
@@ -426,131 +448,150 @@ def _make_layer(
         nodes=nodes,
         sources=sources,
     )
-    lo, hi = in_ranges[0]
-    if isinstance(main, g.Conv):
-        if main.transposed:
-            raise EdgesynthError(f"ONNX node {name}: transposed convolution is not supported")
-        if main.rank == 1:
-            kernel = (1, main.kernel[0])
-            stride = (1, main.stride[0])
-            dilation = (1, main.dilation[0])
-            pads = (0, main.pads[0], 0, main.pads[1])
-            weight = main.weight[:, :, None, :]
-        else:
-            kernel, stride, dilation = main.kernel, tuple(main.stride), tuple(main.dilation)
-            pads = tuple(main.pads)
-            weight = main.weight
-        weight = np.ascontiguousarray(weight.transpose(0, 2, 3, 1)).astype(np.int64)
-        bias = None if main.bias is None else np.asarray(main.bias).astype(np.int64)
-        acc = accumulator_range(main.weight, bias, lo, hi, padded=any(pads))
-        layer = PulpLayer(
-            kind="conv",
-            out_storage=Storage(32, True),
-            steps=steps,
-            weight=weight,
-            w_storage=_weight_storage(weight),
-            bias=bias,
-            kernel=tuple(kernel),
-            stride=stride,
-            dilation=dilation,
-            pads=pads,
-            groups=main.groups,
-            acc_range=acc,
-            **common,
+    return common, in_ranges
+
+
+def _raw_inputs(main: g.Node, pre: list[list[g.Node]]) -> list[str]:
+    """The tensors the layer reads: before the input requantizations an addition fuses."""
+    if isinstance(main, STEP_OPS):
+        return [main.inputs[0]]
+    if pre:
+        return [
+            steps[0].inputs[0] if steps else t for steps, t in zip(pre, main.inputs, strict=True)
+        ]
+    return list(main.inputs)
+
+
+def _window(
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: tuple[int, ...],
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """A sliding window in two dimensions: 1-D data is one row, (C, 1, L)."""
+    if len(kernel) == 1:
+        return (1, kernel[0]), (1, stride[0]), (1, dilation[0]), (0, pads[0], 0, pads[1])
+    return tuple(kernel), tuple(stride), tuple(dilation), tuple(pads)
+
+
+def _conv_layer(
+    main: g.Conv, steps: list[Step], lo: int, hi: int, common: dict[str, Any]
+) -> PulpLayer:
+    if main.transposed:
+        raise EdgesynthError(f"ONNX node {common['name']}: transposed convolution is not supported")
+    kernel, stride, dilation, pads = _window(main.kernel, main.stride, main.dilation, main.pads)
+    weight = main.weight[:, :, None, :] if main.rank == 1 else main.weight
+    weight = np.ascontiguousarray(weight.transpose(0, 2, 3, 1)).astype(np.int64)
+    bias = None if main.bias is None else np.asarray(main.bias).astype(np.int64)
+    acc = accumulator_range(main.weight, bias, lo, hi, padded=any(pads))
+    return PulpLayer(
+        kind="conv",
+        out_storage=Storage(32, True),
+        steps=steps,
+        weight=weight,
+        w_storage=_weight_storage(weight),
+        bias=bias,
+        kernel=kernel,
+        stride=stride,
+        dilation=dilation,
+        pads=pads,
+        groups=main.groups,
+        acc_range=acc,
+        **common,
+    )
+
+
+def _linear_layer(
+    main: g.Linear, steps: list[Step], lo: int, hi: int, common: dict[str, Any]
+) -> PulpLayer:
+    """A fully-connected layer: its weights in the (C, H, W) order of the data it reads, which
+    it reads as one vector."""
+    c, h, w = common["in_shapes"][0]
+    weight = main.weight.reshape(main.weight.shape[0], c, h, w).transpose(0, 2, 3, 1)
+    weight = np.ascontiguousarray(weight.reshape(weight.shape[0], 1, 1, -1)).astype(np.int64)
+    bias = None if main.bias is None else np.asarray(main.bias).astype(np.int64)
+    acc = accumulator_range(main.weight, bias, lo, hi, padded=False)
+    common["in_shapes"] = [(c * h * w, 1, 1)]
+    return PulpLayer(
+        kind="linear",
+        out_storage=Storage(32, True),
+        steps=steps,
+        weight=weight,
+        w_storage=_weight_storage(weight),
+        bias=bias,
+        acc_range=acc,
+        **common,
+    )
+
+
+def _pool_layer(
+    main: g.Pool, steps: list[Step], lo: int, hi: int, common: dict[str, Any]
+) -> PulpLayer:
+    """Max pooling, or a window sum (an integer average pool is a sum then a requantization)."""
+    name = common["name"]
+    if main.kind not in ("max", "sum"):
+        raise EdgesynthError(
+            f"ONNX node {name}: `{main.kind}` pooling with method {main.method} is not "
+            "supported (integer average pooling is a window sum then a requantization)"
         )
-    elif isinstance(main, g.Linear):
-        c, h, w = in_shapes[0]
-        weight = main.weight.reshape(main.weight.shape[0], c, h, w).transpose(0, 2, 3, 1)
-        weight = np.ascontiguousarray(weight.reshape(weight.shape[0], 1, 1, -1)).astype(np.int64)
-        bias = None if main.bias is None else np.asarray(main.bias).astype(np.int64)
-        acc = accumulator_range(main.weight, bias, lo, hi, padded=False)
-        common["in_shapes"] = [(c * h * w, 1, 1)]
-        layer = PulpLayer(
-            kind="linear",
-            out_storage=Storage(32, True),
-            steps=steps,
-            weight=weight,
-            w_storage=_weight_storage(weight),
-            bias=bias,
-            acc_range=acc,
-            **common,
+    if main.ceil:
+        raise EdgesynthError(f"ONNX node {name}: ceil_mode pooling is not supported")
+    if main.max_floor is not None:
+        raise EdgesynthError(f"ONNX node {name}: a max floor is not supported")
+    kernel, stride, dilation, pads = _window(main.kernel, main.stride, main.dilation, main.pads)
+    if main.kind == "sum":
+        count = kernel[0] * kernel[1]
+        padded = any(pads)
+        acc = (count * (min(lo, 0) if padded else lo), count * (max(hi, 0) if padded else hi))
+    else:
+        acc = (lo, hi)
+    return PulpLayer(
+        kind="pool",
+        out_storage=Storage(32, True),
+        steps=steps,
+        kernel=kernel,
+        stride=stride,
+        dilation=dilation,
+        pads=pads,
+        pool_kind=main.kind,
+        acc_range=acc,
+        **common,
+    )
+
+
+def _addition_layer(
+    main: g.Eltwise,
+    pre: list[list[g.Node]],
+    steps: list[Step],
+    in_ranges: list[tuple[int, int]],
+    common: dict[str, Any],
+) -> PulpLayer:
+    """A two-input addition, each input with its own requantization before the sum."""
+    name, in_shapes = common["name"], common["in_shapes"]
+    if main.kind != "add":
+        raise EdgesynthError(f"ONNX node {name}: element-wise `{main.kind}` is not supported")
+    if len(main.inputs) != 2:
+        raise EdgesynthError(
+            f"ONNX node {name}: additions of {len(main.inputs)} tensors are not supported"
         )
-    elif isinstance(main, g.Pool):
-        if main.kind not in ("max", "sum"):
-            raise EdgesynthError(
-                f"ONNX node {name}: `{main.kind}` pooling with method {main.method} is not "
-                "supported (integer average pooling is a window sum then a requantization)"
-            )
-        if main.ceil:
-            raise EdgesynthError(f"ONNX node {name}: ceil_mode pooling is not supported")
-        if main.max_floor is not None:
-            raise EdgesynthError(f"ONNX node {name}: a max floor is not supported")
-        if len(main.kernel) == 1:
-            kernel, stride, dilation = (
-                (1, main.kernel[0]),
-                (1, main.stride[0]),
-                (1, main.dilation[0]),
-            )
-            pads = (0, main.pads[0], 0, main.pads[1])
-        else:
-            kernel, stride, dilation = tuple(main.kernel), tuple(main.stride), tuple(main.dilation)
-            pads = tuple(main.pads)
-        if main.kind == "sum":
-            count = kernel[0] * kernel[1]
-            padded = any(pads)
-            acc = (count * (min(lo, 0) if padded else lo), count * (max(hi, 0) if padded else hi))
-        else:
-            acc = (lo, hi)
-        layer = PulpLayer(
-            kind="pool",
-            out_storage=Storage(32, True),
-            steps=steps,
-            kernel=kernel,
-            stride=stride,
-            dilation=dilation,
-            pads=pads,
-            pool_kind=main.kind,
-            acc_range=acc,
-            **common,
-        )
-    elif isinstance(main, g.Eltwise):
-        if main.kind != "add":
-            raise EdgesynthError(f"ONNX node {name}: element-wise `{main.kind}` is not supported")
-        if len(main.inputs) != 2:
-            raise EdgesynthError(
-                f"ONNX node {name}: additions of {len(main.inputs)} tensors are not supported"
-            )
-        if in_shapes[0] != in_shapes[1]:
-            raise EdgesynthError(f"ONNX node {name}: adds {in_shapes[0]} and {in_shapes[1]}")
-        pre_steps = [[to_step(n) for n in steps] for steps in pre]
-        total_lo = total_hi = 0
-        for (a, b), ps in zip(in_ranges, pre_steps, strict=True):
-            for s in ps:
-                a, b, peak = s.apply_range(a, b)
-                if 2 * peak + 2 * s.div >= SAFE:
-                    raise EdgesynthError(f"ONNX node {s.source}: intermediate beyond 64 bits")
-            total_lo, total_hi = total_lo + a, total_hi + b
-        layer = PulpLayer(
-            kind="eltwise",
-            out_storage=Storage(32, True),
-            steps=steps,
-            pre_steps=pre_steps,
-            acc_range=(total_lo, total_hi),
-            **common,
-        )
-    else:  # a lone requantization: an element-wise layer of one input
-        layer = PulpLayer(
-            kind="eltwise",
-            out_storage=Storage(32, True),
-            steps=[to_step(n) for n in chain],
-            pre_steps=[[]],
-            acc_range=(lo, hi),
-            **common,
-        )
-    if isinstance(main, g.Conv | g.Linear | g.Pool) and layer.steps:
-        layer.acc_tensor = main.output
-    _finish_layer(lw, layer)
-    return layer
+    if in_shapes[0] != in_shapes[1]:
+        raise EdgesynthError(f"ONNX node {name}: adds {in_shapes[0]} and {in_shapes[1]}")
+    pre_steps = [[to_step(n) for n in ps] for ps in pre]
+    total_lo = total_hi = 0
+    for (a, b), ps in zip(in_ranges, pre_steps, strict=True):
+        for s in ps:
+            a, b, peak = s.apply_range(a, b)
+            if 2 * peak + 2 * s.div >= SAFE:
+                raise EdgesynthError(f"ONNX node {s.source}: intermediate beyond 64 bits")
+        total_lo, total_hi = total_lo + a, total_hi + b
+    return PulpLayer(
+        kind="eltwise",
+        out_storage=Storage(32, True),
+        steps=steps,
+        pre_steps=pre_steps,
+        acc_range=(total_lo, total_hi),
+        **common,
+    )
 
 
 def _weight_storage(weight: np.ndarray) -> Storage:

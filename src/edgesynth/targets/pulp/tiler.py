@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import gcd
+from typing import Any
 
 from edgesynth.cpsat import new_solver
 from edgesynth.errors import EdgesynthError
@@ -271,118 +272,24 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
     """The best tile shape for `layer` computing `region` within `budget` bytes of L1."""
     from ortools.sat.python import cp_model
 
-    _, _, w_out = layer.out_shape
-    cin, h_in, w_in = layer.in_shapes[0]
+    w_out = layer.out_shape[2]
     m = cp_model.CpModel()
     choices = channel_choices(layer, region.c)
     c = m.NewIntVarFromDomain(cp_model.Domain.FromValues(choices), "c")
     h = m.NewIntVar(1, region.h, "h")
     w = m.NewIntVar(1, w_out, "w")
-
-    def count(var, total: int, name: str):  # ceil(total / var)
-        n = m.NewIntVar(1, total, name)
-        prod = m.NewIntVar(1, total * total + total, f"{name}_prod")
-        m.AddMultiplicationEquality(prod, [n, var])
-        m.Add(prod >= total)
-        m.Add(prod - var <= total - 1)
-        return n
-
-    n_c, n_h, n_w = count(c, region.c, "n_c"), count(h, region.h, "n_h"), count(w, w_out, "n_w")
-    max_tiles = region.c * region.h * w_out
-    n_ch = m.NewIntVar(1, region.c * region.h, "n_ch")
-    m.AddMultiplicationEquality(n_ch, [n_c, n_h])
-    tiles = m.NewIntVar(1, max_tiles, "tiles")
-    m.AddMultiplicationEquality(tiles, [n_ch, n_w])
-
-    # input tile
-    if layer.kind == "linear":
-        in_hw = m.NewConstant(1)
-        in_c_var = m.NewConstant(cin)
-        max_in_c = cin
-    else:
-        kh, kw = layer.kernel
-        sh, sw = layer.stride
-        dh, dw = layer.dilation
-        in_h = m.NewIntVar(1, h_in, "in_h")
-        in_w = m.NewIntVar(1, w_in, "in_w")
-        m.AddMinEquality(in_h, [h_in, (h - 1) * sh + (kh - 1) * dh + 1])
-        m.AddMinEquality(in_w, [w_in, (w - 1) * sw + (kw - 1) * dw + 1])
-        in_hw = m.NewIntVar(1, h_in * w_in, "in_hw")
-        m.AddMultiplicationEquality(in_hw, [in_h, in_w])
-        if layer.kind == "conv" and layer.groups == 1:
-            in_c_var, max_in_c = m.NewConstant(cin), cin
-        elif layer.kind == "conv":
-            opg, ipg = layer.cout // layer.groups, cin // layer.groups
-            groups_t = m.NewIntVar(1, layer.groups, "groups_t")
-            m.Add(c == opg * groups_t)
-            in_c_var = m.NewIntVar(1, cin, "in_c")
-            m.Add(in_c_var == ipg * groups_t)
-            max_in_c = cin
-        else:
-            in_c_var, max_in_c = c, region.c
-    in_elems = m.NewIntVar(1, max_in_c * h_in * w_in, "in_elems")
-    m.AddMultiplicationEquality(in_elems, [in_hw, in_c_var])
-    x_bits = sum(in_elems * s.bits for s in layer.in_storage)
-
+    n_c, tiles = _tile_counts(m, region, w_out, c, h, w)
+    in_elems, max_in_c = _input_elements(m, layer, region, c, h, w)
     hw = m.NewIntVar(1, region.h * w_out, "hw")
     m.AddMultiplicationEquality(hw, [h, w])
     y_elems = m.NewIntVar(1, region.c * region.h * w_out, "y_elems")
     m.AddMultiplicationEquality(y_elems, [hw, c])
-
-    def aligned(bits_expr, upper_bits: int, name: str):
-        """Bytes of a buffer of `bits_expr` bits rounded up to the 8-byte boundary (exactly as
-        `Tiling.layout` lays L1 out)."""
-        k = m.NewIntVar(0, upper_bits // 64 + 1, name)
-        m.Add(64 * k >= bits_expr)
-        m.Add(64 * k <= bits_expr + 63)
-        return 8 * k
-
-    x_upper = max_in_c * h_in * w_in
-    x_bytes = [
-        aligned(in_elems * s.bits, x_upper * s.bits, f"x{k}")
-        for k, s in enumerate(layer.in_storage)
-    ]
-    y_bytes = aligned(
-        y_elems * layer.out_storage.bits, region.c * region.h * w_out * layer.out_storage.bits, "y"
-    )
-    row_bytes = layer.w_storage.nbytes(int(layer.weight[0].size)) if layer.weight is not None else 0
-    w_parts = []
-    if row_bytes:
-        w_parts.append(aligned(c * (8 * row_bytes), region.c * 8 * row_bytes, "w"))
-    widths = param_bytes_per_channel(layer)
-    for k, width in enumerate(widths):
-        w_parts.append(aligned(c * (8 * width), region.c * 8 * width, f"p{k}"))
-    xy_bytes = sum(x_bytes) + y_bytes
-    wp_bytes = sum(w_parts) if w_parts else 0
-
+    xy_bytes, wp_bytes = _buffer_bytes(m, layer, region, c, in_elems, max_in_c, y_elems)
     if double:
-        multi = m.NewBoolVar("multi")
-        m.Add(tiles >= 2).OnlyEnforceIf(multi)
-        m.Add(tiles <= 1).OnlyEnforceIf(multi.Not())
-        multi_c = m.NewBoolVar("multi_c")
-        m.Add(n_c >= 2).OnlyEnforceIf(multi_c)
-        m.Add(n_c <= 1).OnlyEnforceIf(multi_c.Not())
-        limit = 64 * (budget + 1) + 8 * x_upper * 4 + 8 * region.c * region.h * w_out * 4
-        xy = m.NewIntVar(0, limit, "xy")
-        m.Add(xy == xy_bytes)
-        extra_xy = m.NewIntVar(0, limit, "extra_xy")
-        m.AddMultiplicationEquality(extra_xy, [multi, xy])
-        wp = m.NewIntVar(0, limit + 8 * region.c * (row_bytes + sum(widths)), "wp")
-        m.Add(wp == wp_bytes)
-        extra_w = m.NewIntVar(0, limit + 8 * region.c * (row_bytes + sum(widths)), "extra_w")
-        m.AddMultiplicationEquality(extra_w, [multi_c, wp])
-        m.Add(xy_bytes + wp_bytes + extra_xy + extra_w <= budget)
+        _fit_double_buffered(m, layer, region, budget, tiles, n_c, xy_bytes, wp_bytes, max_in_c)
     else:
         m.Add(xy_bytes + wp_bytes <= budget)
-
-    # objective: fewest tiles, then least DMA traffic
-    x_bytes_max = sum(s.nbytes(max_in_c * h_in * w_in) for s in layer.in_storage)
-    traffic_x = m.NewIntVar(0, max_tiles * 8 * x_bytes_max + 1, "traffic_x")
-    x_bits_var = m.NewIntVar(0, 8 * x_bytes_max + 1, "x_bits")
-    m.Add(x_bits_var == x_bits)  # traffic counted in bits, before alignment
-    m.AddMultiplicationEquality(traffic_x, [tiles, x_bits_var])
-    big = max_tiles * 8 * x_bytes_max + 1
-    m.Minimize(tiles * big + traffic_x)
+    _minimise_tiles_then_traffic(m, layer, region, tiles, in_elems, max_in_c)
     start = greedy_tiling(layer, region, budget, double)
     if start is not None:  # a feasible start bounds the search
         m.AddHint(c, start.c)
@@ -405,3 +312,162 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
             f"ONNX node {layer.name}: internal tiling error ({tiling.l1_bytes} > {budget})"
         )
     return tiling
+
+
+def _ceil_count(m: Any, var: Any, total: int, name: str) -> Any:
+    """A variable equal to ceil(total / var)."""
+    n = m.NewIntVar(1, total, name)
+    prod = m.NewIntVar(1, total * total + total, f"{name}_prod")
+    m.AddMultiplicationEquality(prod, [n, var])
+    m.Add(prod >= total)
+    m.Add(prod - var <= total - 1)
+    return n
+
+
+def _tile_counts(m: Any, region: Region, w_out: int, c: Any, h: Any, w: Any) -> tuple[Any, Any]:
+    """The number of channel tiles and the number of tiles."""
+    n_c = _ceil_count(m, c, region.c, "n_c")
+    n_h = _ceil_count(m, h, region.h, "n_h")
+    n_w = _ceil_count(m, w, w_out, "n_w")
+    n_ch = m.NewIntVar(1, region.c * region.h, "n_ch")
+    m.AddMultiplicationEquality(n_ch, [n_c, n_h])
+    tiles = m.NewIntVar(1, region.c * region.h * w_out, "tiles")
+    m.AddMultiplicationEquality(tiles, [n_ch, n_w])
+    return n_c, tiles
+
+
+def _input_elements(
+    m: Any, layer: PulpLayer, region: Region, c: Any, h: Any, w: Any
+) -> tuple[Any, int]:
+    """The elements of one input tile (rows and columns the outputs read, channels they need),
+    and the most input channels a tile can have."""
+    cin, h_in, w_in = layer.in_shapes[0]
+    if layer.kind == "linear":
+        in_hw = m.NewConstant(1)
+        in_c_var = m.NewConstant(cin)
+        max_in_c = cin
+    else:
+        kh, kw = layer.kernel
+        sh, sw = layer.stride
+        dh, dw = layer.dilation
+        in_h = m.NewIntVar(1, h_in, "in_h")
+        in_w = m.NewIntVar(1, w_in, "in_w")
+        m.AddMinEquality(in_h, [h_in, (h - 1) * sh + (kh - 1) * dh + 1])
+        m.AddMinEquality(in_w, [w_in, (w - 1) * sw + (kw - 1) * dw + 1])
+        in_hw = m.NewIntVar(1, h_in * w_in, "in_hw")
+        m.AddMultiplicationEquality(in_hw, [in_h, in_w])
+        in_c_var, max_in_c = _input_channels(m, layer, region, c)
+    in_elems = m.NewIntVar(1, max_in_c * h_in * w_in, "in_elems")
+    m.AddMultiplicationEquality(in_elems, [in_hw, in_c_var])
+    return in_elems, max_in_c
+
+
+def _input_channels(m: Any, layer: PulpLayer, region: Region, c: Any) -> tuple[Any, int]:
+    """The input channels a tile of `c` output channels reads: all of them for a standard
+    convolution, its groups' for a grouped one, its own for pools and additions."""
+    cin = layer.in_shapes[0][0]
+    if layer.kind == "conv" and layer.groups == 1:
+        return m.NewConstant(cin), cin
+    if layer.kind == "conv":
+        opg, ipg = layer.cout // layer.groups, cin // layer.groups
+        groups_t = m.NewIntVar(1, layer.groups, "groups_t")
+        m.Add(c == opg * groups_t)
+        in_c_var = m.NewIntVar(1, cin, "in_c")
+        m.Add(in_c_var == ipg * groups_t)
+        return in_c_var, cin
+    return c, region.c
+
+
+def _aligned(m: Any, bits_expr: Any, upper_bits: int, name: str) -> Any:
+    """Bytes of a buffer of `bits_expr` bits rounded up to the 8-byte boundary (exactly as
+    `Tiling.layout` lays L1 out)."""
+    k = m.NewIntVar(0, upper_bits // 64 + 1, name)
+    m.Add(64 * k >= bits_expr)
+    m.Add(64 * k <= bits_expr + 63)
+    return 8 * k
+
+
+def _buffer_bytes(
+    m: Any,
+    layer: PulpLayer,
+    region: Region,
+    c: Any,
+    in_elems: Any,
+    max_in_c: int,
+    y_elems: Any,
+) -> tuple[Any, Any]:
+    """L1 bytes of one tile's buffers: inputs and output, then weights and parameters."""
+    _, h_in, w_in = layer.in_shapes[0]
+    w_out = layer.out_shape[2]
+    x_upper = max_in_c * h_in * w_in
+    x_bytes = [
+        _aligned(m, in_elems * s.bits, x_upper * s.bits, f"x{k}")
+        for k, s in enumerate(layer.in_storage)
+    ]
+    out_bits = layer.out_storage.bits
+    y_bytes = _aligned(m, y_elems * out_bits, region.c * region.h * w_out * out_bits, "y")
+    row_bytes = _weight_row_bytes(layer)
+    w_parts = []
+    if row_bytes:
+        w_parts.append(_aligned(m, c * (8 * row_bytes), region.c * 8 * row_bytes, "w"))
+    for k, width in enumerate(param_bytes_per_channel(layer)):
+        w_parts.append(_aligned(m, c * (8 * width), region.c * 8 * width, f"p{k}"))
+    return sum(x_bytes) + y_bytes, sum(w_parts) if w_parts else 0
+
+
+def _weight_row_bytes(layer: PulpLayer) -> int:
+    """Bytes of one output channel's weights (0 without weights)."""
+    if layer.weight is None:
+        return 0
+    return layer.w_storage.nbytes(int(layer.weight[0].size))
+
+
+def _fit_double_buffered(
+    m: Any,
+    layer: PulpLayer,
+    region: Region,
+    budget: int,
+    tiles: Any,
+    n_c: Any,
+    xy_bytes: Any,
+    wp_bytes: Any,
+    max_in_c: int,
+) -> None:
+    """The L1 budget with a second input and output buffer when there are several tiles, and
+    a second weight buffer when there are several channel tiles."""
+    _, h_in, w_in = layer.in_shapes[0]
+    w_out = layer.out_shape[2]
+    x_upper = max_in_c * h_in * w_in
+    w_upper = 8 * region.c * (_weight_row_bytes(layer) + sum(param_bytes_per_channel(layer)))
+    multi = m.NewBoolVar("multi")
+    m.Add(tiles >= 2).OnlyEnforceIf(multi)
+    m.Add(tiles <= 1).OnlyEnforceIf(multi.Not())
+    multi_c = m.NewBoolVar("multi_c")
+    m.Add(n_c >= 2).OnlyEnforceIf(multi_c)
+    m.Add(n_c <= 1).OnlyEnforceIf(multi_c.Not())
+    limit = 64 * (budget + 1) + 8 * x_upper * 4 + 8 * region.c * region.h * w_out * 4
+    xy = m.NewIntVar(0, limit, "xy")
+    m.Add(xy == xy_bytes)
+    extra_xy = m.NewIntVar(0, limit, "extra_xy")
+    m.AddMultiplicationEquality(extra_xy, [multi, xy])
+    wp = m.NewIntVar(0, limit + w_upper, "wp")
+    m.Add(wp == wp_bytes)
+    extra_w = m.NewIntVar(0, limit + w_upper, "extra_w")
+    m.AddMultiplicationEquality(extra_w, [multi_c, wp])
+    m.Add(xy_bytes + wp_bytes + extra_xy + extra_w <= budget)
+
+
+def _minimise_tiles_then_traffic(
+    m: Any, layer: PulpLayer, region: Region, tiles: Any, in_elems: Any, max_in_c: int
+) -> None:
+    """The objective: fewest tiles, then least input DMA traffic (halos re-read)."""
+    _, h_in, w_in = layer.in_shapes[0]
+    max_tiles = region.c * region.h * layer.out_shape[2]
+    x_bits = sum(in_elems * s.bits for s in layer.in_storage)
+    x_bytes_max = sum(s.nbytes(max_in_c * h_in * w_in) for s in layer.in_storage)
+    traffic_x = m.NewIntVar(0, max_tiles * 8 * x_bytes_max + 1, "traffic_x")
+    x_bits_var = m.NewIntVar(0, 8 * x_bytes_max + 1, "x_bits")
+    m.Add(x_bits_var == x_bits)  # traffic counted in bits, before alignment
+    m.AddMultiplicationEquality(traffic_x, [tiles, x_bits_var])
+    big = max_tiles * 8 * x_bytes_max + 1
+    m.Minimize(tiles * big + traffic_x)

@@ -35,7 +35,14 @@ from edgesynth.sim.graph import run
 from edgesynth.targets.base import HostDense
 from edgesynth.targets.xdnn import device as dev
 from edgesynth.targets.xdnn.layers import XLayer
-from edgesynth.targets.xdnn.quantfile import QuantFile, QuantLayer, edgesynth_policy, solve, step
+from edgesynth.targets.xdnn.quantfile import (
+    QuantFile,
+    QuantLayer,
+    Triples,
+    edgesynth_policy,
+    solve,
+    step,
+)
 
 HOST_TAILS = (g.Softmax,)
 VIEW_OPS = (g.Flatten, g.Reshape)
@@ -138,139 +145,156 @@ class _Fused:
 
 def _fuse(graph: g.Graph) -> tuple[list[_Fused], dict[str, str], str | None, str]:
     """Engine commands over float tensors; `alias` maps view tensors to what they view."""
-    nodes = list(graph.nodes)
-    consumers: dict[str, list[g.Node]] = {}
-    for n in nodes:
-        for t in n.inputs:
-            consumers.setdefault(t, []).append(n)
-    alias: dict[str, str] = {}
-    done: set[str] = set()
-    out: list[_Fused] = []
-    errors: list[EdgesynthError] = []
-    host_tail: str | None = None
-    final = graph.outputs[0]
+    fuser = _Fuser(graph)
+    for node in graph.nodes:
+        if node.name not in fuser.done:
+            fuser.done.add(node.name)
+            fuser.node(node)
+    if fuser.errors:
+        raise MultipleErrors(fuser.errors)
+    return fuser.out, fuser.alias, fuser.host_tail, fuser.real(fuser.final)
 
-    def real(t: str) -> str:
-        while t in alias:
-            t = alias[t]
+
+class _Fuser:
+    """Walks the float graph in order, folding each node's BatchNormalization and Relu into its
+    engine command; the nodes taken so are marked `done`."""
+
+    def __init__(self, graph: g.Graph) -> None:
+        self.graph = graph
+        self.consumers: dict[str, list[g.Node]] = {}
+        for n in graph.nodes:
+            for t in n.inputs:
+                self.consumers.setdefault(t, []).append(n)
+        self.alias: dict[str, str] = {}
+        self.done: set[str] = set()
+        self.out: list[_Fused] = []
+        self.errors: list[EdgesynthError] = []
+        self.host_tail: str | None = None
+        self.final = graph.outputs[0]
+
+    def real(self, t: str) -> str:
+        """The stored tensor that `t` views."""
+        while t in self.alias:
+            t = self.alias[t]
         return t
 
-    def only_next(t: str, kind: type[g.Node]) -> g.Node | None:
-        cs = consumers.get(t, [])
-        if len(cs) == 1 and isinstance(cs[0], kind) and t not in graph.outputs:
+    def only_next(self, t: str, kind: type[g.Node]) -> g.Node | None:
+        """The one reader of `t` when it is a `kind` and `t` is not a network output."""
+        cs = self.consumers.get(t, [])
+        if len(cs) == 1 and isinstance(cs[0], kind) and t not in self.graph.outputs:
             return cs[0]
         return None
 
-    def relu_after(t: str) -> g.Node | None:
-        n = only_next(t, g.Activation)
+    def relu_after(self, t: str) -> g.Node | None:
+        n = self.only_next(t, g.Activation)
         return n if n is not None and n.kind == "relu" else None  # type: ignore[attr-defined]
 
-    for node in nodes:
-        if node.name in done:
-            continue
-        done.add(node.name)
+    def take(self, n: g.Node, sources: list[str]) -> str:
+        """Fold `n` into the command being built: its output is what the command stores."""
+        self.done.add(n.name)
+        sources.append(n.name)
+        return n.output
+
+    def node(self, node: g.Node) -> None:
         if isinstance(node, g.Conv):
-            if node.rank != 2 or node.transposed or node.groups != 1:
-                errors.append(_err(node, "only plain 2-D convolutions run on xDNN"))
-                continue
-            w = node.weight.astype(np.float64)
-            b = (
-                node.bias.astype(np.float64)
-                if node.bias is not None
-                else np.zeros(w.shape[0], np.float64)
-            )
-            srcs = [node.name]
-            t = node.output
-            bn = only_next(t, g.BatchNorm)
-            if bn is not None:
-                w, b = _fold_bn(w, b, bn)  # type: ignore[arg-type]
-                done.add(bn.name)
-                srcs.append(bn.name)
-                t = bn.output
-            r = relu_after(t)
-            if r is not None:
-                done.add(r.name)
-                srcs.append(r.name)
-                t = r.output
-            out.append(_Fused("conv", node, [real(node.inputs[0])], t, w, b, r is not None, srcs))
+            self.conv(node)
         elif isinstance(node, g.Linear):
-            w = node.weight.astype(np.float64)
-            b = (
-                node.bias.astype(np.float64)
-                if node.bias is not None
-                else np.zeros(w.shape[0], np.float64)
-            )
-            srcs = [node.name]
-            t = node.output
-            r = relu_after(t)
-            if r is not None:
-                done.add(r.name)
-                srcs.append(r.name)
-                t = r.output
-            out.append(_Fused("fc", node, [real(node.inputs[0])], t, w, b, r is not None, srcs))
+            self.linear(node)
         elif isinstance(node, g.Pool):
-            kind = "maxpool" if node.kind == "max" else "avgpool"
-            srcs, t = [node.name], node.output
-            r = relu_after(t)
-            if r is not None and kind == "maxpool":
-                done.add(r.name)  # checked below: the pool's input must be non-negative
-                srcs.append(r.name)
-                t = r.output
-            out.append(
-                _Fused(kind, node, [real(node.inputs[0])], t, relu=r is not None, sources=srcs)
-            )
+            self.pool(node)
         elif isinstance(node, g.GlobalPool):
-            if node.kind != "avg":
-                errors.append(_err(node, "global max pooling does not run on xDNN"))
-                continue
-            out.append(
-                _Fused("avgpool", node, [real(node.inputs[0])], node.output, sources=[node.name])
-            )
+            self.global_pool(node)
         elif isinstance(node, g.Eltwise):
-            if node.kind != "add" or len(node.inputs) != 2:
-                errors.append(
-                    _err(
-                        node,
-                        f"element-wise `{node.kind}` of {len(node.inputs)} "
-                        "inputs does not run on xDNN (two-input Add does)",
-                    )
-                )
-                continue
-            srcs, t = [node.name], node.output
-            r = relu_after(t)
-            if r is not None:
-                done.add(r.name)
-                srcs.append(r.name)
-                t = r.output
-            out.append(
-                _Fused(
-                    "add", node, [real(i) for i in node.inputs], t, relu=r is not None, sources=srcs
-                )
-            )
+            self.eltwise(node)
         elif isinstance(node, g.Concat):
-            out.append(
-                _Fused(
-                    "concat", node, [real(i) for i in node.inputs], node.output, sources=[node.name]
-                )
-            )
+            inputs = [self.real(i) for i in node.inputs]
+            self.out.append(_Fused("concat", node, inputs, node.output, sources=[node.name]))
         elif isinstance(node, VIEW_OPS):
-            alias[node.output] = node.inputs[0]
+            self.alias[node.output] = node.inputs[0]
         elif isinstance(node, g.Activation) and node.kind == "relu":
-            errors.append(
+            self.errors.append(
                 _err(
                     node,
                     "a Relu must follow a Conv, Gemm, MaxPool or Add to run on "
                     "xDNN (it is fused into that command)",
                 )
             )
-        elif isinstance(node, HOST_TAILS) and node.output == final:
-            host_tail = "logsoftmax" if node.log else "softmax"  # type: ignore[attr-defined]
-            final = node.inputs[0]
+        elif isinstance(node, HOST_TAILS) and node.output == self.final:
+            self.host_tail = "logsoftmax" if node.log else "softmax"  # type: ignore[attr-defined]
+            self.final = node.inputs[0]
         else:
-            errors.append(_err(node, f"operator `{node.op}` does not run on xDNN"))
-    if errors:
-        raise MultipleErrors(errors)
-    return out, alias, host_tail, real(final)
+            self.errors.append(_err(node, f"operator `{node.op}` does not run on xDNN"))
+
+    def conv(self, node: g.Conv) -> None:
+        """Conv (+ BatchNormalization, folded into its weights) (+ Relu)."""
+        if node.rank != 2 or node.transposed or node.groups != 1:
+            self.errors.append(_err(node, "only plain 2-D convolutions run on xDNN"))
+            return
+        w, b = _float_weights(node)
+        srcs = [node.name]
+        t = node.output
+        bn = self.only_next(t, g.BatchNorm)
+        if bn is not None:
+            w, b = _fold_bn(w, b, bn)  # type: ignore[arg-type]
+            t = self.take(bn, srcs)
+        r = self.relu_after(t)
+        if r is not None:
+            t = self.take(r, srcs)
+        inputs = [self.real(node.inputs[0])]
+        self.out.append(_Fused("conv", node, inputs, t, w, b, r is not None, srcs))
+
+    def linear(self, node: g.Linear) -> None:
+        """Gemm/MatMul (+ Relu)."""
+        w, b = _float_weights(node)
+        srcs = [node.name]
+        t = node.output
+        r = self.relu_after(t)
+        if r is not None:
+            t = self.take(r, srcs)
+        inputs = [self.real(node.inputs[0])]
+        self.out.append(_Fused("fc", node, inputs, t, w, b, r is not None, srcs))
+
+    def pool(self, node: g.Pool) -> None:
+        """MaxPool (+ Relu) or AveragePool."""
+        kind = "maxpool" if node.kind == "max" else "avgpool"
+        srcs, t = [node.name], node.output
+        r = self.relu_after(t)
+        if r is not None and kind == "maxpool":
+            t = self.take(r, srcs)  # checked later: the pool's input must be non-negative
+        inputs = [self.real(node.inputs[0])]
+        self.out.append(_Fused(kind, node, inputs, t, relu=r is not None, sources=srcs))
+
+    def global_pool(self, node: g.GlobalPool) -> None:
+        if node.kind != "avg":
+            self.errors.append(_err(node, "global max pooling does not run on xDNN"))
+            return
+        inputs = [self.real(node.inputs[0])]
+        self.out.append(_Fused("avgpool", node, inputs, node.output, sources=[node.name]))
+
+    def eltwise(self, node: g.Eltwise) -> None:
+        """A two-input Add (+ Relu)."""
+        if node.kind != "add" or len(node.inputs) != 2:
+            self.errors.append(
+                _err(
+                    node,
+                    f"element-wise `{node.kind}` of {len(node.inputs)} "
+                    "inputs does not run on xDNN (two-input Add does)",
+                )
+            )
+            return
+        srcs, t = [node.name], node.output
+        r = self.relu_after(t)
+        if r is not None:
+            t = self.take(r, srcs)
+        inputs = [self.real(i) for i in node.inputs]
+        self.out.append(_Fused("add", node, inputs, t, relu=r is not None, sources=srcs))
+
+
+def _float_weights(node: g.Conv | g.Linear) -> tuple[np.ndarray, np.ndarray]:
+    """The weights and the bias (zeros when there is none) in float64."""
+    w = node.weight.astype(np.float64)
+    b = node.bias.astype(np.float64) if node.bias is not None else np.zeros(w.shape[0], np.float64)
+    return w, b
 
 
 # -- quantization ---------------------------------------------------------------------------
@@ -311,373 +335,476 @@ def _quantize(
 ) -> Lowered:
     fused, _alias, host_tail, final = fused_info
     x_name = graph.inputs[0]
-    top = (1 << (bits - 1)) - 1
-    lo, hi = -top - 1, top
-    sets = UnionFind()
-    sets.find(x_name)
-    per_branch = _per_branch_concats(fused, final)
+    warnings: list[str] = []
+    steps = _steps(graph, fused, final, values, bits, warnings)
+    low = _Lowering(graph, steps, bits, warnings)
     for f in fused:
-        sets.find(f.output)
-        if f.kind in ("maxpool", "add") or (f.kind == "concat" and f.output not in per_branch):
-            sets.union(f.output, *f.inputs)  # an average pool rescales
+        low.command(f)
+    if low.errors:
+        raise MultipleErrors(low.errors)
+    out_shape_float = graph.tensors[graph.outputs[0]].shape
+    if host_tail is not None or keep_shape:  # the host computes the rest
+        out_shape_float = graph.tensors[final].shape
+    low.ig.outputs = [final]
+    return Lowered(
+        low.ig,
+        low.layers,
+        low.concats,
+        x_name,
+        final,
+        tuple(out_shape_float),
+        steps.sf(x_name),
+        steps.sf(final),
+        QuantFile(low.qlayers, low.policy),
+        host_tail,
+        warnings,
+    )
+
+
+def _shape3(graph: g.Graph, t: str) -> tuple[int, int, int]:
+    """A tensor as the engine stores it: (C, H, W), a vector as (N, 1, 1)."""
+    s = graph.tensors[t].shape
+    return tuple(s) if len(s) == 3 else (int(np.prod(s)), 1, 1)  # type: ignore[return-value]
+
+
+@dataclass
+class _Steps:
+    """The quantization step of every stored tensor: tensors in one group share a threshold."""
+
+    bits: int
+    groups: UnionFind
+    thresholds: dict[str, float]  # group representative -> threshold
+    branch_steps: dict[str, np.ndarray]  # group of a per-branch concatenation -> channel steps
+
+    def threshold(self, t: str) -> float:
+        return self.thresholds[self.groups.find(t)]
+
+    def sf(self, t: str) -> float:
+        return float(step(self.threshold(t), self.bits))
+
+    def qtype(self, t: str) -> g.QType:
+        return g.QType(self.bits, True, self.sf(t))
+
+    def in_channel_factor(self, t: str) -> np.ndarray | None:
+        """Per input channel: its step over the tensor's (largest) step; None when uniform."""
+        steps = self.branch_steps.get(self.groups.find(t))
+        return None if steps is None else steps / self.sf(t)
+
+
+def _steps(
+    graph: g.Graph,
+    fused: list[_Fused],
+    final: str,
+    values: dict[str, np.ndarray],
+    bits: int,
+    warnings: list[str],
+) -> _Steps:
+    """Group the stored tensors, calibrate each group's threshold, and give each concatenation
+    read only by convolutions (through max pools) its branches' own steps: the readers fold the
+    per-channel steps into their weights (see _per_branch_concats)."""
+    x_name = graph.inputs[0]
+    per_branch = _per_branch_concats(fused, final)
+    groups = _step_groups(x_name, fused, per_branch)
     stored = [x_name] + [f.output for f in fused]
+    thresholds = _group_thresholds(groups, stored, values, bits, warnings)
+    steps = _Steps(bits, groups, thresholds, {})
+    for f in fused:
+        if f.output in per_branch:
+            branch = [np.full(_shape3(graph, m)[0], steps.sf(m)) for m in f.inputs]
+            steps.branch_steps[groups.find(f.output)] = np.concatenate(branch)
+    return steps
+
+
+def _step_groups(x_name: str, fused: list[_Fused], per_branch: set[str]) -> UnionFind:
+    """Tensors joined by an Add, a max pool or a shared-step concatenation: one group each."""
+    groups = UnionFind()
+    groups.find(x_name)
+    for f in fused:
+        groups.find(f.output)
+        if f.kind in ("maxpool", "add") or (f.kind == "concat" and f.output not in per_branch):
+            groups.union(f.output, *f.inputs)  # an average pool rescales
+    return groups
+
+
+def _group_thresholds(
+    groups: UnionFind,
+    stored: list[str],
+    values: dict[str, np.ndarray],
+    bits: int,
+    warnings: list[str],
+) -> dict[str, float]:
+    """Each group's threshold: the largest magnitude of its tensors over the calibration batch
+    (1 for an all-zero group, with a warning); doubled for 16 bits."""
     th: dict[str, float] = {}
     for t in stored:
-        r = sets.find(t)
+        r = groups.find(t)
         th[r] = max(th.get(r, 0.0), float(np.abs(values[t]).max(initial=0.0)))
-    warnings: list[str] = []
     for r, v in list(th.items()):
         if v == 0.0:
             v = 1.0
             warnings.append(f"tensor group of `{r}` is zero on the whole calibration batch")
         # 16-bit: one bit of headroom, so (acc >> pre) never saturates (see quantfile.py)
         th[r] = 2 * v if bits == 16 else v
+    return th
 
-    def sf(t: str) -> float:
-        return float(step(th[sets.find(t)], bits))
 
-    def shape3(t: str) -> tuple[int, int, int]:
-        s = graph.tensors[t].shape
-        return tuple(s) if len(s) == 3 else (int(np.prod(s)), 1, 1)  # type: ignore[return-value]
+class _Lowering:
+    """The engine commands and the integer graph, built one fused command at a time; problems
+    are collected in `errors` (the command that has one is left out)."""
 
-    # A concatenation read only by convolutions (through max pools) keeps each branch's own
-    # step: the readers fold the per-channel steps into their weights (see _per_branch_concats).
-    branch_steps: dict[str, np.ndarray] = {}
-    for f in fused:
-        if f.output in per_branch:
-            steps = [np.full(shape3(m)[0], sf(m)) for m in f.inputs]
-            branch_steps[sets.find(f.output)] = np.concatenate(steps)
+    def __init__(self, graph: g.Graph, steps: _Steps, bits: int, warnings: list[str]) -> None:
+        self.graph = graph
+        self.steps = steps
+        self.bits = bits
+        self.top = (1 << (bits - 1)) - 1
+        self.lo, self.hi = -self.top - 1, self.top
+        x_name = graph.inputs[0]
+        self.ig = g.Graph(graph.name, source=graph.source)
+        self.ig.add_input(x_name, _shape3(graph, x_name), steps.qtype(x_name))
+        self.layers: list[XLayer] = []
+        self.qlayers: list[QuantLayer] = []
+        self.concats: dict[str, list[str]] = {}
+        self.policy = edgesynth_policy(bits)
+        self.nonneg: set[str] = set()  # tensors known to be >= 0
+        self.errors: list[EdgesynthError] = []
+        self.warnings = warnings
 
-    def in_channel_factor(t: str) -> np.ndarray | None:
-        """Per input channel: its step over the tensor's (largest) step; None when uniform."""
-        steps = branch_steps.get(sets.find(t))
-        return None if steps is None else steps / sf(t)
+    def shape3(self, t: str) -> tuple[int, int, int]:
+        return _shape3(self.graph, t)
 
-    ig = g.Graph(graph.name, source=graph.source)
-    ig.add_input(x_name, shape3(x_name), g.QType(bits, True, sf(x_name)))
-    layers: list[XLayer] = []
-    qlayers: list[QuantLayer] = []
-    concats: dict[str, list[str]] = {}
-    policy = edgesynth_policy(bits)
-    nonneg: set[str] = set()
-    errors: list[EdgesynthError] = []
-
-    def qt(t: str) -> g.QType:
-        return g.QType(bits, True, sf(t))
-
-    for f in fused:
-        node = f.head
-        src = f.inputs[0]
-        in_shape = shape3(src)
-        out_t = f.output
-        out_shape = shape3(out_t)
+    def command(self, f: _Fused) -> None:
         if f.kind in ("conv", "fc"):
-            w = f.weight
-            assert w is not None and f.bias is not None
-            if f.kind == "fc":
-                c, h, wd = in_shape
-                if w.shape[1] != c * h * wd:
-                    errors.append(_err(node, f"a {w.shape[1]}-input layer reads {in_shape}"))
-                    continue
-                w = w.reshape(w.shape[0], c, h, wd)
-                stride, pads, dil = (1, 1), (0, 0, 0, 0), (1, 1)
-            else:
-                assert isinstance(node, g.Conv)
-                stride, pads, dil = node.stride, node.pads, node.dilation
-                if pads[0] != pads[2] or pads[1] != pads[3]:
-                    errors.append(
-                        _err(
-                            node,
-                            f"asymmetric padding {pads} does not run on xDNN "
-                            "(one padding per axis)",
-                        )
-                    )
-                    continue
-            factor = in_channel_factor(src)
-            if factor is not None:  # branches of a concatenation at their own steps
-                w = w * factor.reshape(1, -1, 1, 1)
-            th_w = np.abs(w).reshape(w.shape[0], -1).max(axis=1)
-            sf_w = np.where(th_w > 0, th_w / top, 1.0)
-            wq = np.clip(np.floor(w / sf_w.reshape(-1, 1, 1, 1) + 0.5), lo, hi).astype(np.int64)
-            mult = sf(src) * sf_w / sf(out_t)
-            trip = solve(mult, policy)
-            if not np.all(trip.ok):
-                c = int(np.nonzero(~trip.ok)[0][0])
-                errors.append(
-                    _err(
-                        node,
-                        f"output channel {c}'s requantization multiplier "
-                        f"{mult[c]:.4g} is too large for the 8-bit scale and "
-                        "shifts (the output range is much narrower than the "
-                        "input's)",
-                    )
-                )
-                continue
-            # The shifts truncate: on average half a step low. The bias takes that half step
-            # back (rounded to the integer nearest b / sf + 1/2).
-            braw = f.bias / sf(out_t)
-            bq = np.clip(np.floor(braw + 1.0), dev.BIAS_MIN, dev.BIAS_MAX).astype(np.int64)
-            if np.any(np.abs(braw) > dev.BIAS_MAX + 0.5):
-                warnings.append(f"`{node.name}`: a bias exceeds the 16-bit bias field; saturated")
-            conv_out = ig.unique_name(f"{out_t}.acc")
-            ig.add(
-                g.Conv(
-                    name=node.name,
-                    inputs=[src],
-                    outputs=[conv_out],
-                    weight=wq,
-                    stride=tuple(stride),
-                    pads=tuple(pads),
-                    dilation=tuple(dil),
-                    source=node.source,
-                ),
-                (out_shape[0], out_shape[1], out_shape[2]),
-                g.QType(dev.ACC_BITS),
-            )
-            req_out = ig.unique_name(f"{out_t}.q") if f.relu else out_t
-            ig.add(
-                g.ShiftScaleBias(
-                    name=f"{node.name}.requantize",
-                    inputs=[conv_out],
-                    outputs=[req_out],
-                    pre=trip.pre,
-                    scale=trip.scale,
-                    post=trip.post,
-                    bias=bq,
-                    bits=dev.DATA_BITS,
-                    acc_bits=dev.ACC_BITS,
-                    lo=lo,
-                    hi=hi,
-                ),
-                out_shape,
-                qt(out_t),
-            )
-            if f.relu:
-                ig.add(
-                    g.Activation(
-                        name=f"{node.name}.relu", inputs=[req_out], outputs=[out_t], kind="relu"
-                    ),
-                    out_shape,
-                    qt(out_t),
-                )
-                nonneg.add(out_t)
-            kh, kw = int(w.shape[2]), int(w.shape[3])
-            layers.append(
-                XLayer(
-                    "XNConv",
-                    node.name,
-                    [src],
-                    out_t,
-                    in_shape,
-                    out_shape,
-                    (kh, kw),
-                    tuple(stride),
-                    (pads[0], pads[1]),
-                    tuple(dil),
-                    relu=f.relu,
-                    weight=wq,
-                    pre=trip.pre,
-                    scale=trip.scale,
-                    post=trip.post,
-                    bias=bq,
-                    has_bias=True,
-                    sources=f.sources,
-                    fc=f.kind == "fc",
-                )
-            )
-            qlayers.append(
-                QuantLayer(
-                    node.name,
-                    bits,
-                    bits,
-                    bits,
-                    th[sets.find(src)],
-                    th[sets.find(out_t)],
-                    th_w,
-                    sf(src),
-                    sf(out_t),
-                    sf_w,
-                    trip.pre,
-                    trip.scale,
-                    trip.post,
-                )
-            )
+            self.weighted(f)
         elif f.kind == "maxpool":
-            assert isinstance(node, g.Pool)
-            if f.relu and src not in nonneg:
-                errors.append(
+            self.maxpool(f)
+        elif f.kind == "avgpool":
+            self.avgpool(f)
+        elif f.kind == "add":
+            self.add(f)
+        elif f.kind == "concat":
+            self.concat(f)
+
+    # -- convolutions and fully-connected layers ----------------------------------------------
+    def weighted(self, f: _Fused) -> None:
+        node, src, out_t = f.head, f.inputs[0], f.output
+        assert f.weight is not None and f.bias is not None
+        geometry = self._kernel_geometry(f)
+        if geometry is None:
+            return
+        w, stride, pads, dil = geometry
+        factor = self.steps.in_channel_factor(src)
+        if factor is not None:  # branches of a concatenation at their own steps
+            w = w * factor.reshape(1, -1, 1, 1)
+        wq, th_w, sf_w = self._quantized_weights(w)
+        trip = self._requantizer(node, src, out_t, sf_w)
+        if trip is None:
+            return
+        bq = self._bias(node, f.bias, out_t)
+        out_shape = self.shape3(out_t)
+        conv_out = self.ig.unique_name(f"{out_t}.acc")
+        conv = g.Conv(
+            name=node.name,
+            inputs=[src],
+            outputs=[conv_out],
+            weight=wq,
+            stride=tuple(stride),
+            pads=tuple(pads),
+            dilation=tuple(dil),
+            source=node.source,
+        )
+        self.ig.add(conv, (out_shape[0], out_shape[1], out_shape[2]), g.QType(dev.ACC_BITS))
+        req_out = self.ig.unique_name(f"{out_t}.q") if f.relu else out_t
+        requantize = g.ShiftScaleBias(
+            name=f"{node.name}.requantize",
+            inputs=[conv_out],
+            outputs=[req_out],
+            pre=trip.pre,
+            scale=trip.scale,
+            post=trip.post,
+            bias=bq,
+            bits=dev.DATA_BITS,
+            acc_bits=dev.ACC_BITS,
+            lo=self.lo,
+            hi=self.hi,
+        )
+        self.ig.add(requantize, out_shape, self.steps.qtype(out_t))
+        if f.relu:
+            self._relu(node, req_out, out_t)
+        self.layers.append(self._conv_layer(f, wq, stride, pads, dil, trip, bq))
+        self.qlayers.append(self._quant_layer(node.name, src, out_t, th_w, sf_w, trip))
+
+    def _kernel_geometry(
+        self, f: _Fused
+    ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+        """The 4-D kernel with its stride, pads and dilation (a fully-connected layer's kernel
+        covers its whole input); None (with an error) where xDNN cannot run it."""
+        node, w = f.head, f.weight
+        assert w is not None
+        if f.kind == "fc":
+            in_shape = self.shape3(f.inputs[0])
+            c, h, wd = in_shape
+            if w.shape[1] != c * h * wd:
+                self.errors.append(_err(node, f"a {w.shape[1]}-input layer reads {in_shape}"))
+                return None
+            return w.reshape(w.shape[0], c, h, wd), (1, 1), (0, 0, 0, 0), (1, 1)
+        assert isinstance(node, g.Conv)
+        pads = node.pads
+        if pads[0] != pads[2] or pads[1] != pads[3]:
+            self.errors.append(
+                _err(node, f"asymmetric padding {pads} does not run on xDNN (one padding per axis)")
+            )
+            return None
+        return w, node.stride, pads, node.dilation
+
+    def _quantized_weights(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(integer weights, threshold, step) with one step per output channel."""
+        th_w = np.abs(w).reshape(w.shape[0], -1).max(axis=1)
+        sf_w = np.where(th_w > 0, th_w / self.top, 1.0)
+        wq = np.floor(w / sf_w.reshape(-1, 1, 1, 1) + 0.5)
+        return np.clip(wq, self.lo, self.hi).astype(np.int64), th_w, sf_w
+
+    def _requantizer(self, node: g.Node, src: str, out_t: str, sf_w: np.ndarray) -> Triples | None:
+        """The (pre, scale, post) triples taking the accumulator to the output's step; None
+        (with an error) when a channel's multiplier is out of their reach."""
+        mult = self.steps.sf(src) * sf_w / self.steps.sf(out_t)
+        trip = solve(mult, self.policy)
+        if np.all(trip.ok):
+            return trip
+        c = int(np.nonzero(~trip.ok)[0][0])
+        self.errors.append(
+            _err(
+                node,
+                f"output channel {c}'s requantization multiplier {mult[c]:.4g} is too large "
+                "for the 8-bit scale and shifts (the output range is much narrower than the "
+                "input's)",
+            )
+        )
+        return None
+
+    def _bias(self, node: g.Node, bias: np.ndarray, out_t: str) -> np.ndarray:
+        """The 16-bit bias at the output's step. The shifts truncate: on average half a step
+        low. The bias takes that half step back (rounded to the integer nearest b / sf + 1/2)."""
+        braw = bias / self.steps.sf(out_t)
+        bq = np.clip(np.floor(braw + 1.0), dev.BIAS_MIN, dev.BIAS_MAX).astype(np.int64)
+        if np.any(np.abs(braw) > dev.BIAS_MAX + 0.5):
+            self.warnings.append(f"`{node.name}`: a bias exceeds the 16-bit bias field; saturated")
+        return bq
+
+    def _relu(self, node: g.Node, inp: str, out_t: str) -> None:
+        """The fused Relu of `node`, from `inp` to the stored `out_t`."""
+        relu = g.Activation(name=f"{node.name}.relu", inputs=[inp], outputs=[out_t], kind="relu")
+        self.ig.add(relu, self.shape3(out_t), self.steps.qtype(out_t))
+        self.nonneg.add(out_t)
+
+    def _conv_layer(
+        self,
+        f: _Fused,
+        wq: np.ndarray,
+        stride: tuple[int, ...],
+        pads: tuple[int, ...],
+        dil: tuple[int, ...],
+        trip: Triples,
+        bq: np.ndarray,
+    ) -> XLayer:
+        src, out_t = f.inputs[0], f.output
+        return XLayer(
+            "XNConv",
+            f.head.name,
+            [src],
+            out_t,
+            self.shape3(src),
+            self.shape3(out_t),
+            (int(wq.shape[2]), int(wq.shape[3])),
+            tuple(stride),
+            (pads[0], pads[1]),
+            tuple(dil),
+            relu=f.relu,
+            weight=wq,
+            pre=trip.pre,
+            scale=trip.scale,
+            post=trip.post,
+            bias=bq,
+            has_bias=True,
+            sources=f.sources,
+            fc=f.kind == "fc",
+        )
+
+    def _quant_layer(
+        self, name: str, src: str, out_t: str, th_w: np.ndarray, sf_w: np.ndarray, trip: Triples
+    ) -> QuantLayer:
+        bits, steps = self.bits, self.steps
+        return QuantLayer(
+            name,
+            bits,
+            bits,
+            bits,
+            steps.threshold(src),
+            steps.threshold(out_t),
+            th_w,
+            steps.sf(src),
+            steps.sf(out_t),
+            sf_w,
+            trip.pre,
+            trip.scale,
+            trip.post,
+        )
+
+    # -- pools ----------------------------------------------------------------------------------
+    def maxpool(self, f: _Fused) -> None:
+        node, src, out_t = f.head, f.inputs[0], f.output
+        assert isinstance(node, g.Pool)
+        if f.relu and src not in self.nonneg:
+            self.errors.append(
+                _err(
+                    node,
+                    "a Relu after a MaxPool runs on xDNN only when the pool reads a Relu's output",
+                )
+            )
+            return
+        in_shape, out_shape = self.shape3(src), self.shape3(out_t)
+        lay = _pool_layer("XNMaxPool", node, src, out_t, in_shape, out_shape, self.errors)
+        if lay is None:
+            return
+        self.layers.append(lay)
+        pool = g.Pool(
+            name=node.name,
+            inputs=[src],
+            outputs=[out_t],
+            kind="max",
+            kernel=lay.kernel,
+            stride=lay.stride,
+            pads=_pads(lay),
+            source=node.source,
+        )
+        self.ig.add(pool, out_shape, self.steps.qtype(out_t))
+        if src in self.nonneg:
+            self.nonneg.add(out_t)
+
+    def avgpool(self, f: _Fused) -> None:
+        node, src, out_t = f.head, f.inputs[0], f.output
+        lay = self._avgpool_layer(f)
+        if lay is None:
+            return
+        m, s = dev.avgpool_multiplier(
+            lay.kernel[0] * lay.kernel[1], self.steps.sf(src) / self.steps.sf(out_t)
+        )
+        lay.scale, lay.post = np.array([m]), np.array([s])
+        self.layers.append(lay)
+        out_shape = self.shape3(out_t)
+        c = self.shape3(src)[0]
+        sums = self.ig.unique_name(f"{out_t}.sum")
+        window_sum = g.Conv(
+            name=node.name,
+            inputs=[src],
+            outputs=[sums],
+            weight=np.ones((c, 1, *lay.kernel), np.int64),
+            stride=lay.stride,
+            pads=_pads(lay),
+            groups=c,
+            source=node.source,
+        )
+        self.ig.add(window_sum, out_shape, g.QType(dev.ACC_BITS))
+        average = g.Requantize(
+            name=f"{node.name}.average",
+            inputs=[sums],
+            outputs=[out_t],
+            mul=m,
+            div=1 << s,
+            rounding="floor",
+            lo=self.lo,
+            hi=self.hi,
+        )
+        self.ig.add(average, out_shape, self.steps.qtype(out_t))
+        if src in self.nonneg:
+            self.nonneg.add(out_t)
+
+    def _avgpool_layer(self, f: _Fused) -> XLayer | None:
+        """The XNAvgPool command without its multiplier (fully-connected mode when the window
+        is the whole image); None (with an error) where xDNN cannot run it."""
+        node, src, out_t = f.head, f.inputs[0], f.output
+        in_shape, out_shape = self.shape3(src), self.shape3(out_t)
+        if isinstance(node, g.GlobalPool):
+            kernel, stride = (in_shape[1], in_shape[2]), (1, 1)
+            return XLayer(
+                "XNAvgPool",
+                node.name,
+                [src],
+                out_t,
+                in_shape,
+                out_shape,
+                kernel,
+                stride,
+                fc_mode=True,
+                sources=f.sources,
+            )
+        assert isinstance(node, g.Pool)
+        if any(node.pads) or node.ceil:
+            self.errors.append(
+                _err(
+                    node,
+                    "average pooling with padding does not run on xDNN (the engine divides by "
+                    "the window size)",
+                )
+            )
+            return None
+        lay = _pool_layer("XNAvgPool", node, src, out_t, in_shape, out_shape, self.errors)
+        if lay is not None:
+            lay.fc_mode = out_shape[1:] == (1, 1) and lay.kernel == in_shape[1:]
+        return lay
+
+    # -- Add and Concat -------------------------------------------------------------------------
+    def add(self, f: _Fused) -> None:
+        node, out_t = f.head, f.output
+        a, b = f.inputs
+        if self.shape3(a) != self.shape3(b):
+            self.errors.append(
+                _err(node, f"Add of {self.shape3(a)} and {self.shape3(b)}: xDNN adds equal shapes")
+            )
+            return
+        out_shape = self.shape3(out_t)
+        s_out = self.ig.unique_name(f"{out_t}.sum")
+        total = g.Eltwise(name=node.name, inputs=[a, b], outputs=[s_out], kind="add")
+        self.ig.add(total, out_shape, g.QType(dev.DATA_BITS + 1))
+        clip_out = self.ig.unique_name(f"{out_t}.q") if f.relu else out_t
+        saturate = g.Clip(
+            name=f"{node.name}.saturate", inputs=[s_out], outputs=[clip_out], lo=self.lo, hi=self.hi
+        )
+        self.ig.add(saturate, out_shape, self.steps.qtype(out_t))
+        if f.relu:
+            self._relu(node, clip_out, out_t)
+        self.layers.append(
+            XLayer(
+                "XNEltwise",
+                node.name,
+                [a, b],
+                out_t,
+                self.shape3(a),
+                out_shape,
+                relu=f.relu,
+                sources=f.sources,
+            )
+        )
+
+    def concat(self, f: _Fused) -> None:
+        node, out_t = f.head, f.output
+        members = list(f.inputs)
+        for m_ in members[:-1]:
+            if self.shape3(m_)[0] % 2:
+                self.errors.append(
                     _err(
                         node,
-                        "a Relu after a MaxPool runs on xDNN only when the "
-                        "pool reads a Relu's output",
+                        f"branch `{m_}` has {self.shape3(m_)[0]} channels: xDNN places branches "
+                        "side by side in channel pairs, so every branch but the last needs an "
+                        "even count",
                     )
                 )
-                continue
-            lay = _pool_layer("XNMaxPool", node, src, out_t, in_shape, out_shape, errors)
-            if lay is None:
-                continue
-            layers.append(lay)
-            ig.add(
-                g.Pool(
-                    name=node.name,
-                    inputs=[src],
-                    outputs=[out_t],
-                    kind="max",
-                    kernel=lay.kernel,
-                    stride=lay.stride,
-                    pads=_pads(lay),
-                    source=node.source,
-                ),
-                out_shape,
-                qt(out_t),
-            )
-            if src in nonneg:
-                nonneg.add(out_t)
-        elif f.kind == "avgpool":
-            if isinstance(node, g.GlobalPool):
-                kernel, stride = (in_shape[1], in_shape[2]), (1, 1)
-                lay = XLayer(
-                    "XNAvgPool",
-                    node.name,
-                    [src],
-                    out_t,
-                    in_shape,
-                    out_shape,
-                    kernel,
-                    stride,
-                    fc_mode=True,
-                    sources=f.sources,
-                )
-            else:
-                assert isinstance(node, g.Pool)
-                if any(node.pads) or node.ceil:
-                    errors.append(
-                        _err(
-                            node,
-                            "average pooling with padding does not run on "
-                            "xDNN (the engine divides by the window size)",
-                        )
-                    )
-                    continue
-                lay = _pool_layer("XNAvgPool", node, src, out_t, in_shape, out_shape, errors)
-                if lay is None:
-                    continue
-                lay.fc_mode = out_shape[1:] == (1, 1) and lay.kernel == in_shape[1:]
-            m, s = dev.avgpool_multiplier(lay.kernel[0] * lay.kernel[1], sf(src) / sf(out_t))
-            lay.scale, lay.post = np.array([m]), np.array([s])
-            layers.append(lay)
-            c = in_shape[0]
-            sums = ig.unique_name(f"{out_t}.sum")
-            ig.add(
-                g.Conv(
-                    name=node.name,
-                    inputs=[src],
-                    outputs=[sums],
-                    weight=np.ones((c, 1, *lay.kernel), np.int64),
-                    stride=lay.stride,
-                    pads=_pads(lay),
-                    groups=c,
-                    source=node.source,
-                ),
-                out_shape,
-                g.QType(dev.ACC_BITS),
-            )
-            ig.add(
-                g.Requantize(
-                    name=f"{node.name}.average",
-                    inputs=[sums],
-                    outputs=[out_t],
-                    mul=m,
-                    div=1 << s,
-                    rounding="floor",
-                    lo=lo,
-                    hi=hi,
-                ),
-                out_shape,
-                qt(out_t),
-            )
-            if src in nonneg:
-                nonneg.add(out_t)
-        elif f.kind == "add":
-            a, b = f.inputs
-            if shape3(a) != shape3(b):
-                errors.append(
-                    _err(node, f"Add of {shape3(a)} and {shape3(b)}: xDNN adds equal shapes")
-                )
-                continue
-            s_out = ig.unique_name(f"{out_t}.sum")
-            ig.add(
-                g.Eltwise(name=node.name, inputs=[a, b], outputs=[s_out], kind="add"),
-                out_shape,
-                g.QType(dev.DATA_BITS + 1),
-            )
-            clip_out = ig.unique_name(f"{out_t}.q") if f.relu else out_t
-            ig.add(
-                g.Clip(
-                    name=f"{node.name}.saturate", inputs=[s_out], outputs=[clip_out], lo=lo, hi=hi
-                ),
-                out_shape,
-                qt(out_t),
-            )
-            if f.relu:
-                ig.add(
-                    g.Activation(
-                        name=f"{node.name}.relu", inputs=[clip_out], outputs=[out_t], kind="relu"
-                    ),
-                    out_shape,
-                    qt(out_t),
-                )
-                nonneg.add(out_t)
-            layers.append(
-                XLayer(
-                    "XNEltwise",
-                    node.name,
-                    [a, b],
-                    out_t,
-                    in_shape,
-                    out_shape,
-                    relu=f.relu,
-                    sources=f.sources,
-                )
-            )
-        elif f.kind == "concat":
-            members = list(f.inputs)
-            for m_ in members[:-1]:
-                if shape3(m_)[0] % 2:
-                    errors.append(
-                        _err(
-                            node,
-                            f"branch `{m_}` has {shape3(m_)[0]} channels: xDNN "
-                            "places branches side by side in channel pairs, so "
-                            "every branch but the last needs an even count",
-                        )
-                    )
-            if len({shape3(m_)[1:] for m_ in members}) != 1:
-                errors.append(_err(node, "concatenated branches must share height and width"))
-            concats[out_t] = members
-            ig.add(g.Concat(name=node.name, inputs=members, outputs=[out_t]), out_shape, qt(out_t))
-            if all(m_ in nonneg for m_ in members):
-                nonneg.add(out_t)
-    if errors:
-        raise MultipleErrors(errors)
-    out_shape_float = graph.tensors[graph.outputs[0]].shape
-    if host_tail is not None or keep_shape:  # the host computes the rest
-        out_shape_float = graph.tensors[final].shape
-    ig.outputs = [final]
-    policy_file = QuantFile(qlayers, policy)
-    return Lowered(
-        ig,
-        layers,
-        concats,
-        x_name,
-        final,
-        tuple(out_shape_float),
-        sf(x_name),
-        sf(final),
-        policy_file,
-        host_tail,
-        warnings,
-    )
+        if len({self.shape3(m_)[1:] for m_ in members}) != 1:
+            self.errors.append(_err(node, "concatenated branches must share height and width"))
+        self.concats[out_t] = members
+        cat = g.Concat(name=node.name, inputs=members, outputs=[out_t])
+        self.ig.add(cat, self.shape3(out_t), self.steps.qtype(out_t))
+        if all(m_ in self.nonneg for m_ in members):
+            self.nonneg.add(out_t)
 
 
 def _pads(lay: XLayer) -> tuple[int, int, int, int]:

@@ -267,8 +267,38 @@ def load_checkpoint(
     """
     path = Path(path)
     data = read_torch_file(path)
-    file = str(path)
     warnings: list[str] = []
+    state = _state_dict(data, str(path))
+    arch = data.get("arch")
+    if arch is None:
+        warnings.append("no `arch` in the checkpoint file")
+    elif not isinstance(arch, str):
+        arch = str(arch)
+    epoch = data.get("epoch")
+    if epoch is None:
+        warnings.append("no `epoch` in the checkpoint file")
+    extras = data.get("extras")
+    other = {k: v for k, v in data.items() if k not in ("state_dict", "arch", "epoch", "extras")}
+    reader = _LayerReader(path, state, ignore_bn, no_bias, defer_float, warnings)
+    layers: list[CheckpointLayer] = []
+    for key, tensor in state.items():
+        layer = reader.layer(key, tensor, len(layers))
+        if layer is not None:
+            layers.append(layer)
+    return Checkpoint(
+        path=path,
+        arch=arch,
+        epoch=int(epoch) if isinstance(epoch, int | np.integer) else None,
+        state_dict=dict(state),
+        layers=layers,
+        extras=dict(extras) if isinstance(extras, dict) else {},
+        other=other,
+        warnings=warnings,
+    )
+
+
+def _state_dict(data: dict[str, Any], file: str) -> dict[str, np.ndarray]:
+    """The checkpoint's `state_dict`, every entry a named tensor."""
     state = data.get("state_dict")
     if not isinstance(state, dict):
         found = ", ".join(f"`{k}`" for k in list(data)[:8]) or "nothing"
@@ -280,109 +310,119 @@ def load_checkpoint(
             raise EdgesynthError(
                 f"state_dict entry {key!r} is not a tensor ({type(value).__name__})", file=file
             )
-    arch = data.get("arch")
-    if arch is None:
-        warnings.append("no `arch` in the checkpoint file")
-    elif not isinstance(arch, str):
-        arch = str(arch)
-    epoch = data.get("epoch")
-    if epoch is None:
-        warnings.append("no `epoch` in the checkpoint file")
-    extras = data.get("extras")
-    other = {k: v for k, v in data.items() if k not in ("state_dict", "arch", "epoch", "extras")}
+    return state
 
-    layers: list[CheckpointLayer] = []
-    for key, tensor in state.items():
+
+class _LayerReader:
+    """Turns each `<prefix>[.<op>].weight` entry of a state_dict into a CheckpointLayer, with
+    the training parameters and bias stored beside it."""
+
+    def __init__(
+        self,
+        path: Path,
+        state: dict[str, np.ndarray],
+        ignore_bn: bool,
+        no_bias: Sequence[int],
+        defer_float: bool,
+        warnings: list[str],
+    ) -> None:
+        self.path = path
+        self.file = str(path)
+        self.state = state
+        self.ignore_bn = ignore_bn
+        self.no_bias = no_bias
+        self.defer_float = defer_float
+        self.warnings = warnings
+
+    def layer(self, key: str, tensor: np.ndarray, index: int) -> CheckpointLayer | None:
+        """The layer of `key` at position `index`; None for an entry that is no layer's
+        weights (or skipped BatchNorm weights)."""
         parts = key.rsplit(".", 2)
         if len(parts) < 2 or parts[-1] != "weight":
-            continue
+            return None
         prefix, op = (parts[0], parts[1]) if len(parts) == 3 else (parts[0], None)
-        index = len(layers)
-        name = _strip_module(prefix)
         if tensor.ndim <= 1:
-            if op == "bn":
-                if ignore_bn:
-                    warnings.append(f"`{key}`: unfolded BatchNorm weights skipped")
-                    continue
-                raise EdgesynthError(
-                    f"`{key}` holds 1-dimensional weights {list(tensor.shape)}: the BatchNorm "
-                    "layers have not been folded into the convolutions",
-                    file=file,
-                )
-            raise EdgesynthError(
-                f"`{key}` holds 1-dimensional weights {list(tensor.shape)}, not a "
-                "convolution or linear layer",
-                file=file,
-            )
+            if op == "bn" and self.ignore_bn:
+                self.warnings.append(f"`{key}`: unfolded BatchNorm weights skipped")
+                return None
+            raise self._one_dimensional(key, tensor, op)
         if tensor.dtype.kind not in "fiub":
-            raise EdgesynthError(f"`{key}` holds {tensor.dtype} weights", file=file)
-        problem = _float_problem(key, tensor, path)
-        if problem is not None and not defer_float:
+            raise EdgesynthError(f"`{key}` holds {tensor.dtype} weights", file=self.file)
+        problem = _float_problem(key, tensor, self.path)
+        if problem is not None and not self.defer_float:
             raise problem
         values = tensor if problem is None else np.zeros(tensor.shape, dtype=np.int64)
-        check_weight_range(values, 8, name=key, file=file)  # before the cast to int64
+        check_weight_range(values, 8, name=key, file=self.file)  # before the cast to int64
         weight = values.astype(np.int64)
         if weight.size and not np.any(weight) and problem is None:
-            warnings.append(f"all weights for `{key}` are zero")
+            self.warnings.append(f"all weights for `{key}` are zero")
+        params = self._training_params(prefix)
+        weight_bits = int(params.get("weight_bits", 8)) or 8
+        if not 1 <= weight_bits <= 8:
+            raise EdgesynthError(
+                f"`{prefix}.weight_bits` is {weight_bits}; weights have 1 to 8 bits",
+                file=self.file,
+            )
+        output_shift = int(params["output_shift"]) if "output_shift" in params else None
+        bias_key: str | None = f"{prefix}.{op}.bias" if op is not None else f"{prefix}.bias"
+        bias = None
+        if bias_key in self.state and index not in self.no_bias:
+            bias = self._bias(bias_key, weight_bits)
+        else:
+            bias_key = None
+        return CheckpointLayer(
+            name=_strip_module(prefix),
+            weight=weight,
+            bias=bias,
+            weight_bits=weight_bits,
+            bias_bits=8,
+            output_shift=output_shift,
+            kind=guess_kind(key, weight.ndim),
+            key=key,
+            bias_key=bias_key,
+            params=params,
+            problem=problem,
+        )
 
+    def _one_dimensional(self, key: str, tensor: np.ndarray, op: str | None) -> EdgesynthError:
+        if op == "bn":
+            return EdgesynthError(
+                f"`{key}` holds 1-dimensional weights {list(tensor.shape)}: the BatchNorm "
+                "layers have not been folded into the convolutions",
+                file=self.file,
+            )
+        return EdgesynthError(
+            f"`{key}` holds 1-dimensional weights {list(tensor.shape)}, not a "
+            "convolution or linear layer",
+            file=self.file,
+        )
+
+    def _training_params(self, prefix: str) -> dict[str, float]:
+        """The scalars the training stored beside the weights (`_TRAINING_PARAMS`)."""
         params: dict[str, float] = {}
         for param in _TRAINING_PARAMS:
-            value = state.get(f"{prefix}.{param}")
+            value = self.state.get(f"{prefix}.{param}")
             if value is not None:
                 try:
                     params[param] = _scalar(value)
                 except ValueError as exc:
-                    raise EdgesynthError(f"`{prefix}.{param}`: {exc}", file=file) from None
-        weight_bits = int(params.get("weight_bits", 8)) or 8
-        if not 1 <= weight_bits <= 8:
+                    raise EdgesynthError(f"`{prefix}.{param}`: {exc}", file=self.file) from None
+        return params
+
+    def _bias(self, bias_key: str, weight_bits: int) -> np.ndarray:
+        """The 8-bit bias: the stored value over 2**(weight_bits - 1), rounded down."""
+        raw = np.asarray(self.state[bias_key], dtype=np.float64)
+        if not np.all(np.isfinite(raw)):
+            raise EdgesynthError(f"`{bias_key}` holds NaN or infinite values", file=self.file)
+        scaled = np.floor(raw / float(2 ** (weight_bits - 1)))
+        if scaled.size and (scaled.min() < -128 or scaled.max() > 127):
             raise EdgesynthError(
-                f"`{prefix}.weight_bits` is {weight_bits}; weights have 1 to 8 bits", file=file
+                f"bias `{bias_key}` ranges from {int(scaled.min())} to {int(scaled.max())} "
+                f"after division by 2**{weight_bits - 1}, which does not fit 8 bits "
+                "(allowed -128 to 127)",
+                file=self.file,
             )
-        output_shift = int(params["output_shift"]) if "output_shift" in params else None
-
-        bias_key = f"{prefix}.{op}.bias" if op is not None else f"{prefix}.bias"
-        bias = None
-        if bias_key in state and index not in no_bias:
-            raw = np.asarray(state[bias_key], dtype=np.float64)
-            if not np.all(np.isfinite(raw)):
-                raise EdgesynthError(f"`{bias_key}` holds NaN or infinite values", file=file)
-            scaled = np.floor(raw / float(2 ** (weight_bits - 1)))
-            if scaled.size and (scaled.min() < -128 or scaled.max() > 127):
-                raise EdgesynthError(
-                    f"bias `{bias_key}` ranges from {int(scaled.min())} to {int(scaled.max())} "
-                    f"after division by 2**{weight_bits - 1}, which does not fit 8 bits "
-                    "(allowed -128 to 127)",
-                    file=file,
-                )
-            bias = scaled.astype(np.int64)
-            if bias.size and not np.any(bias):
-                warnings.append(f"all bias values for `{bias_key}` are zero")
-        else:
-            bias_key = None
-
-        layers.append(
-            CheckpointLayer(
-                name=name,
-                weight=weight,
-                bias=bias,
-                weight_bits=weight_bits,
-                bias_bits=8,
-                output_shift=output_shift,
-                kind=guess_kind(key, weight.ndim),
-                key=key,
-                bias_key=bias_key,
-                params=params,
-                problem=problem,
-            )
-        )
-
-    return Checkpoint(
-        path=path,
-        arch=arch,
-        epoch=int(epoch) if isinstance(epoch, int | np.integer) else None,
-        state_dict=dict(state),
-        layers=layers,
-        extras=dict(extras) if isinstance(extras, dict) else {},
-        other=other,
-        warnings=warnings,
-    )
+        bias = scaled.astype(np.int64)
+        if bias.size and not np.any(bias):
+            self.warnings.append(f"all bias values for `{bias_key}` are zero")
+        return bias

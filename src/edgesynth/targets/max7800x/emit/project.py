@@ -173,172 +173,217 @@ class Project:
 
 def generate(plan: Plan, opts: Max7800xOptions, name: str, config_file: str) -> Project:
     """Every file of the project, as text."""
-    proj = opts.project
-    s = plan.settings
-    regs = s.chip.regs
-    device = s.chip.device.name
-    clock = clocking(opts, device)
-    term = s.by_index[s.terminating]
-    groups_mask = sum(1 << g for g in s.groups_used)
-    func_flash = RISCV_FLASH if proj.riscv_flash and not proj.riscv_cache else ""
-    data_flash = RISCV_FLASH if proj.riscv_flash else ""
-    streaming = any(h.streaming for h in s.hw)
-    if opts.rules.one_shot and device == "MAX78002":
-        isr_clear = "1<<12"
-    elif streaming:
-        isr_clear = "(1<<12) | (1<<14) | 1"
-    else:
-        isr_clear = "(1<<12) | 1"
+    device = plan.settings.chip.device.name
     riscv = bool(opts.rules.riscv)
-    output_dims = plan.output_shape[1:] if len(plan.output_shape) > 1 else (1,)
-    num_outputs = int(np.prod(plan.output_shape))
-    common = {
+    common = _common_context(opts, name, device, config_file, riscv)
+    api = opts.project.api_filename if opts.project.api_filename.lower() != "none" else "cnn.c"
+    # --fixed-input (memory input): load_input() fills the input with a fixed pattern
+    fixed_input = bool(opts.project.fixed_input) and not plan.inputs.fifo
+    files: dict[str, str] = {}
+    files[api] = _api_source(plan, opts, common, fixed_input)
+    files["cnn.h"] = render(
+        "cnn.h.j2",
+        **common,
+        summary=memory_summary(plan),
+        num_outputs=int(np.prod(plan.output_shape)),
+        timer=opts.project.timer,
+        isr_name="CNN_IRQHandler" if riscv else "CNN_ISR",
+    )
+    files[opts.project.weight_filename] = _weights_header(plan, name)
+    files[opts.project.sample_filename] = _sample_header(plan, name, fixed_input)
+    kat = bool(opts.project.generate_kat) and opts.project.result_filename is not None
+    if kat:
+        from edgesynth.targets.max7800x.plan.kat import sample_output_array
+
+        files[opts.project.result_filename] = render(
+            "sampleoutput.h.j2",
+            name=name,
+            sample_output=define("SAMPLE_OUTPUT", sample_output_array(plan.kat)),
+        )
+    main = _main_source(plan, opts, common, fixed_input, kat)
+    main_name = f"{opts.project.c_filename}.c"
+    if riscv:
+        files[f"{opts.project.c_filename}_riscv.c"] = main
+        files[main_name] = _arm_main_source(opts, common, device)
+    else:
+        files[main_name] = main
+    files["softmax.c"] = render("softmax.c.j2", name=name)
+    return Project(files=files)
+
+
+def _common_context(
+    opts: Max7800xOptions, name: str, device: str, config_file: str, riscv: bool
+) -> dict[str, Any]:
+    """What every template is told: the project, the device, where code and data live, the
+    header names."""
+    return {
         "name": name,
         "device": device,
         "config_file": config_file,
         "riscv": riscv,
-        "func_flash": func_flash,
-        "data_flash": data_flash,
-        "energy": bool(proj.energy),
-        "energy_gpio": bool(proj.energy) and device == "MAX78002",
-        "weights_header": proj.weight_filename,
-        "sample_header": proj.sample_filename,
-        "result_header": proj.result_filename,
+        "func_flash": RISCV_FLASH
+        if opts.project.riscv_flash and not opts.project.riscv_cache
+        else "",
+        "data_flash": RISCV_FLASH if opts.project.riscv_flash else "",
+        "energy": bool(opts.project.energy),
+        "energy_gpio": bool(opts.project.energy) and device == "MAX78002",
+        "weights_header": opts.project.weight_filename,
+        "sample_header": opts.project.sample_filename,
+        "result_header": opts.project.result_filename,
     }
-    api = proj.api_filename if proj.api_filename.lower() != "none" else "cnn.c"
-    main_name = f"{proj.c_filename}.c"
+
+
+def _isr_clear(opts: Max7800xOptions, plan: Plan) -> str:
+    """The interrupt flags the CNN interrupt handler clears."""
+    s = plan.settings
+    if opts.rules.one_shot and s.chip.device.name == "MAX78002":
+        return "1<<12"
+    if any(h.streaming for h in s.hw):
+        return "(1<<12) | (1<<14) | 1"
+    return "(1<<12) | 1"
+
+
+def _verify_weights(opts: Max7800xOptions) -> bool:
+    return opts.project.verify_weights
+
+
+def _api_source(
+    plan: Plan, opts: Max7800xOptions, common: dict[str, Any], fixed_input: bool
+) -> str:
+    """cnn.c: the accelerator's functions (load, configure, start, unload...)."""
+    s = plan.settings
+    regs = s.chip.regs
+    term = s.by_index[s.terminating]
+    groups_mask = sum(1 << g for g in s.groups_used)
     stride = regs.mask_stride
     bias_groups = [
         {"group": g, "address": regs.apb_base + regs.bias(g), "length": int(v.size)}
         for g, v in enumerate(plan.bias.values)
         if v.size
     ]
-    # --fixed-input (memory input): load_input() fills the input with a fixed pattern
-    fixed_input = bool(proj.fixed_input) and not plan.inputs.fifo
-    files: dict[str, str] = {}
-    files[api] = render(
+    return render(
         "cnn.c.j2",
         **common,
         fixed_input=fixed_input,
         description=layer_description(plan),
         isr_declaration=(
-            'void __attribute__((interrupt("machine"))) CNN_IRQHandler' if riscv else "void CNN_ISR"
+            'void __attribute__((interrupt("machine"))) CNN_IRQHandler'
+            if common["riscv"]
+            else "void CNN_ISR"
         ),
         quadrant_controls=[regs.apb_base + regs.ctl(g, rm.REG_CTL) for g in s.groups_used],
-        isr_clear=isr_clear,
+        isr_clear=_isr_clear(opts, plan),
         master_control=regs.apb_base + regs.ctl(s.groups_used[0], rm.REG_CTL),
         mexpress=bool(opts.plan.mexpress),
-        verify_weights=proj.verify_weights,
+        verify_weights=_verify_weights(opts),
         mexpress_base_mask=~(stride - 1) & 0xFFFFFFFF,
         mexpress_offset_mask=stride - 1,
         bias_groups=bias_groups,
-        init=c_statements(plan.init, proj.verify_writes),
-        configure=c_statements(plan.configure, proj.verify_writes),
-        start=c_statements(plan.start, proj.verify_writes),
-        go=c_statements(plan.go, proj.verify_writes),
-        unload=unload_runs(plan, bool(proj.mlator), proj.unroll_mlator),
-        generate_unload=bool(proj.unload),  # --no-unload: declared in cnn.h, not defined
+        init=c_statements(plan.init, opts.project.verify_writes),
+        configure=c_statements(plan.configure, opts.project.verify_writes),
+        start=c_statements(plan.start, opts.project.verify_writes),
+        go=c_statements(plan.go, opts.project.verify_writes),
+        unload=unload_runs(plan, bool(opts.project.mlator), opts.project.unroll_mlator),
+        generate_unload=bool(opts.project.unload),  # --no-unload: declared in cnn.h, not defined
         output_description="x".join(str(d) for d in plan.output_shape)
         + f", {term.output_width}-bit",
         quadrant_mask=groups_mask,
         quadrant_unmask=~groups_mask & 0xF,
-        enable_delay=proj.enable_delay,
+        enable_delay=opts.project.enable_delay,
         pll_device=s.chip.device.supports_pll,
     )
-    files["cnn.h"] = render(
-        "cnn.h.j2",
-        **common,
-        summary=memory_summary(plan),
-        num_outputs=num_outputs,
-        timer=proj.timer,
-        isr_name="CNN_IRQHandler" if riscv else "CNN_ISR",
-    )
-    kernel_table = _kernel_table(plan)
-    files[proj.weight_filename] = render(
+
+
+def _weights_header(plan: Plan, name: str) -> str:
+    """weights.h: the kernel image and each group's bias."""
+    return render(
         "weights.h.j2",
         name=name,
-        kernels=define("KERNELS", kernel_table),
+        kernels=define("KERNELS", _kernel_table(plan)),
         bias=[
             define(f"BIAS_{g}", v, digits=2, per_line=16)
             for g, v in enumerate(plan.bias.values)
             if v.size
         ],
     )
+
+
+def _sample_header(plan: Plan, name: str, fixed_input: bool) -> str:
+    """sampledata.h: the sample input, block by block (none with a fixed input)."""
     sample_blocks = []
     for block in [] if fixed_input else plan.inputs.blocks:
         words = block.words
         if plan.inputs.synthesize is not None:
             words = words[: plan.inputs.synthesize_words]
         sample_blocks.append(define(f"SAMPLE_INPUT_{block.label}", words))
-    files[proj.sample_filename] = render("sampledata.h.j2", name=name, blocks=sample_blocks)
-    kat = bool(proj.generate_kat) and proj.result_filename is not None
-    if kat:
-        from edgesynth.targets.max7800x.plan.kat import sample_output_array
+    return render("sampledata.h.j2", name=name, blocks=sample_blocks)
 
-        files[proj.result_filename] = render(
-            "sampleoutput.h.j2",
-            name=name,
-            sample_output=define("SAMPLE_OUTPUT", sample_output_array(plan.kat)),
-        )
+
+def _main_source(
+    plan: Plan, opts: Max7800xOptions, common: dict[str, Any], fixed_input: bool, kat: bool
+) -> str:
+    """main.c (the RISC-V's with --riscv): clocks, loading, the run, the known-answer check."""
+    s = plan.settings
+    device = common["device"]
+    riscv = common["riscv"]
+    clock = clocking(opts, device)
+    term = s.by_index[s.terminating]
     inputs = plan.inputs
-    main = render(
+    return render(
         "main.c.j2",
         **common,
         inputs=inputs,
         fixed_input=fixed_input,
         fifo=bool(opts.rules.fifo),
-        fifo_wait=bool(proj.fifo_wait),
+        fifo_wait=bool(opts.project.fifo_wait),
         fifo_words=max((b.words.size for b in inputs.blocks), default=0),
         kat=kat,
         kat_layers=", ".join(str(i) for i in _kat_layers(plan)),
-        softmax=bool(proj.softmax),
+        softmax=bool(opts.project.softmax),
         softmax_shift=(8 - term.bits) if not term.bypass else 0,
-        unload=bool(proj.unload),
+        unload=bool(opts.project.unload),
         output_width=term.output_width,
-        forever=bool(proj.forever),
-        riscv_debug=bool(proj.riscv_debug),
-        riscv_cache=bool(proj.riscv_cache),
+        forever=bool(opts.project.forever),
+        riscv_debug=bool(opts.project.riscv_debug),
+        riscv_cache=bool(opts.project.riscv_cache),
         ipo_mhz=CLOCKS[device]["ipo"],
         pll=bool(opts.rules.pll),
-        debugwait=proj.debugwait if not riscv else 0,
+        debugwait=opts.project.debugwait if not riscv else 0,
         clock_name=clock.name,
         clock_source=clock.source,
         enable_divider=clock.enable_divider,
-        boost=proj.boost,
+        boost=opts.project.boost,
         zero_sram=bool(opts.plan.zero_sram),
-        verify_weights=proj.verify_weights,
-        verify_writes=bool(proj.verify_writes),
+        verify_weights=_verify_weights(opts),
+        verify_writes=bool(opts.project.verify_writes),
         has_bias=s.any_bias,
         clock_switch=clock.switch,
         clock_fast=_select_clock(clock.divider),
         clock_slow=_select_clock(4),
-        stop_start=bool(proj.stop_start),
-        wfi=bool(proj.wfi),
+        stop_start=bool(opts.project.stop_start),
+        wfi=bool(opts.project.wfi),
         sleep_call=_sleep_call(opts),
         one_shot=s.terminating if opts.rules.one_shot else 0,
-        clock_trim=proj.clock_trim,
+        clock_trim=opts.project.clock_trim,
     )
-    if riscv:
-        files[f"{proj.c_filename}_riscv.c"] = main
-        files[main_name] = render(
-            "main_arm.c.j2",
-            **common,
-            wfi=bool(proj.wfi),
-            pll=bool(opts.rules.pll),
-            ipo_mhz=CLOCKS[device]["ipo"],
-            riscv_cache=bool(proj.riscv_cache),
-            riscv_exclusive=bool(proj.riscv_exclusive),
-            debugwait=proj.debugwait,
-            deepsleep=bool(opts.rules.deepsleep),
-            sleep_call="MXC_LP_EnterLowPowerMode()"
-            if opts.rules.deepsleep
-            else "MXC_LP_EnterSleepMode()",
-        )
-    else:
-        files[main_name] = main
-    files["softmax.c"] = render("softmax.c.j2", name=name)
-    del output_dims
-    return Project(files=files)
+
+
+def _arm_main_source(opts: Max7800xOptions, common: dict[str, Any], device: str) -> str:
+    """With --riscv, the Arm core's main.c: it starts the RISC-V and sleeps."""
+    return render(
+        "main_arm.c.j2",
+        **common,
+        wfi=bool(opts.project.wfi),
+        pll=bool(opts.rules.pll),
+        ipo_mhz=CLOCKS[device]["ipo"],
+        riscv_cache=bool(opts.project.riscv_cache),
+        riscv_exclusive=bool(opts.project.riscv_exclusive),
+        debugwait=opts.project.debugwait,
+        deepsleep=bool(opts.rules.deepsleep),
+        sleep_call="MXC_LP_EnterLowPowerMode()"
+        if opts.rules.deepsleep
+        else "MXC_LP_EnterSleepMode()",
+    )
 
 
 def _sleep_call(opts: Max7800xOptions) -> str:

@@ -178,9 +178,45 @@ def place(
 
     `write_for_write`: the kernels are allocated as the vendor's tool does (`edgesynth izer`),
     not as edgesynth's own path does (see plan/kernels.py)."""
-    from edgesynth.targets.max7800x.plan.kernels import KernelClash, KernelMemoryExhausted
-
     started = time.perf_counter()
+    problem = _problem(net, device, options, outputs)
+    rounds = _Rounds([device.mask_width_small] * problem.instances)
+    search = Search(problem)  # one model for every round
+    while rounds.done < rounds.allowed:
+        rounds.done += 1
+        try:
+            solution = rounds.solve(search)
+        except Unplaceable:
+            if not (rounds.apart and prove is not None and _mixes_calcx4(problem)):
+                raise
+            rounds.apart = False
+            rounds.allowed += MAX_ROUNDS  # proofs on the virtual device need rounds of their own
+            continue
+        except EdgesynthError:
+            if rounds.nogoods:  # every placement left was refuted by the virtual device
+                break
+            if not rounds.relax(problem, device):
+                raise
+            continue
+        placements = layer_placements(problem, solution)
+        spec, chosen = apply_placement(net.spec, placements)
+        placed = rebuild(spec)
+        if not _allocator_accepts(placed, problem, solution, rounds, options, write_for_write):
+            continue
+        if not _proven(placed, problem, solution, rounds, prove):
+            continue
+        seconds = time.perf_counter() - started
+        return placed, Placement(placements, problem, solution, chosen, rounds.done, seconds)
+    raise _no_placement(net, rounds, write_for_write)
+
+
+def _problem(
+    net: Network,
+    device: Device,
+    options: RuleOptions,
+    outputs: Callable[[Network], dict[int, np.ndarray]] | None,
+) -> Problem:
+    """The placement problem, restricted to what the snoop units must decide."""
     problem = build_problem(net, device, options)
     decided = snoop.decisions(net)
     if decided:
@@ -192,89 +228,122 @@ def place(
                 key="snoop",
             )
         snoop.restrict(problem, decided, outputs(net))
-    capacity = [device.mask_width_small] * problem.instances
-    forbidden: dict[int, set[int]] = {}
-    columns = False  # the allocator's column model, after the first overflow
-    apart = True  # calcx4 kernels kept in memories of their own
-    nogoods: list[dict[int, int]] = []
-    first_room = False  # the larger kernel memory of each group's first processor, when needed
-    in_place = False  # layers writing over their own input, when nothing else fits
-    refuted = ""
-    search = Search(problem)  # one model for every round
-    rounds_allowed = MAX_ROUNDS
-    rounds = 0
-    while rounds < rounds_allowed:
-        rounds += 1
-        try:
-            solution = search.solve(
-                capacity,
-                forbidden,
-                kernel_columns=columns,
-                calcx4_apart=apart,
-                nogoods=nogoods,
-                first_processor_room=first_room,
-                in_place=in_place,
+    return problem
+
+
+@dataclass
+class _Rounds:
+    """What the search rounds have learnt so far, and how many they may take."""
+
+    capacity: list[int]  # kernel words the model may count in each memory instance
+    forbidden: dict[int, set[int]] = field(default_factory=dict)  # block -> first instances
+    columns: bool = False  # the allocator's column model, after the first overflow
+    apart: bool = True  # calcx4 kernels kept in memories of their own
+    nogoods: list[dict[int, int]] = field(default_factory=list)  # refuted kernel placements
+    first_room: bool = False  # the larger kernel memory of each group's first processor
+    in_place: bool = False  # layers writing over their own input, when nothing else fits
+    refuted: str = ""  # why the virtual device refuted the last placement
+    allowed: int = MAX_ROUNDS
+    done: int = 0
+
+    def solve(self, search: Search) -> Solution:
+        return search.solve(
+            self.capacity,
+            self.forbidden,
+            kernel_columns=self.columns,
+            calcx4_apart=self.apart,
+            nogoods=self.nogoods,
+            first_processor_room=self.first_room,
+            in_place=self.in_place,
+        )
+
+    def relax(self, problem: Problem, device: Device) -> bool:
+        """After a search without a solution: allow the next thing that may make room (the
+        first processors' larger kernel memory, then writing over a layer's own input);
+        False when nothing is left."""
+        if not self.first_room and device.mask_width_large > device.mask_width_small:
+            self.first_room = True  # the allocator's check proves what the model allows
+            return True
+        if not self.in_place and problem.in_place:
+            self.in_place = True
+            return True
+        return False
+
+
+def _allocator_accepts(
+    placed: Network,
+    problem: Problem,
+    solution: Solution,
+    rounds: _Rounds,
+    options: RuleOptions,
+    write_for_write: bool,
+) -> bool:
+    """The device rules and the kernel allocator on the placed network; where the allocator
+    cannot follow the model, what the next round must avoid is noted in `rounds` (False)."""
+    from edgesynth.targets.max7800x.plan.kernels import KernelClash, KernelMemoryExhausted
+
+    device = problem.device
+    try:
+        _check(placed, device, options, write_for_write)
+    except KernelMemoryExhausted as full:
+        # The allocator gives each layer the same columns on all its processors, so
+        # memory is lost between layers of different processor ranges: what the model
+        # counted there no longer fits; ask for less than that.
+        instance = full.processor // device.processors_sharing_memory
+        if rounds.columns:
+            counted = _kernel_words(problem, solution, instance)
+            rounds.capacity[instance] = min(rounds.capacity[instance], counted) - max(
+                1, full.overflow
             )
-        except Unplaceable:
-            if not (apart and prove is not None and _mixes_calcx4(problem)):
-                raise
-            apart = False
-            rounds_allowed += MAX_ROUNDS  # proofs on the virtual device need rounds of their own
-            continue
-        except EdgesynthError:
-            if nogoods:  # every placement left was refuted by the virtual device
-                break
-            if not first_room and device.mask_width_large > device.mask_width_small:
-                first_room = True  # the allocator's check below proves what the model allows
-                continue
-            if not in_place and problem.in_place:
-                in_place = True
-                continue
+        rounds.columns = True
+        return False
+    except KernelClash as clash:  # the vendor's allocator overlaps two layers here
+        if clash.layer is None or clash.layer not in problem.readers:
             raise
-        placements = layer_placements(problem, solution)
-        spec, chosen = apply_placement(net.spec, placements)
-        placed = rebuild(spec)
-        try:
-            _check(placed, device, options, write_for_write)
-        except KernelMemoryExhausted as full:
-            # The allocator gives each layer the same columns on all its processors, so
-            # memory is lost between layers of different processor ranges: what the model
-            # counted there no longer fits; ask for less than that.
-            instance = full.processor // device.processors_sharing_memory
-            if columns:
-                counted = _kernel_words(problem, solution, instance)
-                capacity[instance] = min(capacity[instance], counted) - max(1, full.overflow)
-            columns = True
-            continue
-        except KernelClash as clash:  # the vendor's allocator overlaps two layers here
-            if clash.layer is None or clash.layer not in problem.readers:
-                raise
-            block = problem.block_of[problem.readers[clash.layer].tensors[0]]
-            forbidden.setdefault(block, set()).add(solution.instance[block])
-            continue
-        except (EdgesynthError, MultipleErrors) as err:
+        block = problem.block_of[problem.readers[clash.layer].tensors[0]]
+        rounds.forbidden.setdefault(block, set()).add(solution.instance[block])
+        return False
+    except (EdgesynthError, MultipleErrors) as err:
+        raise EdgesynthError(
+            "the automatic placement breaks a device rule (a defect in edgesynth's planner; "
+            f"please report it with this YAML): {err}",
+            file=problem.net.spec.path,
+        ) from None
+    return True
+
+
+def _proven(
+    placed: Network,
+    problem: Problem,
+    solution: Solution,
+    rounds: _Rounds,
+    prove: Callable[[Network], str | None] | None,
+) -> bool:
+    """A placement with calcx4 kernels sharing memory, or one the snoop units decide, run on
+    the virtual device: a refuted shared placement is excluded from the next round (False);
+    a refuted snoop placement is a defect."""
+    if not rounds.apart and prove is not None:
+        rounds.refuted = prove(placed) or ""
+        if rounds.refuted:
+            rounds.nogoods.append(
+                {use.block: solution.instance[use.block] for use in problem.kernels}
+            )
+            return False
+    elif problem.decisions and prove is not None:
+        rounds.refuted = prove(placed) or ""
+        if rounds.refuted:
             raise EdgesynthError(
-                "the automatic placement breaks a device rule (a defect in edgesynth's planner; "
-                f"please report it with this YAML): {err}",
-                file=net.spec.path,
-            ) from None
-        if not apart and prove is not None:
-            refuted = prove(placed) or ""
-            if refuted:
-                nogoods.append({use.block: solution.instance[use.block] for use in problem.kernels})
-                continue
-        elif problem.decisions and prove is not None:
-            refuted = prove(placed) or ""
-            if refuted:
-                raise EdgesynthError(
-                    "the automatic placement does not give the layer sequence the snoop units "
-                    f"must decide on the virtual device ({refuted}); a defect in edgesynth's "
-                    "planner: please report it with this YAML, and give the placement by hand.",
-                    file=net.spec.path,
-                )
-        seconds = time.perf_counter() - started
-        return placed, Placement(placements, problem, solution, chosen, rounds, seconds)
-    if not apart:
+                "the automatic placement does not give the layer sequence the snoop units "
+                f"must decide on the virtual device ({rounds.refuted}); a defect in edgesynth's "
+                "planner: please report it with this YAML, and give the placement by hand.",
+                file=problem.net.spec.path,
+            )
+    return True
+
+
+def _no_placement(net: Network, rounds: _Rounds, write_for_write: bool) -> EdgesynthError:
+    """Why every round failed."""
+    if not rounds.apart:
         hint = "use calcx4 on every layer or on none, or give the placement by hand."
         if write_for_write:
             hint = (
@@ -282,13 +351,13 @@ def place(
                 "writes calcx4 kernels over other layers' kernels; `edgesynth synth` and "
                 "`edgesynth plan` allocate them where they are free, or " + hint
             )
-        raise Unplaceable(
+        return Unplaceable(
             "automatic placement does not handle this mix of calcx4 and other layers: the "
-            f"placements tried with shared kernel memory failed on the virtual device ({refuted}); "
-            + hint,
+            f"placements tried with shared kernel memory failed on the virtual device "
+            f"({rounds.refuted}); " + hint,
             file=net.spec.path,
         )
-    raise EdgesynthError(
+    return EdgesynthError(
         "the kernels do not fit in kernel memory with any placement tried "
         f"({MAX_ROUNDS} rounds); use fewer or smaller layers, or give `processors` by hand.",
         file=net.spec.path,

@@ -219,31 +219,74 @@ def _sources(net: Network, index: int, previous: dict[int, int]) -> list[int]:
 def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem:
     """The blocks, readers and kernel needs of `net`; `Unplaceable` for features not handled."""
     max_proc = options.max_proc or device.processors
-    shared = device.processors_sharing_memory
     ctx = Context(net, device, options)
     order = net.order
     step = {index: i + 1 for i, index in enumerate(order)}
     final_step = len(order) + 1  # the host reads the outputs after the last layer
+    channels, words, skip = _tensor_sizes(net, device, max_proc)
+    buffer = _data_buffer(net, order, channels, words, skip, max_proc)
+    readers, last_read = _readers(net, step, channels, words, max_proc, device)
+    blocks, block_of = _blocks(
+        net, readers, channels, words, skip, max_proc, device.processors_sharing_memory, buffer
+    )
+    _lifetimes(net, blocks, block_of, step, last_read, options, device)
+    _streaming(net, ctx, readers, blocks, block_of, step)
+    kernels = _kernel_uses(net, ctx, readers, blocks, block_of, channels, max_proc, options)
+    problem = Problem(
+        net=net,
+        device=device,
+        max_proc=max_proc,
+        blocks=blocks,
+        block_of=block_of,
+        readers=readers,
+        kernels=kernels,
+        steps=final_step,
+        passthrough=_tie_passthrough(net, readers, blocks, block_of),
+        read_ahead=_read_ahead(net, ctx, device, max_proc),
+        in_place=in_place_margins(net, ctx, readers, blocks, block_of, step, max_proc),
+    )
+    _fix_given(problem)
+    return problem
 
+
+def _tensor_sizes(
+    net: Network, device: Device, max_proc: int
+) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """Per tensor (the input, each layer's output): the processors it occupies, its words per
+    memory instance, and the words written before its offset."""
+    shared = device.processors_sharing_memory
     channels: dict[int, int] = {}  # tensor -> processors it occupies
     words: dict[int, int] = {}
     skip: dict[int, int] = {}
-    first = net.layers[order[0]]
+    first = net.layers[net.order[0]]
     channels[NETWORK_INPUT] = input_processors_needed(first, max_proc, shared)
     words[NETWORK_INPUT] = 0
     skip[NETWORK_INPUT] = 0
-    for index in order:
+    for index in net.order:
         layer = net.layers[index]
         channels[index] = output_processors_needed(layer, max_proc, shared)
         words[index] = ceil_div(output_bytes(layer, device, max_proc), 4)
         skip[index] = ceil_div(output_skip_bytes(layer, device), 4)
-    buffer = _data_buffer(net, order, channels, words, skip, max_proc)
+    return channels, words, skip
 
+
+def _readers(
+    net: Network,
+    step: dict[int, int],
+    channels: dict[int, int],
+    words: dict[int, int],
+    max_proc: int,
+    device: Device,
+) -> tuple[dict[int, Reader], dict[int, int]]:
+    """How each layer reads its input, and the last step each tensor is read. A plain reader
+    widens its source to what it reads; `read_gap` readers are checked once every tensor's
+    layout is known."""
+    shared = device.processors_sharing_memory
     readers: dict[int, Reader] = {}
     last_read: dict[int, int] = {}
     gap_readers: list[tuple[Layer, int]] = []
     previous = _predecessors(net)
-    for index in order:
+    for index in net.order:
         layer = net.layers[index]
         sources = _sources(net, index, previous)
         for s in sources:
@@ -255,15 +298,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
                 )
             last_read[s] = max(last_read.get(s, 0), step[index])
         need = input_processors_needed(layer, max_proc, shared)
-        if len(sources) == 1:
-            kind = SINGLE
-        elif layer.eltwise is not None:
-            kind = ELTWISE
-        elif input_passes(layer, max_proc) > 1:
-            kind = PASSES
-            _pass_parts(net, layer, sources, need, max_proc)
-        else:
-            kind = CONCAT
+        kind = _reader_kind(net, layer, sources, need, max_proc)
         extra = layer.buffer_shift + _crop_words(net, layer, sources, max_proc)
         readers[index] = Reader(index, kind, sources, extra_words=extra)
         if kind == SINGLE and layer.read_gap:
@@ -278,13 +313,39 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
                 )
             channels[s] = max(channels[s], need)
             words[s] = max(words[s], ceil_div(input_bytes(layer, max_proc), 4))
-
     interleaved = {  # tensor -> the parts it is interleaved with (its words per pixel)
         t: len(r.tensors) for r in readers.values() if r.kind in INTERLEAVED for t in r.tensors
     }
     for layer, need in gap_readers:
         _gap_reader(net, layer, readers[layer.index], need, channels, max_proc, interleaved)
-    blocks, block_of = _blocks(net, readers, channels, words, skip, max_proc, shared, buffer)
+    return readers, last_read
+
+
+def _reader_kind(net: Network, layer: Layer, sources: list[int], need: int, max_proc: int) -> str:
+    """SINGLE, ELTWISE, PASSES (checked: one part per pass) or CONCAT."""
+    if len(sources) == 1:
+        return SINGLE
+    if layer.eltwise is not None:
+        return ELTWISE
+    if input_passes(layer, max_proc) > 1:
+        _pass_parts(net, layer, sources, need, max_proc)
+        return PASSES
+    return CONCAT
+
+
+def _lifetimes(
+    net: Network,
+    blocks: list[Block],
+    block_of: dict[int, int],
+    step: dict[int, int],
+    last_read: dict[int, int],
+    options: RuleOptions,
+    device: Device,
+) -> None:
+    """Each block's first and last step, and the network input's FIFO map and layout."""
+    order = net.order
+    final_step = len(order) + 1
+    first = net.layers[order[0]]
     # what the host reads after the run: the last layer, `output: true` layers, and the last
     # layer of the known-answer simulation (`simulated_sequence` may end elsewhere)
     run = {NETWORK_INPUT, *(net.sim_order or order)}
@@ -311,8 +372,21 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             if options.fast_fifo_quad:  # layer 0 runs in all four quadrants at once
                 per = device.processors_per_group
                 block.copies = sum(block.fixed_map << g * per for g in range(1, 4))
-    _streaming(net, ctx, readers, blocks, block_of, step)
 
+
+def _kernel_uses(
+    net: Network,
+    ctx: Context,
+    readers: dict[int, Reader],
+    blocks: list[Block],
+    block_of: dict[int, int],
+    channels: dict[int, int],
+    max_proc: int,
+    options: RuleOptions,
+) -> list[KernelUse]:
+    """The kernel words each layer with weights needs in every processor it enables."""
+    device, order = ctx.device, net.order
+    shared = device.processors_sharing_memory
     kernels = []
     for index in order:
         layer = net.layers[index]
@@ -337,11 +411,18 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
                 )
             )
             kernels.append(KernelUse(index, source.index, need, x4, span, first_only))
-    # Layers that move each channel within its quadrant: passthrough and depthwise layers.
+    return kernels
+
+
+def _tie_passthrough(
+    net: Network, readers: dict[int, Reader], blocks: list[Block], block_of: dict[int, int]
+) -> list[int]:
+    """Layers that move each channel within its quadrant (passthrough and depthwise layers);
+    one reading a fixed map writes the same map."""
     passthrough = [
-        i for i in order if net.layers[i].operation == "none" or net.layers[i].groups > 1
+        i for i in net.order if net.layers[i].operation == "none" or net.layers[i].groups > 1
     ]
-    for index in passthrough:  # a tied layer reading a fixed map writes the same map
+    for index in passthrough:
         source = blocks[block_of[readers[index].tensors[0]]]
         own = blocks[block_of[index]]
         if (
@@ -351,9 +432,14 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             and popcount(source.fixed_map) == own.members[0].channels
         ):
             own.fixed_map = source.fixed_map
+    return passthrough
+
+
+def _read_ahead(net: Network, ctx: Context, device: Device, max_proc: int) -> list[ReadAhead]:
+    """The layers that read ahead, with their input and output sizes."""
     read_ahead = []
     if device.supports_read_ahead:
-        for index in order:
+        for index in net.order:
             layer = net.layers[index]
             if not ctx.read_ahead(layer):
                 continue
@@ -361,21 +447,7 @@ def build_problem(net: Network, device: Device, options: RuleOptions) -> Problem
             in_words = layer.operands * input_passes(layer, max_proc) * rows * cols
             out_words = output_passes(layer, max_proc) * output_pixels(layer, device)
             read_ahead.append(ReadAhead(index, in_words, out_words))
-    problem = Problem(
-        net=net,
-        device=device,
-        max_proc=max_proc,
-        blocks=blocks,
-        block_of=block_of,
-        readers=readers,
-        kernels=kernels,
-        steps=final_step,
-        passthrough=passthrough,
-        read_ahead=read_ahead,
-        in_place=in_place_margins(net, ctx, readers, blocks, block_of, step, max_proc),
-    )
-    _fix_given(problem)
-    return problem
+    return read_ahead
 
 
 @dataclass
@@ -625,6 +697,48 @@ def _blocks(
     shared: int,
     buffer: BufferPlan | None = None,
 ) -> tuple[list[Block], dict[int, int]]:
+    """One block per group of tensors read together, one for the data buffer, one for every
+    other tensor; and the block of each tensor."""
+    groups, grouped = _reader_groups(net, readers, buffer)
+    _check_plain_reads(net, readers, grouped)
+    blocks: list[Block] = []
+    block_of: dict[int, int] = {}
+
+    def add(block: Block, tensors: list[int]) -> None:
+        for t in tensors:
+            block_of[t] = block.index
+        blocks.append(block)
+
+    for reader in groups:
+        block = _group_block(net, reader, channels, words, skip, max_proc, shared, len(blocks))
+        add(block, reader.tensors)
+    if buffer is not None:
+        add(_buffer_block(buffer, channels, len(blocks)), list(buffer.members))
+    read = {t for r in readers.values() for t in r.tensors}
+    for t in [NETWORK_INPUT, *net.order]:
+        if t in block_of:
+            continue
+        # an output no layer reads keeps the write gap the YAML gives it (its words spaced)
+        gap = (net.layers[t].spec.write_gap or 0) if t >= 0 and t not in read else 0
+        block = Block(
+            index=len(blocks),
+            members=[Member(t, channels[t], 0, 0, gap)],
+            chw=False,
+            words=words[t] * (gap + 1),
+            skip_words=skip[t],
+            born=0,
+            dies=0,
+        )
+        add(block, [t])
+    return blocks, block_of
+
+
+def _reader_groups(
+    net: Network, readers: dict[int, Reader], buffer: BufferPlan | None
+) -> tuple[list[Reader], dict[int, tuple[int, Reader]]]:
+    """The readers of several tensors, one per group (a group read the same way by several
+    layers counts once), and tensor -> (position, the reader grouping it). A tensor must be in
+    one group, read one way."""
     grouped: dict[int, tuple[int, Reader]] = {}  # tensor -> (position, the reader grouping it)
     groups: list[Reader] = []
     for reader in readers.values():
@@ -654,7 +768,14 @@ def _blocks(
         groups.append(reader)
         for position, t in enumerate(reader.tensors):
             grouped[t] = (position, reader)
+    return groups, grouped
 
+
+def _check_plain_reads(
+    net: Network, readers: dict[int, Reader], grouped: dict[int, tuple[int, Reader]]
+) -> None:
+    """No layer reads as one tensor what another reads interleaved (a `read_gap` reader does:
+    `_gap_reader` checks it)."""
     for reader in readers.values():
         t = reader.tensors[0]
         gap = net.layers[reader.layer].read_gap  # checked against the parts by _gap_reader
@@ -668,86 +789,76 @@ def _blocks(
                 file=net.spec.path,
             )
 
-    blocks: list[Block] = []
-    block_of: dict[int, int] = {}
-    for reader in groups:
-        layer = net.layers[reader.layer]
-        members = []
-        at = 0
-        k = len(reader.tensors)
-        if reader.kind == ELTWISE:
-            counts = {channels[t] for t in reader.tensors}
-            if len(counts) != 1:
-                raise Unplaceable(
-                    f"{label(layer)} adds operands of different widths; element-wise "
-                    "operands need the same channel count.",
-                    file=net.spec.path,
-                )
-        for j, t in enumerate(reader.tensors):
-            if reader.kind in INTERLEAVED:
-                members.append(Member(t, channels[t], 0, j, k - 1))
-            else:  # every part starts a memory instance: unaligned output maps waste kernels
-                at = ceil_div(at, shared) * shared
-                members.append(Member(t, channels[t], at, 0, 0))
-                at += channels[t]
-        if reader.kind == CONCAT and at > max_proc:
-            widths = ", ".join(str(channels[t]) for t in reader.tensors)
+
+def _group_block(
+    net: Network,
+    reader: Reader,
+    channels: dict[int, int],
+    words: dict[int, int],
+    skip: dict[int, int],
+    max_proc: int,
+    shared: int,
+    index: int,
+) -> Block:
+    """The block of the tensors one layer reads together: interleaved operands (or passes) on
+    the same processors, or the parts of a concatenation each from a new memory instance."""
+    layer = net.layers[reader.layer]
+    members = []
+    at = 0
+    k = len(reader.tensors)
+    if reader.kind == ELTWISE:
+        counts = {channels[t] for t in reader.tensors}
+        if len(counts) != 1:
             raise Unplaceable(
-                f"{label(layer)} concatenates parts of {widths} channels; with each part "
-                f"starting a memory instance ({shared} processors) they need {at} processors, "
-                f"more than the {max_proc} there are; automatic placement does not handle "
-                "unaligned parts yet.",
+                f"{label(layer)} adds operands of different widths; element-wise "
+                "operands need the same channel count.",
                 file=net.spec.path,
             )
-        size = max(words[t] for t in reader.tensors)
-        size = size * k if reader.kind in INTERLEAVED else size
-        size = max(size, ceil_div(input_bytes(layer, max_proc), 4))
-        block = Block(
-            index=len(blocks),
-            members=members,
-            chw=False,
-            words=size,
-            skip_words=max(skip[t] for t in reader.tensors),
-            born=0,
-            dies=0,
+    for j, t in enumerate(reader.tensors):
+        if reader.kind in INTERLEAVED:
+            members.append(Member(t, channels[t], 0, j, k - 1))
+        else:  # every part starts a memory instance: unaligned output maps waste kernels
+            at = ceil_div(at, shared) * shared
+            members.append(Member(t, channels[t], at, 0, 0))
+            at += channels[t]
+    if reader.kind == CONCAT and at > max_proc:
+        widths = ", ".join(str(channels[t]) for t in reader.tensors)
+        raise Unplaceable(
+            f"{label(layer)} concatenates parts of {widths} channels; with each part "
+            f"starting a memory instance ({shared} processors) they need {at} processors, "
+            f"more than the {max_proc} there are; automatic placement does not handle "
+            "unaligned parts yet.",
+            file=net.spec.path,
         )
-        for t in reader.tensors:
-            block_of[t] = block.index
-        blocks.append(block)
-    if buffer is not None:
-        block = Block(
-            index=len(blocks),
-            members=[Member(t, channels[t], 0, w, 0) for t, w in buffer.members.items()],
-            chw=False,
-            words=buffer.words,
-            skip_words=0,
-            born=0,
-            dies=0,
-            fixed_map=buffer.processors,
-            fixed_word=buffer.word,
-        )
-        block.fixed_by.append("`data_buffer`")
-        for t in buffer.members:
-            block_of[t] = block.index
-        blocks.append(block)
-    read = {t for r in readers.values() for t in r.tensors}
-    for t in [NETWORK_INPUT, *net.order]:
-        if t in block_of:
-            continue
-        # an output no layer reads keeps the write gap the YAML gives it (its words spaced)
-        gap = (net.layers[t].spec.write_gap or 0) if t >= 0 and t not in read else 0
-        block = Block(
-            index=len(blocks),
-            members=[Member(t, channels[t], 0, 0, gap)],
-            chw=False,
-            words=words[t] * (gap + 1),
-            skip_words=skip[t],
-            born=0,
-            dies=0,
-        )
-        block_of[t] = block.index
-        blocks.append(block)
-    return blocks, block_of
+    size = max(words[t] for t in reader.tensors)
+    size = size * k if reader.kind in INTERLEAVED else size
+    size = max(size, ceil_div(input_bytes(layer, max_proc), 4))
+    return Block(
+        index=index,
+        members=members,
+        chw=False,
+        words=size,
+        skip_words=max(skip[t] for t in reader.tensors),
+        born=0,
+        dies=0,
+    )
+
+
+def _buffer_block(buffer: BufferPlan, channels: dict[int, int], index: int) -> Block:
+    """The data buffer's block: its map and offset are given."""
+    block = Block(
+        index=index,
+        members=[Member(t, channels[t], 0, w, 0) for t, w in buffer.members.items()],
+        chw=False,
+        words=buffer.words,
+        skip_words=0,
+        born=0,
+        dies=0,
+        fixed_map=buffer.processors,
+        fixed_word=buffer.word,
+    )
+    block.fixed_by.append("`data_buffer`")
+    return block
 
 
 def _fix_given(problem: Problem) -> None:

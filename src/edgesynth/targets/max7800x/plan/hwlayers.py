@@ -208,138 +208,174 @@ def build_hw_layers(
 ) -> list[HwLayer]:
     """The executed layers, in index order (the order the registers are written)."""
     ctx = Context(net, chip.device, options)
-    order = ctx.order
-    first, last = min(order), max(order)
-    device = chip.device
-    hw: list[HwLayer] = []
-    del first, last
-    for index in sorted(order):  # layers the sequence jumps over are not configured
-        layer = net.layers[index]
-        prev = ctx.previous.get(index, -1)
-        in_expand, in_thresh = passes_and_threshold(layer.in_channels, chip.max_proc)
-        out_expand, out_thresh = passes_and_threshold(layer.out_channels, chip.max_proc)
-        rd_ahead = ctx.read_ahead(layer)
-        tcalc = layer.spec.tcalc if layer.spec.tcalc is not None else rd_ahead and in_expand > 1
-        in_dim = tuple(layer.in_dim)
-        pooled = tuple(layer.pooled_dim)
-        out_dim = tuple(layer.out_dim)
-        kernel = tuple(layer.kernel_size)
-        padding = tuple(layer.pad)
-        weights = _vendor_kernel(layer, kernel)
-        hw_kernel_size, hw_padding, hw_dilation = kernel, padding, tuple(layer.dilation)
-        hw_in, hw_pooled, hw_out = in_dim, pooled, out_dim
-        hw_operator = layer.operation
-        out_pad = out_ignore = 0
-
-        # A streamed 1x1 convolution runs on the 3x3 hardware (first streaming layers only).
-        prev_streams = prev >= 0 and net.layers[prev].streaming
-        if (
-            device.emulates_1x1_streaming
-            and index <= device.max_stream_layers
-            and kernel == (1, 1)
-            and layer.operation in ("conv2d", "convtranspose2d")
-            and (layer.streaming or prev_streams)
-        ):
-            if weights is not None:
-                w33 = np.zeros((weights.shape[0], 3, 3), dtype=np.int64)
-                w33[:, 1, 1] = weights[:, 0, 0]
-                weights = w33
-            kernel = hw_kernel_size = (3, 3)
-            padding = hw_padding = (1, 1)
-
-        if layer.dilation[0] > 1 and layer.operation == "conv1d":
-            k, d = kernel[0], layer.dilation[0]
-            if (k - 1) * d < device.max_dilated_1d_span:
-                if weights is not None:  # stretch: 0 1 2 -> 0 x x 1 x x 2
-                    zeros = [s for s in range(1, k) for _ in range(d - 1)]
-                    weights = np.insert(weights, zeros, 0, axis=1)
-                hw_kernel_size = ((k - 1) * d + 1, 1)
-            else:  # fold onto 3x3 Conv2d hardware, `d` columns
-                hw_operator = "conv2d"
-                hw_in = (ceil_div(in_dim[0], d), d)
-                hw_pooled = hw_out = hw_in
-                hw_padding = (1, 1)
-                hw_kernel_size = (3, 3)
-                hw_dilation = (1, 1)
-                out_pad = hw_in[0] * hw_in[1] - out_dim[0]
-                if weights is not None:
-                    w = weights.reshape(layer.out_channels, -1, k, 1)
-                    w = np.insert(w, [0, 1], 0, axis=3)
-                    if k == 2:
-                        w = np.insert(w, 0, 0, axis=2)
-                    elif k == 1:
-                        w = np.insert(w, [0, 1], 0, axis=2)
-                    weights = w.reshape(-1, 3, 3)
-                if k == 3:
-                    out_ignore = 4 * d * out_expand
-
-        if hw_operator == "none":
-            tram_max = 1
-        elif hw_operator == "convtranspose2d":
-            hw_padding = (
-                hw_dilation[0] * (hw_kernel_size[0] - 1) - hw_padding[0],
-                hw_dilation[1] * (hw_kernel_size[1] - 1) - hw_padding[1],
-            )
-            tram_max = (
-                max(
-                    0,
-                    (hw_pooled[1] - 1) * layer.stride[1]
-                    + 1
-                    + layer.output_padding[1]
-                    + 2 * hw_padding[1]
-                    - hw_kernel_size[1],
-                )
-                + 1
-            )
-        else:
-            tram_max = max(0, hw_pooled[1] + 2 * hw_padding[1] - hw_kernel_size[1]) + 1
-
-        processor_map = layer.processors or 0
-        output_map = stopped_layer_output_map(net, layer, stop_index)
-        if output_map is None:
-            output_map = ctx.output_map(layer) or 0
-        hw.append(
-            HwLayer(
-                index=index,
-                layer=layer,
-                operator=layer.operation,
-                hw_operator=hw_operator,
-                input_chan=layer.in_channels,
-                output_chan=layer.out_channels,
-                input_dim=in_dim,
-                pooled_dim=pooled,
-                output_dim=out_dim,
-                hw_input_dim=hw_in,
-                hw_pooled_dim=hw_pooled,
-                hw_output_dim=hw_out,
-                kernel_size=kernel,
-                hw_kernel_size=hw_kernel_size,
-                padding=padding,
-                hw_padding=hw_padding,
-                hw_dilation=hw_dilation,
-                in_expand=in_expand,
-                in_expand_thresh=in_thresh,
-                in_expand_invol=(in_expand + 3) & ~3 if tcalc else in_expand,
-                out_expand=out_expand,
-                out_expand_thresh=out_thresh,
-                tcalc=bool(tcalc),
-                calcx4=ctx.calcx4(layer),
-                rd_ahead=rd_ahead,
-                processor_map=processor_map,
-                output_processor_map=output_map,
-                in_offset=ctx.in_offset(layer) or 0,
-                out_offset=layer.out_offset or 0,
-                quantization=_vendor_quantization(layer),
-                out_pad=out_pad,
-                out_ignore=out_ignore,
-                tram_max=tram_max,
-                kernel=weights,
-                prev=prev,
-            )
-        )
+    # layers the sequence jumps over are not configured
+    hw = [_hw_layer(ctx, chip, index, stop_index) for index in sorted(ctx.order)]
     _mark_modes(hw, chip, ctx)
     _share_duplicates(hw, deduplicate)
     return hw
+
+
+@dataclass
+class _Geometry:
+    """A layer's window as the hardware runs it, and its kernel as stored."""
+
+    operator: str
+    kernel_size: Pair  # the layer's (3x3 for a streamed 1x1)
+    padding: Pair  # the layer's (1 for a streamed 1x1)
+    hw_kernel_size: tuple[int, ...]
+    hw_padding: tuple[int, ...]
+    hw_dilation: tuple[int, ...]
+    hw_in: tuple[int, ...]
+    hw_pooled: tuple[int, ...]
+    hw_out: tuple[int, ...]
+    weights: np.ndarray | None
+    out_pad: int = 0  # outputs the folded Conv1d computes beyond the layer's
+    out_ignore: int = 0  # leading outputs it discards
+
+
+def _hw_layer(ctx: Context, chip: Chip, index: int, stop_index: int | None) -> HwLayer:
+    net, device = ctx.net, chip.device
+    layer = net.layers[index]
+    prev = ctx.previous.get(index, -1)
+    in_expand, in_thresh = passes_and_threshold(layer.in_channels, chip.max_proc)
+    out_expand, out_thresh = passes_and_threshold(layer.out_channels, chip.max_proc)
+    rd_ahead = ctx.read_ahead(layer)
+    tcalc = layer.spec.tcalc if layer.spec.tcalc is not None else rd_ahead and in_expand > 1
+    geo = _geometry(layer)
+    if _streamed_1x1(net, device, index, prev, geo):
+        _run_1x1_on_3x3(geo)
+    if layer.dilation[0] > 1 and layer.operation == "conv1d":
+        _dilate_conv1d(geo, layer, device, out_expand)
+    tram_max = _tram_max(geo, layer)
+    output_map = stopped_layer_output_map(net, layer, stop_index)
+    if output_map is None:
+        output_map = ctx.output_map(layer) or 0
+    return HwLayer(
+        index=index,
+        layer=layer,
+        operator=layer.operation,
+        hw_operator=geo.operator,
+        input_chan=layer.in_channels,
+        output_chan=layer.out_channels,
+        input_dim=tuple(layer.in_dim),
+        pooled_dim=tuple(layer.pooled_dim),
+        output_dim=tuple(layer.out_dim),
+        hw_input_dim=geo.hw_in,
+        hw_pooled_dim=geo.hw_pooled,
+        hw_output_dim=geo.hw_out,
+        kernel_size=geo.kernel_size,
+        hw_kernel_size=geo.hw_kernel_size,
+        padding=geo.padding,
+        hw_padding=geo.hw_padding,
+        hw_dilation=geo.hw_dilation,
+        in_expand=in_expand,
+        in_expand_thresh=in_thresh,
+        in_expand_invol=(in_expand + 3) & ~3 if tcalc else in_expand,
+        out_expand=out_expand,
+        out_expand_thresh=out_thresh,
+        tcalc=bool(tcalc),
+        calcx4=ctx.calcx4(layer),
+        rd_ahead=rd_ahead,
+        processor_map=layer.processors or 0,
+        output_processor_map=output_map,
+        in_offset=ctx.in_offset(layer) or 0,
+        out_offset=layer.out_offset or 0,
+        quantization=_vendor_quantization(layer),
+        out_pad=geo.out_pad,
+        out_ignore=geo.out_ignore,
+        tram_max=tram_max,
+        kernel=geo.weights,
+        prev=prev,
+    )
+
+
+def _geometry(layer: Layer) -> _Geometry:
+    """The layer's own window: what the hardware runs unless a rule below changes it."""
+    kernel = tuple(layer.kernel_size)
+    pooled = tuple(layer.pooled_dim)
+    return _Geometry(
+        operator=layer.operation,
+        kernel_size=kernel,  # type: ignore[arg-type]
+        padding=tuple(layer.pad),  # type: ignore[arg-type]
+        hw_kernel_size=kernel,
+        hw_padding=tuple(layer.pad),
+        hw_dilation=tuple(layer.dilation),
+        hw_in=tuple(layer.in_dim),
+        hw_pooled=pooled,
+        hw_out=tuple(layer.out_dim),
+        weights=_vendor_kernel(layer, kernel),  # type: ignore[arg-type]
+    )
+
+
+def _streamed_1x1(net: Network, device: Device, index: int, prev: int, geo: _Geometry) -> bool:
+    """A 1x1 convolution among the first streaming layers that streams or reads a streamed
+    layer's output (on devices that run it on the 3x3 hardware)."""
+    layer = net.layers[index]
+    prev_streams = prev >= 0 and net.layers[prev].streaming
+    return (
+        device.emulates_1x1_streaming
+        and index <= device.max_stream_layers
+        and geo.kernel_size == (1, 1)
+        and layer.operation in ("conv2d", "convtranspose2d")
+        and (layer.streaming or prev_streams)
+    )
+
+
+def _run_1x1_on_3x3(geo: _Geometry) -> None:
+    """A streamed 1x1 convolution runs on the 3x3 hardware (first streaming layers only): its
+    weight in the centre, padding 1."""
+    if geo.weights is not None:
+        w33 = np.zeros((geo.weights.shape[0], 3, 3), dtype=np.int64)
+        w33[:, 1, 1] = geo.weights[:, 0, 0]
+        geo.weights = w33
+    geo.kernel_size = geo.hw_kernel_size = (3, 3)
+    geo.padding = geo.hw_padding = (1, 1)
+
+
+def _dilate_conv1d(geo: _Geometry, layer: Layer, device: Device, out_expand: int) -> None:
+    """A dilated Conv1d: its kernel stretched with zeros when the span fits the hardware;
+    otherwise folded onto 3x3 Conv2d hardware, `d` columns wide."""
+    k, d = geo.kernel_size[0], layer.dilation[0]
+    if (k - 1) * d < device.max_dilated_1d_span:
+        if geo.weights is not None:  # stretch: 0 1 2 -> 0 x x 1 x x 2
+            zeros = [s for s in range(1, k) for _ in range(d - 1)]
+            geo.weights = np.insert(geo.weights, zeros, 0, axis=1)
+        geo.hw_kernel_size = ((k - 1) * d + 1, 1)
+        return
+    in_dim, out_dim = tuple(layer.in_dim), tuple(layer.out_dim)
+    geo.operator = "conv2d"
+    geo.hw_in = (ceil_div(in_dim[0], d), d)
+    geo.hw_pooled = geo.hw_out = geo.hw_in
+    geo.hw_padding = (1, 1)
+    geo.hw_kernel_size = (3, 3)
+    geo.hw_dilation = (1, 1)
+    geo.out_pad = geo.hw_in[0] * geo.hw_in[1] - out_dim[0]
+    if geo.weights is not None:
+        w = geo.weights.reshape(layer.out_channels, -1, k, 1)
+        w = np.insert(w, [0, 1], 0, axis=3)
+        if k == 2:
+            w = np.insert(w, 0, 0, axis=2)
+        elif k == 1:
+            w = np.insert(w, [0, 1], 0, axis=2)
+        geo.weights = w.reshape(-1, 3, 3)
+    if k == 3:
+        geo.out_ignore = 4 * d * out_expand
+
+
+def _tram_max(geo: _Geometry, layer: Layer) -> int:
+    """TRAM columns the layer uses; a ConvTranspose2d's padding turns the other way round
+    first (set in `geo`)."""
+    if geo.operator == "none":
+        return 1
+    ks, pad = geo.hw_kernel_size, geo.hw_padding
+    if geo.operator == "convtranspose2d":
+        pad = geo.hw_padding = (
+            geo.hw_dilation[0] * (ks[0] - 1) - pad[0],
+            geo.hw_dilation[1] * (ks[1] - 1) - pad[1],
+        )
+        span = (geo.hw_pooled[1] - 1) * layer.stride[1] + 1 + layer.output_padding[1]
+        return max(0, span + 2 * pad[1] - ks[1]) + 1
+    return max(0, geo.hw_pooled[1] + 2 * pad[1] - ks[1]) + 1
 
 
 def _share_duplicates(hw: list[HwLayer], enabled: bool) -> None:

@@ -128,108 +128,25 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
     groups = active_groups(machine, layer)
     if not groups:
         raise EdgesynthError(f"layer {layer} enables no processor (EN is 0 in every quadrant)")
-    g0 = groups[0]
-    is87 = machine.dmap.name == "MAX78002"
-
-    def f(reg: str, name: str, group: int = g0) -> int:
-        return machine.field(group, layer, reg, name)
-
-    lctrl0 = machine.fields(g0, layer, "LCTRL0")
-    post = machine.fields(g0, layer, "POST")
-    oned = machine.fields(g0, layer, "ONED")
-    ctrl = machine.global_fields(g0, "CTRL")
-
-    # Pooling
-    step = f("STRIDE", "stride") + 1
-    pool_en = bool(lctrl0["pool_en"])
-    if is87:
-        dil = (f("PRCNT", "prcnt_inc") + 1, f("PCCNT", "pccnt_inc") + 1)
-        pool = (f("PRCNT", "prcnt_max") // dil[0] + 1, f("PCCNT", "pccnt_max") // dil[1] + 1)
-    else:
-        dil = (1, 1)
-        pool = (f("PRCNT", "prcnt_max") + 1, f("PCCNT", "pccnt_max") + 1)
-    pooling = ("max" if lctrl0["maxpl_en"] else "avg") if pool_en else None
-    if not pool_en:
-        pool = (1, 1)
-
-    # Input geometry
-    if is87:
-        last_start, cols, pad, pixel_words = _counts_87(machine, layer, g0, step)
-        rows = last_start + (pool[0] - 1) * dil[0] + 1
-    else:
-        pad = (f("RCNT", "rcnt_pad"), f("CCNT", "ccnt_pad"))
-        rows = f("RCNT", "rcnt_max") + 1 - 2 * pad[0]
-        cols = f("CCNT", "ccnt_max") + 1 - 2 * pad[1]
+    r = _Registers(machine, layer, groups[0])
+    lctrl0, post, oned, ctrl = r.lctrl0, r.post, r.oned, r.ctrl
+    step, pool, dil, pooling = _pooling(r)
+    rows, cols, pad, per_pixel = _input_geometry(r, step, pool, dil)
     deconv = bool(post["deconv_en"])
     if deconv:
         # The counters span the zero-stuffed image: a 0 after every input byte and a row of 0s
         # after every input row (POST.deconv_en).
         rows, cols = rows // 2, cols // 2
-    passes = f("LCTRL1", "inpchexp") + 1
-    flatten = bool(post["flatten_en"])
-    if flatten:
-        passes = (post["xpmp_cnt"] << 4 | f("LCTRL1", "inpchexp")) + 1
+    passes = _passes(r)
     ewise = bool(oned["ewise_en"])
     operands = oned["ewise_cnt"] + 1 if ewise else 1
-    if not is87:
-        pixel_words = passes * operands
-    eltwise = ("sub", "add", "or", "xor")[oned["ewise_func"]] if ewise else None
-
-    # Operation
-    one_d = bool(oned["oned_en"])
-    oned_width = oned["oned_width"]
-    if is87:
-        kernel = (lctrl0["rprime_max"] + 1, lctrl0["cprime_max"] + 1)
-    else:
-        kernel = (1, 1) if oned_width == 1 and not one_d else (3, 3)
-    if one_d:
-        kernel = (oned_width, 1)
-    if is87:
-        mask_start = f("MCNT2", "mcnt_sad")
-        mask_end = f("MCNT1", "mcnt_max")
-    else:
-        mask_start = f("MCNT", "mcnt_sad")
-        mask_end = f("MCNT", "mcnt_max")
+    pixel_words = per_pixel if r.is87 else passes * operands
+    kernel, mask_start, mask_end = _kernel_and_masks(r)
     bits = MASK_SIZE_BITS[post["mask_size"]]
-    shift = post["scale_reg"] * (-1 if post["scale_shft"] else 1)
-
-    # A quadrant that adds active quadrants' partial sums (LCTRL0.cnnsi_en) takes part even
-    # without processors of its own (it writes the result); so do the quadrants it adds (the
-    # bias may live there).
-    sources = {t: machine.field(t, layer, "LCTRL0", "cnnsi_en") for t in range(4)}
-    taking_part = set(groups)
-    while True:
-        grown = set(taking_part)
-        for t, adds in sources.items():
-            added = {u for u in range(4) if adds >> u & 1 and u != t}
-            if t in taking_part or added & set(groups):
-                grown |= added | ({t} if added & set(groups) else set())
-        if grown == taking_part:
-            break
-        taking_part = grown
-    parts: dict[int, GroupPart] = {}
-    for g in sorted(taking_part):
-        en = machine.fields(g, layer, "EN")
-        pro, mask = en["pro_en"], en["mask_en"]
-        pst = machine.fields(g, layer, "POST")
-        sources = machine.field(g, layer, "LCTRL0", "cnnsi_en")
-        parts[g] = GroupPart(
-            group=g,
-            processors=[16 * g + i for i in range(16) if pro >> i & 1],
-            masked=[16 * g + i for i in range(16) if mask >> i & 1],
-            sums_from=[t for t in range(4) if sources >> t & 1 and t != g],
-            bias_enabled=bool(pst["bptr_en"]),
-            bias_start=pst["bptr_sad"],
-            write=WritePointer(
-                base=machine.reg(g, layer, "WPTR_BASE"),
-                toff=machine.reg(g, layer, "WPTR_TOFF"),
-                moff=machine.reg(g, layer, "WPTR_MOFF"),
-                choff=machine.reg(g, layer, "WPTR_CHOFF"),
-                inc=machine.field(g, layer, "LCTRL1", "wptr_inc"),
-            ),
-        )
-
-    program = LayerProgram(
+    parts = {
+        g: _group_part(machine, layer, g) for g in sorted(_taking_part(machine, layer, groups))
+    }
+    return LayerProgram(
         layer=layer,
         device=machine.dmap.name,
         parts=parts,
@@ -237,11 +154,11 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         cols=cols,
         pad=pad,
         big_data=bool(lctrl0["parallel"]),
-        read_ptr=machine.reg(g0, layer, "RPTR_BASE"),
+        read_ptr=machine.reg(r.g0, layer, "RPTR_BASE"),
         passes=passes,
         pixel_words=max(pixel_words, passes * operands),
         operands=operands,
-        eltwise=eltwise,
+        eltwise=("sub", "add", "or", "xor")[oned["ewise_func"]] if ewise else None,
         prepool=bool(oned["prepool"]),
         conv_after_eltwise=bool(oned["two_d_conv"]),
         pool=pool,
@@ -251,34 +168,144 @@ def interpret(machine: Machine, layer: int) -> LayerProgram:
         pool_rounding=bool(ctrl["poolrnd"]),
         stride=(1, 1),
         kernel=kernel,
-        one_d=one_d,
-        oned_width=oned_width,
+        one_d=bool(oned["oned_en"]),
+        oned_width=oned["oned_width"],
         oned_sad=oned["oned_sad"],
         mask_start=mask_start,
         mask_end=mask_end,
         weight_bits=bits,
-        binary=bits == 1 and bool(ctrl["timeshft"]) and is87,
-        shift=shift,
+        binary=bits == 1 and bool(ctrl["timeshft"]) and r.is87,
+        shift=post["scale_reg"] * (-1 if post["scale_shft"] else 1),
         relu=bool(lctrl0["act_en"]),
         absolute=bool(post["out_abs"]),
         out32=bool(lctrl0["bigdwrt"]),
         timeslots=oned["tscnt_max"] + 1,
         ts_mode=bool(post["ts_en"]),
         onexone=bool(post["onexone_en"]),
-        flatten=flatten,
+        flatten=bool(post["flatten_en"]),
         deconv=deconv,
         depthwise=bool(post.get("dw_en")),
         broadcast=bool(lctrl0.get("dw_broadcast")),
         bypass=bool(lctrl0.get("bypass")),
         calcx4=bool(post.get("calcx4")),
-        ochan=f("OCHAN", "ochan_max") if is87 else 0,
-        xpch_max=f("LCTRL1", "xpch_max"),
+        ochan=r.f("OCHAN", "ochan_max") if r.is87 else 0,
+        xpch_max=r.f("LCTRL1", "xpch_max"),
         stream_enabled=bool(ctrl["stream_en"]),
-        fbuf=machine.field(g0, layer, "FBUF", "fbuf_max"),
-        stream_start=machine.field(g0, layer, "STRM0", "strm_isval"),
+        fbuf=r.f("FBUF", "fbuf_max"),
+        stream_start=r.f("STRM0", "strm_isval"),
         fifo_group=bool(ctrl["fifogrp"]),
     )
-    return program
+
+
+class _Registers:
+    """The layer's registers in its first active quadrant (those that describe the layer as
+    a whole), and the global control register."""
+
+    def __init__(self, machine: Machine, layer: int, g0: int) -> None:
+        self.machine = machine
+        self.layer = layer
+        self.g0 = g0
+        self.is87 = machine.dmap.name == "MAX78002"
+        self.lctrl0 = machine.fields(g0, layer, "LCTRL0")
+        self.post = machine.fields(g0, layer, "POST")
+        self.oned = machine.fields(g0, layer, "ONED")
+        self.ctrl = machine.global_fields(g0, "CTRL")
+
+    def f(self, reg: str, name: str) -> int:
+        return self.machine.field(self.g0, self.layer, reg, name)
+
+
+def _pooling(
+    r: _Registers,
+) -> tuple[int, tuple[int, int], tuple[int, int], str | None]:
+    """Pool stride, window, dilation and kind (None: no pooling, a 1x1 window)."""
+    step = r.f("STRIDE", "stride") + 1
+    pool_en = bool(r.lctrl0["pool_en"])
+    if r.is87:
+        dil = (r.f("PRCNT", "prcnt_inc") + 1, r.f("PCCNT", "pccnt_inc") + 1)
+        pool = (r.f("PRCNT", "prcnt_max") // dil[0] + 1, r.f("PCCNT", "pccnt_max") // dil[1] + 1)
+    else:
+        dil = (1, 1)
+        pool = (r.f("PRCNT", "prcnt_max") + 1, r.f("PCCNT", "pccnt_max") + 1)
+    pooling = ("max" if r.lctrl0["maxpl_en"] else "avg") if pool_en else None
+    if not pool_en:
+        pool = (1, 1)
+    return step, pool, dil, pooling
+
+
+def _input_geometry(
+    r: _Registers, step: int, pool: tuple[int, int], dil: tuple[int, int]
+) -> tuple[int, int, tuple[int, int], int]:
+    """Rows and columns read (before pooling, without padding), the padding, and on the
+    MAX78002 the words per pixel its counters give (0 on the MAX78000)."""
+    if r.is87:
+        last_start, cols, pad, per_pixel = _counts_87(r.machine, r.layer, r.g0, step)
+        return last_start + (pool[0] - 1) * dil[0] + 1, cols, pad, per_pixel
+    pad = (r.f("RCNT", "rcnt_pad"), r.f("CCNT", "ccnt_pad"))
+    rows = r.f("RCNT", "rcnt_max") + 1 - 2 * pad[0]
+    cols = r.f("CCNT", "ccnt_max") + 1 - 2 * pad[1]
+    return rows, cols, pad, 0
+
+
+def _passes(r: _Registers) -> int:
+    """Input words per pixel per operand (multi-pass; flatten counts with POST.xpmp_cnt)."""
+    if r.post["flatten_en"]:
+        return (r.post["xpmp_cnt"] << 4 | r.f("LCTRL1", "inpchexp")) + 1
+    return r.f("LCTRL1", "inpchexp") + 1
+
+
+def _kernel_and_masks(r: _Registers) -> tuple[tuple[int, int], int, int]:
+    """The kernel window (rows, cols) and the mask counter's start and end."""
+    one_d, oned_width = bool(r.oned["oned_en"]), r.oned["oned_width"]
+    if r.is87:
+        kernel = (r.lctrl0["rprime_max"] + 1, r.lctrl0["cprime_max"] + 1)
+    else:
+        kernel = (1, 1) if oned_width == 1 and not one_d else (3, 3)
+    if one_d:
+        kernel = (oned_width, 1)
+    if r.is87:
+        return kernel, r.f("MCNT2", "mcnt_sad"), r.f("MCNT1", "mcnt_max")
+    return kernel, r.f("MCNT", "mcnt_sad"), r.f("MCNT", "mcnt_max")
+
+
+def _taking_part(machine: Machine, layer: int, groups: list[int]) -> set[int]:
+    """A quadrant that adds active quadrants' partial sums (LCTRL0.cnnsi_en) takes part even
+    without processors of its own (it writes the result); so do the quadrants it adds (the
+    bias may live there)."""
+    sources = {t: machine.field(t, layer, "LCTRL0", "cnnsi_en") for t in range(4)}
+    taking_part = set(groups)
+    while True:
+        grown = set(taking_part)
+        for t, adds in sources.items():
+            added = {u for u in range(4) if adds >> u & 1 and u != t}
+            if t in taking_part or added & set(groups):
+                grown |= added | ({t} if added & set(groups) else set())
+        if grown == taking_part:
+            return taking_part
+        taking_part = grown
+
+
+def _group_part(machine: Machine, layer: int, g: int) -> GroupPart:
+    """Quadrant `g`'s processors, kernels, partial-sum sources, bias and write pointer."""
+    en = machine.fields(g, layer, "EN")
+    pro, mask = en["pro_en"], en["mask_en"]
+    pst = machine.fields(g, layer, "POST")
+    sources = machine.field(g, layer, "LCTRL0", "cnnsi_en")
+    return GroupPart(
+        group=g,
+        processors=[16 * g + i for i in range(16) if pro >> i & 1],
+        masked=[16 * g + i for i in range(16) if mask >> i & 1],
+        sums_from=[t for t in range(4) if sources >> t & 1 and t != g],
+        bias_enabled=bool(pst["bptr_en"]),
+        bias_start=pst["bptr_sad"],
+        write=WritePointer(
+            base=machine.reg(g, layer, "WPTR_BASE"),
+            toff=machine.reg(g, layer, "WPTR_TOFF"),
+            moff=machine.reg(g, layer, "WPTR_MOFF"),
+            choff=machine.reg(g, layer, "WPTR_CHOFF"),
+            inc=machine.field(g, layer, "LCTRL1", "wptr_inc"),
+        ),
+    )
 
 
 def _counts_87(
