@@ -79,7 +79,8 @@ def _labels_source(args: argparse.Namespace, samples: Samples) -> str | None:
     return f"{samples.source} ({'y' if samples.classes is None else 'class folders'})"
 
 
-def _device(target: str) -> str:
+def reference_device(target: str) -> str:
+    """The device a vendor YAML's float training model is built for (an ONNX model has none)."""
     return "MAX78002" if target == "max78002" else "MAX78000"
 
 
@@ -88,7 +89,7 @@ def _reference(args: argparse.Namespace, model: Path | None, target: str) -> Ref
 
     if model is None:
         return None
-    return reference_for(model, args.checkpoint, args.sample_input, _device(target))
+    return reference_for(model, args.checkpoint, args.sample_input, reference_device(target))
 
 
 def _samples(args: argparse.Namespace, shape: tuple[int, ...]) -> Samples:
