@@ -119,6 +119,7 @@ def compile_all(args: argparse.Namespace, compile_one: CompileOne) -> int:
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     inputs += [args.data, args.labels]
     check_output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
+    _check_shared_inputs(args)
     if args.json is not None:
         check_output_file(args.json, overwrite=args.overwrite, inputs=inputs, option="--json")
     rows, programs = [], {}
@@ -142,6 +143,17 @@ def compile_all(args: argparse.Namespace, compile_one: CompileOne) -> int:
             "each one breaks"
         )
     return 0
+
+
+def _check_shared_inputs(args: argparse.Namespace) -> None:
+    """What every target reads alike is refused once, before any target: a missing model, an
+    unreadable calibration file (the model's own content is each target's to judge)."""
+    from edgesynth.flow import load_array
+
+    if not Path(args.model).exists():
+        raise EdgesynthError("no such file", file=str(args.model))
+    if args.calibration is not None:
+        load_array(args.calibration, "calibration data", "--calibration")
 
 
 def _compile_one(
@@ -261,6 +273,7 @@ def table_lines(args: argparse.Namespace, rows: list[Row], samples: Samples | No
         head += ["top-1 agreement", "accuracy"]
     body = [_cells(r, measured) for r in rows if r.compiled]
     widths = [max(len(c[i]) for c in [head, *body]) for i in range(len(head))]
+    widths[0] = max([widths[0], *(len(r.target) for r in rows)])
 
     def line(cells: list[str]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
