@@ -189,9 +189,8 @@ def first_line(err: EdgesynthError) -> str:
 def _measure(args: argparse.Namespace, rows: list[Row], programs: dict[str, Program]) -> Samples:
     """Each compiled target's top-1 agreement with the float model (and accuracy with --labels)
     on --data: `validate.core` on the program's bit-exact model."""
-    from edgesynth.validate.cli import reference_device
     from edgesynth.validate.core import validate
-    from edgesynth.validate.reference import reference_for
+    from edgesynth.validate.reference import reference_device, reference_for
     from edgesynth.validate.samples import load_labels, load_samples
 
     first = next(iter(programs.values()))

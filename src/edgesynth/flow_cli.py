@@ -11,23 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgesynth.cliargs import add_overwrite
+from edgesynth.cliargs import add_overwrite, parse_options
 from edgesynth.errors import EdgesynthError, warn
 from edgesynth.wording import plural
 
 if TYPE_CHECKING:
     from edgesynth.targets.base import Program, TensorFormat
-
-
-def parse_options(pairs: list[str] | None) -> dict[str, object]:
-    """`--option KEY=VALUE` pairs; integers stay integers."""
-    out: dict[str, object] = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise EdgesynthError(f"`{pair}` is not KEY=VALUE", key="--option")
-        out[key.replace("-", "_")] = int(value) if value.lstrip("-").isdigit() else value
-    return out
 
 
 def compile_cmd(args: argparse.Namespace) -> int:
