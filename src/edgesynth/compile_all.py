@@ -118,7 +118,8 @@ def compile_all(args: argparse.Namespace, compile_one: CompileOne) -> int:
         raise UsageError("--labels needs --data (the samples they label)", prog="edgesynth compile")
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     inputs += [args.data, args.labels]
-    check_output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
+    for folder in [args.output, *(Path(args.output) / name for name in names)]:
+        check_output_folder(folder, overwrite=args.overwrite, inputs=inputs, option="--output")
     _check_shared_inputs(args)
     if args.json is not None:
         check_output_file(args.json, overwrite=args.overwrite, inputs=inputs, option="--json")
@@ -138,11 +139,19 @@ def compile_all(args: argparse.Namespace, compile_one: CompileOne) -> int:
     if args.json is not None:
         print(f"wrote {args.json}")
     if not programs:
-        raise EdgesynthError(
-            f"no target of {', '.join(names)} can run {args.model}: the table names the rule "
-            "each one breaks"
-        )
+        raise EdgesynthError(_none_compiled(args, rows))
     return 0
+
+
+def _none_compiled(args: argparse.Namespace, rows: list[Row]) -> str:
+    """Why exit 1: no target compiled; one reason when every target gave the same."""
+    names = ", ".join(r.target for r in rows)
+    reasons = {r.error for r in rows}
+    if len(reasons) == 1:
+        return (
+            f"no target of {names} can run {args.model}, each for the same reason: {reasons.pop()}"
+        )
+    return f"no target of {names} can run {args.model}: the table names the rule each one breaks"
 
 
 def _check_shared_inputs(args: argparse.Namespace) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from compile_all_models import cnn
 
 from cli_helpers import run_cli, snapshot
+from compile_all_models import cnn
 from edgesynth.targets.registry import target_names
 from mnist_lenet import EVAL, load_mnist
 
@@ -129,7 +129,7 @@ def test_nothing_compiles_exit_1_with_the_table(files: dict[str, Path]) -> None:
     assert sorted(rows) == target_names()
     for line in rows.values():
         assert "refused:" in line and "`Erf_1 -> a_erf` (Erf)" in line
-    assert "no target of" in result.stderr
+    assert "each for the same reason" in result.stderr and "(Erf)" in result.stderr
     assert not out.exists()
 
 
@@ -165,4 +165,20 @@ def test_a_non_empty_output_folder_is_refused_before_any_target(files: dict[str,
     result = run_cli("compile", files["model"], "-t", "all", "-c", files["cal"], "-o", out)
     assert result.exit_code == 1
     assert "--overwrite" in result.stderr
+    assert snapshot(out) == before
+
+
+def test_a_file_in_the_way_of_a_target_folder_is_refused_before_any_target(
+    files: dict[str, Path],
+) -> None:
+    out = files["root"] / "in_the_way"
+    out.mkdir()
+    (out / "gati").write_text("a file where OUT/gati/ goes")
+    before = snapshot(out)
+    result = run_cli(
+        "compile", files["model"], "-t", "all", "-c", files["cal"], "-o", out, "--overwrite"
+    )
+    assert result.exit_code == 1
+    assert "gati is a file" in result.stderr
+    assert "compiling for" not in result.stderr
     assert snapshot(out) == before
