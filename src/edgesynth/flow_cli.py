@@ -236,7 +236,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         metavar="NAME",
         help="the accelerator (`edgesynth targets` lists them); `all` or a comma-separated "
-        "list (max78000,gati) compiles for each into OUT/NAME/ and prints one table (MACs, "
+        "list (NAME,NAME) compiles for each into OUT/NAME/ and prints one table (MACs, "
         "memory, latency estimate, and with --data the top-1 agreement with the float model): "
         "a target that refuses the network is a row naming the rule it breaks, not a failure; "
         "the exit status is 1 only when no target compiles",

@@ -110,15 +110,15 @@ def test_the_json_holds_the_table(every: tuple, files: dict[str, Path]) -> None:
 def test_a_target_that_refuses_is_a_row_with_its_rule(files: dict[str, Path]) -> None:
     out = files["root"] / "residual"
     result = run_cli(
-        "compile", files["residual"], "-t", "gati,xdnn", "-c", files["cal"], "-o", out,
+        "compile", files["residual"], "-t", "gati,max78000,xdnn", "-c", files["cal"], "-o", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     rows = _rows(result.stdout)
     assert (
         "refused:" in rows["gati"] and "branching graphs have no Gati instruction" in rows["gati"]
     )
-    assert rows["xdnn"].split()[1] == "compiled"
-    assert sorted(p.name for p in out.iterdir()) == ["xdnn"]
+    assert rows["xdnn"].split()[1] == rows["max78000"].split()[1] == "compiled"
+    assert sorted(p.name for p in out.iterdir()) == ["max78000", "xdnn"]
 
 
 def test_nothing_compiles_exit_1_with_the_table(files: dict[str, Path]) -> None:
