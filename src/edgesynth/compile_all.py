@@ -155,12 +155,14 @@ def _none_compiled(args: argparse.Namespace, rows: list[Row]) -> str:
 
 
 def _check_shared_inputs(args: argparse.Namespace) -> None:
-    """What every target reads alike is refused once, before any target: a missing model, an
-    unreadable calibration file (the model's own content is each target's to judge)."""
+    """What every target reads alike is refused once, before any target: a missing model,
+    --data or --labels, an unreadable calibration file (the model's own content is each
+    target's to judge; the samples are read once the first target gives their shape)."""
     from edgesynth.flow import load_array
 
-    if not Path(args.model).exists():
-        raise EdgesynthError("no such file", file=str(args.model))
+    for path, flag in [(args.model, None), (args.data, "--data"), (args.labels, "--labels")]:
+        if path is not None and not Path(path).exists():
+            raise EdgesynthError("no such file", file=str(path), key=flag)
     if args.calibration is not None:
         load_array(args.calibration, "calibration data", "--calibration")
 

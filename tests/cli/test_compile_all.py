@@ -182,3 +182,14 @@ def test_a_file_in_the_way_of_a_target_folder_is_refused_before_any_target(
     assert "gati is a file" in result.stderr
     assert "compiling for" not in result.stderr
     assert snapshot(out) == before
+
+
+def test_a_missing_data_file_is_refused_before_any_target(files: dict[str, Path]) -> None:
+    out = files["root"] / "no_data"
+    result = run_cli(
+        "compile", files["model"], "-t", "all", "-c", files["cal"], "-o", out,
+        "--data", files["root"] / "missing.npy",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "missing.npy: `--data`: no such file" in result.stderr
+    assert not out.exists()
