@@ -220,3 +220,24 @@ def test_check_reports_every_violation_at_once(name: str) -> None:
         target.compile(network(kind, broken=True), options(kind))
     text = str(info.value)
     assert "mid_softmax" in text and "product" in text, text
+
+
+@pytest.mark.parametrize(("name", "kind"), TAKEN)
+def test_summarize_counts_the_networks_macs_and_fits_memory_in_its_capacity(
+    name: str, kind: str
+) -> None:
+    """`summarize` (the rows of `compile -t all`): the contract network's MACs (conv 8x8x8 of
+    3x3x3 products, conv 6x4x4 of 8x3x3, linear 5 of 96), memory within the chip's capacity, a
+    time only with its cycles and clock."""
+    program = compiled(name, kind)
+    summary = get_target(name).summarize(program)
+    assert summary.macs == 8 * 8 * 8 * 27 + 6 * 4 * 4 * 72 + 5 * 96
+    for used, capacity in [
+        (summary.weight_bytes, summary.weight_capacity),
+        (summary.activation_bytes, summary.activation_capacity),
+    ]:
+        if used is not None and capacity is not None:
+            assert 0 < used <= capacity
+    if summary.seconds is not None:
+        assert summary.cycles is not None and summary.clock_hz is not None
+        assert summary.seconds == pytest.approx(summary.cycles / summary.clock_hz)

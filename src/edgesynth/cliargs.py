@@ -45,3 +45,16 @@ def positive_float(text: str) -> float:
 def add_overwrite(parser: argparse.ArgumentParser, what: str = "the output file") -> None:
     """`--overwrite`: without it an existing output file is refused (nothing is replaced)."""
     parser.add_argument("--overwrite", action="store_true", help=f"replace {what} when it exists")
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, object]:
+    """`--option KEY=VALUE` pairs; integers stay integers."""
+    from edgesynth.errors import EdgesynthError
+
+    out: dict[str, object] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise EdgesynthError(f"`{pair}` is not KEY=VALUE", key="--option")
+        out[key.replace("-", "_")] = int(value) if value.lstrip("-").isdigit() else value
+    return out

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgesynth.cliargs import add_overwrite
+from edgesynth.cliargs import add_overwrite, parse_options
 from edgesynth.errors import EdgesynthError, warn
 from edgesynth.wording import plural
 
@@ -19,19 +19,14 @@ if TYPE_CHECKING:
     from edgesynth.targets.base import Program, TensorFormat
 
 
-def parse_options(pairs: list[str] | None) -> dict[str, object]:
-    """`--option KEY=VALUE` pairs; integers stay integers."""
-    out: dict[str, object] = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise EdgesynthError(f"`{pair}` is not KEY=VALUE", key="--option")
-        out[key.replace("-", "_")] = int(value) if value.lstrip("-").isdigit() else value
-    return out
-
-
 def compile_cmd(args: argparse.Namespace) -> int:
-    """Compile MODEL for one target into the output folder."""
+    """Compile MODEL for one target into the output folder (for `-t all` or a list of
+    targets: `compile_all`, each target through `compile_from_args`)."""
+    from edgesynth.compile_all import compile_all, is_target_list, refuse_list_options
+
+    if is_target_list(args.target):
+        return compile_all(args, compile_from_args)
+    refuse_list_options(args)
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     export = _integer_onnx_file(args, inputs)
     program, files = compile_from_args(args, args.target, parse_options(args.option), export=export)
@@ -240,7 +235,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "-t",
         required=True,
         metavar="NAME",
-        help="the accelerator (`edgesynth targets` lists them)",
+        help="the accelerator (`edgesynth targets` lists them); `all` or a comma-separated "
+        "list (NAME,NAME) compiles for each into OUT/NAME/ and prints one table (MACs, "
+        "memory, latency estimate, and with --data the top-1 agreement with the float model): "
+        "a target that refuses the network is a row naming the rule it breaks, not a failure; "
+        "the exit status is 1 only when no target compiles",
+    )
+    c.add_argument(
+        "--data",
+        "-d",
+        type=Path,
+        metavar="PATH",
+        help="with -t all or a list: samples (.npy N x input, .npz (x, y) or a folder of "
+        "images) to measure each target's top-1 agreement with the float model (ONNX Runtime) on",
+    )
+    c.add_argument(
+        "--labels",
+        type=Path,
+        metavar="NPY",
+        help="with --data: one integer class per sample; the table adds each target's accuracy",
+    )
+    c.add_argument(
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="with -t all or a list: also write the table as JSON",
     )
     c.add_argument(
         "--option",

@@ -192,6 +192,58 @@ def require_finite(
         )
 
 
+@dataclass(frozen=True)
+class TargetSummary:
+    """What `edgesynth compile -t all` tabulates of one compiled program (`Target.summarize`):
+    its multiply-accumulates, the memory its weights and activations take against the chip's
+    capacity, and the target's own latency estimate. None where the target does not know."""
+
+    macs: int | None = None  # multiply-accumulates per inference on the accelerator
+    weight_bytes: int | None = None
+    weight_capacity: int | None = None  # bytes of the memory the weights live in
+    weight_memory: str | None = None  # that memory's name ("kernel memory", "L3")
+    activation_bytes: int | None = None
+    activation_capacity: int | None = None
+    activation_memory: str | None = None
+    cycles: int | None = None  # the target's latency estimate
+    clock_hz: int | None = None  # the nominal clock the estimate counts
+
+    @property
+    def seconds(self) -> float | None:
+        if self.cycles is None or not self.clock_hz:
+            return None
+        return self.cycles / self.clock_hz
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "macs": self.macs,
+            "weights": _memory_json(self.weight_bytes, self.weight_capacity, self.weight_memory),
+            "activations": _memory_json(
+                self.activation_bytes, self.activation_capacity, self.activation_memory
+            ),
+            "cycles": self.cycles,
+            "clock_hz": self.clock_hz,
+            "seconds": self.seconds,
+        }
+
+
+def _memory_json(used: int | None, capacity: int | None, memory: str | None) -> dict[str, Any]:
+    return {"bytes": used, "capacity": capacity, "memory": memory}
+
+
+def graph_macs(graph: Graph) -> int:
+    """Multiply-accumulates of one inference of `graph`: every convolution's and fully-connected
+    layer's output values times the products each sums."""
+    from edgesynth.ir.graph import Conv, Linear
+
+    total = 0
+    for node in graph.nodes:
+        if isinstance(node, Conv | Linear):
+            outputs = int(np.prod(graph.tensors[node.output].shape))
+            total += outputs * int(np.prod(node.weight.shape[1:]))
+    return total
+
+
 @dataclass
 class CompileOptions:
     calibration: np.ndarray | None = None  # float inputs for post-training quantization
@@ -279,6 +331,12 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
         values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
         out = values[program.graph.outputs[0]]
         return out.reshape(len(out), *program.outputs[0].shape)
+
+    # -- the summary (`compile -t all`) ---------------------------------------------------
+    def summarize(self, program: ProgramT) -> TargetSummary:
+        """The planned program's MACs, memory and latency estimate; a target adds what its plan
+        knows (this default: the MACs of the program's graph only)."""
+        return TargetSummary(macs=graph_macs(program.graph))
 
     # -- shared ---------------------------------------------------------------------------
     def compile(self, graph: Graph, options: CompileOptions) -> ProgramT:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgesynth.cliargs import add_overwrite, positive_float, positive_int
+from edgesynth.cliargs import add_overwrite, parse_options, positive_float, positive_int
 from edgesynth.errors import EdgesynthError
 
 if TYPE_CHECKING:
@@ -79,16 +79,12 @@ def _labels_source(args: argparse.Namespace, samples: Samples) -> str | None:
     return f"{samples.source} ({'y' if samples.classes is None else 'class folders'})"
 
 
-def _device(target: str) -> str:
-    return "MAX78002" if target == "max78002" else "MAX78000"
-
-
 def _reference(args: argparse.Namespace, model: Path | None, target: str) -> Reference | None:
-    from edgesynth.validate.reference import reference_for
+    from edgesynth.validate.reference import reference_device, reference_for
 
     if model is None:
         return None
-    return reference_for(model, args.checkpoint, args.sample_input, _device(target))
+    return reference_for(model, args.checkpoint, args.sample_input, reference_device(target))
 
 
 def _samples(args: argparse.Namespace, shape: tuple[int, ...]) -> Samples:
@@ -125,7 +121,6 @@ def _from_model(
     args: argparse.Namespace, notes: list[str]
 ) -> tuple[Program, Samples, Reference | None]:
     from edgesynth.flow import compile_to, load_array, load_model
-    from edgesynth.flow_cli import parse_options
     from edgesynth.targets.base import get_target
 
     if args.target is None:

@@ -141,6 +141,11 @@ class VendorReference:
         return {}
 
 
+def reference_device(target: str) -> str:
+    """The device a vendor YAML's float training model is built for (an ONNX model has none)."""
+    return "MAX78002" if target == "max78002" else "MAX78000"
+
+
 def reference_for(
     model: Path, checkpoint: Path | None, sample: Path | None, device: str
 ) -> Reference:

@@ -29,7 +29,9 @@ from edgesynth.targets.base import (
     CompileOptions,
     Program,
     Target,
+    TargetSummary,
     TensorFormat,
+    graph_macs,
     planned,
 )
 from edgesynth.targets.gati import hw
@@ -204,6 +206,27 @@ class GatiTarget(Target[GatiProgram, GatiLoaded]):
         running the planned program's DWP stream."""
         plan = planned(program, program.plan)
         return _execute(plan.compiled.stream, plan.host, inputs, program)
+
+    # -- the summary ----------------------------------------------------------------------
+    def summarize(self, program: GatiProgram) -> TargetSummary:
+        """The report's cycle estimate; weights (and biases) and activations (inputs, outputs,
+        partial sums) as the DRAM regions place them. The DRAM is the board's (no capacity
+        here), and the seed names no clock."""
+        from edgesynth.targets.gati.report import layer_cycles
+
+        compiled = planned(program, program.plan).compiled
+        weights = sum(r.size for r in compiled.regions if r.kind in ("weights", "bias"))
+        data = sum(
+            r.size for r in compiled.regions if r.kind not in ("weights", "bias", "instructions")
+        )
+        return TargetSummary(
+            macs=graph_macs(program.graph),
+            weight_bytes=weights,
+            weight_memory="DRAM",
+            activation_bytes=data,
+            activation_memory="DRAM",
+            cycles=sum(layer_cycles(c) for c in compiled.layers),
+        )
 
     # -- emit, load, run ------------------------------------------------------------------
     def emit(self, program: GatiProgram, folder: Path) -> list[str]:

@@ -26,7 +26,14 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.proof import Proof
-from edgesynth.targets.base import CompileOptions, Program, Target, TensorFormat
+from edgesynth.targets.base import (
+    CompileOptions,
+    Program,
+    Target,
+    TargetSummary,
+    TensorFormat,
+    graph_macs,
+)
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.description.network import Network
@@ -244,6 +251,31 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return _simulate_network(_own(program), inputs)
+
+    # -- the summary ----------------------------------------------------------------------
+    def summarize(self, program: Program) -> TargetSummary:
+        """Kernel memory and data memory used against the chip's, and the vendor's latency
+        estimate (MAX78000 only) at the CNN clock the project runs."""
+        from edgesynth.targets.max7800x.emit.project import clocking
+        from edgesynth.targets.max7800x.summary import data_memory_used, kernel_memory
+
+        program = _own(program)
+        plan = _planned(program)
+        device = program.options.build.device
+        used, capacity = kernel_memory(plan.project)
+        latency = plan.project.latency
+        clock = clocking(program.options, self.device_name)
+        return TargetSummary(
+            macs=graph_macs(program.graph),
+            weight_bytes=used,
+            weight_capacity=capacity,
+            weight_memory="kernel memory",
+            activation_bytes=data_memory_used(plan.placement, device),
+            activation_capacity=device.data_memory_bytes,
+            activation_memory="data memory",
+            cycles=None if latency is None else latency.total,
+            clock_hz=None if latency is None else round(clock.mhz * 1_000_000),
+        )
 
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:

@@ -19,7 +19,9 @@ from edgesynth.targets.base import (
     CompileOptions,
     Program,
     Target,
+    TargetSummary,
     TensorFormat,
+    graph_macs,
     planned,
 )
 from edgesynth.targets.pulp.quantize import PTQ_KEYS
@@ -181,6 +183,25 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
         plan = make_plan(program.layers, program.graph, program.options.plan, GAP8)
         program.plan = plan
         program.warnings += plan.warnings
+
+    def summarize(self, program: Gap8Program) -> TargetSummary:
+        """The plan's figures: the weights' L3 image against L3, the L2 peak (activations and
+        the weights staged there) against the L2 data budget, the cycle estimate at the
+        cluster's clock."""
+        from edgesynth.targets.pulp.device import GAP8
+
+        plan = planned(program, program.plan)
+        return TargetSummary(
+            macs=graph_macs(program.graph),
+            weight_bytes=plan.memory.weights_bytes,
+            weight_capacity=GAP8.l3_bytes,
+            weight_memory="L3",
+            activation_bytes=plan.memory.l2_peak,
+            activation_capacity=plan.l2_budget,
+            activation_memory="L2",
+            cycles=plan.total_cycles,
+            clock_hz=GAP8.frequency_hz,
+        )
 
     def simulate(self, program: Gap8Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The program's integer graph (the layers compute it exactly; `prove` builds the C

@@ -16,7 +16,9 @@ from edgesynth.targets.base import (
     CompileOptions,
     Program,
     Target,
+    TargetSummary,
     TensorFormat,
+    graph_macs,
     load_host_layers,
     planned,
 )
@@ -119,6 +121,23 @@ class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
         program.plan = plan
         program.warnings += warnings
 
+    def summarize(self, program: XdnnProgram) -> TargetSummary:
+        """The filter image (weights and per-channel blocks, in the board's DDR: no capacity
+        here) and the image memory the plan uses against the engine's. The sources give no
+        cycle model."""
+        from edgesynth.targets.xdnn.filters import pack_filters
+
+        plan = planned(program, program.plan)
+        filters, _ = pack_filters(program.lowered.layers)
+        return TargetSummary(
+            macs=graph_macs(program.graph),
+            weight_bytes=len(filters),
+            weight_memory="DDR",
+            activation_bytes=_covered(plan),
+            activation_capacity=plan.engine.imem_bytes,
+            activation_memory="image memory",
+        )
+
     def simulate(self, program: XdnnProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The program's integer graph (the functional model running the emitted files computes
         it exactly; `prove` and the tests compare them)."""
@@ -172,6 +191,15 @@ class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
         manifest["engine"] = program.options.engine.name
         manifest["bits"] = program.options.bits
         return manifest
+
+
+def _covered(plan: ImemPlan) -> int:
+    """Bytes of image memory the plan's tensors cover (overlapping ranges counted once)."""
+    covered, end = 0, 0
+    for start, stop in sorted((p.address, p.end) for p in plan.placements.values()):
+        covered += max(0, stop - max(start, end))
+        end = max(end, stop)
+    return covered
 
 
 def _flag(value: object) -> bool:

@@ -93,6 +93,7 @@ class Clocking:
     divider: int  # the CNN clock divider the network runs with
     enable_divider: int  # the divider cnn_enable() selects
     switch: bool  # raise the clock only while the accelerator runs (PLL + pipeline)
+    mhz: float  # the CNN clock the network runs at: the source's speed over `divider`
 
 
 def clocking(opts: Max7800xOptions, device: str) -> Clocking:
@@ -113,6 +114,7 @@ def clocking(opts: Max7800xOptions, device: str) -> Clocking:
         divider=divider,
         enable_divider=4 if opts.rules.pll and opts.project.balance_speed else divider,
         switch=bool(opts.rules.pll and opts.rules.pipeline and opts.project.balance_speed),
+        mhz=speed / divider,
     )
 
 
