@@ -164,9 +164,9 @@ def imported_names(path: Path) -> set[str]:
 # module of the target).
 EXECUTORS = {
     "gati": (
-        ("funcsim", "funcsim_isa", "funcsim_dwp", "readback"),
-        ("hw", "chain", "model", "funcsim", "funcsim_isa", "funcsim_dwp"),
-        ("isa", "dwp", "layout", "compiler", "artifacts", "decoder", "program_graph"),
+        ("executor.machine", "executor.isa", "executor.dwp", "executor.readback"),
+        ("device", "chain", "layers", "executor"),
+        ("isa", "dwp", "layout", "plan", "emit", "decoder", "program_graph"),
     ),
     "xdnn": (
         ("funcmodel", "scriptdecode"),
@@ -176,10 +176,21 @@ EXECUTORS = {
 }
 
 
+def _module_path(package: Path, module: str) -> Path:
+    """`executor.isa` -> package/executor/isa.py (or its `__init__.py` for a package)."""
+    path = package.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
 def _target_module(name: str, target: str) -> str:
-    """`edgesynth.targets.gati.isa.decode` -> `isa` (the module of `target` it names)."""
-    rest = name.removeprefix(f"edgesynth.targets.{target}.")
-    return rest.split(".")[0]
+    """`edgesynth.targets.gati.isa.decode` -> `isa`, `...gati.executor.isa.X` -> `executor.isa`
+    (the module of `target` it names)."""
+    parts = name.removeprefix(f"edgesynth.targets.{target}.").split(".")
+    package = SRC / "targets" / target
+    for n in range(len(parts), 0, -1):
+        if _module_path(package, ".".join(parts[:n])).exists():
+            return ".".join(parts[:n])
+    return parts[0]
 
 
 @pytest.mark.parametrize("target", sorted(EXECUTORS))
@@ -192,7 +203,7 @@ def test_executors_decode_with_their_own_tables(target: str) -> None:
     package = SRC / "targets" / target
     prefix = f"edgesynth.targets.{target}."
     for module in modules:
-        path = package / f"{module}.py"
+        path = _module_path(package, module)
         for name in imported_names(path):
             if not name.startswith("edgesynth.targets"):
                 continue
@@ -205,10 +216,10 @@ def test_executors_decode_with_their_own_tables(target: str) -> None:
     todo = list(modules)
     while todo:
         module = todo.pop()
-        if module in seen or not (package / f"{module}.py").exists():
+        if module in seen or not _module_path(package, module).exists():
             continue
         seen.add(module)
-        for name in imported_names(package / f"{module}.py"):
+        for name in imported_names(_module_path(package, module)):
             if name.startswith(prefix):
                 todo.append(_target_module(name, target))
     reached = sorted(seen & set(encoder))

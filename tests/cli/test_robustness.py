@@ -369,8 +369,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     needs.module("torch")
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgesynth.targets.gati.artifacts import write_outputs
-    from edgesynth.targets.gati.compiler import compile_onnx
+    from edgesynth.targets.gati.emit import write_outputs
+    from edgesynth.targets.gati.plan import compile_onnx
 
     root = tmp_path_factory.mktemp("template") / "project"
     for sub in ("networks", "trained", "tests"):
