@@ -169,9 +169,9 @@ EXECUTORS = {
         ("isa", "dwp", "layout", "plan", "emit", "decoder", "program_graph"),
     ),
     "xdnn": (
-        ("funcmodel", "scriptdecode"),
-        ("device", "scriptmodel.Script", "scriptmodel.ScriptCommand", "scriptdecode"),
-        ("regmap", "script", "program", "emit", "filters", "imem", "lower", "commands"),
+        ("executor.machine", "executor.decode"),
+        ("device", "scriptmodel.Script", "scriptmodel.ScriptCommand", "executor"),
+        ("regmap", "script", "program", "plan", "emit", "filters", "imem", "lower", "commands"),
     ),
 }
 
@@ -361,8 +361,8 @@ def test_circles_finds_a_circle_and_only_circles() -> None:
 
 def test_module_imports_sorts_imports_by_where_they_are_written() -> None:
     assert GRAPH["edgesynth.targets.max7800x.plan.plan"]["edgesynth.errors"] == "module"
-    assert "edgesynth.targets.xdnn.funcmodel" in GRAPH["edgesynth.targets.xdnn.target"]
-    assert GRAPH["edgesynth.targets.xdnn.target"]["edgesynth.targets.xdnn.funcmodel"] == (
+    assert "edgesynth.targets.xdnn.executor.machine" in GRAPH["edgesynth.targets.xdnn.target"]
+    assert GRAPH["edgesynth.targets.xdnn.target"]["edgesynth.targets.xdnn.executor.machine"] == (
         "function"
     )
 

@@ -1,7 +1,7 @@
 """Tail-block arithmetic: the pairwise-average tree, requantization rounding, multipliers.
 
-The functional model's tail (`executor/machine.py` `_tail`, driven by a TailBlock instruction) is checked
-against hand-computed values and against plain-Python references written here."""
+The functional model's tail (`executor/machine.py` `_tail`, driven by a TailBlock instruction) is
+checked against hand-computed values and against plain-Python references written here."""
 
 from __future__ import annotations
 
