@@ -53,7 +53,7 @@ def test_sim_knows_no_vendor_command_line_flag() -> None:
     `--reshape-inputs`, ...) never appears there, by name or by its parsed name. An operator
     parameter with the meaning of an option (`rounding` for --avg-pool-rounding) is named for
     the arithmetic, not the option."""
-    from edgesynth.targets.max7800x.izer_args import OPTIONS
+    from edgesynth.targets.max7800x.commands.izer_args import OPTIONS
 
     names = {f for o in OPTIONS for f in o.flags if f.startswith("--")}
     names |= {o.dest for o in OPTIONS if len(o.dest) > 3}

@@ -434,7 +434,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("network.onnx", "data.npz"):
         shutil.copy(PULP_CASE / name, root / "pulp" / name)
     compile_to(load_model(root / "pulp" / "network.onnx"), "gap8", out=root / "compiled-pulp")
-    from edgesynth.targets.max7800x.izer import run_izer
+    from edgesynth.targets.max7800x.commands.izer import run_izer
 
     os.chdir(root)
     try:
