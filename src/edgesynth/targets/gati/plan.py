@@ -1,4 +1,5 @@
-"""Compile a quantized network into Gati instructions, a DRAM layout and a DWP stream.
+"""The plan step: a quantized network compiled into Gati instructions, a DRAM layout and a DWP
+stream.
 
 Each layer is four instructions: START, the megablock (CONV or FC), TailBlock, OutputBlock.
 A layer without weights (kind `none`: a pooling or activation that could not be fused) runs
