@@ -57,7 +57,8 @@ def package_map(folder: Path) -> list[str]:
             lines += _line(f"{path.name}/", role(path / "__init__.py"), "  ")
         elif path.name == "templates":
             count = sum(1 for _ in path.rglob("*.j2"))
-            lines += _line("templates/", f"the Jinja2 templates of the generated C ({count}).", "  ")
+            text = f"the Jinja2 templates of the generated C ({count})."
+            lines += _line("templates/", text, "  ")
     return lines
 
 
