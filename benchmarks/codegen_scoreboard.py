@@ -28,8 +28,8 @@ CORPUS = SHARED / "corpus" / "cases"
 
 
 def check_case(case: Path) -> dict:
-    from edgesynth.targets.max7800x.izer import core_options, run_izer
-    from edgesynth.targets.max7800x.izer_args import parse_izer_args
+    from edgesynth.targets.max7800x.commands.izer import core_options, run_izer
+    from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
     from edgesynth.targets.max7800x.plan.plan import make_plan
     from edgesynth.targets.max7800x.plan.report import configuration
     from edgesynth.targets.max7800x.plan.trace import (

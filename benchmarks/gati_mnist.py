@@ -26,8 +26,8 @@ sys.path.insert(0, str(REPO / "tests" / "gati"))
 
 import gati_mnist_models as mm  # noqa: E402
 
-from edgesynth.targets.gati.compiler import compile_onnx  # noqa: E402
 from edgesynth.targets.gati.host import host_contract, run_program  # noqa: E402
+from edgesynth.targets.gati.plan import compile_onnx  # noqa: E402
 from edgesynth.targets.gati.quantize import quantize_input  # noqa: E402
 from edgesynth.targets.gati.reference import reference_forward  # noqa: E402
 from edgesynth.targets.gati.report import build_report  # noqa: E402

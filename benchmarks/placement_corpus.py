@@ -64,8 +64,8 @@ def config_arg(args: list[str]) -> int:
 
 def check_case(case: Path) -> dict:
     from edgesynth.errors import EdgesynthError
-    from edgesynth.targets.max7800x.izer import job_from_options
-    from edgesynth.targets.max7800x.izer_args import parse_izer_args
+    from edgesynth.targets.max7800x.commands.izer import job_from_options
+    from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
     from edgesynth.targets.max7800x.network_sim import simulate
     from edgesynth.targets.max7800x.pipeline import SynthesisResult, check_network, load_network
     from edgesynth.targets.max7800x.placement.verify import device_check

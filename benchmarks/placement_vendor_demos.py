@@ -152,7 +152,7 @@ def selected(o: argparse.Namespace) -> list[Demo]:
 
 
 def synthesize(args: list[str], folder: Path):  # type: ignore[no-untyped-def]
-    from edgesynth.targets.max7800x.izer import plan_izer
+    from edgesynth.targets.max7800x.commands.izer import plan_izer
 
     with contextlib.redirect_stdout(io.StringIO()):
         return plan_izer([*args, "--test-dir", str(folder), "--prefix", "p"])

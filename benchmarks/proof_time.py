@@ -79,7 +79,7 @@ import resource, sys, time
 import edgesynth.cli as cli
 if hasattr(cli, "one_blas_thread"):  # (a checkout from before it, for comparisons)
     cli.one_blas_thread()  # as main() does, before NumPy loads (the izer module loads it)
-import edgesynth.targets.max7800x.izer as izer
+import edgesynth.targets.max7800x.commands.izer as izer
 main = cli.main
 spent = []
 prove = izer.prove
@@ -117,7 +117,7 @@ def proof_cpu(case: Path, repeat: int) -> float:
     """CPU seconds of `prove_project` alone, planned once in this process (best of `repeat`):
     the virtual device's own work, without its imports and first-call costs."""
     from edgesynth.errors import EdgesynthError
-    from edgesynth.targets.max7800x.izer import plan_izer
+    from edgesynth.targets.max7800x.commands.izer import plan_izer
     from edgesynth.targets.max7800x.proof import prove_project
 
     info = json.loads((case / "case.json").read_text())

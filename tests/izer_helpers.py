@@ -7,7 +7,7 @@ import io
 import os
 from pathlib import Path
 
-from edgesynth.targets.max7800x.izer import plan_izer
+from edgesynth.targets.max7800x.commands.izer import plan_izer
 from edgesynth.targets.max7800x.pipeline import SynthesisResult
 from edgesynth.targets.max7800x.plan.plan import Plan
 

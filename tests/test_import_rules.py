@@ -53,7 +53,7 @@ def test_sim_knows_no_vendor_command_line_flag() -> None:
     `--reshape-inputs`, ...) never appears there, by name or by its parsed name. An operator
     parameter with the meaning of an option (`rounding` for --avg-pool-rounding) is named for
     the arithmetic, not the option."""
-    from edgesynth.targets.max7800x.izer_args import OPTIONS
+    from edgesynth.targets.max7800x.commands.izer_args import OPTIONS
 
     names = {f for o in OPTIONS for f in o.flags if f.startswith("--")}
     names |= {o.dest for o in OPTIONS if len(o.dest) > 3}
@@ -164,22 +164,33 @@ def imported_names(path: Path) -> set[str]:
 # module of the target).
 EXECUTORS = {
     "gati": (
-        ("funcsim", "funcsim_isa", "funcsim_dwp", "readback"),
-        ("hw", "chain", "model", "funcsim", "funcsim_isa", "funcsim_dwp"),
-        ("isa", "dwp", "layout", "compiler", "artifacts", "decoder", "program_graph"),
+        ("executor.machine", "executor.isa", "executor.dwp", "executor.readback"),
+        ("device", "chain", "layers", "executor"),
+        ("isa", "dwp", "layout", "plan", "emit", "decoder", "program_graph"),
     ),
     "xdnn": (
-        ("funcmodel", "scriptdecode"),
-        ("device", "scriptmodel.Script", "scriptmodel.ScriptCommand", "scriptdecode"),
-        ("regmap", "script", "program", "emit", "filters", "imem", "lower", "commands"),
+        ("executor.machine", "executor.decode"),
+        ("device", "scriptmodel.Script", "scriptmodel.ScriptCommand", "executor"),
+        ("regmap", "script", "program", "plan", "emit", "filters", "imem", "lower", "commands"),
     ),
 }
 
 
+def _module_path(package: Path, module: str) -> Path:
+    """`executor.isa` -> package/executor/isa.py (or its `__init__.py` for a package)."""
+    path = package.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
 def _target_module(name: str, target: str) -> str:
-    """`edgesynth.targets.gati.isa.decode` -> `isa` (the module of `target` it names)."""
-    rest = name.removeprefix(f"edgesynth.targets.{target}.")
-    return rest.split(".")[0]
+    """`edgesynth.targets.gati.isa.decode` -> `isa`, `...gati.executor.isa.X` -> `executor.isa`
+    (the module of `target` it names)."""
+    parts = name.removeprefix(f"edgesynth.targets.{target}.").split(".")
+    package = SRC / "targets" / target
+    for n in range(len(parts), 0, -1):
+        if _module_path(package, ".".join(parts[:n])).exists():
+            return ".".join(parts[:n])
+    return parts[0]
 
 
 @pytest.mark.parametrize("target", sorted(EXECUTORS))
@@ -192,7 +203,7 @@ def test_executors_decode_with_their_own_tables(target: str) -> None:
     package = SRC / "targets" / target
     prefix = f"edgesynth.targets.{target}."
     for module in modules:
-        path = package / f"{module}.py"
+        path = _module_path(package, module)
         for name in imported_names(path):
             if not name.startswith("edgesynth.targets"):
                 continue
@@ -205,10 +216,10 @@ def test_executors_decode_with_their_own_tables(target: str) -> None:
     todo = list(modules)
     while todo:
         module = todo.pop()
-        if module in seen or not (package / f"{module}.py").exists():
+        if module in seen or not _module_path(package, module).exists():
             continue
         seen.add(module)
-        for name in imported_names(package / f"{module}.py"):
+        for name in imported_names(_module_path(package, module)):
             if name.startswith(prefix):
                 todo.append(_target_module(name, target))
     reached = sorted(seen & set(encoder))
@@ -350,8 +361,8 @@ def test_circles_finds_a_circle_and_only_circles() -> None:
 
 def test_module_imports_sorts_imports_by_where_they_are_written() -> None:
     assert GRAPH["edgesynth.targets.max7800x.plan.plan"]["edgesynth.errors"] == "module"
-    assert "edgesynth.targets.xdnn.funcmodel" in GRAPH["edgesynth.targets.xdnn.target"]
-    assert GRAPH["edgesynth.targets.xdnn.target"]["edgesynth.targets.xdnn.funcmodel"] == (
+    assert "edgesynth.targets.xdnn.executor.machine" in GRAPH["edgesynth.targets.xdnn.target"]
+    assert GRAPH["edgesynth.targets.xdnn.target"]["edgesynth.targets.xdnn.executor.machine"] == (
         "function"
     )
 

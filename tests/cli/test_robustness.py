@@ -369,8 +369,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     needs.module("torch")
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgesynth.targets.gati.artifacts import write_outputs
-    from edgesynth.targets.gati.compiler import compile_onnx
+    from edgesynth.targets.gati.emit import write_outputs
+    from edgesynth.targets.gati.plan import compile_onnx
 
     root = tmp_path_factory.mktemp("template") / "project"
     for sub in ("networks", "trained", "tests"):
@@ -434,7 +434,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("network.onnx", "data.npz"):
         shutil.copy(PULP_CASE / name, root / "pulp" / name)
     compile_to(load_model(root / "pulp" / "network.onnx"), "gap8", out=root / "compiled-pulp")
-    from edgesynth.targets.max7800x.izer import run_izer
+    from edgesynth.targets.max7800x.commands.izer import run_izer
 
     os.chdir(root)
     try:

@@ -41,11 +41,11 @@ import pytest
 
 import needs
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.commands.firmware import build_project
+from edgesynth.targets.max7800x.commands.izer import core_options, run_izer
+from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.emit.softmax import softmax_q17p14_q15
 from edgesynth.targets.max7800x.emit.unload import output_layers
-from edgesynth.targets.max7800x.firmware import build_project
-from edgesynth.targets.max7800x.izer import core_options, run_izer
-from edgesynth.targets.max7800x.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.plan.kat import expected_words
 from edgesynth.targets.max7800x.plan.plan import make_plan
 from edgesynth.targets.max7800x.plan.report import configuration
@@ -315,7 +315,7 @@ def test_generated_project(case: Path, tmp_path: Path, monkeypatch, capsys, reco
 
 def _assert_cannot_fit(project: Path, plan, opts, message: str) -> None:
     """The data the project must hold exceeds the device on its own (a refusal is right)."""
-    from edgesynth.targets.max7800x.firmware import MEMORY
+    from edgesynth.targets.max7800x.commands.firmware import MEMORY
 
     mem = MEMORY[plan.settings.chip.device.name]
     if "flash" in message:

@@ -19,8 +19,8 @@ import pytest
 import needs
 from edgesynth.cli import main
 from edgesynth.targets.max7800x.codegen import project_files
-from edgesynth.targets.max7800x.izer import core_options, plan_izer
-from edgesynth.targets.max7800x.izer_args import parse_izer_args
+from edgesynth.targets.max7800x.commands.izer import core_options, plan_izer
+from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.placement.verify import device_check
 from edgesynth.targets.max7800x.plan.plan import make_plan
 from edgesynth.targets.max7800x.plan.trace import plan_trace

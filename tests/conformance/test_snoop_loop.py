@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgesynth.targets.max7800x.izer import plan_izer
+from edgesynth.targets.max7800x.commands.izer import plan_izer
 from edgesynth.targets.max7800x.placement.verify import device_check, run_plan
 from edgesynth.targets.max7800x.plan.writes import Write
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import gati_mnist_models as mm
 import numpy as np
 
-from edgesynth.targets.gati.compiler import CompiledProgram, compile_onnx
 from edgesynth.targets.gati.host import host_contract, run_program
+from edgesynth.targets.gati.plan import CompiledProgram, compile_onnx
 from edgesynth.targets.gati.quantize import quantize_input
 from edgesynth.targets.gati.reference import reference_layers
 

@@ -13,9 +13,9 @@ import pytest
 
 from cli_helpers import run_cli
 from edgesynth.targets.gati import dwp, isa
-from edgesynth.targets.gati.compiler import compile_onnx
-from edgesynth.targets.gati.funcsim import GatiMachine
+from edgesynth.targets.gati.executor.machine import GatiMachine
 from edgesynth.targets.gati.host import run_program
+from edgesynth.targets.gati.plan import compile_onnx
 from edgesynth.targets.gati.quantize import quantize_input
 from edgesynth.targets.gati.reference import reference_forward
 

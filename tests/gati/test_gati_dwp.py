@@ -116,10 +116,10 @@ def _read(reader, data: bytes) -> list[tuple[int, ...] | bytes] | str:  # type: 
 
 
 def test_the_functional_models_own_reader_agrees_with_the_parser() -> None:
-    """The functional model reads streams with its own decoder (funcsim_dwp.py, from the Gati
+    """The functional model reads streams with its own decoder (executor/dwp.py, from the Gati
     document): on valid and malformed streams alike it finds the same packets or refuses with
     the same message as the tools' parser."""
-    from edgesynth.targets.gati import funcsim_dwp
+    from edgesynth.targets.gati.executor import dwp as funcsim_dwp
 
     good = dwp.encode_stream(
         [

@@ -10,9 +10,9 @@ from gati_netcheck import export_module, run_and_compare
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.gati import dwp, isa
-from edgesynth.targets.gati.compiler import CompiledProgram, compile_onnx
-from edgesynth.targets.gati.funcsim import GatiMachine
+from edgesynth.targets.gati.executor.machine import GatiMachine
 from edgesynth.targets.gati.host import host_contract, input_streams, run_program
+from edgesynth.targets.gati.plan import CompiledProgram, compile_onnx
 from edgesynth.targets.gati.quantize import quantize_input
 
 

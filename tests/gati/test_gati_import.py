@@ -10,8 +10,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from edgesynth.targets.gati.compiler import import_onnx
 from edgesynth.targets.gati.floatref import float_forward
+from edgesynth.targets.gati.plan import import_onnx
 
 RNG = np.random.default_rng(7)
 

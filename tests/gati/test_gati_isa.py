@@ -153,9 +153,9 @@ def test_the_functional_models_own_table_reads_every_field_the_encoder_writes(
     fmt: isa.Format,
 ) -> None:
     """Two transcriptions of the Gati document, the encoder's (isa.py) and the functional
-    model's (funcsim_isa.py), agree on every field: each field alone, at its extremes, read
+    model's (executor/isa.py), agree on every field: each field alone, at its extremes, read
     back by the functional model's decoder, under the same name and nothing else set."""
-    from edgesynth.targets.gati import funcsim_isa
+    from edgesynth.targets.gati.executor import isa as funcsim_isa
 
     name, spans = funcsim_isa.TABLES[fmt.opcode]
     assert name == fmt.name
@@ -177,7 +177,8 @@ SEED = Path(__file__).resolve().parents[2].parent / "shared" / "seeds" / "001_ef
 def test_the_functional_models_tables_are_the_seeds() -> None:
     """The functional model's instruction table and DWP constants, read against the Gati
     document's own `define lines (../shared/seeds/001_...)."""
-    from edgesynth.targets.gati import funcsim_dwp, funcsim_isa
+    from edgesynth.targets.gati.executor import dwp as funcsim_dwp
+    from edgesynth.targets.gati.executor import isa as funcsim_isa
 
     if not SEED.is_file():
         pytest.fail(f"the Gati document is missing: expected it at {SEED}")

@@ -10,9 +10,9 @@ import onnx
 import pytest
 
 from edgesynth.targets.gati import isa
-from edgesynth.targets.gati.compiler import compile_onnx
 from edgesynth.targets.gati.floatref import float_forward
 from edgesynth.targets.gati.host import host_contract, run_program
+from edgesynth.targets.gati.plan import compile_onnx
 from edgesynth.targets.gati.quantize import quantize_input
 from edgesynth.targets.gati.reference import reference_layers
 

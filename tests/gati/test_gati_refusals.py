@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cli_helpers import run_cli
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.gati.compiler import compile_onnx
+from edgesynth.targets.gati.plan import compile_onnx
 
 RNG = np.random.default_rng(0)
 

@@ -1,7 +1,7 @@
 """Tail-block arithmetic: the pairwise-average tree, requantization rounding, multipliers.
 
-The functional model's tail (`funcsim._tail`, driven by a TailBlock instruction) is checked
-against hand-computed values and against plain-Python references written here."""
+The functional model's tail (`executor/machine.py` `_tail`, driven by a TailBlock instruction) is
+checked against hand-computed values and against plain-Python references written here."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.sim.ops import tree_average
-from edgesynth.targets.gati import funcsim, isa
+from edgesynth.targets.gati import isa
+from edgesynth.targets.gati.executor import machine as funcsim
 from edgesynth.targets.gati.quantize import fit_multiplier, quantize_input
 
 

@@ -16,8 +16,8 @@ from edgesynth.frontends.onnx import load_onnx
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
 from edgesynth.targets.base import MANIFEST, CompileOptions, get_target, read_manifest
-from edgesynth.targets.gati.artifacts import write_outputs
-from edgesynth.targets.gati.compiler import compile_onnx
+from edgesynth.targets.gati.emit import write_outputs
+from edgesynth.targets.gati.plan import compile_onnx
 
 CASES = [
     "lenet",

@@ -212,7 +212,7 @@ def test_fixed_input_loads_a_pattern_instead_of_the_sample(project: Path, capsys
     assert "SAMPLE_INPUT" not in (folder / "sampledata.h").read_text()
     assert "void memcpy32_const(uint32_t *dst, int n)\n{" in (folder / "cnn.c").read_text()
     assert "memcpy32_const((uint32_t *) 0x50400000, 16);" in (folder / "main.c").read_text()
-    from edgesynth.targets.max7800x.firmware import build_project
+    from edgesynth.targets.max7800x.commands.firmware import build_project
 
     needs.tool("arm-none-eabi-gcc")
     build_project(folder)

@@ -10,7 +10,7 @@ import pytest
 
 import needs
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.izer_args import (
+from edgesynth.targets.max7800x.commands.izer_args import (
     EFFECTS,
     OPTION_EFFECTS,
     OPTIONS,

@@ -13,9 +13,9 @@ import pytest
 import needs
 from edgesynth.targets.max7800x.build_options import BuildOptions
 from edgesynth.targets.max7800x.codegen import project_files
+from edgesynth.targets.max7800x.commands.izer import core_options, plan_izer
+from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.device import get_device
-from edgesynth.targets.max7800x.izer import core_options, plan_izer
-from edgesynth.targets.max7800x.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.options import Max7800xOptions, PlanOptions, ProjectOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, synthesize
 from edgesynth.targets.max7800x.plan.plan import make_plan

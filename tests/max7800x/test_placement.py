@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.commands.plan_cmd import PlanOptions, run_plan
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec
 from edgesynth.targets.max7800x.placement import Unplaceable
-from edgesynth.targets.max7800x.placement.command import PlanOptions, run_plan
 from edgesynth.targets.max7800x.placement.yamltext import with_placement
 
 HERE = Path(__file__).resolve().parent

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 import needs
+from edgesynth.targets.max7800x.commands.plan_cmd import PlanOptions, run_plan
 from edgesynth.targets.max7800x.placement import simple
-from edgesynth.targets.max7800x.placement.command import PlanOptions, run_plan
 from edgesynth.targets.max7800x.placement.problem import Problem
 from edgesynth.targets.max7800x.placement.solve import Solution, kernel_instances
 
@@ -73,7 +73,7 @@ def test_plan_on_mnist_does_not_import_ortools(tmp_path):
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from edgesynth.targets.max7800x.placement.command import PlanOptions, run_plan\n"
+        "from edgesynth.targets.max7800x.commands.plan_cmd import PlanOptions, run_plan\n"
         f"lines = run_plan(PlanOptions(network=Path({str(yaml_path)!r}), "
         f"checkpoint=Path({str(CHECKPOINT)!r})))\n"
         "assert 'optimal;' in lines[0], lines[0]\n"

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 import needs
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.commands.plan_cmd import PlanOptions
+from edgesynth.targets.max7800x.commands.plan_cmd import run_plan as plan_command
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec
 from edgesynth.targets.max7800x.placement import snoop
-from edgesynth.targets.max7800x.placement.command import PlanOptions
-from edgesynth.targets.max7800x.placement.command import run_plan as plan_command
 from edgesynth.targets.max7800x.placement.verify import device_check, run_plan
 from edgesynth.targets.max7800x.snoop_unit import SnoopUnit
 from izer_helpers import plan_in

@@ -15,9 +15,9 @@ import pytest
 
 from edgesynth.cli import main
 from edgesynth.targets.max7800x import codegen
+from edgesynth.targets.max7800x.commands.synth_cmd import SynthOptions, izer_argv
 from edgesynth.targets.max7800x.plan import plan as plan_module
 from edgesynth.targets.max7800x.proof import explain, failure_message, hazard_phrase
-from edgesynth.targets.max7800x.synth_cmd import SynthOptions, izer_argv
 from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.runner import KatReport
 

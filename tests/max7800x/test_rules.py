@@ -1211,9 +1211,9 @@ def _case_id(case: Path) -> str:
 
 
 def _corpus_violations(case: Path) -> tuple[dict, list[EdgesynthError]]:
+    from edgesynth.targets.max7800x.commands.izer import core_options, job_from_options
+    from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
     from edgesynth.targets.max7800x.description.yamlcfg import load_spec
-    from edgesynth.targets.max7800x.izer import core_options, job_from_options
-    from edgesynth.targets.max7800x.izer_args import parse_izer_args
     from edgesynth.targets.max7800x.pipeline import load_network
 
     info = json.loads((case / "case.json").read_text())

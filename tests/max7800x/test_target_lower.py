@@ -23,9 +23,9 @@ import pytest
 import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.base import CompileOptions, get_target, target_names
+from edgesynth.targets.max7800x.commands.izer import job_from_options
+from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.description.graph import graph_from_network
-from edgesynth.targets.max7800x.izer import job_from_options
-from edgesynth.targets.max7800x.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.pipeline import load_network
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "cases"

@@ -17,8 +17,8 @@ import torch
 
 import edgesynth.nn as enn
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.izer import job_from_options
-from edgesynth.targets.max7800x.izer_args import parse_izer_args
+from edgesynth.targets.max7800x.commands.izer import job_from_options
+from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.pipeline import check_network, load_network
 from edgesynth.train.vendor_model import from_network
 

@@ -184,7 +184,7 @@ def test_single_buffered_tiles_and_macs_match_dory(name: str, workdir: Path) -> 
     addition in 8 bits; stored exactly (9 bits need a 16-bit container) the addition and the
     layers reading it may need more tiles, so those are compared with `saturate_additions`
     (DORY's storage) and every other layer in both modes."""
-    from edgesynth.targets.pulp.layers import lower_graph
+    from edgesynth.targets.pulp.lower import lower_graph
     from edgesynth.targets.pulp.plan import PlanOptions, make_plan
     from edgesynth.targets.pulp.target import parse_types, read_network
 

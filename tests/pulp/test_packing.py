@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from edgesynth.targets.pulp.layers import Storage, storage_for
+from edgesynth.targets.pulp.lower import Storage, storage_for
 from edgesynth.targets.pulp.packing import from_hwc, pack, to_hwc, unpack
 
 CONTAINERS = [Storage(b, s) for b in (2, 4, 8, 16, 32) for s in (False, True)]

@@ -18,7 +18,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.frontends.onnx_int import load_integer_onnx
 from edgesynth.targets.base import CompileOptions, get_target, read_manifest
 from edgesynth.targets.pulp import cli
-from edgesynth.targets.pulp.layers import lower_graph
+from edgesynth.targets.pulp.lower import lower_graph
 from edgesynth.targets.pulp.target import read_network
 from edgesynth.targets.pulp.tiler import channel_choices
 

@@ -9,8 +9,8 @@ import pytest
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.xdnn import regmap as rm
+from edgesynth.targets.xdnn.executor.decode import decode
 from edgesynth.targets.xdnn.script import encode, init_writes
-from edgesynth.targets.xdnn.scriptdecode import decode
 from edgesynth.targets.xdnn.scriptmodel import HEADER_BYTES, Script, ScriptCommand
 
 
@@ -138,10 +138,10 @@ def test_values_outside_their_fields_are_refused() -> None:
 
 def test_the_decoders_own_register_map_reads_every_field_the_encoder_writes() -> None:
     """Two transcriptions of the register map, the encoder's (regmap.py) and the decoder's the
-    functional model reads programs with (scriptdecode.py), agree: same registers at the same
+    functional model reads programs with (executor/decode.py), agree: same registers at the same
     addresses, same opcodes and command registers, every field alone at its extremes read back
     under its name."""
-    from edgesynth.targets.xdnn import scriptdecode as sd
+    from edgesynth.targets.xdnn.executor import decode as sd
     from edgesynth.targets.xdnn.script import pack_register
 
     assert {a: (n, s) for a, (n, s, _) in sd.REGISTERS.items()} == {

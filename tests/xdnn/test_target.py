@@ -17,9 +17,9 @@ from edgesynth.sim.graph import run
 from edgesynth.targets.base import get_target
 from edgesynth.targets.xdnn import commands
 from edgesynth.targets.xdnn.cli import check_quant_file, compile_graph, decode_file, run_program
+from edgesynth.targets.xdnn.executor.decode import decode
 from edgesynth.targets.xdnn.imem import overlaps
 from edgesynth.targets.xdnn.script import encode
-from edgesynth.targets.xdnn.scriptdecode import decode
 from edgesynth.targets.xdnn.target import run_folder
 
 

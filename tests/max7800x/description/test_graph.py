@@ -14,9 +14,9 @@ import pytest
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
+from edgesynth.targets.max7800x.commands.izer import job_from_options
+from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.description.graph import graph_from_network
-from edgesynth.targets.max7800x.izer import job_from_options
-from edgesynth.targets.max7800x.izer_args import parse_izer_args
 from edgesynth.targets.max7800x.pipeline import load_network
 
 CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "cases"

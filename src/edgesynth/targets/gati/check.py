@@ -1,13 +1,13 @@
 """Refuse what Gati cannot run, naming the ONNX node and the reason.
 
 Runs on the fused layer chain, before calibration, so a model is refused quickly. Field
-limits come from the instruction tables in `isa.py`; array limits from `hw.py`.
+limits come from the instruction tables in `isa.py`; array limits from `device.py`.
 """
 
 from __future__ import annotations
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
-from edgesynth.targets.gati import hw, isa
+from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
 
@@ -92,12 +92,12 @@ def _check_conv(graph: LayerChain, layer: FusedLayer) -> None:
         )
     if layer.dilations != (1, 1):
         raise _err(graph, node, f"dilation {layer.dilations} is not supported")
-    if kh * kw > hw.ENGINE_ROWS:
+    if kh * kw > device.ENGINE_ROWS:
         raise _err(
             graph,
             node,
             f"kernel {kh}x{kw} has {kh * kw} taps, larger than the engine: a compute "
-            f"engine column holds {hw.ENGINE_ROWS} weights (9x8 processing elements)",
+            f"engine column holds {device.ENGINE_ROWS} weights (9x8 processing elements)",
         )
     _fits(graph, node, isa.CONV, "KH", kh, "kernel height")
     _fits(graph, node, isa.CONV, "KW", kw, "kernel width")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from edgesynth.cliargs import add_overwrite
 from edgesynth.errors import EdgesynthError
 from edgesynth.flow_cli import TargetCompile, add_target_compile
-from edgesynth.targets.gati import hw
+from edgesynth.targets.gati import device
 from edgesynth.wording import plural
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def _compile_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--on-chip-acc-bytes",
         type=int,
-        default=hw.ON_CHIP_ACC_BYTES,
+        default=device.ON_CHIP_ACC_BYTES,
         metavar="N",
         help="bytes of on-chip partial-sum buffer assumed for OnChipAcc",
     )
@@ -42,7 +42,7 @@ def _compile_options(args: argparse.Namespace) -> dict[str, object]:
 def _compile_report(args: argparse.Namespace, program: Program, files: list[str]) -> None:
     """The layer table, the files written and the known answer."""
     from edgesynth.targets.base import MANIFEST
-    from edgesynth.targets.gati.artifacts import BLOB, EXPECTED, REPORT, SAMPLE, STREAM
+    from edgesynth.targets.gati.emit import BLOB, EXPECTED, REPORT, SAMPLE, STREAM
     from edgesynth.targets.gati.report import build_report
     from edgesynth.targets.gati.target import GatiProgram
 
@@ -113,7 +113,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     import numpy as np
 
     from edgesynth.outputs import check_output_file, save_npy_atomic
-    from edgesynth.targets.gati.artifacts import load_float_npy, load_outputs
+    from edgesynth.targets.gati.emit import load_float_npy, load_outputs
     from edgesynth.targets.gati.host import run_program
 
     inputs = [args.input, args.program]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.gati import dwp, hw, isa
+from edgesynth.targets.gati import device, dwp, isa
 
 FORMATS = ("auto", "blob", "dwp")
 
@@ -28,7 +28,7 @@ def describe_blob(blob: bytes, base_offset: int = 0, address: int | None = None)
 def describe_stream(data: bytes) -> list[str]:
     packets = dwp.parse_stream(data)
     lines = []
-    origin = hw.INST_ORIGIN
+    origin = device.INST_ORIGIN
     for p in packets:
         if isinstance(p, dwp.MetaPacket) and p.type == dwp.META_INST_ORIGIN:
             origin = p.value

@@ -13,10 +13,10 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.gati import dwp, layout
-from edgesynth.targets.gati.compiler import CompiledProgram
+from edgesynth.targets.gati.executor.dwp import Write
+from edgesynth.targets.gati.executor.machine import GatiMachine
 from edgesynth.targets.gati.floatref import host_post
-from edgesynth.targets.gati.funcsim import GatiMachine
-from edgesynth.targets.gati.funcsim_dwp import Write
+from edgesynth.targets.gati.plan import CompiledProgram
 from edgesynth.targets.gati.quantize import quantize_input
 
 CONTRACT_FORMAT = "edgesynth-gati-host/1"

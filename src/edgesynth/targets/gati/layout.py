@@ -28,18 +28,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.gati import hw
+from edgesynth.targets.gati import device
 
-BLOCK = hw.PIXEL_BLOCK * hw.CHANNEL_BLOCK  # elements per NHW8C8 block
-CONV_TILE = hw.ENGINES * hw.ENGINE_ROWS * hw.ENGINE_COLS  # 576 weights per (k, c) iteration
+BLOCK = device.PIXEL_BLOCK * device.CHANNEL_BLOCK  # elements per NHW8C8 block
+# 576 weights per (k, c) iteration
+CONV_TILE = device.ENGINES * device.ENGINE_ROWS * device.ENGINE_COLS
 
 
 def map_bytes(channels: int, pixels: int, elem: int) -> int:
-    return hw.cdiv(channels, 8) * hw.cdiv(pixels, 8) * BLOCK * elem
+    return device.cdiv(channels, 8) * device.cdiv(pixels, 8) * BLOCK * elem
 
 
 def vector_bytes(n: int, elem: int) -> int:
-    return hw.align(n * elem, hw.WORD_BYTES)
+    return device.align(n * elem, device.WORD_BYTES)
 
 
 def _dtype(elem: int) -> np.dtype:
@@ -49,7 +50,7 @@ def _dtype(elem: int) -> np.dtype:
 def pack_map(x: np.ndarray, elem: int) -> np.ndarray:
     """(B, C, H, W) integers -> (B, bytes) uint8 in NHW8C8."""
     b, c, h, w = x.shape
-    cg, pb = hw.cdiv(c, 8), hw.cdiv(h * w, 8)
+    cg, pb = device.cdiv(c, 8), device.cdiv(h * w, 8)
     buf = np.zeros((b, cg * 8, pb * 8), dtype=_dtype(elem))
     buf[:, :c, : h * w] = x.reshape(b, c, h * w)
     blocks = buf.reshape(b, cg, 8, pb, 8).transpose(0, 1, 3, 2, 4)  # (B, cg, pb, 8c, 8p)
@@ -59,7 +60,7 @@ def pack_map(x: np.ndarray, elem: int) -> np.ndarray:
 def unpack_map(buf: np.ndarray, c: int, h: int, w: int, elem: int) -> np.ndarray:
     """(B, bytes) uint8 in NHW8C8 -> (B, C, H, W) int64."""
     b = buf.shape[0]
-    cg, pb = hw.cdiv(c, 8), hw.cdiv(h * w, 8)
+    cg, pb = device.cdiv(c, 8), device.cdiv(h * w, 8)
     n = map_bytes(c, h * w, elem)
     vals = np.ascontiguousarray(buf[:, :n]).view(_dtype(elem)).reshape(b, cg, pb, 8, 8)
     flat = vals.transpose(0, 1, 3, 2, 4).reshape(b, cg * 8, pb * 8)
@@ -81,27 +82,29 @@ def unpack_vector(buf: np.ndarray, n: int, elem: int) -> np.ndarray:
 def pack_conv_weights(w: np.ndarray) -> bytes:
     """(KN, IC, KH, KW) int8 weights -> [k][c][engine][row][col] tiles."""
     kn, ic, kh, kw = w.shape
-    ki, ci = hw.cdiv(kn, 8), hw.cdiv(ic, 8)
-    taps = np.zeros((ki * 8, ci * 8, hw.ENGINE_ROWS), dtype=np.int8)
+    ki, ci = device.cdiv(kn, 8), device.cdiv(ic, 8)
+    taps = np.zeros((ki * 8, ci * 8, device.ENGINE_ROWS), dtype=np.int8)
     taps[:kn, :ic, : kh * kw] = w.reshape(kn, ic, kh * kw)
-    tiles = taps.reshape(ki, 8, ci, 8, hw.ENGINE_ROWS).transpose(0, 2, 3, 4, 1)
+    tiles = taps.reshape(ki, 8, ci, 8, device.ENGINE_ROWS).transpose(0, 2, 3, 4, 1)
     return np.ascontiguousarray(tiles).tobytes()
 
 
 def pack_fc_weights(w: np.ndarray) -> bytes:
     """(M, N) int8 weights (output x input) -> ceil(M/32) blocks of N x 32."""
     m, n = w.shape
-    blocks = hw.cdiv(m, hw.FC_WIDTH)
-    mat = np.zeros((n, blocks * hw.FC_WIDTH), dtype=np.int8)
+    blocks = device.cdiv(m, device.FC_WIDTH)
+    mat = np.zeros((n, blocks * device.FC_WIDTH), dtype=np.int8)
     mat[:, :m] = w.T
-    return np.ascontiguousarray(mat.reshape(n, blocks, hw.FC_WIDTH).transpose(1, 0, 2)).tobytes()
+    return np.ascontiguousarray(
+        mat.reshape(n, blocks, device.FC_WIDTH).transpose(1, 0, 2)
+    ).tobytes()
 
 
 def pack_bias(b: np.ndarray, width: int, padded: int) -> bytes:
     out = np.zeros(padded, dtype=np.int8 if width == 8 else np.dtype("<i4"))
     out[: b.size] = b
     data = out.tobytes()
-    return data + b"\0" * ((-len(data)) % hw.WORD_BYTES)
+    return data + b"\0" * ((-len(data)) % device.WORD_BYTES)
 
 
 @dataclass
@@ -131,12 +134,12 @@ class Region:
 class Planner:
     """Hands out 32-byte aligned DRAM regions in order."""
 
-    def __init__(self, origin: int = hw.INST_ORIGIN) -> None:
+    def __init__(self, origin: int = device.INST_ORIGIN) -> None:
         self.next = origin
         self.regions: list[Region] = []
 
     def add(self, name: str, kind: str, size: int, layer: int | None = None) -> Region:
-        start = hw.align(self.next, hw.DRAM_ALIGN)
+        start = device.align(self.next, device.DRAM_ALIGN)
         region = Region(name, kind, start, size, layer)
         self.next = start + size
         if self.next > 0xFFFFFFFF:
@@ -148,4 +151,4 @@ class Planner:
 
     @property
     def total(self) -> int:
-        return hw.align(self.next, hw.DRAM_ALIGN)
+        return device.align(self.next, device.DRAM_ALIGN)

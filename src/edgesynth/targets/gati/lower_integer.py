@@ -31,11 +31,11 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
-from edgesynth.targets.gati import hw, isa
+from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer
 from edgesynth.targets.gati.check import check_all
+from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 from edgesynth.targets.gati.lower import Fused
-from edgesynth.targets.gati.model import GatiLayer, GatiModel
 from edgesynth.targets.gati.quantize import ACC_MAX, fit_multiplier, set_geometry
 
 SCALE_MAX = isa.TAIL.by_name["QuantScale"].max
@@ -180,7 +180,7 @@ def lower_integer(fused: Fused) -> GatiModel:
         if fl.activation in ("sigmoid", "tanh"):
             node = graph.node(fl.activation_node or "")
             gl.act_param = int(getattr(node, "exponent", 0))
-            gl.out_scale = 2.0**-hw.ACT_OUT_FRACTION_BITS
+            gl.out_scale = 2.0**-device.ACT_OUT_FRACTION_BITS
         else:
             fallback = gl.acc_scale if not gl.quant_en else s_in
             gl.out_scale = _scale_of(graph, fl.output) or fallback

@@ -16,9 +16,9 @@ agree with the documentation.
 from __future__ import annotations
 
 from edgesynth.ir import graph as g
-from edgesynth.targets.gati import hw, isa
+from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer
-from edgesynth.targets.gati.model import GatiLayer, GatiModel
+from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 
@@ -58,7 +58,7 @@ def _layer(graph: g.Graph, fl: FusedLayer, gl: GatiLayer, src: str) -> str:
     """Append one Gati layer reading `src`; return its output tensor."""
     b = _Builder(graph, fl, gl, f"Gati layer `{fl.name}`")
     last_step = "pool" if fl.pool is not None else "act" if fl.activation else "quant"
-    acc = g.QType(hw.ACC_BITS, scale=gl.acc_scale)
+    acc = g.QType(device.ACC_BITS, scale=gl.acc_scale)
     cur = src
     if fl.kind == "conv":
         assert gl.weights is not None
@@ -109,7 +109,7 @@ def _layer(graph: g.Graph, fl: FusedLayer, gl: GatiLayer, src: str) -> str:
     qtype = graph.tensors[cur].qtype
     if fl.activation:
         if fl.activation != "relu":
-            qtype = g.QType(8, scale=2.0**-hw.ACT_OUT_FRACTION_BITS)
+            qtype = g.QType(8, scale=2.0**-device.ACT_OUT_FRACTION_BITS)
         exponent = gl.act_param if fl.activation != "relu" else 0
         cur = b.add(
             g.Activation,

@@ -20,16 +20,16 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import evaluate
-from edgesynth.targets.gati import hw, isa
+from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain
 from edgesynth.targets.gati.check import pad_sides
 from edgesynth.targets.gati.floatref import calibration_ranges
-from edgesynth.targets.gati.model import GatiLayer, GatiModel
+from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 
 QMAX = 127
 SCALE_MAX = isa.TAIL.by_name["QuantScale"].max
 SHIFT_MAX = isa.TAIL.by_name["QuantShift"].max
-ACC_MAX = (1 << (hw.ACC_BITS - 1)) - 1
+ACC_MAX = (1 << (device.ACC_BITS - 1)) - 1
 
 
 def round_half_up(x: np.ndarray | float) -> np.ndarray:
@@ -155,7 +155,7 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
             gl.act_param = _act_exponent(pre_max[i])
             m = gl.acc_scale * 2.0**gl.act_param
             gl.quant_scale, gl.quant_shift = fit_multiplier(m, where)
-            gl.out_scale = 2.0**-hw.ACT_OUT_FRACTION_BITS
+            gl.out_scale = 2.0**-device.ACT_OUT_FRACTION_BITS
         elif i == last:
             gl.quant_en = False  # keep the 32-bit accumulators for the host
             gl.out_scale = gl.acc_scale

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from edgesynth.sim.graph import run
-from edgesynth.targets.gati.model import GatiModel
+from edgesynth.targets.gati.layers import GatiModel
 from edgesynth.targets.gati.program_graph import integer_graph
 
 

@@ -14,19 +14,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgesynth.targets.gati import hw, isa
-from edgesynth.targets.gati.compiler import CompiledProgram, LayerCode
+from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.host import host_contract
+from edgesynth.targets.gati.plan import CompiledProgram, LayerCode
 
-PIPELINE_FILL = hw.ENGINE_ROWS + hw.ENGINE_COLS - 1
+PIPELINE_FILL = device.ENGINE_ROWS + device.ENGINE_COLS - 1
 
 
 def layer_cycles(c: LayerCode) -> int:
     if c.engine == "conv":
         pixels = c.conv_shape[1] * c.conv_shape[2]
-        return c.kernel_itr * c.channel_itr * (hw.ENGINE_ROWS + pixels + PIPELINE_FILL)
+        return c.kernel_itr * c.channel_itr * (device.ENGINE_ROWS + pixels + PIPELINE_FILL)
     n = c.weights.shape[1]
-    return c.kernel_itr * (n + hw.FC_WIDTH)
+    return c.kernel_itr * (n + device.FC_WIDTH)
 
 
 def layer_macs(c: LayerCode) -> int:
@@ -50,7 +50,7 @@ def instruction_dict(inst: isa.Instruction, address: int) -> dict[str, Any]:
 def build_report(prog: CompiledProgram) -> dict[str, Any]:
     model = prog.model
     layers = []
-    address = hw.INST_ORIGIN
+    address = device.INST_ORIGIN
     total = 0
     for c, (fl, g) in zip(prog.layers, model.pairs(), strict=True):
         insts = []
@@ -99,21 +99,21 @@ def build_report(prog: CompiledProgram) -> dict[str, Any]:
                 "instructions": insts,
             }
         )
-    peak = hw.ENGINES * hw.ENGINE_ROWS * hw.ENGINE_COLS
+    peak = device.ENGINES * device.ENGINE_ROWS * device.ENGINE_COLS
     return {
         "target": "gati",
         "model": model.chain.path,
         "opset": model.chain.opset,
         "array": {
-            "engines": hw.ENGINES,
-            "engine_rows": hw.ENGINE_ROWS,
-            "engine_cols": hw.ENGINE_COLS,
-            "fc_width": hw.FC_WIDTH,
+            "engines": device.ENGINES,
+            "engine_rows": device.ENGINE_ROWS,
+            "engine_cols": device.ENGINE_COLS,
+            "fc_width": device.FC_WIDTH,
             "conv_macs_per_cycle": peak,
         },
         "dram": {
             "bytes": prog.dram_bytes,
-            "alignment": hw.DRAM_ALIGN,
+            "alignment": device.DRAM_ALIGN,
             "regions": [r.as_dict() for r in prog.regions],
         },
         "instruction_count": len(prog.blob) // isa.INST_BYTES,

@@ -34,11 +34,11 @@ from edgesynth.targets.base import (
     graph_macs,
     planned,
 )
-from edgesynth.targets.gati import hw
+from edgesynth.targets.gati import device
 
 if TYPE_CHECKING:  # what the steps import when they run
-    from edgesynth.targets.gati.compiler import CompiledProgram
-    from edgesynth.targets.gati.model import GatiLayer, GatiModel
+    from edgesynth.targets.gati.layers import GatiLayer, GatiModel
+    from edgesynth.targets.gati.plan import CompiledProgram
 
 
 @dataclass(frozen=True)
@@ -46,13 +46,13 @@ class GatiOptions:
     """The target options (`CompileOptions.options`) the plan takes."""
 
     dispatch: tuple[str, ...] = ()  # node or tensor names whose output is also sent back
-    on_chip_acc_bytes: int = hw.ON_CHIP_ACC_BYTES  # the partial-sum buffer OnChipAcc assumes
+    on_chip_acc_bytes: int = device.ON_CHIP_ACC_BYTES  # the partial-sum buffer OnChipAcc assumes
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> GatiOptions:
         return cls(
             tuple(options.get("dispatch", ())),
-            int(options.get("on_chip_acc_bytes", hw.ON_CHIP_ACC_BYTES)),
+            int(options.get("on_chip_acc_bytes", device.ON_CHIP_ACC_BYTES)),
         )
 
 
@@ -115,7 +115,7 @@ def _execute(
     """The last layer's integers for integer input batches, from the functional model running
     `stream` (`host` says where the inputs go and the outputs come from; `program` gives their
     formats)."""
-    from edgesynth.targets.gati.funcsim import GatiMachine
+    from edgesynth.targets.gati.executor.machine import GatiMachine
     from edgesynth.targets.gati.host import decode_dispatched, input_streams
 
     if len(inputs) != 1:
@@ -145,8 +145,8 @@ class GatiTarget(Target[GatiProgram, GatiLoaded]):
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: Graph, options: CompileOptions) -> GatiProgram:
-        from edgesynth.targets.gati.artifacts import require_float
         from edgesynth.targets.gati.check import check_all
+        from edgesynth.targets.gati.emit import require_float
         from edgesynth.targets.gati.lower import fuse
         from edgesynth.targets.gati.lower_integer import lower_integer
         from edgesynth.targets.gati.program_graph import integer_graph
@@ -193,8 +193,8 @@ class GatiTarget(Target[GatiProgram, GatiLoaded]):
         check_all(chain, tolerated)  # an integer graph's inexact max pools are warnings
 
     def plan(self, program: GatiProgram) -> None:
-        from edgesynth.targets.gati.compiler import compile_model
         from edgesynth.targets.gati.host import host_contract
+        from edgesynth.targets.gati.plan import compile_model
 
         opts = program.options
         compiled = compile_model(program.model, opts.dispatch, opts.on_chip_acc_bytes)
@@ -232,7 +232,7 @@ class GatiTarget(Target[GatiProgram, GatiLoaded]):
     def emit(self, program: GatiProgram, folder: Path) -> list[str]:
         """program.bin, program.dwp, report.json (+ sample.dwp and sample_expected.dwp for a
         calibrated float model) and compiled.json, into the (staging) `folder`."""
-        from edgesynth.targets.gati.artifacts import write_files
+        from edgesynth.targets.gati.emit import write_files
 
         plan = planned(program, program.plan)
         _, files = write_files(plan.compiled, Path(folder), program.sample)
@@ -240,9 +240,9 @@ class GatiTarget(Target[GatiProgram, GatiLoaded]):
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> GatiLoaded:
         """program.dwp and report.json read back (the layers decoded from the stream)."""
-        from edgesynth.targets.gati.artifacts import load_outputs
+        from edgesynth.targets.gati.emit import load_outputs
+        from edgesynth.targets.gati.executor.readback import read_model
         from edgesynth.targets.gati.program_graph import integer_graph
-        from edgesynth.targets.gati.readback import read_model
 
         stream, host = load_outputs(folder)
         model = read_model(stream, host, str(folder))

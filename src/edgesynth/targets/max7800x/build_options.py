@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgesynth.targets.max7800x.commands.option_names import VENDOR, OptionNames
 from edgesynth.targets.max7800x.device import Device
-from edgesynth.targets.max7800x.option_names import VENDOR, OptionNames
 
 ALL_LAYERS_NO_BIAS = 256  # `--no-bias` without a list: every layer
 

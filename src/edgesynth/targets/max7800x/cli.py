@@ -17,17 +17,17 @@ from edgesynth.targets.max7800x.device import device_name
 
 def _izer(argv: list[str]) -> int:
     if "-h" in argv or "--help" in argv:  # the help needs the options only, not the synthesizer
-        from edgesynth.targets.max7800x.izer_args import parse_izer_args
+        from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
 
         parse_izer_args(argv)
-    from edgesynth.targets.max7800x.izer import run_izer
+    from edgesynth.targets.max7800x.commands.izer import run_izer
 
     run_izer(argv)
     return 0
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from edgesynth.targets.max7800x.simulate_cmd import run_simulate
+    from edgesynth.targets.max7800x.commands.simulate_cmd import run_simulate
 
     run_simulate(
         network=args.network,
@@ -44,7 +44,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from edgesynth.targets.max7800x.synth_cmd import SynthOptions, run_synth
+    from edgesynth.targets.max7800x.commands.synth_cmd import SynthOptions, run_synth
 
     run_synth(
         SynthOptions(
@@ -71,7 +71,7 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from edgesynth.targets.max7800x.placement.command import PlanOptions, run_plan
+    from edgesynth.targets.max7800x.commands.plan_cmd import PlanOptions, run_plan
 
     run_plan(
         PlanOptions(
@@ -90,7 +90,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from edgesynth.targets.max7800x.synth_cmd import run_build
+    from edgesynth.targets.max7800x.commands.synth_cmd import run_build
 
     run_build(args.project, device=args.device, riscv=args.riscv)
     return 0

@@ -16,7 +16,7 @@ from edgesynth.targets.max7800x.plan.plan import Plan, make_plan
 from edgesynth.targets.max7800x.plan.report import render_table
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.izer_args import IzerOptions
+    from edgesynth.targets.max7800x.commands.izer_args import IzerOptions
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
 
 # Code-generation options this generator honours (the others are the vendor's RTL-simulation,
@@ -142,6 +142,6 @@ def render_project(plan: Plan, opts: Max7800xOptions, name: str) -> dict[str, st
 
 def ignored_options(opts: IzerOptions) -> list[str]:
     """The given code-generation options this generator does not act on."""
-    from edgesynth.targets.max7800x.izer_args import codegen_only_options_used
+    from edgesynth.targets.max7800x.commands.izer_args import codegen_only_options_used
 
     return [o for o in codegen_only_options_used(opts) if o.split(" ")[0] not in HONOURED]

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import Graph
 from edgesynth.targets.max7800x.build import BuildOptions
+from edgesynth.targets.max7800x.commands.option_names import COMPILE
 from edgesynth.targets.max7800x.description.graph import graph_from_network
 from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer, Network
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec
 from edgesynth.targets.max7800x.device import get_device
-from edgesynth.targets.max7800x.option_names import COMPILE
 from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
 

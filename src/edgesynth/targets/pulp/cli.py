@@ -138,8 +138,8 @@ def run_program(
     read_manifest(Path(folder))  # a folder compile wrote, or one clear message
     import numpy as np
 
-    from edgesynth.targets.pulp.build import build, execute, read_layout
     from edgesynth.targets.pulp.data import flatten, layer_key, load_inputs
+    from edgesynth.targets.pulp.executor.build import build, execute, read_layout
 
     folder = Path(folder)
     layout_info = read_layout(folder)

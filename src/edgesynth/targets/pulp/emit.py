@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from edgesynth.targets.pulp.layers import PulpLayer, Step
+from edgesynth.targets.pulp.lower import PulpLayer, Step
 from edgesynth.targets.pulp.memory import blob_layout, has_blob
 from edgesynth.targets.pulp.packing import pack, param_bytes
 from edgesynth.targets.pulp.plan import LayerPlan, Plan

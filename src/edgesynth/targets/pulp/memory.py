@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
-from edgesynth.targets.pulp.layers import PulpLayer, Storage, storage_for
+from edgesynth.targets.pulp.lower import PulpLayer, Storage, storage_for
 from edgesynth.targets.pulp.tiler import param_width, span
 
 ALIGN = 8

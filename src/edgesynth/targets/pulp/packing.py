@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgesynth.targets.pulp.layers import Storage
+from edgesynth.targets.pulp.lower import Storage
 
 
 def pack(values: np.ndarray, storage: Storage) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.targets.pulp.device import GAP8, Device
-from edgesynth.targets.pulp.layers import PulpLayer
+from edgesynth.targets.pulp.lower import PulpLayer
 from edgesynth.targets.pulp.memory import (
     LayerMemory,
     MemoryPlan,

@@ -27,7 +27,7 @@ from edgesynth.targets.base import (
 from edgesynth.targets.pulp.quantize import PTQ_KEYS
 
 if TYPE_CHECKING:  # what the steps import when they run
-    from edgesynth.targets.pulp.layers import PulpLayer
+    from edgesynth.targets.pulp.lower import PulpLayer
     from edgesynth.targets.pulp.plan import Plan, PlanOptions
 
 TARGET_JSON = "pulp.json"
@@ -124,7 +124,7 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     exports_integer_onnx = True
 
     def lower(self, graph: Graph, options: CompileOptions) -> Gap8Program:
-        from edgesynth.targets.pulp.layers import lower_graph
+        from edgesynth.targets.pulp.lower import lower_graph
 
         integer_onnx = None
         if not graph.is_integer:
@@ -212,8 +212,8 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
         return [values[t] for t in program.graph.outputs]
 
     def emit(self, program: Gap8Program, folder: Path) -> list[str]:
-        from edgesynth.targets.pulp.build import LAYOUT
         from edgesynth.targets.pulp.emit import write_sources
+        from edgesynth.targets.pulp.executor.build import LAYOUT
 
         plan = planned(program, program.plan)
         source = program.model
@@ -275,7 +275,7 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Gap8Loaded:
         """The emitted folder: its layout (what the built C writes) and the manifest's formats."""
-        from edgesynth.targets.pulp.build import read_layout
+        from edgesynth.targets.pulp.executor.build import read_layout
 
         folder = Path(folder)
         return Gap8Loaded(
@@ -318,7 +318,7 @@ def _host_run(folder: Path, inputs: list[np.ndarray], without_gcc: str) -> Any:
     `without_gcc`: the message when the host has no gcc."""
     import tempfile
 
-    from edgesynth.targets.pulp.build import build, execute
+    from edgesynth.targets.pulp.executor.build import build, execute
 
     if shutil.which("gcc") is None:
         raise EdgesynthError(without_gcc)

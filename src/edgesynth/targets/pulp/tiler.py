@@ -26,7 +26,7 @@ from typing import Any
 
 from edgesynth.cpsat import new_solver
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.pulp.layers import PulpLayer
+from edgesynth.targets.pulp.lower import PulpLayer
 
 PARAM_ALIGN = 8  # every L1 buffer starts on an 8-byte boundary
 

@@ -50,7 +50,7 @@ def compile_graph(
 def decode_file(path: Path) -> str:
     """Every command of a `script.bin`, `.cmd` or ml-suite compiler `.json`, by field name."""
     from edgesynth.targets.xdnn import commands
-    from edgesynth.targets.xdnn.scriptdecode import decode, describe
+    from edgesynth.targets.xdnn.executor.decode import decode, describe
     from edgesynth.targets.xdnn.scriptmodel import MAGIC
 
     path = Path(path)

@@ -115,7 +115,7 @@ class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
             raise MultipleErrors(errors)
 
     def plan(self, program: XdnnProgram) -> None:
-        from edgesynth.targets.xdnn.program import plan_program
+        from edgesynth.targets.xdnn.plan import plan_program
 
         plan, warnings = plan_program(program.lowered, program.options.engine)
         program.plan = plan
@@ -228,7 +228,7 @@ def execute(
 ) -> np.ndarray:
     """Integer inputs (N, C, H, W) through the functional model on a script and filter image;
     the outputs shaped (N, *shape)."""
-    from edgesynth.targets.xdnn.funcmodel import load_machine
+    from edgesynth.targets.xdnn.executor.machine import load_machine
 
     machine = load_machine(script, filters, source=source)
     out = machine.run(np.asarray(x, dtype=np.int64))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.firmware import MEMORY, project_device, write_standins
+from edgesynth.targets.max7800x.commands.firmware import MEMORY, project_device, write_standins
 from edgesynth.targets.max7800x.recorder.mapgen import header
 
 # Vendor projects include these MSDK headers too; each stands in as mxc.h.

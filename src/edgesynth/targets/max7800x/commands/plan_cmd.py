@@ -88,10 +88,10 @@ def _prove(result: SynthesisResult, plan: Plan, placed: bool, o: PlanOptions) ->
 
 def run_plan(o: PlanOptions) -> list[str]:
     """Plan the network; returns the report lines (also printed)."""
-    from edgesynth.targets.max7800x.izer import job_from_options
-    from edgesynth.targets.max7800x.izer_args import parse_izer_args
+    from edgesynth.targets.max7800x.commands.izer import job_from_options
+    from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
+    from edgesynth.targets.max7800x.commands.option_names import NATIVE
     from edgesynth.targets.max7800x.network_sim import simulate
-    from edgesynth.targets.max7800x.option_names import NATIVE
     from edgesynth.targets.max7800x.pipeline import (
         SynthesisResult,
         check_network,

@@ -1,4 +1,5 @@
-"""Compile a quantized network into Gati instructions, a DRAM layout and a DWP stream.
+"""The plan step: a quantized network compiled into Gati instructions, a DRAM layout and a DWP
+stream.
 
 Each layer is four instructions: START, the megablock (CONV or FC), TailBlock, OutputBlock.
 A layer without weights (kind `none`: a pooling or activation that could not be fused) runs
@@ -16,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, did_you_mean
-from edgesynth.targets.gati import dwp, hw, isa, layout
+from edgesynth.targets.gati import device, dwp, isa, layout
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain
+from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 from edgesynth.targets.gati.layout import Region
-from edgesynth.targets.gati.model import GatiLayer, GatiModel
 
 INSTRUCTIONS_PER_LAYER = 4
 
@@ -45,13 +46,13 @@ class LayerCode:
 
     @property
     def channel_itr(self) -> int:
-        return hw.cdiv(self.in_shape[0], hw.ENGINES) if self.engine == "conv" else 1
+        return device.cdiv(self.in_shape[0], device.ENGINES) if self.engine == "conv" else 1
 
     @property
     def kernel_itr(self) -> int:
         if self.engine == "conv":
-            return hw.cdiv(self.conv_shape[0], hw.ENGINE_COLS)
-        return hw.cdiv(self.conv_shape[0], hw.FC_WIDTH)
+            return device.cdiv(self.conv_shape[0], device.ENGINE_COLS)
+        return device.cdiv(self.conv_shape[0], device.FC_WIDTH)
 
 
 @dataclass
@@ -128,12 +129,12 @@ def _plan(
         if c.engine == "conv":
             size = c.kernel_itr * c.channel_itr * layout.CONV_TILE
         else:
-            size = c.kernel_itr * c.weights.shape[1] * hw.FC_WIDTH
+            size = c.kernel_itr * c.weights.shape[1] * device.FC_WIDTH
         c.regions["weights"] = planner.add(f"{c.name}.weights", "weights", size, c.index)
     for c, g in zip(codes, model.layers, strict=True):
         if c.bias is not None:
-            per = hw.ENGINE_COLS if c.engine == "conv" else hw.FC_WIDTH
-            size = hw.align(c.kernel_itr * per * g.bias_width // 8, hw.WORD_BYTES)
+            per = device.ENGINE_COLS if c.engine == "conv" else device.FC_WIDTH
+            size = device.align(c.kernel_itr * per * g.bias_width // 8, device.WORD_BYTES)
             c.regions["bias"] = planner.add(f"{c.name}.bias", "bias", size, c.index)
     if model.input_layout == "map":
         ch, h, w = model.input_shape
@@ -153,7 +154,7 @@ def _plan(
     acc_size = 0
     for c in codes:
         if c.engine == "conv" and c.channel_itr > 1:
-            need = layout.map_bytes(hw.ENGINE_COLS, c.conv_shape[1] * c.conv_shape[2], 4)
+            need = layout.map_bytes(device.ENGINE_COLS, c.conv_shape[1] * c.conv_shape[2], 4)
             c.on_chip_acc = need <= on_chip_bytes
             if not c.on_chip_acc:
                 acc_size = max(acc_size, need)
@@ -213,7 +214,7 @@ def _megablock(c: LayerCode, model: GatiModel) -> isa.Instruction:
         ImageEndAddr=src.end,
         WeightStartAddress=wts.start,
         WeightEndAddress=wts.end,
-        Vec2MatCols=hw.align(hw.cdiv(n, hw.FC_WIDTH), hw.WORD_SIZE),
+        Vec2MatCols=device.align(device.cdiv(n, device.FC_WIDTH), device.WORD_SIZE),
     )
 
 
@@ -287,7 +288,7 @@ def _output_block(c: LayerCode) -> isa.Instruction:
 
 def build_stream(blob: bytes, codes: list[LayerCode], model: GatiModel) -> bytes:
     """RESET, PAYLOAD_SIZE, INST_ORIGIN, then DWP packets: the blob, every weight and bias."""
-    packets: list[dwp.Packet] = [dwp.DwpPacket(hw.INST_ORIGIN, blob)]
+    packets: list[dwp.Packet] = [dwp.DwpPacket(device.INST_ORIGIN, blob)]
     for c in codes:
         w = c.regions["weights"]
         data = (
@@ -300,20 +301,22 @@ def build_stream(blob: bytes, codes: list[LayerCode], model: GatiModel) -> bytes
     for c, g in zip(codes, model.layers, strict=True):
         if c.bias is not None:
             b = c.regions["bias"]
-            per = hw.ENGINE_COLS if c.engine == "conv" else hw.FC_WIDTH
+            per = device.ENGINE_COLS if c.engine == "conv" else device.FC_WIDTH
             data = layout.pack_bias(c.bias, g.bias_width, c.kernel_itr * per)
             assert len(data) == b.size
             packets.append(dwp.DwpPacket(b.start, data))
     head: list[dwp.Packet] = [
         dwp.MetaPacket(dwp.META_RESET, 0),
         dwp.MetaPacket(dwp.META_PAYLOAD_SIZE, dwp.payload_bytes(packets)),
-        dwp.MetaPacket(dwp.META_INST_ORIGIN, hw.INST_ORIGIN),
+        dwp.MetaPacket(dwp.META_INST_ORIGIN, device.INST_ORIGIN),
     ]
     return dwp.encode_stream(head + packets)
 
 
 def compile_model(
-    model: GatiModel, dispatch: Sequence[str] = (), on_chip_acc_bytes: int = hw.ON_CHIP_ACC_BYTES
+    model: GatiModel,
+    dispatch: Sequence[str] = (),
+    on_chip_acc_bytes: int = device.ON_CHIP_ACC_BYTES,
 ) -> CompiledProgram:
     codes = [_layer_code(i, fl, g) for i, (fl, g) in enumerate(model.pairs())]
     _select_dispatch(model, codes, dispatch)
@@ -349,7 +352,7 @@ def compile_onnx(
     path: str | Path,
     calibration: np.ndarray,
     dispatch: Sequence[str] = (),
-    on_chip_acc_bytes: int = hw.ON_CHIP_ACC_BYTES,
+    on_chip_acc_bytes: int = device.ON_CHIP_ACC_BYTES,
 ) -> CompiledProgram:
     """ONNX file + calibration batch -> compiled program (nothing written to disk)."""
     from edgesynth.targets.gati.check import check_graph

@@ -66,14 +66,14 @@ def izer_argv(o: SynthOptions) -> list[str]:
 
 
 def run_synth(o: SynthOptions) -> None:
-    from edgesynth.targets.max7800x.izer import run_izer
-    from edgesynth.targets.max7800x.option_names import NATIVE
+    from edgesynth.targets.max7800x.commands.izer import run_izer
+    from edgesynth.targets.max7800x.commands.option_names import NATIVE
 
     run_izer(izer_argv(o), NATIVE, write_for_write=False)
 
 
 def run_build(project: Path, device: str | None = None, riscv: bool | None = None) -> None:
-    from edgesynth.targets.max7800x.firmware import build_project
+    from edgesynth.targets.max7800x.commands.firmware import build_project
 
     result = build_project(project, device=device, riscv=riscv)
     print(result.report())

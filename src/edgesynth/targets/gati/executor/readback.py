@@ -2,7 +2,7 @@
 as a `GatiModel`, and so the integer graph it computes (`program_graph.integer_graph`).
 
 Everything comes from `program.dwp` (instructions, weight tiles, biases, decoded by the
-functional model's loader with its own field tables, `funcsim_isa.py`, never the encoder's)
+functional model's loader with its own field tables, `executor/isa.py`, never the encoder's)
 and the host contract in `report.json` (the input's name, shape and scale, the dispatched
 outputs): the compiler's data structures are not used. Comparing the graph
 read back with the one compiled checks the encoder: weight tiling, bias packing and every field.
@@ -17,11 +17,11 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import pool_output_size
-from edgesynth.targets.gati import funcsim_isa as own_isa
-from edgesynth.targets.gati import hw
+from edgesynth.targets.gati import device
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
-from edgesynth.targets.gati.funcsim import GatiMachine, LayerProgram
-from edgesynth.targets.gati.model import GatiLayer, GatiModel
+from edgesynth.targets.gati.executor import isa as own_isa
+from edgesynth.targets.gati.executor.machine import GatiMachine, LayerProgram
+from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 
 
 def _read(rom: np.ndarray, start: int, end: int, dtype: str) -> np.ndarray:
@@ -33,8 +33,8 @@ def _conv_weights(lp: LayerProgram, rom: np.ndarray) -> np.ndarray:
     c, o = lp.block, lp.output
     ki, ci = o["KernelItr"], o["ChannelItr"]
     tiles = _read(rom, c["WeightStartAddress"], c["WeightEndAddress"], "i1")
-    tiles = tiles.reshape(ki, ci, hw.ENGINES, hw.ENGINE_ROWS, hw.ENGINE_COLS)
-    taps = tiles.transpose(0, 4, 1, 2, 3).reshape(ki * hw.ENGINE_COLS, ci * hw.ENGINES, -1)
+    tiles = tiles.reshape(ki, ci, device.ENGINES, device.ENGINE_ROWS, device.ENGINE_COLS)
+    taps = tiles.transpose(0, 4, 1, 2, 3).reshape(ki * device.ENGINE_COLS, ci * device.ENGINES, -1)
     kh, kw = c["KH"], c["KW"]
     return taps[: c["KN"], : c["IC"], : kh * kw].reshape(c["KN"], c["IC"], kh, kw)
 
@@ -44,7 +44,7 @@ def _fc_weights(lp: LayerProgram, rom: np.ndarray) -> np.ndarray:
     f = lp.block
     n, m = f["WeightRows"], f["WeightCols"]
     blocks = _read(rom, f["WeightStartAddress"], f["WeightEndAddress"], "i1")
-    mat = blocks.reshape(-1, n, hw.FC_WIDTH).transpose(1, 0, 2).reshape(n, -1)
+    mat = blocks.reshape(-1, n, device.FC_WIDTH).transpose(1, 0, 2).reshape(n, -1)
     return np.ascontiguousarray(mat[:, :m].T)
 
 

@@ -1,4 +1,5 @@
-"""The quantized network handed from `quantize` (or `lower_integer`) to the compiler.
+"""Gati's hardware layers: the quantized network handed from `quantize` (or `lower_integer`)
+to the plan step (`plan.py`).
 
 `GatiModel.chain` holds the fused layers (shapes, kernel, stride, pooling, activation, names);
 each `GatiLayer` beside it holds what quantization decided: the integer weights and bias, the

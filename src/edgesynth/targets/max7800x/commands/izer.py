@@ -9,13 +9,13 @@ from pathlib import Path
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.outputs import output_folder
 from edgesynth.targets.max7800x.build_options import BuildOptions
-from edgesynth.targets.max7800x.izer_args import (
+from edgesynth.targets.max7800x.commands.izer_args import (
     IzerOptions,
     option_rule_errors,
     parse_izer_args,
 )
+from edgesynth.targets.max7800x.commands.option_names import VENDOR, OptionNames
 from edgesynth.targets.max7800x.network_sim import SimOptions
-from edgesynth.targets.max7800x.option_names import VENDOR, OptionNames
 from edgesynth.targets.max7800x.options import Max7800xOptions, PlanOptions, ProjectOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize
 from edgesynth.targets.max7800x.plan.plan import Plan
@@ -275,7 +275,7 @@ def run_izer(
     if opts.verbose:
         from rich.console import Console
 
-        from edgesynth.targets.max7800x.simulate_cmd import summary_table
+        from edgesynth.targets.max7800x.commands.simulate_cmd import summary_table
 
         Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
         if plan is not None:

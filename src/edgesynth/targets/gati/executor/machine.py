@@ -3,8 +3,8 @@
 `GatiMachine` consumes a DWP stream (META packets and DRAM writes) into a DRAM image, then
 executes the instructions it finds at INST_ORIGIN exactly as the fields say: it never sees the
 network, the compiler's data structures or the ONNX model. It reads the stream and the
-instructions with its own tables, written from the Gati document (`funcsim_dwp.py`,
-`funcsim_isa.py`), never with the encoder's (`dwp.py`, `isa.py`): a field the encoder puts in
+instructions with its own tables, written from the Gati document (`executor/dwp.py`,
+`executor/isa.py`), never with the encoder's (`dwp.py`, `isa.py`): a field the encoder puts in
 the wrong bits changes what runs here (tests/test_import_rules.py keeps it so).
 
 * CONV: weight-stationary. For every kernel iteration (8 filters) and channel iteration (8
@@ -38,12 +38,12 @@ from numpy.lib.stride_tricks import sliding_window_view
 from edgesynth.errors import EdgesynthError
 from edgesynth.sim.ops import lookup_activation, tree_average
 from edgesynth.sim.rounding import requantize
-from edgesynth.targets.gati import funcsim_dwp as own_dwp
-from edgesynth.targets.gati import funcsim_isa as own_isa
-from edgesynth.targets.gati import hw
+from edgesynth.targets.gati import device
+from edgesynth.targets.gati.executor import dwp as own_dwp
+from edgesynth.targets.gati.executor import isa as own_isa
 
 BLOCK_BYTES = 64  # one NHW8C8 block of int8 (8 channels x 8 pixels)
-TILE = hw.ENGINES * hw.ENGINE_ROWS * hw.ENGINE_COLS
+TILE = device.ENGINES * device.ENGINE_ROWS * device.ENGINE_COLS
 DRAM_LIMIT = 1 << 32
 
 
@@ -120,7 +120,7 @@ def _to_blocks(values: np.ndarray, elem: int) -> np.ndarray:
 
 
 def _check_region(addr: int, start: int, end: int, size: int, what: str) -> None:
-    if start % hw.WORD_BYTES or end % hw.WORD_BYTES:
+    if start % device.WORD_BYTES or end % device.WORD_BYTES:
         raise _fail(addr, f"{what} [{start:#x}, {end:#x}) is not 32-bit aligned")
     if end - start != size:
         raise _fail(addr, f"{what} spans {end - start} bytes, the layer needs {size}")
@@ -171,7 +171,7 @@ def _activation_table(kind: int, exponent: int) -> np.ndarray:
     """The sigmoid/tanh module's 256-entry table, indexed by the int8 input + 128."""
     name = "sigmoid" if kind == own_isa.ACT_SIGMOID else "tanh"
     return lookup_activation(
-        np.arange(-128, 128), name, exponent, out_fraction_bits=hw.ACT_OUT_FRACTION_BITS
+        np.arange(-128, 128), name, exponent, out_fraction_bits=device.ACT_OUT_FRACTION_BITS
     )
 
 
@@ -227,12 +227,12 @@ def _conv_checks(lp: LayerProgram) -> tuple[tuple[int, int, int, int], int, int]
     addr = lp.address
     ic, kn, ih, iw, oh, ow = c["IC"], c["KN"], c["IH"], c["IW"], c["OH"], c["OW"]
     kh, kw, s, pad, sides = c["KH"], c["KW"], c["Stride"], c["Pad"], c["PadSides"]
-    if kh * kw > hw.ENGINE_ROWS or kh * kw == 0:
+    if kh * kw > device.ENGINE_ROWS or kh * kw == 0:
         raise _fail(addr, f"CONV kernel {kh}x{kw} does not fit a 9-row engine column")
     if s == 0 or 0 in (ic, kn, ih, iw, oh, ow):
         raise _fail(addr, "CONV has a zero dimension or stride")
     ci, ki = o["ChannelItr"], o["KernelItr"]
-    if ci != -(-ic // hw.ENGINES) or ki != -(-kn // hw.ENGINE_COLS):
+    if ci != -(-ic // device.ENGINES) or ki != -(-kn // device.ENGINE_COLS):
         raise _fail(addr, f"ChannelItr/KernelItr {ci}/{ki} do not match IC {ic} / KN {kn}")
     if o["ImageDimAcc"] != oh * ow:
         raise _fail(addr, f"ImageDimAcc {o['ImageDimAcc']} is not OH x OW = {oh * ow}")
@@ -262,7 +262,7 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
     image = image.reshape(-1, ci * 8, ih, iw)
     image = np.pad(image, ((0, 0), (0, 0), (top, bottom), (left, right)))
     weights = dram.read(c["WeightStartAddress"], w_size)[0].view(np.int8)
-    weights = weights.reshape(ki, ci, hw.ENGINES, hw.ENGINE_ROWS, hw.ENGINE_COLS)
+    weights = weights.reshape(ki, ci, device.ENGINES, device.ENGINE_ROWS, device.ENGINE_COLS)
 
     b = dram.batch
     pixels = oh * ow
@@ -271,9 +271,9 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
 
     def engine_inputs(it: int) -> np.ndarray:
         """(B, pixels, 8 engines x 9 rows): what the 8 engines see in channel iteration `it`."""
-        x = np.zeros((b, pixels, hw.ENGINES, hw.ENGINE_ROWS))
+        x = np.zeros((b, pixels, device.ENGINES, device.ENGINE_ROWS))
         x[..., : kh * kw] = taps[:, it * 8 : (it + 1) * 8].transpose(0, 2, 1, 3)
-        return x.reshape(b, pixels, hw.ENGINES * hw.ENGINE_ROWS)
+        return x.reshape(b, pixels, device.ENGINES * device.ENGINE_ROWS)
 
     cached = [engine_inputs(it) for it in range(ci)] if ki > 1 else None
     acc_addr = o["AccumulantAddr"]
@@ -283,10 +283,10 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
     group_bytes = 0
     for k in range(ki):
         onchip: np.ndarray | None = None
-        psum = np.zeros((b, pixels, hw.ENGINE_COLS), dtype=np.int64)
+        psum = np.zeros((b, pixels, device.ENGINE_COLS), dtype=np.int64)
         for it in range(ci):
             x = cached[it] if cached is not None else engine_inputs(it)
-            tile = weights[k, it].reshape(hw.ENGINES * hw.ENGINE_ROWS, hw.ENGINE_COLS)
+            tile = weights[k, it].reshape(device.ENGINES * device.ENGINE_ROWS, device.ENGINE_COLS)
             # 8 engines x (9 rows . 8 columns) then the adder tree over engines == one product
             psum = np.rint(x @ tile.astype(np.float64)).astype(np.int64)
             if it > 0 and o["AccEn"]:
@@ -301,13 +301,13 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
                     onchip = psum
                 else:
                     dram.write(acc_addr, _to_blocks(psum.transpose(0, 2, 1), 4))
-        grid = psum.transpose(0, 2, 1).reshape(b, hw.ENGINE_COLS, oh, ow)
-        out = _tail(grid, t, dram, k * hw.ENGINE_COLS, addr)
+        grid = psum.transpose(0, 2, 1).reshape(b, device.ENGINE_COLS, oh, ow)
+        out = _tail(grid, t, dram, k * device.ENGINE_COLS, addr)
         pooled = out.shape[2:]
         dim_out = pooled[0] * pooled[1]
         if o["ImageDimOutput"] != dim_out:
             raise _fail(addr, f"ImageDimOutput {o['ImageDimOutput']} but the tail gives {dim_out}")
-        data = _to_blocks(out.reshape(b, hw.ENGINE_COLS, dim_out), elem)
+        data = _to_blocks(out.reshape(b, device.ENGINE_COLS, dim_out), elem)
         group_bytes = data.shape[1]
         dram.write(o["OutputAddr"] + k * group_bytes, data)
     return ki * group_bytes
@@ -323,7 +323,7 @@ def _fc_checks(lp: LayerProgram) -> tuple[int, int]:
         raise _fail(addr, f"FC.InputRows {f['InputRows']}: only single-row inputs are modelled")
     if n == 0 or m == 0:
         raise _fail(addr, "FC has a zero dimension")
-    blocks = -(-m // hw.FC_WIDTH)
+    blocks = -(-m // device.FC_WIDTH)
     if o["KernelItr"] != blocks:
         raise _fail(addr, f"KernelItr {o['KernelItr']} but WeightCols {m} needs {blocks} passes")
     start, end = f["ImageStartAddress"], f["ImageEndAddr"]
@@ -336,7 +336,7 @@ def _fc_checks(lp: LayerProgram) -> tuple[int, int]:
     else:
         size = -(-n // 4) * 4
         _check_region(addr, start, end, size, "input vector")
-    w_size = -(-m // hw.FC_WIDTH) * n * hw.FC_WIDTH
+    w_size = -(-m // device.FC_WIDTH) * n * device.FC_WIDTH
     _check_region(addr, f["WeightStartAddress"], f["WeightEndAddress"], w_size, "weights")
     return size, w_size
 
@@ -347,7 +347,7 @@ def _run_fc(lp: LayerProgram, dram: Dram) -> int:
     addr = lp.address
     n, m = f["WeightRows"], f["WeightCols"]
     size, w_size = _fc_checks(lp)
-    blocks = -(-m // hw.FC_WIDTH)
+    blocks = -(-m // device.FC_WIDTH)
     start = f["ImageStartAddress"]
     if f["Flatten"]:
         hw_dim = f["ImageDim"]
@@ -357,14 +357,14 @@ def _run_fc(lp: LayerProgram, dram: Dram) -> int:
     else:
         x = dram.read_i8(start, n)
     weights = dram.read(f["WeightStartAddress"], w_size)[0].view(np.int8)
-    weights = weights.reshape(blocks, n, hw.FC_WIDTH).astype(np.float64)
+    weights = weights.reshape(blocks, n, device.FC_WIDTH).astype(np.float64)
     xf = x.astype(np.float64)
     # one pass per 32-column block: every PE keeps its output, inputs and weights stream by
     acc = np.concatenate([np.rint(xf @ weights[j]) for j in range(blocks)], axis=1)
     out = _tail(acc.astype(np.int64)[:, :m], t, dram, 0, addr)
     elem = 1 if t["QuantEn"] else 4
     data = _to_bytes(out, elem)
-    pad = (-data.shape[1]) % hw.WORD_BYTES
+    pad = (-data.shape[1]) % device.WORD_BYTES
     if pad:
         data = np.concatenate([data, np.zeros((data.shape[0], pad), dtype=np.uint8)], axis=1)
     dram.write(o["OutputAddr"], data)
@@ -376,7 +376,7 @@ class GatiMachine:
 
     def __init__(self, stream: bytes) -> None:
         packets = own_dwp.read_stream(stream)
-        self.origin = hw.INST_ORIGIN
+        self.origin = device.INST_ORIGIN
         writes: list[own_dwp.Write] = []
         expected: int | None = None
         counted = 0
@@ -401,7 +401,7 @@ class GatiMachine:
                 f"PAYLOAD_SIZE announced {expected} bytes of DWP packets, the stream has {counted}"
             )
         ro_end = max((p.address + p.size for p in writes), default=0)
-        self.ro_end = hw.align(ro_end, hw.DRAM_ALIGN)
+        self.ro_end = device.align(ro_end, device.DRAM_ALIGN)
         self.rom = np.zeros(self.ro_end, dtype=np.uint8)
         for p in writes:
             self.rom[p.address : p.address + p.size] = np.frombuffer(p.payload, dtype=np.uint8)
@@ -460,11 +460,11 @@ class GatiMachine:
                 out = o["KernelItr"] * -(-pix // 8) * BLOCK_BYTES * 4
             else:
                 end = max(end, b["ImageEndAddr"])
-                out = hw.align(b["WeightCols"] * 4, hw.WORD_BYTES)
+                out = device.align(b["WeightCols"] * 4, device.WORD_BYTES)
             end = max(end, o["OutputAddr"] + out)
         if end > DRAM_LIMIT:
             raise EdgesynthError("the program addresses more than 4 GiB of DRAM")
-        return hw.align(end, hw.DRAM_ALIGN)
+        return device.align(end, device.DRAM_ALIGN)
 
     def run(self, inferences: Sequence[bytes], chunk: int = 128) -> list[list[own_dwp.Write]]:
         """Run one inference per stream (input DWP packets + META DISPATCH); each returns the

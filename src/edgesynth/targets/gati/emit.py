@@ -11,8 +11,8 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import OutputFolder, output_folder
 from edgesynth.targets.base import require_finite
-from edgesynth.targets.gati.compiler import CompiledProgram
 from edgesynth.targets.gati.host import known_answer
+from edgesynth.targets.gati.plan import CompiledProgram
 from edgesynth.targets.gati.report import build_report
 
 BLOB = "program.bin"

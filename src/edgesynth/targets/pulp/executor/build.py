@@ -17,7 +17,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.pulp.emit import RV32_FLAGS, WEIGHTS
-from edgesynth.targets.pulp.layers import Storage
+from edgesynth.targets.pulp.lower import Storage
 from edgesynth.targets.pulp.packing import from_hwc, pack, to_hwc, unpack
 from edgesynth.wording import plural
 

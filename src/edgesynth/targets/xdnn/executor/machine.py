@@ -1,7 +1,7 @@
 """The functional model: executes `script.bin` against an IMEM model and a DDR model holding
 `filters.bin` and the images. Written from the documentation of the files (scriptmodel.py,
 filters.py's format, imem.py's layout) and the seed's arithmetic (`sim.staged`); it reads the
-script through the decoder, whose register map is its own (`scriptdecode.py`), and never imports
+script through the decoder, whose register map is its own (`executor/decode.py`), and never imports
 the encoder, its register map (`regmap.py`) or the lowering (tests/test_import_rules.py).
 
 Batches run together: the IMEM is modelled as one byte array per image.
@@ -17,7 +17,7 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.sim import ops
 from edgesynth.sim.staged import saturate, shift_scale_bias
 from edgesynth.targets.xdnn import device as dev
-from edgesynth.targets.xdnn.scriptdecode import decode
+from edgesynth.targets.xdnn.executor.decode import decode
 from edgesynth.targets.xdnn.scriptmodel import Script, ScriptCommand
 
 BATCH_CHUNK = 16
