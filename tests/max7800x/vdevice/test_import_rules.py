@@ -57,7 +57,12 @@ def test_vdevice_does_not_import_the_encoder():
 
 # The one place that runs the encoder's output on the virtual device, as a checker: the proof
 # of an automatic placement (the encoder never uses the device to compute anything).
-CHECKERS = {SRC / "targets" / "max7800x" / "placement" / "verify.py"}
+# The placement's proof runs a project's writes on the device, as a checker; the target's
+# command-line entry mounts the device's own commands (`edgesynth max7800x device`).
+CHECKERS = {
+    SRC / "targets" / "max7800x" / "placement" / "verify.py",
+    SRC / "targets" / "max7800x" / "cli.py",
+}
 # The recorder writes the trace the device reads (its phase markers are the device's format).
 RECORDER = SRC / "targets" / "max7800x" / "recorder"
 

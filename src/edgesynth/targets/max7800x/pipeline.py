@@ -359,9 +359,7 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
     return net, sample
 
 
-def _device_proof(
-    options: Max7800xOptions, sample: np.ndarray
-) -> Callable[[Network], str | None]:
+def _device_proof(options: Max7800xOptions, sample: np.ndarray) -> Callable[[Network], str | None]:
     """Proof of a placed network: its project's writes on the virtual device (the one place
     the synthesizer uses the device, as a checker; see placement/verify.py)."""
 
