@@ -22,13 +22,14 @@ kept, except a `processors` map too small for the layer on the whole chip (made 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import yaml
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.targets.max7800x.device import Device
 
@@ -72,9 +73,17 @@ def _layer_name(node_name: str) -> str:
     return parts[0] if parts else node_name
 
 
+class _Refused(EdgesynthError):
+    """An operator the lowering refuses, and its name."""
+
+    def __init__(self, node: g.Node, message: str) -> None:
+        self.node = node.name
+        where = f" ({node.source})" if node.source else ""
+        super().__init__(f"operator `{node.name}`{where}: {message}")
+
+
 def _fail(node: g.Node, message: str) -> EdgesynthError:
-    where = f" ({node.source})" if node.source else ""
-    return EdgesynthError(f"operator `{node.name}`{where}: {message}")
+    return _Refused(node, message)
 
 
 def _pow2(value: int) -> int | None:
@@ -85,6 +94,8 @@ class _Fuser:
     def __init__(self, graph: g.Graph) -> None:
         self.graph = graph
         self.used: set[str] = set()
+        self.errors: list[EdgesynthError] = []  # every operator refused so far
+        self.near_refused: set[str] = set()  # refused operators and their neighbours
 
     def only_consumer(self, tensor: str, node: g.Node | None) -> bool:
         """Is `node` the one reader of `tensor` (None: `tensor` is the layer's own output)?"""
@@ -262,53 +273,89 @@ class _Fuser:
         return layer
 
     # -- the pass -------------------------------------------------------------------------
+    def op_layer(self, node: g.Conv | g.Linear) -> HwLayer:
+        """The hardware layer of one convolution or linear operator, with what it absorbs."""
+        layer = HwLayer(name=_layer_name(node.name))
+        self.take(layer, node)
+        layer.op = node
+        source = node.inputs[0]
+        flat = self.producer(source)
+        flattens = isinstance(flat, g.Flatten) or (
+            isinstance(flat, g.Reshape) and len(flat.shape) == 1
+        )
+        if flattens and flat is not None and self.only_consumer(source, node):
+            self.take(layer, flat)
+            layer.flatten = (
+                isinstance(node, g.Linear) and len(self.graph.tensors[flat.inputs[0]].shape) > 1
+            )
+            source, reader = flat.inputs[0], flat
+        else:
+            reader = node
+            layer.flatten = (
+                isinstance(node, g.Linear)
+                and len(self.graph.tensors[source].shape) == 3
+                and self.graph.tensors[source].shape[1:] != (1, 1)
+            )
+        if layer.flatten and isinstance(self.producer(source), g.Pool):
+            self.sources(layer, [source])  # the chip cannot pool and flatten at once:
+        else:  # the pooling becomes a passthrough layer of its own (below)
+            self.inputs(layer, source, reader)
+        self.outputs(layer, node.output)
+        return layer
+
+    def passthrough(self, node: g.Pool | g.Clip) -> HwLayer:
+        """A layer of pooling and element-wise operations only, ending at `node`."""
+        layer = HwLayer(name=_layer_name(node.name))
+        self.inputs(layer, node.output, None)
+        if not layer.nodes:
+            raise _fail(node, "a lone clip has no MAX7800x layer")
+        self.outputs(layer, node.output)
+        return layer
+
+    def attempt(self, node: g.Node, build: Callable[[Any], HwLayer]) -> HwLayer | None:
+        """`build(node)`, or None with its refusal noted (the pass goes on to report them all);
+        the nodes next to a refused one are not refused again for having no layer."""
+        try:
+            return build(node)
+        except EdgesynthError as err:
+            self.errors.append(err)
+            self.used.add(node.name)
+            self.near_refused |= self.neighbours(node.name)
+            if isinstance(err, _Refused):
+                self.near_refused |= self.neighbours(err.node)
+            return None
+
+    def neighbours(self, name: str) -> set[str]:
+        """The operators that produce an input of `name`, or read one of its outputs."""
+        node = self.graph.node(name)
+        near = {p.name for t in node.inputs if (p := self.graph.producer(t)) is not None}
+        for t in node.outputs:
+            near |= {c.name for c in self.graph.consumers(t)}
+        return near | {name}
+
     def run(self) -> list[HwLayer]:
         layers: list[tuple[int, HwLayer]] = []
         position = {n.name: i for i, n in enumerate(self.graph.nodes)}
         for node in self.graph.nodes:
-            if isinstance(node, g.Conv | g.Linear):
-                layer = HwLayer(name=_layer_name(node.name))
-                self.take(layer, node)
-                layer.op = node
-                source = node.inputs[0]
-                flat = self.producer(source)
-                flattens = isinstance(flat, g.Flatten) or (
-                    isinstance(flat, g.Reshape) and len(flat.shape) == 1
-                )
-                if flattens and flat is not None and self.only_consumer(source, node):
-                    self.take(layer, flat)
-                    layer.flatten = (
-                        isinstance(node, g.Linear)
-                        and len(self.graph.tensors[flat.inputs[0]].shape) > 1
-                    )
-                    source, reader = flat.inputs[0], flat
-                else:
-                    reader = node
-                    layer.flatten = (
-                        isinstance(node, g.Linear)
-                        and len(self.graph.tensors[source].shape) == 3
-                        and self.graph.tensors[source].shape[1:] != (1, 1)
-                    )
-                if layer.flatten and isinstance(self.producer(source), g.Pool):
-                    self.sources(layer, [source])  # the chip cannot pool and flatten at once:
-                else:  # the pooling becomes a passthrough layer of its own (below)
-                    self.inputs(layer, source, reader)
-                self.outputs(layer, node.output)
-                layers.append((position[node.name], layer))
+            if isinstance(node, g.Conv | g.Linear) and node.name not in self.used:
+                layer = self.attempt(node, self.op_layer)
+                if layer is not None:
+                    layers.append((position[node.name], layer))
         # What no operation absorbed: passthrough layers (pooling and element-wise only).
         for node in reversed(self.graph.nodes):
-            if node.name in self.used:
-                continue
-            if isinstance(node, g.Pool | g.Clip):
-                layer = HwLayer(name=_layer_name(node.name))
-                self.inputs(layer, node.output, None)
-                if not layer.nodes:
-                    raise _fail(node, "a lone clip has no MAX7800x layer")
-                self.outputs(layer, node.output)
-                layers.append((position[node.name], layer))
+            if node.name not in self.used and isinstance(node, g.Pool | g.Clip):
+                layer = self.attempt(node, self.passthrough)
+                if layer is not None:
+                    layers.append((position[node.name], layer))
         for node in self.graph.nodes:
-            if node.name not in self.used and not isinstance(node, g.Reshape | g.Flatten):
-                raise _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
+            if node.name in self.used or isinstance(node, g.Reshape | g.Flatten):
+                continue
+            if not self.errors or node.name not in self.near_refused:
+                self.errors.append(
+                    _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
+                )
+        if self.errors:
+            raise self.errors[0] if len(self.errors) == 1 else MultipleErrors(self.errors)
         if self.graph.outputs[0] in self.graph.inputs:
             layers.append((len(self.graph.nodes), self.copy_layer(self.graph.outputs[0])))
         ordered = [layer for _, layer in sorted(layers, key=lambda p: p[0])]
