@@ -320,9 +320,9 @@ class _Fuser:
         except EdgesynthError as err:
             self.errors.append(err)
             self.used.add(node.name)
-            self.near_refused |= self.neighbours(node.name)
-            if isinstance(err, _Refused):
-                self.near_refused |= self.neighbours(err.node)
+            self.near_refused |= self.neighbours(
+                err.node if isinstance(err, _Refused) else node.name
+            )
             return None
 
     def neighbours(self, name: str) -> set[str]:

@@ -135,9 +135,13 @@ def _refusal(graph: g.Graph, node: g.Node, device: Device) -> EdgesynthError | N
         )
     if isinstance(node, g.Activation) and node.kind != "relu":
         return EdgesynthError(f"operator `{node.name}`: MAX7800x has no {node.kind} activation")
-    if isinstance(node, g.Pool) and node.kind == "avg" and node.count_include_pad is False:
-        if any(node.pads):
-            return EdgesynthError(f"operator `{node.name}`: padded average pooling")
+    if (
+        isinstance(node, g.Pool)
+        and node.kind == "avg"
+        and node.count_include_pad is False
+        and any(node.pads)
+    ):
+        return EdgesynthError(f"operator `{node.name}`: padded average pooling")
     if isinstance(node, g.Eltwise) and node.kind not in ("add", "sub"):
         return EdgesynthError(f"operator `{node.name}`: MAX7800x has no float `{node.kind}`")
     if isinstance(node, _CHIP_NODES) or (isinstance(node, g.Clip) and node.lo <= 0):
