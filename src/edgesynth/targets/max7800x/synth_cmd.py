@@ -2,7 +2,9 @@
 
 `synth NET.yaml [CHECKPOINT] --device D --sample-input X.npy -o OUT/` writes the same project
 as the vendor command line (`edgesynth izer`), with the native option names, except where the
-vendor's firmware is wrong (edgesynth's own path: `IzerOptions.write_for_write` false);
+vendor's firmware is wrong (edgesynth's own path: `Max7800xOptions.write_for_write` false).
+Its options become the typed `Max7800xOptions` here (`synth_options`), with no vendor command
+line; only `--izer-option`s are vendor options, read by `izer` (`with_vendor_options`).
 `build PROJECT/` compiles a generated project for the chip and prints its size.
 """
 
