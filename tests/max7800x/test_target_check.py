@@ -157,3 +157,20 @@ def test_a_stride_the_chip_lacks_is_a_device_rule(name: str) -> None:
         f"only; use `pool_stride` (with pooling) to subsample, or a stride-{stride} layer "
         "followed by pooling."
     )
+
+
+def test_every_layer_the_description_refuses_is_reported() -> None:
+    """Biases that are no multiple of the chip's bias unit, in two layers: both named."""
+    net = Net()
+    net.conv(8, name="conv")
+    net.conv(8, name="conv2")
+    for name in ("conv", "conv2"):
+        node = net.graph.node(name)
+        node.bias = node.bias + 1  # type: ignore[attr-defined]
+    err = compile_error("max78000", net.linear())
+    assert isinstance(err, MultipleErrors)
+    unit = get_device("MAX78000").bias_div
+    assert [e.message for e in err.errors] == [
+        f"operator `{name}`: the bias must be a multiple of {unit} accumulator units"
+        for name in ("conv", "conv2")
+    ]

@@ -468,90 +468,100 @@ def describe(
     weights: list[np.ndarray] = []
     biases: list[np.ndarray] = []
     warnings: list[str] = []
+    refused: list[EdgesynthError] = []  # every layer's refusal, raised together
     for i, layer in enumerate(layers):
-        entry: dict[str, Any] = {"name": layer.name}
-        hints = graph.hints.get(layer.name, {})
-        sources = []
-        for t in layer.inputs:
-            if t not in tensor_layer:
-                raise EdgesynthError(f"layer {layer.name}: reads `{t}`, which no layer produces")
-            sources.append(tensor_layer[t])
-        hints = _fitting_hints(graph, layer, hints, device, warnings)
-        for key in ("processors", "output_processors", "in_offset", "out_offset", "write_gap"):
-            if hints.get(key) is not None:
-                entry[key] = hints[key]
-        if i == 0:
-            entry["data_format"] = hints.get("data_format") or "HWC"
-        if layer.in_dim is not None:
-            entry["in_dim"] = list(layer.in_dim)
-        if sources != [i - 1] and not (i == 0 and sources == [INPUT_LAYER]):
-            entry["in_sequences"] = sources
-        if layer.eltwise:
-            entry["eltwise"] = layer.eltwise
-            entry["operands"] = layer.operands
-            if not layer.pool_first:
-                entry["pool_first"] = False
-        if layer.pool is not None:
-            pool = layer.pool
-            kernel = pool.kernel
-            key = "avg_pool" if pool.kind == "avg" else "max_pool"
-            entry[key] = _pair(kernel)
-            entry["pool_stride"] = _pair(pool.stride)
-            if any(d > 1 for d in pool.dilation):
-                entry["pool_dilation"] = _pair(pool.dilation)
-        op = layer.op
-        entry["operation"] = {"linear": "mlp"}.get(layer.operation, layer.operation)
-        if layer.flatten:
-            entry["flatten"] = True
-        if isinstance(op, g.Conv):
-            k = op.kernel
-            entry["kernel_size"] = k[0] if op.rank == 1 else f"{k[0]}x{k[1]}"
-            n = op.rank
-            pads = op.pads
-            if op.transposed:
-                pads = (
-                    tuple(
-                        d * (kk - 1) - p for d, kk, p in zip(op.dilation, k, pads[:n], strict=True)
+        try:
+            entry: dict[str, Any] = {"name": layer.name}
+            hints = graph.hints.get(layer.name, {})
+            sources = []
+            for t in layer.inputs:
+                if t not in tensor_layer:
+                    raise EdgesynthError(
+                        f"layer {layer.name}: reads `{t}`, which no layer produces"
                     )
-                    * 2
-                )
-            if pads[:n] != pads[n:]:
-                raise _fail(op, f"MAX7800x pads both sides alike, not {pads}")
-            entry["pad"] = _pair(pads[:n])
-            if not op.transposed and any(s > 1 for s in op.stride):
-                entry["stride"] = _pair(op.stride)
-            if any(d > 1 for d in op.dilation):
-                entry["dilation"] = _pair(op.dilation)
-            if op.groups > 1:
-                entry["groups"] = op.groups
-        if op is not None:
-            w = np.asarray(op.weight, dtype=np.int64)
-            if isinstance(op, g.Conv) and op.transposed:
-                # synthetic transposed weights are the convolution form's values, shaped
-                # (out / groups, in, kh, kw): the builder reads `in` from the second axis
-                groups, (out, per_group, kh, kw) = op.groups, w.shape
-                w = w.reshape(out // groups, groups * per_group, kh, kw)
-            if w.min(initial=0) < -128 or w.max(initial=0) > 127:
-                raise _fail(op, "weights must be 8-bit integers (-128..127)")
-            weights.append(w.reshape(*w.shape, 1, 1) if isinstance(op, g.Linear) else w)
-            out_channels = np.shape(op.weight)[0]
-            bias = np.zeros(out_channels, np.int64) if op.bias is None else np.asarray(op.bias)
-            if np.any(bias % device.bias_div):
-                raise _fail(
-                    op, f"the bias must be a multiple of {device.bias_div} accumulator units"
-                )
-            bias = bias // device.bias_div
-            if bias.min(initial=0) < -128 or bias.max(initial=0) > 127:
-                raise _fail(op, "the bias does not fit 8 bits after the chip's x128 scaling")
-            biases.append(bias)
-            bits = weight_bits(w)
-            if bits != 8:
-                entry["quantization"] = bits
-            entry["output_shift"] = layer.shift - (8 - bits)
-        if layer.wide:
-            entry["output_width"] = 32
-        entry["activate"] = {"relu": "ReLU", "abs": "Abs"}.get(layer.activation or "", "None")
+                sources.append(tensor_layer[t])
+            hints = _fitting_hints(graph, layer, hints, device, warnings)
+            for key in ("processors", "output_processors", "in_offset", "out_offset", "write_gap"):
+                if hints.get(key) is not None:
+                    entry[key] = hints[key]
+            if i == 0:
+                entry["data_format"] = hints.get("data_format") or "HWC"
+            if layer.in_dim is not None:
+                entry["in_dim"] = list(layer.in_dim)
+            if sources != [i - 1] and not (i == 0 and sources == [INPUT_LAYER]):
+                entry["in_sequences"] = sources
+            if layer.eltwise:
+                entry["eltwise"] = layer.eltwise
+                entry["operands"] = layer.operands
+                if not layer.pool_first:
+                    entry["pool_first"] = False
+            if layer.pool is not None:
+                pool = layer.pool
+                kernel = pool.kernel
+                key = "avg_pool" if pool.kind == "avg" else "max_pool"
+                entry[key] = _pair(kernel)
+                entry["pool_stride"] = _pair(pool.stride)
+                if any(d > 1 for d in pool.dilation):
+                    entry["pool_dilation"] = _pair(pool.dilation)
+            op = layer.op
+            entry["operation"] = {"linear": "mlp"}.get(layer.operation, layer.operation)
+            if layer.flatten:
+                entry["flatten"] = True
+            if isinstance(op, g.Conv):
+                k = op.kernel
+                entry["kernel_size"] = k[0] if op.rank == 1 else f"{k[0]}x{k[1]}"
+                n = op.rank
+                pads = op.pads
+                if op.transposed:
+                    pads = (
+                        tuple(
+                            d * (kk - 1) - p
+                            for d, kk, p in zip(op.dilation, k, pads[:n], strict=True)
+                        )
+                        * 2
+                    )
+                if pads[:n] != pads[n:]:
+                    raise _fail(op, f"MAX7800x pads both sides alike, not {pads}")
+                entry["pad"] = _pair(pads[:n])
+                if not op.transposed and any(s > 1 for s in op.stride):
+                    entry["stride"] = _pair(op.stride)
+                if any(d > 1 for d in op.dilation):
+                    entry["dilation"] = _pair(op.dilation)
+                if op.groups > 1:
+                    entry["groups"] = op.groups
+            if op is not None:
+                w = np.asarray(op.weight, dtype=np.int64)
+                if isinstance(op, g.Conv) and op.transposed:
+                    # synthetic transposed weights are the convolution form's values, shaped
+                    # (out / groups, in, kh, kw): the builder reads `in` from the second axis
+                    groups, (out, per_group, kh, kw) = op.groups, w.shape
+                    w = w.reshape(out // groups, groups * per_group, kh, kw)
+                if w.min(initial=0) < -128 or w.max(initial=0) > 127:
+                    raise _fail(op, "weights must be 8-bit integers (-128..127)")
+                weights.append(w.reshape(*w.shape, 1, 1) if isinstance(op, g.Linear) else w)
+                out_channels = np.shape(op.weight)[0]
+                bias = np.zeros(out_channels, np.int64) if op.bias is None else np.asarray(op.bias)
+                if np.any(bias % device.bias_div):
+                    raise _fail(
+                        op, f"the bias must be a multiple of {device.bias_div} accumulator units"
+                    )
+                bias = bias // device.bias_div
+                if bias.min(initial=0) < -128 or bias.max(initial=0) > 127:
+                    raise _fail(op, "the bias does not fit 8 bits after the chip's x128 scaling")
+                biases.append(bias)
+                bits = weight_bits(w)
+                if bits != 8:
+                    entry["quantization"] = bits
+                entry["output_shift"] = layer.shift - (8 - bits)
+            if layer.wide:
+                entry["output_width"] = 32
+            entry["activate"] = {"relu": "ReLU", "abs": "Abs"}.get(layer.activation or "", "None")
+        except _Refused as err:  # go on: report every layer's
+            refused.append(err)
+            continue
         entries.append(entry)
+    if refused:
+        raise refused[0] if len(refused) == 1 else MultipleErrors(refused)
     document: dict[str, Any] = {"arch": arch, "dataset": dataset}
     if biases:
         document["bias"] = dataset
