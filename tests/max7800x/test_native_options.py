@@ -69,3 +69,18 @@ def test_native_refusals() -> None:
     assert synth_options(o).rules.deepsleep
     with pytest.raises(EdgesynthError, match="`--deepsleep` requires `--riscv`"):
         synth_options(replace(o, riscv=False))
+
+
+def test_vendor_options_of_the_run_are_honoured() -> None:
+    from edgesynth.targets.max7800x.izer import ProjectRun, vendor_run, with_vendor_options
+    from edgesynth.targets.max7800x.synth_cmd import native_options
+
+    o = SynthOptions(Path("n.yaml"), None, Path("o"))
+    extra = ["--no-warn-zero", "--sample-numpy-filename", "out.npy", "--no-verify"]
+    options, given = with_vendor_options(native_options(o), extra)
+    assert options == native_options(o) and given is not None
+    run = vendor_run(ProjectRun(Path("o"), "o", [], NATIVE), given)
+    assert (run.warn_zero, run.result_numpy, run.verify) == (False, "out.npy", False)
+    _, given = with_vendor_options(native_options(o), ["--sample-numpy-filename", "../x.npy"])
+    with pytest.raises(EdgesynthError, match="must be a file name inside"):
+        vendor_run(ProjectRun(Path("o"), "o", [], NATIVE), given)  # type: ignore[arg-type]

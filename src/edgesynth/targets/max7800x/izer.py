@@ -243,12 +243,15 @@ class ProjectRun:
     ignored: tuple[str, ...] = ()  # given options the generator does not act on
 
 
-def with_vendor_options(options: Max7800xOptions, extra: list[str]) -> Max7800xOptions:
-    """`options` with the vendor options `extra` (`synth`/`plan --izer-option`): `extra` is
-    read as the vendor reads it, its option-only refusals raised and remarks printed, and every
-    field it changes from the vendor's defaults replaces the one in `options`."""
+def with_vendor_options(
+    options: Max7800xOptions, extra: list[str]
+) -> tuple[Max7800xOptions, IzerOptions | None]:
+    """`options` with the vendor options `extra` (`synth`/`plan --izer-option`), and `extra`
+    as the vendor reads it (None: none given): its option-only refusals are raised and its
+    remarks printed, and every field it changes from the vendor's defaults replaces the one in
+    `options` (what it asks of the run: `vendor_run`)."""
     if not extra:
-        return options
+        return options, None
     required = ["--device", options.device.name, "--config-file", options.project.config_file]
     required += ["--test-dir", ".", "--prefix", "p"]
     given = parse_izer_args(required + list(extra))
@@ -275,7 +278,37 @@ def with_vendor_options(options: Max7800xOptions, extra: list[str]) -> Max7800xO
             if getattr(theirs, f.name) != getattr(vendor, f.name)
         }
         groups[group] = replace(ours, **update)
-    return replace(options, **groups)  # type: ignore[arg-type]
+    return replace(options, **groups), given  # type: ignore[arg-type]
+
+
+def vendor_run(run: ProjectRun, vendor: IzerOptions) -> ProjectRun:
+    """`run` with what the vendor options given ask of it (`--izer-option=--no-warn-zero`,
+    `--sample-numpy-filename NAME`...), refused where it would write nothing."""
+    from edgesynth.targets.max7800x.codegen import ignored_options
+
+    refuse_empty_run(vendor)
+    _check_result_numpy(vendor)
+    return replace(
+        run,
+        overwrite=run.overwrite or vendor.overwrite,
+        verbose=run.verbose or vendor.verbose,
+        verify=run.verify and not vendor.no_verify,
+        warn_zero=not vendor.no_warn_zero,
+        embedded_code=vendor.embedded_code,
+        result_numpy=vendor.result_numpy,
+        ignored=tuple(ignored_options(vendor)),
+    )
+
+
+def _check_result_numpy(opts: IzerOptions) -> None:
+    """`--sample-numpy-filename` names a file inside the project folder."""
+    if opts.result_numpy:
+        name = Path(opts.result_numpy)
+        if name.is_absolute() or ".." in name.parts:
+            raise EdgesynthError(
+                f"`{opts.result_numpy}` must be a file name inside TEST_DIR/PREFIX.",
+                key="--sample-numpy-filename",
+            )
 
 
 def write_project(options: Max7800xOptions, run: ProjectRun) -> SynthesisResult:
@@ -358,13 +391,7 @@ def run_izer(
     refuse_empty_run(opts)
     for remark in opts.warnings:  # the vendor's non-fatal remarks about the command line
         print(f"edgesynth: warning: {remark}", file=sys.stderr)
-    if opts.result_numpy:
-        name = Path(opts.result_numpy)
-        if name.is_absolute() or ".." in name.parts:
-            raise EdgesynthError(
-                f"`{opts.result_numpy}` must be a file name inside TEST_DIR/PREFIX.",
-                key="--sample-numpy-filename",
-            )
+    _check_result_numpy(opts)
     from edgesynth.targets.max7800x.codegen import ignored_options
 
     # The vendor refuses an existing TEST_DIR/PREFIX unless --overwrite: checked before work.

@@ -55,16 +55,23 @@ def _port_pin(text: str) -> tuple[int, int]:
 def synth_options(o: SynthOptions) -> Max7800xOptions:
     """What the core is told for the native options: the vendor's defaults for the device, on
     edgesynth's own path (not write for write); `--izer-option`s over them (read by `izer`)."""
+    from edgesynth.targets.max7800x.izer import with_vendor_options
+
+    return with_vendor_options(native_options(o), list(o.izer_options))[0]
+
+
+def native_options(o: SynthOptions) -> Max7800xOptions:
+    """What the core is told for the native options alone."""
     from edgesynth.targets.max7800x.build_options import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
-    from edgesynth.targets.max7800x.izer import with_vendor_options
     from edgesynth.targets.max7800x.option_names import NATIVE
     from edgesynth.targets.max7800x.options import Max7800xOptions, ProjectOptions
     from edgesynth.targets.max7800x.rules.options import RuleOptions
 
+    boost = None if o.boost is None else _port_pin(o.boost)
     if o.fast_fifo and not o.riscv:
         raise EdgesynthError("`--fast-fifo` requires `--riscv`.")
-    options = Max7800xOptions(
+    return Max7800xOptions(
         build=BuildOptions(
             device=get_device(o.device),
             checkpoint=None if o.checkpoint is None else str(o.checkpoint),
@@ -74,7 +81,7 @@ def synth_options(o: SynthOptions) -> Max7800xOptions:
         rules=RuleOptions(fifo=o.fifo or o.fast_fifo, fast_fifo=o.fast_fifo, riscv=o.riscv),
         project=ProjectOptions(
             config_file=str(o.network),
-            boost=None if o.boost is None else _port_pin(o.boost),
+            boost=boost,
             riscv_flash=o.riscv,
             riscv_cache=o.riscv,
             softmax=o.softmax,
@@ -83,17 +90,21 @@ def synth_options(o: SynthOptions) -> Max7800xOptions:
             timer=o.timer,
         ),
     )
-    return with_vendor_options(options, list(o.izer_options))
 
 
 def run_synth(o: SynthOptions) -> None:
-    from edgesynth.targets.max7800x.izer import ProjectRun, write_project
+    from edgesynth.targets.max7800x.izer import (
+        ProjectRun,
+        vendor_run,
+        with_vendor_options,
+        write_project,
+    )
     from edgesynth.targets.max7800x.option_names import NATIVE
 
     out = Path(o.out)
     if not out.name:
         raise EdgesynthError("-o needs a folder name, e.g. -o out/mnist", key="-o")
-    options = synth_options(o)
+    options, vendor = with_vendor_options(native_options(o), list(o.izer_options))
     inputs: list[Path | str | None] = [o.network, o.checkpoint, o.sample_input, Path("tests")]
     run = ProjectRun(
         folder=out,
@@ -104,7 +115,7 @@ def run_synth(o: SynthOptions) -> None:
         verbose=o.verbose,
         verify=o.verify,
     )
-    write_project(options, run)
+    write_project(options, run if vendor is None else vendor_run(run, vendor))
 
 
 def run_build(project: Path, device: str | None = None, riscv: bool | None = None) -> None:

@@ -52,7 +52,7 @@ def _core_options(o: PlanOptions) -> Max7800xOptions:
         ),
         project=ProjectOptions(config_file=str(o.network)),
     )
-    return with_vendor_options(options, list(o.izer_options))
+    return with_vendor_options(options, list(o.izer_options))[0]
 
 
 def _check_outputs(o: PlanOptions) -> None:
