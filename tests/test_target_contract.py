@@ -44,9 +44,6 @@ ACC = g.QType(32)
 # convolutions and a linear layer. No target documents a figure; this one is the test's (the
 # worst seen when it was written: 2.1%, max78000 and max78002; gati 1.8%, xdnn 1.9%).
 FLOAT_ERROR = 0.05
-# Targets that stop at the first operator they cannot lower (the contract test proves the defect
-# is there: strict xfail); the MAX7800x lowering is being rewritten (issue 21, item 2).
-FIRST_ERROR_ONLY = {"max78000", "max78002"}
 
 
 # -- the networks ---------------------------------------------------------------------------
@@ -205,14 +202,7 @@ def test_emit_load_run_equals_simulate(name: str, kind: str, tmp_path: Path) -> 
     np.testing.assert_array_equal(got, want)
 
 
-def _first_error_only(name: str) -> list[Any]:
-    if name not in FIRST_ERROR_ONLY:
-        return []
-    reason = "the MAX7800x lowering stops at the first operator it cannot lower"
-    return [pytest.mark.xfail(raises=AssertionError, strict=True, reason=reason)]
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_first_error_only(n)) for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_check_reports_every_violation_at_once(name: str) -> None:
     target = get_target(name)
     kind = target.graph_kinds[0]

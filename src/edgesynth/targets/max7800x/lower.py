@@ -22,13 +22,14 @@ kept, except a `processors` map too small for the layer on the whole chip (made 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import yaml
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.targets.max7800x.device import Device
 
@@ -72,9 +73,17 @@ def _layer_name(node_name: str) -> str:
     return parts[0] if parts else node_name
 
 
+class _Refused(EdgesynthError):
+    """An operator the lowering refuses, and its name."""
+
+    def __init__(self, node: g.Node, message: str) -> None:
+        self.node = node.name
+        where = f" ({node.source})" if node.source else ""
+        super().__init__(f"operator `{node.name}`{where}: {message}")
+
+
 def _fail(node: g.Node, message: str) -> EdgesynthError:
-    where = f" ({node.source})" if node.source else ""
-    return EdgesynthError(f"operator `{node.name}`{where}: {message}")
+    return _Refused(node, message)
 
 
 def _pow2(value: int) -> int | None:
@@ -85,6 +94,8 @@ class _Fuser:
     def __init__(self, graph: g.Graph) -> None:
         self.graph = graph
         self.used: set[str] = set()
+        self.errors: list[EdgesynthError] = []  # every operator refused so far
+        self.near_refused: set[str] = set()  # refused operators and their neighbours
 
     def only_consumer(self, tensor: str, node: g.Node | None) -> bool:
         """Is `node` the one reader of `tensor` (None: `tensor` is the layer's own output)?"""
@@ -262,53 +273,89 @@ class _Fuser:
         return layer
 
     # -- the pass -------------------------------------------------------------------------
+    def op_layer(self, node: g.Conv | g.Linear) -> HwLayer:
+        """The hardware layer of one convolution or linear operator, with what it absorbs."""
+        layer = HwLayer(name=_layer_name(node.name))
+        self.take(layer, node)
+        layer.op = node
+        source = node.inputs[0]
+        flat = self.producer(source)
+        flattens = isinstance(flat, g.Flatten) or (
+            isinstance(flat, g.Reshape) and len(flat.shape) == 1
+        )
+        if flattens and flat is not None and self.only_consumer(source, node):
+            self.take(layer, flat)
+            layer.flatten = (
+                isinstance(node, g.Linear) and len(self.graph.tensors[flat.inputs[0]].shape) > 1
+            )
+            source, reader = flat.inputs[0], flat
+        else:
+            reader = node
+            layer.flatten = (
+                isinstance(node, g.Linear)
+                and len(self.graph.tensors[source].shape) == 3
+                and self.graph.tensors[source].shape[1:] != (1, 1)
+            )
+        if layer.flatten and isinstance(self.producer(source), g.Pool):
+            self.sources(layer, [source])  # the chip cannot pool and flatten at once:
+        else:  # the pooling becomes a passthrough layer of its own (below)
+            self.inputs(layer, source, reader)
+        self.outputs(layer, node.output)
+        return layer
+
+    def passthrough(self, node: g.Pool | g.Clip) -> HwLayer:
+        """A layer of pooling and element-wise operations only, ending at `node`."""
+        layer = HwLayer(name=_layer_name(node.name))
+        self.inputs(layer, node.output, None)
+        if not layer.nodes:
+            raise _fail(node, "a lone clip has no MAX7800x layer")
+        self.outputs(layer, node.output)
+        return layer
+
+    def attempt(self, node: g.Node, build: Callable[[Any], HwLayer]) -> HwLayer | None:
+        """`build(node)`, or None with its refusal noted (the pass goes on to report them all);
+        the nodes next to a refused one are not refused again for having no layer."""
+        try:
+            return build(node)
+        except EdgesynthError as err:
+            self.errors.append(err)
+            self.used.add(node.name)
+            self.near_refused |= self.neighbours(
+                err.node if isinstance(err, _Refused) else node.name
+            )
+            return None
+
+    def neighbours(self, name: str) -> set[str]:
+        """The operators that produce an input of `name`, or read one of its outputs."""
+        node = self.graph.node(name)
+        near = {p.name for t in node.inputs if (p := self.graph.producer(t)) is not None}
+        for t in node.outputs:
+            near |= {c.name for c in self.graph.consumers(t)}
+        return near | {name}
+
     def run(self) -> list[HwLayer]:
         layers: list[tuple[int, HwLayer]] = []
         position = {n.name: i for i, n in enumerate(self.graph.nodes)}
         for node in self.graph.nodes:
-            if isinstance(node, g.Conv | g.Linear):
-                layer = HwLayer(name=_layer_name(node.name))
-                self.take(layer, node)
-                layer.op = node
-                source = node.inputs[0]
-                flat = self.producer(source)
-                flattens = isinstance(flat, g.Flatten) or (
-                    isinstance(flat, g.Reshape) and len(flat.shape) == 1
-                )
-                if flattens and flat is not None and self.only_consumer(source, node):
-                    self.take(layer, flat)
-                    layer.flatten = (
-                        isinstance(node, g.Linear)
-                        and len(self.graph.tensors[flat.inputs[0]].shape) > 1
-                    )
-                    source, reader = flat.inputs[0], flat
-                else:
-                    reader = node
-                    layer.flatten = (
-                        isinstance(node, g.Linear)
-                        and len(self.graph.tensors[source].shape) == 3
-                        and self.graph.tensors[source].shape[1:] != (1, 1)
-                    )
-                if layer.flatten and isinstance(self.producer(source), g.Pool):
-                    self.sources(layer, [source])  # the chip cannot pool and flatten at once:
-                else:  # the pooling becomes a passthrough layer of its own (below)
-                    self.inputs(layer, source, reader)
-                self.outputs(layer, node.output)
-                layers.append((position[node.name], layer))
+            if isinstance(node, g.Conv | g.Linear) and node.name not in self.used:
+                layer = self.attempt(node, self.op_layer)
+                if layer is not None:
+                    layers.append((position[node.name], layer))
         # What no operation absorbed: passthrough layers (pooling and element-wise only).
         for node in reversed(self.graph.nodes):
-            if node.name in self.used:
-                continue
-            if isinstance(node, g.Pool | g.Clip):
-                layer = HwLayer(name=_layer_name(node.name))
-                self.inputs(layer, node.output, None)
-                if not layer.nodes:
-                    raise _fail(node, "a lone clip has no MAX7800x layer")
-                self.outputs(layer, node.output)
-                layers.append((position[node.name], layer))
+            if node.name not in self.used and isinstance(node, g.Pool | g.Clip):
+                layer = self.attempt(node, self.passthrough)
+                if layer is not None:
+                    layers.append((position[node.name], layer))
         for node in self.graph.nodes:
-            if node.name not in self.used and not isinstance(node, g.Reshape | g.Flatten):
-                raise _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
+            if node.name in self.used or isinstance(node, g.Reshape | g.Flatten):
+                continue
+            if not self.errors or node.name not in self.near_refused:
+                self.errors.append(
+                    _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
+                )
+        if self.errors:
+            raise self.errors[0] if len(self.errors) == 1 else MultipleErrors(self.errors)
         if self.graph.outputs[0] in self.graph.inputs:
             layers.append((len(self.graph.nodes), self.copy_layer(self.graph.outputs[0])))
         ordered = [layer for _, layer in sorted(layers, key=lambda p: p[0])]
@@ -421,90 +468,100 @@ def describe(
     weights: list[np.ndarray] = []
     biases: list[np.ndarray] = []
     warnings: list[str] = []
+    refused: list[EdgesynthError] = []  # every layer's refusal, raised together
     for i, layer in enumerate(layers):
-        entry: dict[str, Any] = {"name": layer.name}
-        hints = graph.hints.get(layer.name, {})
-        sources = []
-        for t in layer.inputs:
-            if t not in tensor_layer:
-                raise EdgesynthError(f"layer {layer.name}: reads `{t}`, which no layer produces")
-            sources.append(tensor_layer[t])
-        hints = _fitting_hints(graph, layer, hints, device, warnings)
-        for key in ("processors", "output_processors", "in_offset", "out_offset", "write_gap"):
-            if hints.get(key) is not None:
-                entry[key] = hints[key]
-        if i == 0:
-            entry["data_format"] = hints.get("data_format") or "HWC"
-        if layer.in_dim is not None:
-            entry["in_dim"] = list(layer.in_dim)
-        if sources != [i - 1] and not (i == 0 and sources == [INPUT_LAYER]):
-            entry["in_sequences"] = sources
-        if layer.eltwise:
-            entry["eltwise"] = layer.eltwise
-            entry["operands"] = layer.operands
-            if not layer.pool_first:
-                entry["pool_first"] = False
-        if layer.pool is not None:
-            pool = layer.pool
-            kernel = pool.kernel
-            key = "avg_pool" if pool.kind == "avg" else "max_pool"
-            entry[key] = _pair(kernel)
-            entry["pool_stride"] = _pair(pool.stride)
-            if any(d > 1 for d in pool.dilation):
-                entry["pool_dilation"] = _pair(pool.dilation)
-        op = layer.op
-        entry["operation"] = {"linear": "mlp"}.get(layer.operation, layer.operation)
-        if layer.flatten:
-            entry["flatten"] = True
-        if isinstance(op, g.Conv):
-            k = op.kernel
-            entry["kernel_size"] = k[0] if op.rank == 1 else f"{k[0]}x{k[1]}"
-            n = op.rank
-            pads = op.pads
-            if op.transposed:
-                pads = (
-                    tuple(
-                        d * (kk - 1) - p for d, kk, p in zip(op.dilation, k, pads[:n], strict=True)
+        try:
+            entry: dict[str, Any] = {"name": layer.name}
+            hints = graph.hints.get(layer.name, {})
+            sources = []
+            for t in layer.inputs:
+                if t not in tensor_layer:
+                    raise EdgesynthError(
+                        f"layer {layer.name}: reads `{t}`, which no layer produces"
                     )
-                    * 2
-                )
-            if pads[:n] != pads[n:]:
-                raise _fail(op, f"MAX7800x pads both sides alike, not {pads}")
-            entry["pad"] = _pair(pads[:n])
-            if not op.transposed and any(s > 1 for s in op.stride):
-                entry["stride"] = _pair(op.stride)
-            if any(d > 1 for d in op.dilation):
-                entry["dilation"] = _pair(op.dilation)
-            if op.groups > 1:
-                entry["groups"] = op.groups
-        if op is not None:
-            w = np.asarray(op.weight, dtype=np.int64)
-            if isinstance(op, g.Conv) and op.transposed:
-                # synthetic transposed weights are the convolution form's values, shaped
-                # (out / groups, in, kh, kw): the builder reads `in` from the second axis
-                groups, (out, per_group, kh, kw) = op.groups, w.shape
-                w = w.reshape(out // groups, groups * per_group, kh, kw)
-            if w.min(initial=0) < -128 or w.max(initial=0) > 127:
-                raise _fail(op, "weights must be 8-bit integers (-128..127)")
-            weights.append(w.reshape(*w.shape, 1, 1) if isinstance(op, g.Linear) else w)
-            out_channels = np.shape(op.weight)[0]
-            bias = np.zeros(out_channels, np.int64) if op.bias is None else np.asarray(op.bias)
-            if np.any(bias % device.bias_div):
-                raise _fail(
-                    op, f"the bias must be a multiple of {device.bias_div} accumulator units"
-                )
-            bias = bias // device.bias_div
-            if bias.min(initial=0) < -128 or bias.max(initial=0) > 127:
-                raise _fail(op, "the bias does not fit 8 bits after the chip's x128 scaling")
-            biases.append(bias)
-            bits = weight_bits(w)
-            if bits != 8:
-                entry["quantization"] = bits
-            entry["output_shift"] = layer.shift - (8 - bits)
-        if layer.wide:
-            entry["output_width"] = 32
-        entry["activate"] = {"relu": "ReLU", "abs": "Abs"}.get(layer.activation or "", "None")
+                sources.append(tensor_layer[t])
+            hints = _fitting_hints(graph, layer, hints, device, warnings)
+            for key in ("processors", "output_processors", "in_offset", "out_offset", "write_gap"):
+                if hints.get(key) is not None:
+                    entry[key] = hints[key]
+            if i == 0:
+                entry["data_format"] = hints.get("data_format") or "HWC"
+            if layer.in_dim is not None:
+                entry["in_dim"] = list(layer.in_dim)
+            if sources != [i - 1] and not (i == 0 and sources == [INPUT_LAYER]):
+                entry["in_sequences"] = sources
+            if layer.eltwise:
+                entry["eltwise"] = layer.eltwise
+                entry["operands"] = layer.operands
+                if not layer.pool_first:
+                    entry["pool_first"] = False
+            if layer.pool is not None:
+                pool = layer.pool
+                kernel = pool.kernel
+                key = "avg_pool" if pool.kind == "avg" else "max_pool"
+                entry[key] = _pair(kernel)
+                entry["pool_stride"] = _pair(pool.stride)
+                if any(d > 1 for d in pool.dilation):
+                    entry["pool_dilation"] = _pair(pool.dilation)
+            op = layer.op
+            entry["operation"] = {"linear": "mlp"}.get(layer.operation, layer.operation)
+            if layer.flatten:
+                entry["flatten"] = True
+            if isinstance(op, g.Conv):
+                k = op.kernel
+                entry["kernel_size"] = k[0] if op.rank == 1 else f"{k[0]}x{k[1]}"
+                n = op.rank
+                pads = op.pads
+                if op.transposed:
+                    pads = (
+                        tuple(
+                            d * (kk - 1) - p
+                            for d, kk, p in zip(op.dilation, k, pads[:n], strict=True)
+                        )
+                        * 2
+                    )
+                if pads[:n] != pads[n:]:
+                    raise _fail(op, f"MAX7800x pads both sides alike, not {pads}")
+                entry["pad"] = _pair(pads[:n])
+                if not op.transposed and any(s > 1 for s in op.stride):
+                    entry["stride"] = _pair(op.stride)
+                if any(d > 1 for d in op.dilation):
+                    entry["dilation"] = _pair(op.dilation)
+                if op.groups > 1:
+                    entry["groups"] = op.groups
+            if op is not None:
+                w = np.asarray(op.weight, dtype=np.int64)
+                if isinstance(op, g.Conv) and op.transposed:
+                    # synthetic transposed weights are the convolution form's values, shaped
+                    # (out / groups, in, kh, kw): the builder reads `in` from the second axis
+                    groups, (out, per_group, kh, kw) = op.groups, w.shape
+                    w = w.reshape(out // groups, groups * per_group, kh, kw)
+                if w.min(initial=0) < -128 or w.max(initial=0) > 127:
+                    raise _fail(op, "weights must be 8-bit integers (-128..127)")
+                weights.append(w.reshape(*w.shape, 1, 1) if isinstance(op, g.Linear) else w)
+                out_channels = np.shape(op.weight)[0]
+                bias = np.zeros(out_channels, np.int64) if op.bias is None else np.asarray(op.bias)
+                if np.any(bias % device.bias_div):
+                    raise _fail(
+                        op, f"the bias must be a multiple of {device.bias_div} accumulator units"
+                    )
+                bias = bias // device.bias_div
+                if bias.min(initial=0) < -128 or bias.max(initial=0) > 127:
+                    raise _fail(op, "the bias does not fit 8 bits after the chip's x128 scaling")
+                biases.append(bias)
+                bits = weight_bits(w)
+                if bits != 8:
+                    entry["quantization"] = bits
+                entry["output_shift"] = layer.shift - (8 - bits)
+            if layer.wide:
+                entry["output_width"] = 32
+            entry["activate"] = {"relu": "ReLU", "abs": "Abs"}.get(layer.activation or "", "None")
+        except _Refused as err:  # go on: report every layer's
+            refused.append(err)
+            continue
         entries.append(entry)
+    if refused:
+        raise refused[0] if len(refused) == 1 else MultipleErrors(refused)
     document: dict[str, Any] = {"arch": arch, "dataset": dataset}
     if biases:
         document["bias"] = dataset

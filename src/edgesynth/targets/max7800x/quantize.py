@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.unionfind import UnionFind
 from edgesynth.sim.graph import evaluate
@@ -80,15 +80,10 @@ def _shift_for(w_max: float, s_in: float, s_out: float, device: Device) -> int:
 
 def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph:
     """The integer graph MAX7800x computes for the float `graph` (see the module docstring)."""
-    for node in graph.nodes:
-        if isinstance(node, g.BatchNorm):
-            raise EdgesynthError(
-                f"operator `{node.name}`: fold batch normalization into the convolution first "
-                "(`ir.passes.fold_batchnorm`)"
-            )
+    nodes, outputs, warnings = _host_softmax(graph)
+    _raise_refusals(graph, nodes, device)
     data = _check_calibration(graph, calibration)
     maxabs = calibrate(graph, data)
-    nodes, outputs, warnings = _host_softmax(graph, device)
     q = _Quantizer(graph, _shared_scales(nodes, maxabs), nodes, outputs, device, warnings)
     for node in nodes:
         q.add(node)
@@ -97,9 +92,9 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
     return q.out
 
 
-def _host_softmax(graph: g.Graph, device: Device) -> tuple[list[g.Node], list[str], list[str]]:
+def _host_softmax(graph: g.Graph) -> tuple[list[g.Node], list[str], list[str]]:
     """The nodes the chip runs, the outputs it returns, and warnings: a softmax at the end runs
-    on the host (the chip returns its input); one in the middle is refused."""
+    on the host (the chip returns its input); one in the middle is refused (`_refusal`)."""
     outputs = list(graph.outputs)
     nodes = list(graph.nodes)
     warnings: list[str] = []
@@ -107,16 +102,55 @@ def _host_softmax(graph: g.Graph, device: Device) -> tuple[list[g.Node], list[st
         soft = nodes.pop()
         outputs[outputs.index(soft.output)] = soft.inputs[0]
         warnings.append(f"`{soft.name}` ({soft.op}) runs on the host, after the chip's output")
-    for node in nodes:
-        if isinstance(node, g.Softmax):
-            raise EdgesynthError(
-                f"{node.source or f'operator `{node.name}`'} is a softmax in the middle of the "
-                f"network: the {device.name} runs softmax only on its CPU, after the last "
-                "layer (the project's softmax.c); make it the network's last operation, or "
-                "remove it",
-                file=graph.source or None,
-            )
     return nodes, outputs, warnings
+
+
+def _raise_refusals(graph: g.Graph, nodes: list[g.Node], device: Device) -> None:
+    """Every operator of `nodes` the chip cannot run, at once (the one alone as it is)."""
+    refused = [e for e in (_refusal(graph, node, device) for node in nodes) if e]
+    if len(refused) == 1:
+        raise refused[0]
+    if refused:
+        raise MultipleErrors(refused)
+
+
+_CHIP_NODES = (g.Conv, g.Linear, g.Pool, g.GlobalPool, g.Eltwise, g.Activation, g.Flatten)
+_CHIP_NODES += (g.Reshape, g.Concat, g.Slice)
+
+
+def _refusal(graph: g.Graph, node: g.Node, device: Device) -> EdgesynthError | None:
+    """Why the chip cannot run `node` (None: it can; a softmax here is one in the middle)."""
+    if isinstance(node, g.BatchNorm):
+        return EdgesynthError(
+            f"operator `{node.name}`: fold batch normalization into the convolution first "
+            "(`ir.passes.fold_batchnorm`)"
+        )
+    if isinstance(node, g.Softmax):
+        return EdgesynthError(
+            f"{node.source or f'operator `{node.name}`'} is a softmax in the middle of the "
+            f"network: the {device.name} runs softmax only on its CPU, after the last "
+            "layer (the project's softmax.c); make it the network's last operation, or "
+            "remove it",
+            file=graph.source or None,
+        )
+    if isinstance(node, g.Activation) and node.kind != "relu":
+        return EdgesynthError(f"operator `{node.name}`: MAX7800x has no {node.kind} activation")
+    if (
+        isinstance(node, g.Pool)
+        and node.kind == "avg"
+        and node.count_include_pad is False
+        and any(node.pads)
+    ):
+        return EdgesynthError(f"operator `{node.name}`: padded average pooling")
+    if isinstance(node, g.Eltwise) and node.kind not in ("add", "sub"):
+        return EdgesynthError(f"operator `{node.name}`: MAX7800x has no float `{node.kind}`")
+    if isinstance(node, _CHIP_NODES) or (isinstance(node, g.Clip) and node.lo <= 0):
+        return None
+    return EdgesynthError(
+        f"operator `{node.name}` ({node.op}) has no MAX7800x equivalent"
+        + (f" ({node.source})" if node.source else ""),
+        file=graph.source or None,
+    )
 
 
 class _Scales:
@@ -141,8 +175,6 @@ def _shared_scales(nodes: list[g.Node], maxabs: dict[str, float]) -> _Scales:
         ):
             for t in node.inputs:
                 groups.union(node.output, t)
-        elif isinstance(node, g.Activation) and node.kind != "relu":
-            raise EdgesynthError(f"operator `{node.name}`: MAX7800x has no {node.kind} activation")
     group_max: dict[str, float] = {}
     for t, m in maxabs.items():
         root = groups.find(t)
@@ -189,8 +221,6 @@ class _Quantizer:
         if isinstance(node, g.Conv | g.Linear):
             self.weighted(node, shape)
         elif isinstance(node, g.Pool):
-            if node.kind == "avg" and node.count_include_pad is False and any(node.pads):
-                raise EdgesynthError(f"operator `{node.name}`: padded average pooling")
             q = g.Pool(**{**vars(node), "method": "trunc" if node.kind == "avg" else node.method})
             self.out.add(q, shape, self.qtype(node.output))
         elif isinstance(node, g.GlobalPool):
@@ -201,12 +231,8 @@ class _Quantizer:
             self.out.add(node, shape, self.qtype(node.output))
         elif isinstance(node, g.Clip) and node.lo <= 0:
             self.out.add(_clip_as_saturation(node, shape), shape, self.qtype(node.output))
-        else:
-            raise EdgesynthError(
-                f"operator `{node.name}` ({node.op}) has no MAX7800x equivalent"
-                + (f" ({node.source})" if node.source else ""),
-                file=self.graph.source or None,
-            )
+        else:  # `_raise_refusals` refused it
+            raise AssertionError(f"operator `{node.name}` ({node.op}) was not refused")
 
     def weighted(self, node: g.Conv | g.Linear, shape: tuple[int, ...]) -> None:
         """A convolution or linear layer: 8-bit weights and bias, then the output shift (a
@@ -282,8 +308,6 @@ class _Quantizer:
 
     def eltwise(self, node: g.Eltwise, shape: tuple[int, ...]) -> None:
         """An addition or subtraction: the exact sum, then the chip's 8-bit saturation."""
-        if node.kind not in ("add", "sub"):
-            raise EdgesynthError(f"operator `{node.name}`: MAX7800x has no float `{node.kind}`")
         raw = self.out.unique_name(f"{node.name}/sum")
         total = g.Eltwise(
             name=node.name, inputs=node.inputs, outputs=[raw], kind=node.kind, source=node.source

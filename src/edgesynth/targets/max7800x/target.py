@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.proof import Proof
 from edgesynth.targets.base import (
@@ -220,16 +220,21 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     # -- check, plan, simulate --------------------------------------------------------------
     def check(self, program: Program) -> None:
         """Every device rule, on a description that places every layer it runs (the keys the
-        user gave). Where edgesynth chooses the placement, the placer checks its choice by every
-        rule (`plan`), and its refusals (a tensor no memory holds) come first."""
+        user gave). Where edgesynth chooses the placement, the rules no placement changes
+        (kernel sizes, padding, strides, dilation) here, and the placer checks its choice by
+        every rule (`plan`), its refusals (a tensor no memory holds) first."""
         from edgesynth.targets.max7800x import rules
         from edgesynth.targets.max7800x.placement import needs_placement
 
         program = _own(program)
         built = program.built
+        device, options = program.options.build.device, program.options.rules
         if built is not None and needs_placement(built.spec, built.network.order):
+            found = rules.geometry_violations(program.network, device, options)
+            if found:
+                raise found[0] if len(found) == 1 else MultipleErrors(found)
             return
-        rules.check_network(program.network, program.options.build.device, program.options.rules)
+        rules.check_network(program.network, device, options)
 
     def plan(self, program: Program) -> None:
         """Place what the description leaves out (checking the keys it gives), then plan the

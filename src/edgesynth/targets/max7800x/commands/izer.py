@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
@@ -212,33 +212,96 @@ def plan_izer(argv: list[str]) -> tuple[SynthesisResult, Plan]:
     return result, make_plan(result, job.options)
 
 
-def prove(result: SynthesisResult, plan: Plan, opts: IzerOptions) -> None:
+def prove(result: SynthesisResult, plan: Plan, device: str, verify: bool = True) -> None:
     """Run the project's writes on the virtual device before anything is written: print the
     proof's line, or raise ProofFailed (nothing is written). `--no-verify` skips it, warned."""
     from edgesynth.proof import unproven
     from edgesynth.targets.max7800x.proof import IZER_REMEDY, prove_project
 
-    if opts.no_verify:
-        executor = f"the virtual {opts.device}"
+    if not verify:
+        executor = f"the virtual {device}"
         print(f"edgesynth: warning: {unproven('the project', executor)}", file=sys.stderr)
         return
-    print(prove_project(result, plan, opts.device, IZER_REMEDY).line)
+    print(prove_project(result, plan, device, IZER_REMEDY).line)
 
 
-def run_izer(
-    argv: list[str], names: OptionNames = VENDOR, write_for_write: bool = True
-) -> SynthesisResult:
-    """Run the vendor command line `argv`; messages spell options as `names` says. `edgesynth
-    izer` runs it write for write (the vendor's project, its firmware defects included);
-    `edgesynth synth` runs its native options through here with `write_for_write` false
-    (edgesynth's own path)."""
-    opts = replace(parse_izer_args(argv), write_for_write=write_for_write)
-    problems = option_rule_errors(opts)
+@dataclass(frozen=True)
+class ProjectRun:
+    """How one run writes its project, beside what the core is told: the folder, the files it
+    reads, how messages spell the options, and what it prints."""
+
+    folder: Path  # the project folder (TEST_DIR/PREFIX, or -o)
+    name: str  # the project's name, as its files cite it (PREFIX)
+    inputs: list[Path | str | None]  # the files the run reads (never overwritten)
+    names: OptionNames
+    overwrite: bool = False
+    verbose: bool = False
+    verify: bool = True  # prove the project on the virtual device first
+    warn_zero: bool = True  # warn of layers whose output is all zero for the sample
+    embedded_code: bool = True  # write the C project
+    result_numpy: str | None = None  # also write the known answer as .npy (a name in folder)
+    ignored: tuple[str, ...] = ()  # given options the generator does not act on
+
+
+def with_vendor_options(
+    options: Max7800xOptions, extra: list[str]
+) -> tuple[Max7800xOptions, IzerOptions | None]:
+    """`options` with the vendor options `extra` (`synth`/`plan --izer-option`), and `extra`
+    as the vendor reads it (None: none given): its option-only refusals are raised and its
+    remarks printed, and every field it changes from the vendor's defaults replaces the one in
+    `options` (what it asks of the run: `vendor_run`)."""
+    if not extra:
+        return options, None
+    required = ["--device", options.device.name, "--config-file", options.project.config_file]
+    required += ["--test-dir", ".", "--prefix", "p"]
+    given = parse_izer_args(required + list(extra))
+    # the vendor's option-only refusals, with what the native options turned on
+    native = {"riscv": options.rules.riscv, "fifo": options.rules.fifo}
+    native |= {"fast_fifo": options.rules.fast_fifo}
+    checked = replace(given, **{key: getattr(given, key) or on for key, on in native.items()})
+    if checked.timer is None:
+        checked = replace(checked, timer=options.project.timer)
+    problems = option_rule_errors(checked)
     if problems:
         raise problems[0] if len(problems) == 1 else MultipleErrors(problems)
-    refuse_empty_run(opts)
-    for remark in opts.warnings:  # the vendor's non-fatal remarks about the command line
+    for remark in given.warnings:
         print(f"edgesynth: warning: {remark}", file=sys.stderr)
+    base = options.build.base_dir
+    changed = core_options(given, base, options.build.names)
+    default = core_options(parse_izer_args(required), base, options.build.names)
+    groups = {}
+    for group in ("build", "sim", "rules", "plan", "project"):
+        ours, theirs, vendor = (getattr(o, group) for o in (options, changed, default))
+        update = {
+            f.name: getattr(theirs, f.name)
+            for f in fields(theirs)
+            if getattr(theirs, f.name) != getattr(vendor, f.name)
+        }
+        groups[group] = replace(ours, **update)
+    return replace(options, **groups), given  # type: ignore[arg-type]
+
+
+def vendor_run(run: ProjectRun, vendor: IzerOptions) -> ProjectRun:
+    """`run` with what the vendor options given ask of it (`--izer-option=--no-warn-zero`,
+    `--sample-numpy-filename NAME`...), refused where it would write nothing."""
+    from edgesynth.targets.max7800x.codegen import ignored_options
+
+    refuse_empty_run(vendor)
+    _check_result_numpy(vendor)
+    return replace(
+        run,
+        overwrite=run.overwrite or vendor.overwrite,
+        verbose=run.verbose or vendor.verbose,
+        verify=run.verify and not vendor.no_verify,
+        warn_zero=not vendor.no_warn_zero,
+        embedded_code=vendor.embedded_code,
+        result_numpy=vendor.result_numpy,
+        ignored=tuple(ignored_options(vendor)),
+    )
+
+
+def _check_result_numpy(opts: IzerOptions) -> None:
+    """`--sample-numpy-filename` names a file inside the project folder."""
     if opts.result_numpy:
         name = Path(opts.result_numpy)
         if name.is_absolute() or ".." in name.parts:
@@ -246,59 +309,103 @@ def run_izer(
                 f"`{opts.result_numpy}` must be a file name inside TEST_DIR/PREFIX.",
                 key="--sample-numpy-filename",
             )
-    # The vendor refuses an existing TEST_DIR/PREFIX unless --overwrite: checked before work.
+
+
+def write_project(options: Max7800xOptions, run: ProjectRun) -> SynthesisResult:
+    """Synthesize the network `options` describe and write its project as `run` says (the
+    output folder refused before any work where it exists without --overwrite)."""
+    from edgesynth.targets.max7800x.codegen import project_files
+
     folder = output_folder(
-        Path(opts.test_dir or ".") / opts.prefix,
-        overwrite=opts.overwrite,
-        inputs=izer_inputs(opts),
-        option=names.output,
+        run.folder,
+        overwrite=run.overwrite,
+        inputs=run.inputs,
+        option=run.names.output,
         empty_ok=False,
     )
-    job = job_from_options(opts, names=names)
+    job = SynthesisJob(options.project.config_file, options, prove_placement=True)
     result = synthesize(job)
-    if not opts.no_warn_zero:  # as the vendor's tool warns (unless --no-warn-zero)
-        for layer in result.layers:
-            if not layer.output.any():
-                print(
-                    f"edgesynth: warning: layer {layer_name(result.network.layers[layer.index])}: "
-                    "all output values for the given sample input are zero; the known-answer "
-                    "test may not be meaningful.",
-                    file=sys.stderr,
-                )
-
-    from edgesynth.targets.max7800x.codegen import ignored_options, project_files
-
+    if run.warn_zero:  # as the vendor's tool warns (unless --no-warn-zero)
+        _warn_zero_layers(result)
     plan = None
     files: dict[str, str] = {}
-    if opts.embedded_code:
-        plan, files = project_files(result, job.options, opts.prefix)
-    if opts.verbose:
-        from rich.console import Console
-
-        from edgesynth.targets.max7800x.commands.simulate_cmd import summary_table
-
-        Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
-        if plan is not None:
-            from edgesynth.targets.max7800x.plan.report import render_table
-
-            print(render_table(plan))
-    ignored = ignored_options(opts)
-    if ignored:
+    if run.embedded_code:
+        plan, files = project_files(result, options, run.name)
+    if run.verbose:
+        _print_summary(result, plan)
+    if run.ignored:
         print(
-            "note: accepted, no effect on the embedded project: " + ", ".join(ignored),
+            "note: accepted, no effect on the embedded project: " + ", ".join(run.ignored),
             file=sys.stderr,
         )
     if plan is not None:
-        prove(result, plan, opts)
+        prove(result, plan, options.device.name, run.verify)
     with folder as out:
         for filename, text in files.items():
             out.write_text(filename, text)
         known_answer = None
-        if opts.result_numpy and opts.generate_kat:
-            known_answer = out.write_npy(opts.result_numpy, result.output)
+        if run.result_numpy and options.project.generate_kat:
+            known_answer = out.write_npy(run.result_numpy, result.output)
     if files:
         print(f"Project ({len(files)} files) -> {folder.path}")
     if known_answer is not None:
         shape = "x".join(map(str, result.output.shape))
         print(f"Known-answer output ({shape}) -> {known_answer}")
     return result
+
+
+def _warn_zero_layers(result: SynthesisResult) -> None:
+    for layer in result.layers:
+        if not layer.output.any():
+            print(
+                f"edgesynth: warning: layer {layer_name(result.network.layers[layer.index])}: "
+                "all output values for the given sample input are zero; the known-answer "
+                "test may not be meaningful.",
+                file=sys.stderr,
+            )
+
+
+def _print_summary(result: SynthesisResult, plan: Plan | None) -> None:
+    from rich.console import Console
+
+    from edgesynth.targets.max7800x.commands.simulate_cmd import summary_table
+
+    Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
+    if plan is not None:
+        from edgesynth.targets.max7800x.plan.report import render_table
+
+        print(render_table(plan))
+
+
+def run_izer(
+    argv: list[str], names: OptionNames = VENDOR, write_for_write: bool = True
+) -> SynthesisResult:
+    """Run the vendor command line `argv`; messages spell options as `names` says. `edgesynth
+    izer` runs it write for write (the vendor's project, its firmware defects included);
+    `write_for_write` false: edgesynth's own path. (`edgesynth synth` makes its options
+    itself and calls `write_project`.)"""
+    opts = replace(parse_izer_args(argv), write_for_write=write_for_write)
+    problems = option_rule_errors(opts)
+    if problems:
+        raise problems[0] if len(problems) == 1 else MultipleErrors(problems)
+    refuse_empty_run(opts)
+    for remark in opts.warnings:  # the vendor's non-fatal remarks about the command line
+        print(f"edgesynth: warning: {remark}", file=sys.stderr)
+    _check_result_numpy(opts)
+    from edgesynth.targets.max7800x.codegen import ignored_options
+
+    # The vendor refuses an existing TEST_DIR/PREFIX unless --overwrite: checked before work.
+    run = ProjectRun(
+        folder=Path(opts.test_dir or ".") / opts.prefix,
+        name=opts.prefix,
+        inputs=izer_inputs(opts),
+        names=names,
+        overwrite=opts.overwrite,
+        verbose=opts.verbose,
+        verify=not opts.no_verify,
+        warn_zero=not opts.no_warn_zero,
+        embedded_code=opts.embedded_code,
+        result_numpy=opts.result_numpy,
+        ignored=tuple(ignored_options(opts)),
+    )
+    return write_project(core_options(opts, names=names), run)

@@ -8,8 +8,7 @@ estimate. `-o` writes the YAML with the chosen keys added (the user's lines kept
 
 from __future__ import annotations
 
-import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from edgesynth.outputs import check_output_file, write_file_atomic
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
+    from edgesynth.targets.max7800x.options import Max7800xOptions
     from edgesynth.targets.max7800x.plan.plan import Plan
 
 
@@ -34,14 +34,25 @@ class PlanOptions:
     izer_options: tuple[str, ...] = ()
 
 
-def _izer_argv(o: PlanOptions, folder: str) -> list[str]:
-    argv = ["--device", o.device, "--config-file", str(o.network)]
-    argv += ["--test-dir", folder, "--prefix", "plan"]
-    if o.checkpoint is not None:
-        argv += ["--checkpoint-file", str(o.checkpoint)]
-    if o.sample_input is not None:
-        argv += ["--sample-input", str(o.sample_input)]
-    return argv + list(o.izer_options)
+def _core_options(o: PlanOptions) -> Max7800xOptions:
+    """What the core is told: the vendor's defaults for the device on edgesynth's own path,
+    with the `--izer-option`s (read by `izer`)."""
+    from edgesynth.targets.max7800x.build_options import BuildOptions
+    from edgesynth.targets.max7800x.commands.izer import with_vendor_options
+    from edgesynth.targets.max7800x.commands.option_names import NATIVE
+    from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.options import Max7800xOptions, ProjectOptions
+
+    options = Max7800xOptions(
+        build=BuildOptions(
+            device=get_device(o.device),
+            checkpoint=None if o.checkpoint is None else str(o.checkpoint),
+            sample_input=None if o.sample_input is None else str(o.sample_input),
+            names=NATIVE,
+        ),
+        project=ProjectOptions(config_file=str(o.network)),
+    )
+    return with_vendor_options(options, list(o.izer_options))[0]
 
 
 def _check_outputs(o: PlanOptions) -> None:
@@ -88,11 +99,9 @@ def _prove(result: SynthesisResult, plan: Plan, placed: bool, o: PlanOptions) ->
 
 def run_plan(o: PlanOptions) -> list[str]:
     """Plan the network; returns the report lines (also printed)."""
-    from edgesynth.targets.max7800x.commands.izer import job_from_options
-    from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
-    from edgesynth.targets.max7800x.commands.option_names import NATIVE
     from edgesynth.targets.max7800x.network_sim import simulate
     from edgesynth.targets.max7800x.pipeline import (
+        SynthesisJob,
         SynthesisResult,
         check_network,
         load_network,
@@ -102,9 +111,8 @@ def run_plan(o: PlanOptions) -> list[str]:
     from edgesynth.targets.max7800x.plan.plan import make_plan
 
     _check_outputs(o)
-    with tempfile.TemporaryDirectory(prefix="edgesynth-plan-") as folder:
-        opts = replace(parse_izer_args(_izer_argv(o, folder)), write_for_write=False)
-    job = job_from_options(opts, names=NATIVE)
+    options = _core_options(o)
+    job = SynthesisJob(options.project.config_file, options, prove_placement=True)
     net, sample = load_network(job)
     check_network(net, job)
     result = SynthesisResult(net, sample, simulate(net, sample, job.sim))

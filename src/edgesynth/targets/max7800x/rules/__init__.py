@@ -37,6 +37,7 @@ from edgesynth.targets.max7800x.rules.hw_geometry import (
 )
 from edgesynth.targets.max7800x.rules.memory import quadrants_used
 from edgesynth.targets.max7800x.rules.network import (
+    GEOMETRY_RULES,
     GLOBAL_RULES,
     LAYER_RULES,
     NETWORK_RULES,
@@ -46,6 +47,7 @@ from edgesynth.targets.max7800x.rules.network import (
     check_network,
     check_spec,
     find_violations,
+    geometry_violations,
     option_violations,
     spec_violations,
 )
@@ -81,6 +83,7 @@ from edgesynth.targets.max7800x.rules.stream_geometry import (
 )
 
 __all__ = [
+    "GEOMETRY_RULES",
     "GLOBAL_RULES",
     "LAYER_RULES",
     "NETWORK_RULES",
@@ -98,6 +101,7 @@ __all__ = [
     "ffs",
     "find_violations",
     "fls",
+    "geometry_violations",
     "has_bias",
     "hw_input_dim",
     "hw_kernel",

@@ -140,8 +140,8 @@ def stride(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         yield ctx.error(
             layer,
             "stride",
-            f"{shown}: the hardware convolves with stride 1 only; use `pool_stride` (with "
-            "pooling) to subsample, or a stride-1 layer followed by pooling.",
+            f"{shown}: the hardware convolves with stride {one} only; use `pool_stride` (with "
+            f"pooling) to subsample, or a stride-{one} layer followed by pooling.",
         )
 
 

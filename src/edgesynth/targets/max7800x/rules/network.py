@@ -49,6 +49,15 @@ def find_violations(
     return found
 
 
+def geometry_violations(
+    net: Network, device: Device, options: RuleOptions | None = None
+) -> list[EdgesynthError]:
+    """Only the `GEOMETRY_RULES`: what no placement changes (kernel sizes, padding, strides,
+    dilation), for a network whose placement is still to be chosen."""
+    ctx = Context(net, device, rule_options(options))
+    return [e for layer in ctx.layers for rule in GEOMETRY_RULES for e in rule(ctx, layer)]
+
+
 def check_network(net: Network, device: Device, options: RuleOptions | None = None) -> None:
     """Raise every violated device rule at once (nothing when the network fits the device)."""
     _raise_all(find_violations(net, device, options))
@@ -206,6 +215,15 @@ LAYER_RULES: list[LayerRule] = [
     memory.calcx4_multipass,
     memory.read_ahead_instances,
     streaming.streaming_sequence,
+]
+
+# The layer rules no placement changes: checked before the placer runs.
+GEOMETRY_RULES: list[LayerRule] = [
+    convolution.kernel_size,
+    convolution.padding,
+    convolution.transpose_padding,
+    convolution.stride,
+    convolution.dilation,
 ]
 
 GLOBAL_RULES: list[NetworkRule] = [
