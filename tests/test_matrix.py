@@ -40,7 +40,6 @@ TARGETS = target_names()  # every registered target (edgesynth.targets entry poi
 # network; "onnx": the float export), and a line of its message: every other pair must compile
 # and agree (a new target is expected to run every model until it is listed here).
 REFUSALS = {
-    ("gap8", "onnx"): "gap8 runs integer graphs",
     ("gap8", "yaml"): "is not supported",
     ("xdnn", "yaml"): "xDNN needs calibration inputs",
     ("xdnn", "onnx"): "operator `clip` does not run on xDNN",  # the export's ReLU6-style clips
@@ -176,7 +175,7 @@ def test_trained_checkpoint(target: str, trained, mnist, tmp_path: Path) -> None
     np.testing.assert_array_equal(y, eight_bit.reshape(len(eight_bit), -1))
 
 
-@pytest.mark.parametrize("target", [*TARGETS, "gap8"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_onnx_export(target: str, trained, mnist, tmp_path: Path) -> None:
     import onnxruntime as ort
 

@@ -107,17 +107,21 @@ def _run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 
 
 def test_missing_metadata_is_one_clear_message(tmp_path: Path) -> None:
-    """Without the installed metadata (edgesynth's source on sys.path, not installed) the
+    """With metadata that has no `edgesynth.targets` entry points (edgesynth installed before
+    its targets became entry points: an old egg-info or dist-info first on sys.path) the
     commands that need a target say so; the generic help still works."""
+    stale = tmp_path / "meta" / "edgesynth-0.1.0.dist-info"
+    stale.mkdir(parents=True)
+    (stale / "METADATA").write_text("Metadata-Version: 2.1\nName: edgesynth\nVersion: 0.1.0\n")
+    (stale / "entry_points.txt").write_text("[console_scripts]\nedgesynth = edgesynth.cli:main\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     code = (
-        f"import sys; sys.path[:] = [{str(SRC.parent)!r}] + "
-        "[p for p in sys.path if 'site-packages' not in p]; "
+        f"import sys; sys.path[:0] = [{str(SRC.parent)!r}, {str(stale.parent)!r}]; "
         "from edgesynth.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     for args, status in ((["targets"], 1), (["gati", "compile"], 1), (["--help"], 0)):
         run = subprocess.run(
-            [sys.executable, "-S", "-c", code, *args],
+            [sys.executable, "-c", code, *args],
             capture_output=True,
             text=True,
             env=env,
