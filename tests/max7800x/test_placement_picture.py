@@ -17,7 +17,9 @@ HERE = Path(__file__).resolve().parent
 MNIST = HERE.parents[2] / "shared" / "corpus" / "cases" / "MAX78000" / "mnist"
 
 
-def test_address_ticks_are_powers_of_two():
+def test_colours_differ_and_ticks_are_powers_of_two():
+    colors = picture.palette(20)
+    assert len(set(colors)) == 20 and picture.palette(21)[20] == colors[0]
     assert picture._tick_step(0x1100) == 0x400
     assert picture._tick_step(5) == 1
     assert picture.instances_of(0b1_0000_0001_0001, 4) == {0, 1, 3}

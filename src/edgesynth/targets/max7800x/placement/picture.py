@@ -2,7 +2,8 @@
 
 Left: data memory, one lane per memory instance in use; addresses run along each lane and time
 runs down within it (from the input load to the host's read), so a tensor is a box over its byte
-range, from the step it is written to the step it is last read, in every instance that holds it.
+range, from the step it is written to the step it is last read, in every instance that holds it
+(a box a few bytes wide is drawn a few pixels wide, so that it can be seen).
 Right: kernel memory, one box per layer over its processors (x) and columns (y). Each tensor has
 its own colour, and a layer's kernels take the colour of the tensor the layer writes; the legend
 names each tensor, its processors, the layer that writes it and the last one that reads it. A
@@ -24,7 +25,7 @@ from edgesynth.targets.max7800x.placement.report import (
     tensors,
 )
 from edgesynth.targets.max7800x.plan.plan import Plan
-from edgesynth.targets.max7800x.rules import ffs, fls
+from edgesynth.targets.max7800x.rules import ffs, fls, memory_instances
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 FONT = {"font.size": 10, "axes.titlesize": 12, "axes.labelsize": 10, "legend.fontsize": 9.5}
 LANE_GAP = 0.05  # the part of a lane's height left empty above and below its boxes
+MIN_WIDTH = 0.004  # the narrowest box drawn, a part of the address axis, so that none vanishes
 DPI = 120
 
 
@@ -49,7 +51,17 @@ class Drawn:
 
 def instances_of(pmap: int, shared: int) -> set[int]:
     """The memory instances that hold the processors of `pmap`."""
-    return {p // shared for p in range(pmap.bit_length()) if pmap >> p & 1}
+    bits = memory_instances(pmap, shared)
+    return {i for i in range(bits.bit_length()) if bits >> i & 1}
+
+
+def palette(count: int) -> list[tuple[float, float, float, float]]:
+    """`count` colours: matplotlib's ten qualitative ones, then ten lighter ones, repeated."""
+    import matplotlib.pyplot as plt
+
+    tab10, tab20 = plt.get_cmap("tab10"), plt.get_cmap("tab20")
+    colors = [tab10(i) for i in range(10)] + [tab20(2 * i + 1) for i in range(10)]
+    return [colors[n % len(colors)] for n in range(count)]
 
 
 def short_name(t: TensorPlace) -> str:
@@ -74,7 +86,10 @@ def figure(placement: Placement, plan: Plan) -> Figure:
     import matplotlib.pyplot as plt
 
     with plt.rc_context(FONT):
-        fig = plt.figure(figsize=(13, 8), dpi=DPI, layout="constrained")
+        count = len(placement.problem.blocks)
+        columns = 1 if count <= 8 else 2
+        rows = -(-count // columns)
+        fig = plt.figure(figsize=(13, 6.5 + 0.25 * rows), dpi=DPI, layout="constrained")
         data_ax, kernel_ax = fig.subplots(1, 2, width_ratios=[3, 2])
         drawn = _data_panel(data_ax, placement)
         _kernel_panel(kernel_ax, plan, drawn)
@@ -85,7 +100,7 @@ def figure(placement: Placement, plan: Plan) -> Figure:
             handles,
             [legend_text(t) for t in drawn.tensors],
             loc="outside lower center",
-            ncol=1 if len(handles) <= 8 else 2,
+            ncol=columns,
             title="tensors in data memory (kernels: the colour of the tensor the layer writes)",
             frameon=False,
         )
@@ -99,8 +114,7 @@ def _data_panel(ax: Axes, placement: Placement) -> Drawn:
 
     problem = placement.problem
     places = tensors(placement)
-    cmap = plt.get_cmap("tab10" if len(places) <= 10 else "tab20")
-    colors = [cmap(n % cmap.N) for n in range(len(places))]
+    colors = palette(len(places))
     held = [instances_of(t.processors, problem.shared) for t in places]
     lanes = sorted(set().union(*held)) if held else []
     row = {instance: n for n, instance in enumerate(lanes)}
@@ -110,12 +124,14 @@ def _data_panel(ax: Axes, placement: Placement) -> Drawn:
     def y(lane: int, step: int) -> float:
         return lane + LANE_GAP + (1 - 2 * LANE_GAP) * step / span
 
+    top_byte = max((t.end_byte for t in places), default=1)
+    end = min(problem.device.instance_bytes, int(top_byte * 1.1) + 4)
     for t, color, where in zip(places, colors, held, strict=True):
         for instance in sorted(where):
             top, bottom = y(row[instance], t.born), y(row[instance], t.dies + 1)
             box = plt.Rectangle(
                 (t.first_byte, top),
-                t.end_byte - t.first_byte,
+                max(t.end_byte - t.first_byte, MIN_WIDTH * end),
                 bottom - top,
                 facecolor=color,
                 edgecolor="black",
@@ -134,8 +150,7 @@ def _data_panel(ax: Axes, placement: Placement) -> Drawn:
                 labels.append((text, box))
     for n in range(1, len(lanes)):
         ax.axhline(n, color="0.8", linewidth=0.6)
-    top_byte = max((t.end_byte for t in places), default=1)
-    ax.set_xlim(0, min(problem.device.instance_bytes, int(top_byte * 1.1) + 4))
+    ax.set_xlim(0, end)
     ax.set_ylim(len(lanes), 0)  # the first instance on top, time running down each lane
     ax.set_yticks(
         [n + 0.5 for n in range(len(lanes))],
