@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,10 @@ class TargetPlugin:
     targets: Mapping[str, str]  # target name -> "module:Class"
     commands: str | None = None  # "module:function" called with `edgesynth`'s sub-parsers
     model_readers: tuple[ModelReader, ...] = ()
+    # Top-level commands that read their own command line (`commands` registers them with
+    # `raw_handler`): name -> "module:function", called with every argument after the name.
+    # `edgesynth NAME ...` runs it without building the other commands' parsers.
+    raw_commands: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_object(reference: str, what: str) -> Any:
