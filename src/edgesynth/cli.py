@@ -9,7 +9,9 @@ and raises `EdgesynthError` for input it refuses. A generic command's module is 
 A command module imports nothing heavy at module level (no torch, no onnx): handlers
 import what they need, so `edgesynth izer` and `edgesynth simulate` never load PyTorch.
 A command that parses its own command line (the vendor-compatible `izer`) sets
-`raw_handler=FUNCTION(argv)` instead and gets every argument after its name unchanged.
+`raw_handler=FUNCTION(argv)` instead and gets every argument after its name unchanged; a
+target package that names such a top-level command in its plugin's `raw_commands` has it run
+without building the other commands' parsers (`edgesynth izer` starts in less time).
 
 Exit status: 0 done; 1 input refused (one `edgesynth: error:` line naming the file, layer
 or option); 2 usage error (argparse's usage line and message); 130 interrupted (Ctrl-C);

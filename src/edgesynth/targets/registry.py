@@ -7,10 +7,11 @@ pyproject.toml
     gati = "edgesynth.targets.gati.plugin:PLUGIN"
 
 naming a `TargetPlugin`: its targets (name -> "module:Class", a `Target` subclass), the
-function that adds its sub-commands to `edgesynth`, and the model readers it adds to
-`edgesynth compile` (a file suffix -> "module:function"). Everything is named by string, so
-listing the targets or building `edgesynth --help` imports no target module; a target's class
-is imported when it is used.
+function that adds its sub-commands to `edgesynth`, the model readers it adds to
+`edgesynth compile` (a file suffix -> "module:function"), and the top-level commands among
+them that read their own command line (`raw_commands`, run without building the others).
+Everything is named by string, so listing the targets or building `edgesynth --help` imports
+no target module; a target's class is imported when it is used.
 
 The API (stable): `target_names()` (every registered target's name, sorted; also in
 `targets.base`), `target_references()` (name -> "module:Class"), `plugins()` (entry-point name ->
