@@ -9,7 +9,9 @@ and raises `EdgesynthError` for input it refuses. A generic command's module is 
 A command module imports nothing heavy at module level (no torch, no onnx): handlers
 import what they need, so `edgesynth izer` and `edgesynth simulate` never load PyTorch.
 A command that parses its own command line (the vendor-compatible `izer`) sets
-`raw_handler=FUNCTION(argv)` instead and gets every argument after its name unchanged.
+`raw_handler=FUNCTION(argv)` instead and gets every argument after its name unchanged; a
+target package that names such a top-level command in its plugin's `raw_commands` has it run
+without building the other commands' parsers (`edgesynth izer` starts in less time).
 
 Exit status: 0 done; 1 input refused (one `edgesynth: error:` line naming the file, layer
 or option); 2 usage error (argparse's usage line and message); 130 interrupted (Ctrl-C);
@@ -212,9 +214,29 @@ def _require_targets() -> None:
         target_names()  # raises the message naming the missing entry points
 
 
+def _declared_raw_handler(argv: list[str]) -> Callable[[list[str]], Any] | None:
+    """The handler a target package declares for the top-level command `argv[0]` that reads
+    its own command line (`raw_commands`, e.g. `izer`), or None: such a command runs without
+    building (and importing) every other command's parser."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    from edgesynth.targets.registry import load_object, plugins
+
+    for package, plugin in plugins().items():
+        reference = plugin.raw_commands.get(argv[0])
+        if reference is not None:
+            what = f"the `{argv[0]}` command of target package `{package}`"
+            handler: Callable[[list[str]], Any] = load_object(reference, what)
+            return handler
+    return None
+
+
 def run(argv: Sequence[str]) -> int:
     """Parse `argv` and run the command; errors propagate (see `main` for how they print)."""
     argv = list(argv)
+    declared = _declared_raw_handler(argv)
+    if declared is not None:
+        return int(declared(argv[1:]) or 0)
     parser = build_parser(commands=argv != ["--version"])
     if not argv:
         raise UsageError("no command given", usage=parser.format_help())

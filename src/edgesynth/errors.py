@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from difflib import get_close_matches
 
 
 class EdgesynthError(Exception):
@@ -79,6 +78,8 @@ class MultipleErrors(EdgesynthError):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """' Did you mean `x`?' for the closest choice, or '' when nothing is close."""
+    from difflib import get_close_matches  # (loaded for a message only: every command imports this)
+
     match = get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" Did you mean `{match[0]}`?" if match else ""
 

@@ -7,10 +7,11 @@ pyproject.toml
     gati = "edgesynth.targets.gati.plugin:PLUGIN"
 
 naming a `TargetPlugin`: its targets (name -> "module:Class", a `Target` subclass), the
-function that adds its sub-commands to `edgesynth`, and the model readers it adds to
-`edgesynth compile` (a file suffix -> "module:function"). Everything is named by string, so
-listing the targets or building `edgesynth --help` imports no target module; a target's class
-is imported when it is used.
+function that adds its sub-commands to `edgesynth`, the model readers it adds to
+`edgesynth compile` (a file suffix -> "module:function"), and the top-level commands among
+them that read their own command line (`raw_commands`, run without building the others).
+Everything is named by string, so listing the targets or building `edgesynth --help` imports
+no target module; a target's class is imported when it is used.
 
 The API (stable): `target_names()` (every registered target's name, sorted; also in
 `targets.base`), `target_references()` (name -> "module:Class"), `plugins()` (entry-point name ->
@@ -23,7 +24,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,10 @@ class TargetPlugin:
     targets: Mapping[str, str]  # target name -> "module:Class"
     commands: str | None = None  # "module:function" called with `edgesynth`'s sub-parsers
     model_readers: tuple[ModelReader, ...] = ()
+    # Top-level commands that read their own command line (`commands` registers them with
+    # `raw_handler`): name -> "module:function", called with every argument after the name.
+    # `edgesynth NAME ...` runs it without building the other commands' parsers.
+    raw_commands: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_object(reference: str, what: str) -> Any:

@@ -15,7 +15,8 @@ from pathlib import Path
 from edgesynth.targets.max7800x.device import device_name
 
 
-def _izer(argv: list[str]) -> int:
+def izer_main(argv: list[str]) -> int:
+    """`edgesynth izer ARGV` (the plugin's `raw_commands` name it)."""
     if "-h" in argv or "--help" in argv:  # the help needs the options only, not the synthesizer
         from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
 
@@ -154,7 +155,7 @@ def _add_izer(subparsers: argparse._SubParsersAction) -> None:
         help=ONLY + "the vendor's ai8xize.py command line, unchanged (`edgesynth izer --help`)",
         add_help=False,
     )
-    izer.set_defaults(raw_handler=_izer)
+    izer.set_defaults(raw_handler=izer_main)
 
 
 def _add_simulate(subparsers: argparse._SubParsersAction) -> None:

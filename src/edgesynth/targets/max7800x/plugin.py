@@ -11,6 +11,7 @@ PLUGIN = TargetPlugin(
         "max78002": "edgesynth.targets.max7800x.target:Max78002",
     },
     commands="edgesynth.targets.max7800x.cli:register",
+    raw_commands={"izer": "edgesynth.targets.max7800x.cli:izer_main"},
     model_readers=(
         ModelReader(
             suffixes=(".yaml", ".yml"),

@@ -21,6 +21,7 @@ import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,21 +29,14 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.targets.max7800x.description.network import Network
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.device import Device
-from edgesynth.targets.max7800x.placement import snoop
-from edgesynth.targets.max7800x.placement.problem import (
-    SINGLE,
-    Problem,
-    Unplaceable,
-    build_problem,
-)
-from edgesynth.targets.max7800x.placement.solve import (
-    Search,
-    Solution,
-    kernel_instances,
-    member_map,
-    reader_map,
-)
 from edgesynth.targets.max7800x.rules import RuleOptions
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.placement.problem import Problem, Unplaceable
+    from edgesynth.targets.max7800x.placement.solve import Search, Solution
+
+# The search (problem, solve, snoop) loads when a layer is placed: a YAML that places every
+# layer never loads it (`edgesynth izer` on such a YAML).
 
 PLACEMENT_KEYS = ("processors", "output_processors", "in_offset", "out_offset")
 MAX_ROUNDS = 6
@@ -83,6 +77,9 @@ def needs_placement(spec: NetworkSpec, order: list[int]) -> bool:
 
 
 def layer_placements(problem: Problem, solution: Solution) -> dict[int, LayerPlacement]:
+    from edgesynth.targets.max7800x.placement.problem import SINGLE
+    from edgesynth.targets.max7800x.placement.solve import member_map, reader_map
+
     result = {}
     for index in problem.net.order:
         reader = problem.readers[index]
@@ -136,6 +133,7 @@ def _check(net: Network, device: Device, options: RuleOptions, write_for_write: 
 
 def _kernel_words(problem: Problem, solution: Solution, instance: int) -> int:
     """Kernel words the solver counted in memory `instance` for `solution`."""
+    from edgesynth.targets.max7800x.placement.solve import kernel_instances
     from edgesynth.targets.max7800x.rules.sizes import memory_instances
 
     total = 0
@@ -178,6 +176,9 @@ def place(
 
     `write_for_write`: the kernels are allocated as the vendor's tool does (`edgesynth izer`),
     not as edgesynth's own path does (see plan/kernels.py)."""
+    from edgesynth.targets.max7800x.placement.problem import Unplaceable
+    from edgesynth.targets.max7800x.placement.solve import Search
+
     started = time.perf_counter()
     problem = _problem(net, device, options, outputs)
     rounds = _Rounds([device.mask_width_small] * problem.instances)
@@ -217,6 +218,9 @@ def _problem(
     outputs: Callable[[Network], dict[int, np.ndarray]] | None,
 ) -> Problem:
     """The placement problem, restricted to what the snoop units must decide."""
+    from edgesynth.targets.max7800x.placement import snoop
+    from edgesynth.targets.max7800x.placement.problem import Unplaceable, build_problem
+
     problem = build_problem(net, device, options)
     decided = snoop.decisions(net)
     if decided:
@@ -343,6 +347,8 @@ def _proven(
 
 def _no_placement(net: Network, rounds: _Rounds, write_for_write: bool) -> EdgesynthError:
     """Why every round failed."""
+    from edgesynth.targets.max7800x.placement.problem import Unplaceable
+
     if not rounds.apart:
         hint = "use calcx4 on every layer or on none, or give the placement by hand."
         if write_for_write:
@@ -362,6 +368,15 @@ def _no_placement(net: Network, rounds: _Rounds, write_for_write: bool) -> Edges
         f"({MAX_ROUNDS} rounds); use fewer or smaller layers, or give `processors` by hand.",
         file=net.spec.path,
     )
+
+
+def __getattr__(name: str) -> Any:
+    """`Unplaceable` (placement/problem.py), loaded when asked for."""
+    if name == "Unplaceable":
+        from edgesynth.targets.max7800x.placement.problem import Unplaceable
+
+        return Unplaceable
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
