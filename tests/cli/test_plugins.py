@@ -108,7 +108,8 @@ def _run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 
 def test_missing_metadata_is_one_clear_message(tmp_path: Path) -> None:
     """With metadata that has no `edgesynth.targets` entry points (edgesynth installed before
-    its targets became entry points: an old egg-info or dist-info first on sys.path) the
+    its targets became entry points: an old dist-info first on sys.path, before the source
+    folder and its own egg-info) the
     commands that need a target say so; the generic help still works."""
     stale = tmp_path / "meta" / "edgesynth-0.1.0.dist-info"
     stale.mkdir(parents=True)
@@ -116,7 +117,7 @@ def test_missing_metadata_is_one_clear_message(tmp_path: Path) -> None:
     (stale / "entry_points.txt").write_text("[console_scripts]\nedgesynth = edgesynth.cli:main\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     code = (
-        f"import sys; sys.path[:0] = [{str(SRC.parent)!r}, {str(stale.parent)!r}]; "
+        f"import sys; sys.path[:0] = [{str(stale.parent)!r}, {str(SRC.parent)!r}]; "
         "from edgesynth.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     for args, status in ((["targets"], 1), (["gati", "compile"], 1), (["--help"], 0)):
