@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import TypeVar
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.outputs import output_folder
@@ -22,6 +23,8 @@ from edgesynth.targets.max7800x.plan.plan import Plan
 from edgesynth.targets.max7800x.rules.options import RuleOptions
 from edgesynth.targets.max7800x.rules.text import layer_name
 
+G = TypeVar("G")
+
 
 def core_options(
     opts: IzerOptions, base_dir: Path | None = None, names: OptionNames = VENDOR
@@ -30,17 +33,18 @@ def core_options(
     relative file names resolve, `names` how messages spell the options."""
     return Max7800xOptions(
         build=_build_options(opts, base_dir or Path("."), names),
-        sim=SimOptions(
-            avg_pool_rounding=opts.avg_pool_rounding,
-            simple1b=opts.simple1b,
-            reshape_inputs=opts.reshape_inputs,
-            legacy_test=opts.legacy_test,
-        ),
-        rules=_rule_options(opts),
-        plan=_plan_options(opts),
-        project=_project_options(opts),
+        sim=_same_named(SimOptions, opts),
+        rules=_same_named(RuleOptions, opts),
+        plan=_same_named(PlanOptions, opts),
+        project=_same_named(ProjectOptions, opts),
         write_for_write=opts.write_for_write,
     )
+
+
+def _same_named(group: type[G], opts: IzerOptions) -> G:
+    """An options group whose every field is the izer option of the same name (the groups'
+    field names are the vendor's argument names)."""
+    return group(**{f.name: getattr(opts, f.name) for f in fields(group)})
 
 
 def _build_options(opts: IzerOptions, base_dir: Path, names: OptionNames) -> BuildOptions:
@@ -68,100 +72,6 @@ def _build_options(opts: IzerOptions, base_dir: Path, names: OptionNames) -> Bui
         synthesize_words=opts.synthesize_words,
         input_csv_format=opts.input_csv_format,
         names=names,
-    )
-
-
-def _rule_options(opts: IzerOptions) -> RuleOptions:
-    return RuleOptions(
-        fifo=opts.fifo,
-        fast_fifo=opts.fast_fifo,
-        fast_fifo_quad=opts.fast_fifo_quad,
-        start_layer=opts.start_layer,
-        avg_pool_rounding=opts.avg_pool_rounding,
-        simple1b=opts.simple1b,
-        calcx4=opts.calcx4,
-        rd_ahead=opts.rd_ahead,
-        link_layer=opts.link_layer,
-        fifo_go=opts.fifo_go,
-        one_shot=opts.one_shot,
-        pipeline=opts.pipeline,
-        pll=opts.pll,
-        riscv=opts.riscv,
-        deepsleep=opts.deepsleep,
-        allow_streaming=opts.allow_streaming,
-        max_proc=opts.max_proc,
-        repeat_layers=opts.repeat_layers,
-        ignore_bias_groups=opts.ignore_bias_groups,
-        overwrite_ok=opts.overwrite_ok,
-        no_error_stop=opts.no_error_stop,
-        ignore_hw_limits=opts.ignore_hw_limits,
-        increase_start=opts.increase_start,
-        increase_delta1=opts.increase_delta1,
-        increase_delta2=opts.increase_delta2,
-        override_start=opts.override_start,
-        override_rollover=opts.override_rollover,
-        override_delta1=opts.override_delta1,
-        override_delta2=opts.override_delta2,
-    )
-
-
-def _plan_options(opts: IzerOptions) -> PlanOptions:
-    return PlanOptions(
-        weight_start=opts.weight_start,
-        legacy_kernels=opts.legacy_kernels,
-        no_deduplicate_weights=opts.no_deduplicate_weights,
-        mexpress=opts.mexpress,
-        zero_sram=opts.zero_sram,
-        write_zero_registers=opts.write_zero_registers,
-        init_tram=opts.init_tram,
-        powerdown=opts.powerdown,
-        ext_rdy=opts.ext_rdy,
-        snoop_loop=opts.snoop_loop,
-        ready_sel=opts.ready_sel,
-        ready_sel_fifo=opts.ready_sel_fifo,
-        ready_sel_aon=opts.ready_sel_aon,
-        debug_new_streaming=opts.debug_new_streaming,
-        max_count=opts.max_count,
-    )
-
-
-def _project_options(opts: IzerOptions) -> ProjectOptions:
-    return ProjectOptions(
-        config_file=opts.config_file,
-        c_filename=opts.c_filename,
-        api_filename=opts.api_filename,
-        weight_filename=opts.weight_filename,
-        sample_filename=opts.sample_filename,
-        result_filename=opts.result_filename,
-        log=opts.log,
-        log_filename=opts.log_filename,
-        board_name=opts.board_name,
-        define=opts.define,
-        balance_speed=opts.balance_speed,
-        clock_divider=opts.clock_divider,
-        clock_trim=opts.clock_trim,
-        enable_delay=opts.enable_delay,
-        boost=opts.boost,
-        wfi=opts.wfi,
-        riscv_flash=opts.riscv_flash,
-        riscv_cache=opts.riscv_cache,
-        riscv_debug=opts.riscv_debug,
-        riscv_exclusive=opts.riscv_exclusive,
-        softmax=opts.softmax,
-        unload=opts.unload,
-        generate_kat=opts.generate_kat,
-        timer=opts.timer,
-        energy=opts.energy,
-        fifo_wait=opts.fifo_wait,
-        fixed_input=opts.fixed_input,
-        forever=opts.forever,
-        stop_start=opts.stop_start,
-        mlator=opts.mlator,
-        unroll_mlator=opts.unroll_mlator,
-        new_kernel_loader=opts.new_kernel_loader,
-        verify_writes=opts.verify_writes,
-        verify_kernels=opts.verify_kernels,
-        debugwait=opts.debugwait,
     )
 
 
