@@ -507,12 +507,12 @@ def _register_export(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=export)
 
 
-def _input_shape(text: str) -> str:
+def _input_shape(text: str) -> tuple[int, ...]:
     """`C,H,W` or `C,L` of positive integers (a usage error otherwise)."""
     parts = text.split(",")
     if len(parts) not in (2, 3) or not all(v.strip().isdigit() and int(v) > 0 for v in parts):
         raise argparse.ArgumentTypeError(f"expected C,H,W or C,L (e.g. 1,28,28), got `{text}`")
-    return text
+    return tuple(int(v) for v in parts)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -88,7 +88,7 @@ class ExportRequest:
     model_args: str | None = None
     eight_bit: bool = False
     device: str = "MAX78000"
-    input_shape: str | None = None  # "C,H,W" (default: the checkpoint's `input_shape`)
+    input_shape: tuple[int, ...] | None = None  # C,H,W or C,L (default: the checkpoint's)
     overwrite: bool = False
 
 
@@ -142,16 +142,7 @@ def export_checkpoint(req: ExportRequest) -> ExportReport:
 
 def _input_shape(req: ExportRequest, ck: dict) -> tuple[int, ...]:
     if req.input_shape is not None:
-        try:
-            shape = tuple(int(v) for v in req.input_shape.split(","))
-        except ValueError:
-            shape = ()
-        if len(shape) not in (2, 3) or min(shape) < 1:
-            raise EdgesynthError(
-                f"expected C,H,W or C,L (e.g. 1,28,28), got `{req.input_shape}`.",
-                key="--input-shape",
-            )
-        return shape
+        return req.input_shape
     recorded = (ck.get("extras") or {}).get("input_shape")
     if not recorded:
         raise EdgesynthError(
