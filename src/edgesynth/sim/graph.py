@@ -75,10 +75,9 @@ def _pool(node: g.Pool, x: np.ndarray) -> np.ndarray:
     pads = (node.pads[0], 0, node.pads[1], 0) if one_d else node.pads
     if node.kind == "max":
         fill = np.iinfo(np.int64).min if np.issubdtype(data.dtype, np.integer) else -np.inf
-        windows, _ = ops.pool_windows_batch(
+        out = ops.max_pool_batch(
             data, kernel, stride, dilation=dilation, pads=pads, ceil=node.ceil, fill=fill
         )
-        out = windows.max(axis=-1)
         if node.max_floor is not None:
             out = np.maximum(out, node.max_floor)
     elif node.kind == "sum":

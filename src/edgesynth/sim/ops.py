@@ -313,6 +313,34 @@ def pool_windows_batch(
 
     Explicit pads and ceil-mode overhang read `fill`.
     """
+    padded, (out_h, out_w), (span_h, span_w) = _pool_padded(
+        data, kernel, stride, dilation, pads, ceil, fill
+    )
+    _, _, height, width = data.shape
+    top, left, bottom, right = pads
+    windows = sliding_window_view(padded, (span_h, span_w), axis=(2, 3))
+    windows = windows[:, :, : out_h * stride[0] : stride[0], : out_w * stride[1] : stride[1]]
+    windows = windows[..., :: dilation[0], :: dilation[1]]
+    windows = windows.reshape(*windows.shape[:4], -1)
+    rows = np.arange(out_h)[:, None] * stride[0] + np.arange(kernel[0]) * dilation[0]
+    cols = np.arange(out_w)[:, None] * stride[1] + np.arange(kernel[1]) * dilation[1]
+    inside_h = rows < height + top + bottom
+    inside_w = cols < width + left + right
+    mask = (inside_h[:, None, :, None] & inside_w[None, :, None, :]).reshape(out_h, out_w, -1)
+    return windows, mask
+
+
+def _pool_padded(
+    data: np.ndarray,
+    kernel: Pair,
+    stride: Pair,
+    dilation: Pair,
+    pads: tuple[int, int, int, int],
+    ceil: bool,
+    fill: int | float,
+) -> tuple[np.ndarray, Pair, Pair]:
+    """The batch padded with `fill` (explicit pads and ceil-mode overhang), the output size and
+    the window's span."""
     _, _, height, width = data.shape
     top, left, bottom, right = pads
     span_h = dilation[0] * (kernel[0] - 1) + 1
@@ -335,16 +363,35 @@ def pool_windows_batch(
         ((0, 0), (0, 0), (top, bottom + extra_h), (left, right + extra_w)),
         constant_values=fill,
     )
-    windows = sliding_window_view(padded, (span_h, span_w), axis=(2, 3))
-    windows = windows[:, :, : out_h * stride[0] : stride[0], : out_w * stride[1] : stride[1]]
-    windows = windows[..., :: dilation[0], :: dilation[1]]
-    windows = windows.reshape(*windows.shape[:4], -1)
-    rows = np.arange(out_h)[:, None] * stride[0] + np.arange(kernel[0]) * dilation[0]
-    cols = np.arange(out_w)[:, None] * stride[1] + np.arange(kernel[1]) * dilation[1]
-    inside_h = rows < height + top + bottom
-    inside_w = cols < width + left + right
-    mask = (inside_h[:, None, :, None] & inside_w[None, :, None, :]).reshape(out_h, out_w, -1)
-    return windows, mask
+    return padded, (out_h, out_w), (span_h, span_w)
+
+
+def max_pool_batch(
+    data: np.ndarray,
+    kernel: Pair,
+    stride: Pair,
+    *,
+    dilation: Pair = (1, 1),
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+    ceil: bool = False,
+    fill: int | float = 0,
+) -> np.ndarray:
+    """Max pooling of a batch (N, C, H, W), the same values as the maximum over
+    `pool_windows_batch`'s windows, computed tap by tap (no window copy)."""
+    padded, (out_h, out_w), _ = _pool_padded(data, kernel, stride, dilation, pads, ceil, fill)
+    out: np.ndarray | None = None
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            top, left = i * dilation[0], j * dilation[1]
+            tap = padded[
+                :,
+                :,
+                top : top + (out_h - 1) * stride[0] + 1 : stride[0],
+                left : left + (out_w - 1) * stride[1] + 1 : stride[1],
+            ]
+            out = tap.copy() if out is None else np.maximum(out, tap, out=out)
+    assert out is not None
+    return out
 
 
 def lookup_activation(q: np.ndarray, kind: str, exponent: int, out_fraction_bits: int = 7):
