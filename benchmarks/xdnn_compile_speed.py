@@ -45,8 +45,12 @@ def _conv(layer: dict, rng: np.random.Generator, nodes: list, inits: list) -> No
     out = name + "/conv" if kv["relu"] == "1" else name
     nodes.append(
         helper.make_node(
-            "Conv", [src, name + "/w", name + "/b"], [out], kernel_shape=[k, k],
-            strides=[stride, stride], pads=[pad] * 4,
+            "Conv",
+            [src, name + "/w", name + "/b"],
+            [out],
+            kernel_shape=[k, k],
+            strides=[stride, stride],
+            pads=[pad] * 4,
         )
     )
     if kv["relu"] == "1":
@@ -61,8 +65,13 @@ def _pool(layer: dict, nodes: list) -> None:
     # (the average pooling's 7x7 window over 7x7 needs no rounding)
     nodes.append(
         helper.make_node(
-            op, layer["bottoms"], [layer["name"]], kernel_shape=[k, k], strides=[stride, stride],
-            pads=[pad] * 4, ceil_mode=int(op == "MaxPool"),
+            op,
+            layer["bottoms"],
+            [layer["name"]],
+            kernel_shape=[k, k],
+            strides=[stride, stride],
+            pads=[pad] * 4,
+            ceil_mode=int(op == "MaxPool"),
         )
     )
 
@@ -87,7 +96,11 @@ def googlenet_onnx(program: Path, out: Path) -> tuple[int, ...]:
         nodes,
         "googlenet_v1",
         [helper.make_tensor_value_info(first["name"], TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info(last["bottoms"][0], TensorProto.FLOAT, last["outputshapes"])],
+        [
+            helper.make_tensor_value_info(
+                last["bottoms"][0], TensorProto.FLOAT, last["outputshapes"]
+            )
+        ],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
