@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import needs
-from edgesynth.targets.max7800x.build_options import BuildOptions
 from edgesynth.targets.max7800x.codegen import project_files
 from edgesynth.targets.max7800x.commands.izer import core_options, plan_izer
 from edgesynth.targets.max7800x.commands.izer_args import parse_izer_args
+from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.options import Max7800xOptions, PlanOptions, ProjectOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, synthesize

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import edgesynth.nn as enn
-from edgesynth.targets.max7800x.build import BuildOptions
+from edgesynth.targets.max7800x.description.assemble import BuildOptions
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, synthesize

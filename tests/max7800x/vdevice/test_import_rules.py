@@ -11,12 +11,12 @@ import edgesynth
 SRC = Path(edgesynth.__file__).resolve().parent
 VDEVICE = SRC / "targets" / "max7800x" / "vdevice"
 ENCODER = (
-    "build",
-    "layer_config",
-    "weights",
-    "sequence",
-    "shapes",
-    "buffers",
+    "description.assemble",
+    "description.layer_config",
+    "description.weights",
+    "description.sequence",
+    "description.shapes",
+    "description.buffers",
     "pipeline",
     "rules",
     "commands",
@@ -78,13 +78,13 @@ def test_encoder_does_not_import_vdevice():
 def test_the_rule_catches_an_encoder_import(tmp_path):
     sample = tmp_path / "x.py"
     sample.write_text(
-        "from edgesynth.targets.max7800x.layer_config import x\n"
+        "from edgesynth.targets.max7800x.description.layer_config import x\n"
         "import edgesynth.targets.max7800x.rules.memory\n"
         "from edgesynth.targets.max7800x import device\n"
     )
     found = sorted(n for n in _imports(sample) if _forbidden(n))
     assert found == [
-        "edgesynth.targets.max7800x.layer_config",
-        "edgesynth.targets.max7800x.layer_config.x",
+        "edgesynth.targets.max7800x.description.layer_config",
+        "edgesynth.targets.max7800x.description.layer_config.x",
         "edgesynth.targets.max7800x.rules.memory",
     ]

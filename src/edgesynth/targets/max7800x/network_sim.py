@@ -24,7 +24,9 @@ from edgesynth.targets.max7800x.compat.handover import HandOver
 from edgesynth.targets.max7800x.compat.pooling import vendor_pool1d
 from edgesynth.targets.max7800x.description.network import Layer, Network
 
-DATA_BUFFER = -2  # as in targets.max7800x.build: `in_sequences` naming the data buffer
+DATA_BUFFER = (
+    -2
+)  # as in targets.max7800x.description.assemble: `in_sequences` naming the data buffer
 
 
 @dataclass(frozen=True)

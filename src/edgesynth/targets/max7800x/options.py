@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from edgesynth.targets.max7800x.build_options import BuildOptions
+from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
 from edgesynth.targets.max7800x.device import Device, get_device
 from edgesynth.targets.max7800x.network_sim import SimOptions
 from edgesynth.targets.max7800x.rules.options import RuleOptions

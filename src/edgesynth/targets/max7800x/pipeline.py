@@ -18,7 +18,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError, warn
 from edgesynth.targets.max7800x import placement as placer
 from edgesynth.targets.max7800x import rules
-from edgesynth.targets.max7800x.build import (
+from edgesynth.targets.max7800x.description.assemble import (
     BuildOptions,
     WeightLayer,
     build_network,

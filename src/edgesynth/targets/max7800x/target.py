@@ -55,7 +55,7 @@ def synthesis_options(device_name: str, base_dir: Path = Path(".")) -> Max7800xO
     """What the core is told for a compiled program: the vendor's defaults for this device,
     `network.yaml` as the description (in `base_dir` when read back), edgesynth's own path
     (not write for write): the one place a compiled program's options are made."""
-    from edgesynth.targets.max7800x.build_options import BuildOptions
+    from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
     from edgesynth.targets.max7800x.options import Max7800xOptions, ProjectOptions
 

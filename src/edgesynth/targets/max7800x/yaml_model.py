@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir.graph import Graph
-from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.commands.option_names import COMPILE
+from edgesynth.targets.max7800x.description.assemble import BuildOptions
 from edgesynth.targets.max7800x.description.graph import graph_from_network
 from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer, Network
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec

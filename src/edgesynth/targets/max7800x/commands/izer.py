@@ -9,13 +9,13 @@ from typing import TypeVar
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.outputs import output_folder
-from edgesynth.targets.max7800x.build_options import BuildOptions
 from edgesynth.targets.max7800x.commands.izer_args import (
     IzerOptions,
     option_rule_errors,
     parse_izer_args,
 )
 from edgesynth.targets.max7800x.commands.option_names import VENDOR, OptionNames
+from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
 from edgesynth.targets.max7800x.network_sim import SimOptions
 from edgesynth.targets.max7800x.options import Max7800xOptions, PlanOptions, ProjectOptions
 from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, synthesize

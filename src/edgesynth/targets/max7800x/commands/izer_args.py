@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, NoReturn
 
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
-from edgesynth.targets.max7800x.build_options import ALL_LAYERS_NO_BIAS
+from edgesynth.targets.max7800x.description.assemble_options import ALL_LAYERS_NO_BIAS
 from edgesynth.targets.max7800x.device import Device, get_device
 
 Effect = Literal["sim", "rules", "codegen", "run"]

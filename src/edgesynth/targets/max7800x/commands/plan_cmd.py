@@ -37,9 +37,9 @@ class PlanOptions:
 def _core_options(o: PlanOptions) -> Max7800xOptions:
     """What the core is told: the vendor's defaults for the device on edgesynth's own path,
     with the `--izer-option`s (read by `izer`)."""
-    from edgesynth.targets.max7800x.build_options import BuildOptions
     from edgesynth.targets.max7800x.commands.izer import with_vendor_options
     from edgesynth.targets.max7800x.commands.option_names import NATIVE
+    from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
     from edgesynth.targets.max7800x.options import Max7800xOptions, ProjectOptions
 

@@ -10,8 +10,8 @@ from rich.table import Table
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import check_output_file, output_folder, save_npy_atomic
-from edgesynth.targets.max7800x.build import BuildOptions
 from edgesynth.targets.max7800x.commands.option_names import NATIVE
+from edgesynth.targets.max7800x.description.assemble import BuildOptions
 from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.network_sim import SimOptions

@@ -62,8 +62,8 @@ def synth_options(o: SynthOptions) -> Max7800xOptions:
 
 def native_options(o: SynthOptions) -> Max7800xOptions:
     """What the core is told for the native options alone."""
-    from edgesynth.targets.max7800x.build_options import BuildOptions
     from edgesynth.targets.max7800x.commands.option_names import NATIVE
+    from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
     from edgesynth.targets.max7800x.options import Max7800xOptions, ProjectOptions
     from edgesynth.targets.max7800x.rules.options import RuleOptions

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.targets.max7800x.description.layer_config import layer_error
 from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
-from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.sequence import References
+    from edgesynth.targets.max7800x.description.sequence import References
 
 
 @dataclass

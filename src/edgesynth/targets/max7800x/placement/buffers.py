@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.buffers import leaves_placement
+from edgesynth.targets.max7800x.description.buffers import leaves_placement
 from edgesynth.targets.max7800x.description.spec import DataBufferSpec, LayerSpec, NetworkSpec
 
 WORD = 4  # bytes per data-memory word

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.buffers import DATA_BUFFER
+from edgesynth.targets.max7800x.description.buffers import DATA_BUFFER
 from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer, Network
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.placement.buffers import buffer_of, buffer_words

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgesynth.targets.max7800x.buffers import DATA_BUFFER
+from edgesynth.targets.max7800x.description.buffers import DATA_BUFFER
 from edgesynth.targets.max7800x.description.network import NETWORK_INPUT
 from edgesynth.targets.max7800x.placement import Placement
 from edgesynth.targets.max7800x.placement.problem import label

@@ -28,10 +28,10 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.description.network import Layer, Network
+from edgesynth.targets.max7800x.description.sequence import link_target
 from edgesynth.targets.max7800x.placement.problem import Decision, Problem, member_map
 from edgesynth.targets.max7800x.plan.hwlayers import hardware_numbers, passes_and_threshold
 from edgesynth.targets.max7800x.plan.kat import FULL, layer_words
-from edgesynth.targets.max7800x.sequence import link_target
 from edgesynth.targets.max7800x.snoop_unit import (
     WORD_SPACE,
     SnoopUnit,

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.description.network import Layer
+from edgesynth.targets.max7800x.description.sequence import link_target
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.text import map64, plural
-from edgesynth.targets.max7800x.sequence import link_target
 from edgesynth.targets.max7800x.snoop_unit import units_from_words
 
 

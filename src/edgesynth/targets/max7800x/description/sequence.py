@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.buffers import DATA_BUFFER
+from edgesynth.targets.max7800x.description.buffers import DATA_BUFFER
+from edgesynth.targets.max7800x.description.layer_config import layer_error
 from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer
 from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
-from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.build_options import BuildOptions
+    from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
 
 
 def yaml_layers(spec: NetworkSpec, skip: int) -> list[LayerSpec]:

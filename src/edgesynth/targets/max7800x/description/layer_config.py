@@ -14,7 +14,7 @@ from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.build_options import BuildOptions
+    from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
 
 
 def layer_error(

@@ -12,7 +12,7 @@ The vendor (ai8x-synthesis `izer`) keeps parallel per-layer lists and patches th
 few of its results depend on that bookkeeping rather than on the layer itself. Those are
 reproduced on purpose, each where it happens, because they decide the known-answer numbers.
 
-This module holds the orchestration (its options are `build_options.BuildOptions`); the parts
+This module holds the orchestration (its options are `assemble_options.BuildOptions`); the parts
 live in `layer_config`
 (per-layer defaults), `weights` (weights, biases, bit widths, shifts), `sequence` (layer
 order, names and references), `shapes` (channels and sizes) and `buffers` (the data buffer).
@@ -23,20 +23,20 @@ from __future__ import annotations
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.buffers import DATA_BUFFER, check_buffers
-from edgesynth.targets.max7800x.build_options import ALL_LAYERS_NO_BIAS, BuildOptions
 from edgesynth.targets.max7800x.compat.weight_lists import line_up, zero_every_seventh
+from edgesynth.targets.max7800x.description.assemble_options import ALL_LAYERS_NO_BIAS, BuildOptions
+from edgesynth.targets.max7800x.description.buffers import DATA_BUFFER, check_buffers
+from edgesynth.targets.max7800x.description.layer_config import configure_layer, shared_default_pad
 from edgesynth.targets.max7800x.description.network import Network
-from edgesynth.targets.max7800x.description.spec import NetworkSpec
-from edgesynth.targets.max7800x.layer_config import configure_layer, shared_default_pad
-from edgesynth.targets.max7800x.sequence import (
+from edgesynth.targets.max7800x.description.sequence import (
     References,
     simulated_order,
     walk_sequence,
     yaml_layers,
 )
-from edgesynth.targets.max7800x.shapes import infer_channels, infer_dimensions
-from edgesynth.targets.max7800x.weights import (
+from edgesynth.targets.max7800x.description.shapes import infer_channels, infer_dimensions
+from edgesynth.targets.max7800x.description.spec import NetworkSpec
+from edgesynth.targets.max7800x.description.weights import (
     BINARY,
     WeightLayer,
     attach_weights,

@@ -17,12 +17,12 @@ from edgesynth.targets.max7800x.compat.weight_lists import (
     takes_no_weights,
 )
 from edgesynth.targets.max7800x.description.checkpoint import CheckpointLayer, resolve_quantization
+from edgesynth.targets.max7800x.description.layer_config import layer_error
 from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
-from edgesynth.targets.max7800x.layer_config import layer_error
 
 if TYPE_CHECKING:
-    from edgesynth.targets.max7800x.build_options import BuildOptions
+    from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
 
 BINARY = -1  # the vendor's code for +/-1 weights
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from edgesynth.targets.max7800x.description.layer_config import layer_error
 from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
-from edgesynth.targets.max7800x.layer_config import layer_error
 
 DATA_BUFFER = -2  # an `in_sequences` entry that names the global `data_buffer`
 

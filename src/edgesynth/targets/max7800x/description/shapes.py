@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from edgesynth.sim.ops import pooled_size
+from edgesynth.targets.max7800x.description.layer_config import layer_error
 from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
-from edgesynth.targets.max7800x.layer_config import layer_error
 
 
 def infer_channels(
