@@ -81,6 +81,14 @@ def mnist_images(count: int) -> np.ndarray:
     return ((x.astype(np.float32) / 255.0 - 0.1307) / 0.3081).astype(np.float32)
 
 
+def unplaced_yaml(path: Path) -> None:
+    """The MNIST description without its placement keys (edgesynth places it)."""
+    keys = ("processors:", "output_processors:", "out_offset:", "in_offset:")
+    text = (MNIST_CASE / "networks" / "mnist-chw-ai85.yaml").read_text()
+    kept = [line for line in text.splitlines() if not line.strip().startswith(keys)]
+    path.write_text("\n".join(kept) + "\n")
+
+
 def commands(inputs: Path) -> list[tuple[str, list[str]]]:
     """(name, argv) per command; `{out}` is the command's output folder."""
     onnx_model, cal = str(inputs / "lenet.onnx"), str(inputs / "cal.npy")
@@ -168,6 +176,16 @@ def commands(inputs: Path) -> list[tuple[str, list[str]]]:
             )
         )
     out.append(("compile -t gap8", ["compile", str(pulp), "-t", "gap8", "--output", "{out}/p"]))
+    for name, description in (("placed", yaml), ("unplaced", str(inputs / "unplaced.yaml"))):
+        out.append(
+            (
+                f"compile {name} YAML",
+                [
+                    *("compile", description, "--checkpoint", ckpt),
+                    *("--sample-input", sample, "-t", "max78000", "--output", "{out}/p"),
+                ],
+            )
+        )
     return out
 
 
@@ -220,6 +238,7 @@ def main() -> int:
         images = mnist_images(201)
         np.save(inputs / "cal.npy", images[:200])
         np.save(inputs / "one.npy", images[200:])
+        unplaced_yaml(inputs / "unplaced.yaml")
         failed = 0
         for index, (name, argv) in enumerate(commands(inputs)):
             sides = {}

@@ -332,7 +332,9 @@ def place_network(
     return net, placement
 
 
-def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
+def read_network(job: SynthesisJob) -> Built:
+    """The hardware layers the description gives, built from its weights (a checkpoint or
+    synthetic ones) and sample, before any placement: the arithmetic only."""
     opts = job.build
     spec = load_spec(_resolve(opts.base_dir, job.config_file))
     spec.path = job.shown_as or job.config_file
@@ -348,15 +350,19 @@ def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
     sample, _ = load_sample(spec, opts)
     if trained:
         weights = _checkpoint_weights(spec, _resolve(opts.base_dir, opts.checkpoint), opts)
-        built = prepare(spec, sample, opts, checkpoint_layers=weights)
-    else:
-        synthetic = _synthetic_weights(spec, opts.base_dir, opts)
-        bias = _synthetic_bias(spec, opts.base_dir, opts)
-        built = prepare(spec, sample, opts, synthetic_weights=synthetic, synthetic_bias=bias)
+        return prepare(spec, sample, opts, checkpoint_layers=weights)
+    synthetic = _synthetic_weights(spec, opts.base_dir, opts)
+    bias = _synthetic_bias(spec, opts.base_dir, opts)
+    return prepare(spec, sample, opts, synthetic_weights=synthetic, synthetic_bias=bias)
+
+
+def load_network(job: SynthesisJob) -> tuple[Network, np.ndarray]:
+    """The description's network, placed (automatically where it leaves placement out)."""
+    built = read_network(job)
     net, placement = place_network(built, job.options, prove=job.prove_placement)
     if placement is not None:
         job.placement = placement
-    return net, sample
+    return net, built.sample
 
 
 def _device_proof(options: Max7800xOptions, sample: np.ndarray) -> Callable[[Network], str | None]:

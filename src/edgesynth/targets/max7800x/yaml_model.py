@@ -17,7 +17,12 @@ from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer,
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec
 from edgesynth.targets.max7800x.device import get_device
 from edgesynth.targets.max7800x.options import Max7800xOptions
-from edgesynth.targets.max7800x.pipeline import SynthesisJob, check_network, load_network
+from edgesynth.targets.max7800x.pipeline import (
+    SynthesisJob,
+    check_network,
+    load_network,
+    read_network,
+)
 
 if TYPE_CHECKING:
     from edgesynth.flow import ModelRequest
@@ -43,7 +48,8 @@ def load_vendor_network(
     check: bool = False,
 ) -> Network:
     """A vendor YAML (+ checkpoint or synthetic weights) read by the MAX7800x builder: the
-    hardware layers the YAML describes, arithmetic only (the device rules with `check`)."""
+    hardware layers the YAML describes, arithmetic only, unplaced where the YAML leaves
+    placement out (with `check`: placed, and the device rules checked, as `synth` does)."""
     build = BuildOptions(
         device=get_device(device),
         checkpoint=None if checkpoint is None else str(checkpoint),
@@ -52,9 +58,10 @@ def load_vendor_network(
         names=COMPILE,
     )
     job = SynthesisJob(str(path), Max7800xOptions(build=build))
+    if not check:
+        return read_network(job).network
     net, _ = load_network(job)
-    if check:
-        check_network(net, job)
+    check_network(net, job)
     return net
 
 

@@ -11,7 +11,8 @@ hardware layer computes as graph operators, the arithmetic exactly as the chip d
     -> [Activation + Clip]
 
 The placement the YAML gives (processors, offsets, ...) is not part of the graph: it is returned
-in `Graph.hints` by node name, for the max7800x target to keep.
+in `Graph.hints` by node name, for the max7800x target to keep (and to complete, where the YAML
+leaves some out: the target's `plan` places).
 Descriptions that only the vendor's hardware-layer model can express (data buffers, jumps in the
 layer sequence, the vendor's 1-D pooling and dilated-window quirks) are refused with a message.
 """
@@ -52,6 +53,9 @@ class _Builder:
         self.graph.source = net.spec.path or ""
         self.out_of: dict[int, str] = {}  # layer index -> its output tensor
         self.act8 = g.QType(8, True, 1 / 128)
+        # a description that leaves some placement out: the hints are the keys it gives (the
+        # target places the rest); one that places every layer: the keys as the builder read them
+        self.given_only = any(net.spec.layers[i].processors is None for i in net.order)
 
     # -- helpers --------------------------------------------------------------------------
     def add(self, layer: Layer, kind: str, node: g.Node, shape, qtype: g.QType) -> str:
@@ -293,7 +297,8 @@ class _Builder:
         out = self.activate(layer, self.operate(layer, data))
         self.out_of[layer.index] = out
         hints = ("processors", "output_processors", "in_offset", "out_offset", "data_format")
-        self.graph.hints[self.prefix(layer)] = {k: getattr(layer, k) for k in hints}
+        source = layer.spec if self.given_only else layer
+        self.graph.hints[self.prefix(layer)] = {k: getattr(source, k) for k in hints}
         # the interleaving of element-wise operands goes with the offsets given
         self.graph.hints[self.prefix(layer)]["write_gap"] = layer.spec.write_gap
 
