@@ -100,7 +100,8 @@ def with_copies(graph: g.Graph, layers: list[HwLayer], device: Device) -> list[H
         base = f"{producer.get(t, 'input')}_copy"
         name, n = base, 1
         while name in names:
-            n, name = n + 1, f"{base}{n}"
+            n += 1
+            name = f"{base}{n}"
         names.add(name)
         copy = HwLayer(name=name, inputs=[t], output=f"{t}#{name}")
         before.setdefault(at, []).append(copy)
