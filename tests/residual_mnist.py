@@ -1,7 +1,7 @@
 """A residual, concatenating CNN for MNIST written for this check (two skip additions, one
 channel concatenation of a block's input with its output: the block's input is read alone, as
-an addition's operand and inside the concatenation), trained briefly (one epoch on 8,000 real images, cached) and
-exported by torch.onnx (cached by source and torch version)."""
+an addition's operand and inside the concatenation), trained briefly (one epoch on 8,000 real
+images) and exported by torch.onnx (cached by source and torch version)."""
 
 from __future__ import annotations
 

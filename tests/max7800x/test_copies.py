@@ -40,8 +40,10 @@ def _conv(graph: g.Graph, name: str, source: str, cin: int = 4, cout: int = 4) -
 
 
 def _sum(graph: g.Graph, name: str, a: str, b: str) -> str:
-    add = _add(graph, g.Eltwise(name=f"{name}/add", inputs=[a, b], outputs=[], kind="add"), SHAPE, ACC)
-    return _add(graph, g.Clip(name=f"{name}/clip", inputs=[add], outputs=[], lo=-128, hi=127), SHAPE, ACT8)  # fmt: skip
+    node = g.Eltwise(name=f"{name}/add", inputs=[a, b], outputs=[], kind="add")
+    add = _add(graph, node, SHAPE, ACC)
+    clip = g.Clip(name=f"{name}/clip", inputs=[add], outputs=[], lo=-128, hi=127)
+    return _add(graph, clip, SHAPE, ACT8)
 
 
 def _graph() -> g.Graph:
@@ -112,7 +114,8 @@ def test_a_tensor_added_to_itself_reads_two_copies(tmp_path: Path) -> None:
 def test_a_tensor_read_alone_and_concatenated_needs_no_copy() -> None:
     graph = _graph()
     a = _conv(graph, "first", "input")
-    cat = _add(graph, g.Concat(name="cat", inputs=[a, _conv(graph, "b", a)], outputs=[]), (8, *SHAPE[1:]), ACT8)  # fmt: skip
+    cat_node = g.Concat(name="cat", inputs=[a, _conv(graph, "b", a)], outputs=[])
+    cat = _add(graph, cat_node, (8, *SHAPE[1:]), ACT8)
     graph.outputs = [_conv(graph, "mix", cat, cin=8)]
     layers = fuse(graph)
     assert with_copies(graph, list(layers), get_device("MAX78000")) == layers

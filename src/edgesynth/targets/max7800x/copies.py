@@ -114,4 +114,3 @@ def with_copies(graph: g.Graph, layers: list[HwLayer], device: Device) -> list[H
             layer.inputs = [copy_of.get((t, grp, k), t) for k, t in enumerate(layer.inputs)]
         out.append(layer)
     return out
-
