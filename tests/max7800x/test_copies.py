@@ -67,16 +67,30 @@ def _proved(graph: g.Graph, folder: Path, device: str = "max78000") -> list[str]
     return [layer.name for layer in program.layers]
 
 
-def test_a_residual_operand_read_alone_too_is_copied_for_the_addition(tmp_path: Path) -> None:
-    """x feeds a convolution and the addition x + conv(x): the addition (fused into the last
-    convolution) reads a copy of x (the copy reads x alone, as the convolution does), on both
-    chips."""
+def _residual() -> g.Graph:
+    """x feeds a convolution and the addition x + conv(x), fused into the last convolution."""
     graph = _graph()
     x = _conv(graph, "first", "input")
     graph.outputs = [_conv(graph, "last", _sum(graph, "res", x, _conv(graph, "block", x)))]
-    for device in ("max78000", "max78002"):
-        names = _proved(graph, tmp_path, device)
-        assert names == ["first", "block", "first_copy", "last"]
+    return graph
+
+
+def test_a_residual_operand_read_alone_too_is_copied_for_the_addition(tmp_path: Path) -> None:
+    """MAX78000: the addition reads a copy of x; the copy reads x alone, as the convolution
+    does."""
+    names = _proved(_residual(), tmp_path)
+    assert names == ["first", "block", "first_copy", "last"]
+
+
+def test_on_the_max78002_a_residual_operand_is_read_with_a_gap(tmp_path: Path) -> None:
+    """MAX78002: x stays the addition's first operand, interleaved; the convolution reading it
+    alone reads every other word (`read_gap: 1`), no copy."""
+    graph = _residual()
+    assert _proved(graph, tmp_path, "max78002") == ["first", "block", "last"]
+    text = (tmp_path / "max78002" / "network.yaml").read_text()
+    assert text.count("read_gap: 1") == 1
+    layers = with_copies(graph, fuse(graph), get_device("MAX78002"))
+    assert [layer.read_gap for layer in layers] == [0, 1, 0]
 
 
 def test_the_network_input_read_alone_and_added_is_copied(tmp_path: Path) -> None:
@@ -97,7 +111,8 @@ def test_a_tensor_added_and_concatenated_is_copied_once(tmp_path: Path) -> None:
     by_name = {layer.name: layer for layer in layers}
     assert by_name["res"].inputs == [f"{a}#first_copy", _conv_out("block")]
     assert by_name["mix"].inputs == [a, b]
-    assert _proved(graph, tmp_path) == ["first", "block", "first_copy", "res", "mix"]
+    for device in ("max78000", "max78002"):  # two groups: a copy on the MAX78002 too
+        assert _proved(graph, tmp_path, device) == ["first", "block", "first_copy", "res", "mix"]
 
 
 def _conv_out(name: str) -> str:

@@ -4,17 +4,21 @@ A MAX7800x layer finds its input where it reads it: a tensor read alone sits on 
 processors; the parts of a concatenation (`in_sequences`) sit on consecutive processors, each
 from a memory instance of its own, and a tensor read alone there is found as it is; the operands
 of an element-wise layer (and the parts of a concatenation read in several passes) are
-interleaved word by word on the same processors, where no layer reads one of them alone. A
-tensor that two layers read in layouts that do not fit together (alone and interleaved, in two
-different groups, twice in one group) gets a copy: a passthrough layer (`operation: none`, the
-vendor's way) that writes it to a new place for the readers of the other layout. The copy runs
-just before its first reader, and placement places it like any other layer.
+interleaved word by word on the same processors, where a layer reads one of them alone only
+with a gap (`read_gap`, the MAX78002's, for the first operand). A tensor that two layers read in
+layouts that do not fit together (alone and interleaved, in two different groups, twice in one
+group) gets a copy: a passthrough layer (`operation: none`, the vendor's way) that writes it to
+a new place for the readers of the other layout. The copy runs just before its first reader,
+and placement places it like any other layer. On the MAX78002, the layers reading alone the
+first operand of one element-wise layer read it with a gap instead (no copy).
 
 Layers whose reading or writing the graph's placement hints fix (a vendor description's
 `processors`, offsets, write gaps) get no copy: the description placed them by hand.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from edgesynth.ir import graph as g
 from edgesynth.targets.max7800x.device import Device
@@ -25,14 +29,14 @@ Group = tuple[str, tuple[str, ...]]  # how one layer reads several tensors: kind
 
 
 def _group(graph: g.Graph, device: Device, layer: HwLayer) -> Group | None:
-    """How `layer` reads its inputs: None (one tensor, alone), "interleaved" (element-wise
-    operands, or a concatenation wider than one pass) or "concat"."""
+    """How `layer` reads its inputs: None (one tensor, alone), "eltwise" (operands, interleaved),
+    "passes" (a concatenation wider than one pass, interleaved too) or "concat"."""
     if len(layer.inputs) == 1:
         return None
     if layer.eltwise is not None:
-        return "interleaved", tuple(layer.inputs)
+        return "eltwise", tuple(layer.inputs)
     width = sum(graph.tensors[t].shape[0] for t in layer.inputs)
-    return ("interleaved" if width > device.processors else "concat"), tuple(layer.inputs)
+    return ("passes" if width > device.processors else "concat"), tuple(layer.inputs)
 
 
 def _needs_copies(t: str, alone: bool, groups: list[Group]) -> bool:
@@ -55,36 +59,68 @@ def _fixed(graph: g.Graph, names: list[str]) -> bool:
     return any(graph.hints.get(n, {}).get(key) is not None for n in names for key in PLACEMENT_KEYS)
 
 
+def _gap_reads(
+    graph: g.Graph, device: Device, t: str, groups: list[Group], alone: list[HwLayer]
+) -> bool:
+    """Can the layers reading `t` alone read it with `read_gap` where the one element-wise
+    layer reading it finds it (its first operand, interleaved with the others)? The MAX78002
+    reads every (g + 1)-th word so, as the vendor's residual networks there do; a reader that
+    pools or flattens gets a copy instead."""
+    if not device.supports_read_gap or t in graph.inputs or len(groups) != 1:
+        return False
+    kind, tensors = groups[0]
+    plain = all(r.pool is None and not r.flatten and r.in_dim is None for r in alone)
+    narrow = graph.tensors[t].shape[0] <= device.processors
+    return kind == "eltwise" and tensors[0] == t and tensors.count(t) == 1 and plain and narrow
+
+
+@dataclass
+class _Reads:
+    """Per tensor: the layers reading it alone, the groups reading it, every reader's name."""
+
+    alone: dict[str, list[HwLayer]] = field(default_factory=dict)
+    groups: dict[str, list[Group]] = field(default_factory=dict)
+    first: dict[Group, int] = field(default_factory=dict)  # group -> its first reader
+    names: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _reads(graph: g.Graph, layers: list[HwLayer], device: Device) -> _Reads:
+    reads = _Reads()
+    for index, layer in enumerate(layers):
+        grp = _group(graph, device, layer)
+        if grp is not None:
+            reads.first.setdefault(grp, index)
+        for t in layer.inputs:
+            reads.names.setdefault(t, []).append(layer.name)
+            if grp is None:
+                reads.alone.setdefault(t, []).append(layer)
+            elif grp not in reads.groups.setdefault(t, []):
+                reads.groups[t].append(grp)
+    return reads
+
+
 def _copies_needed(
     graph: g.Graph, layers: list[HwLayer], device: Device
 ) -> dict[tuple[str, Group, int], int]:
     """(tensor, group, slot) -> the first layer reading that group, for each tensor slot of a
-    group that must read a copy."""
+    group that must read a copy; the layers that read with a gap instead get their `read_gap`."""
     producer = {layer.output: layer.name for layer in layers}
-    alone: dict[str, bool] = {}
-    groups: dict[str, list[Group]] = {}
-    first: dict[Group, int] = {}
-    readers: dict[str, list[str]] = {}
-    for index, layer in enumerate(layers):
-        grp = _group(graph, device, layer)
-        if grp is not None:
-            first.setdefault(grp, index)
-        for t in layer.inputs:
-            readers.setdefault(t, []).append(layer.name)
-            if grp is None:
-                alone[t] = True
-            elif grp not in groups.setdefault(t, []):
-                groups[t].append(grp)
+    reads = _reads(graph, layers, device)
     needed: dict[tuple[str, Group, int], int] = {}
-    for t, grps in groups.items():
-        names = [*readers[t], producer.get(t, "")]
-        if not _needs_copies(t, alone.get(t, False), grps) or _fixed(graph, names):
+    for t, grps in reads.groups.items():
+        alone = reads.alone.get(t, [])
+        names = [*reads.names[t], producer.get(t, "")]
+        if not _needs_copies(t, bool(alone), grps) or _fixed(graph, names):
+            continue
+        if _gap_reads(graph, device, t, grps, alone):
+            for reader in alone:
+                reader.read_gap = len(grps[0][1]) - 1
             continue
         keeper = _keeper(t, grps)
         for grp in grps:
             for slot, u in enumerate(grp[1]):
                 if u == t and not (grp == keeper and slot == grp[1].index(t)):
-                    needed[(t, grp, slot)] = first[grp]
+                    needed[(t, grp, slot)] = reads.first[grp]
     return needed
 
 

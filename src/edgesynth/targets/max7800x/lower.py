@@ -54,6 +54,7 @@ class HwLayer:
     activation: str | None = None
     output: str = ""  # the graph tensor this layer produces
     in_dim: tuple[int, ...] | None = None  # the input read as another shape (`in_dim`)
+    read_gap: int = 0  # reads every (read_gap + 1)-th word: an interleaved operand (`read_gap`)
 
     @property
     def operation(self) -> str:
@@ -500,6 +501,8 @@ def describe(
                 entry["data_format"] = hints.get("data_format") or "HWC"
             if layer.in_dim is not None:
                 entry["in_dim"] = list(layer.in_dim)
+            if layer.read_gap:
+                entry["read_gap"] = layer.read_gap
             if sources != [i - 1] and not (i == 0 and sources == [INPUT_LAYER]):
                 entry["in_sequences"] = sources
             if layer.eltwise:
