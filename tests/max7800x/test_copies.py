@@ -144,3 +144,15 @@ def test_layers_the_hints_place_get_no_copy() -> None:
     graph.hints["res"] = {"processors": 0xF, "out_offset": 0x1000}
     layers = fuse(graph)
     assert with_copies(graph, list(layers), get_device("MAX78000")) == layers
+
+
+def test_a_tensor_in_two_concatenations_is_copied_for_the_second(tmp_path: Path) -> None:
+    graph = _graph()
+    a = _conv(graph, "first", "input")
+    b, c = _conv(graph, "b", a), _conv(graph, "c", "input")
+    one = _add(graph, g.Concat(name="one", inputs=[a, b], outputs=[]), (8, *SHAPE[1:]), ACT8)
+    two = _add(graph, g.Concat(name="two", inputs=[c, a], outputs=[]), (8, *SHAPE[1:]), ACT8)
+    mixed = _sum(graph, "out", _conv(graph, "m1", one, cin=8), _conv(graph, "m2", two, cin=8))
+    graph.outputs = [mixed]
+    names = _proved(graph, tmp_path)
+    assert names == ["first", "b", "c", "m1", "first_copy", "m2", "out"]
