@@ -54,6 +54,7 @@ class HwLayer:
     activation: str | None = None
     output: str = ""  # the graph tensor this layer produces
     in_dim: tuple[int, ...] | None = None  # the input read as another shape (`in_dim`)
+    read_gap: int = 0  # reads every (read_gap + 1)-th word: an interleaved operand (`read_gap`)
 
     @property
     def operation(self) -> str:
@@ -427,9 +428,16 @@ def entry_lines(text: str) -> list[int]:
     return [i + 1 for i, line in enumerate(lines) if i > start and line.startswith("- ")]
 
 
-def _input_channels(graph: g.Graph, layer: HwLayer) -> int:
+def tensor_shape(graph: g.Graph, layers: list[HwLayer], tensor: str) -> tuple[int, ...]:
+    """The shape of a graph tensor, or of a passthrough copy's output (its source's)."""
+    while tensor not in graph.tensors:
+        tensor = next(layer.inputs[0] for layer in layers if layer.output == tensor)
+    return graph.tensors[tensor].shape
+
+
+def _input_channels(graph: g.Graph, layers: list[HwLayer], layer: HwLayer) -> int:
     """The channels of one operand of the layer's input, as the hardware reads it."""
-    shapes = [graph.tensors[t].shape for t in layer.inputs]
+    shapes = [tensor_shape(graph, layers, t) for t in layer.inputs]
     channels = sum(shape[0] for shape in shapes)
     if layer.in_dim is not None:
         channels = sum(int(np.prod(shape)) for shape in shapes) // int(np.prod(layer.in_dim))
@@ -437,7 +445,12 @@ def _input_channels(graph: g.Graph, layer: HwLayer) -> int:
 
 
 def _fitting_hints(
-    graph: g.Graph, layer: HwLayer, hints: dict[str, Any], device: Device, warnings: list[str]
+    graph: g.Graph,
+    layers: list[HwLayer],
+    layer: HwLayer,
+    hints: dict[str, Any],
+    device: Device,
+    warnings: list[str],
 ) -> dict[str, Any]:
     """The layer's placement hints, less a `processors` map too small for its input on the
     whole chip (a vendor description made for `--max-proc`, which spreads the channels over more
@@ -445,7 +458,7 @@ def _fitting_hints(
     processors = hints.get("processors")
     if processors is None:
         return hints
-    channels = _input_channels(graph, layer)
+    channels = _input_channels(graph, layers, layer)
     need = device.processors_for(channels)
     if int(processors).bit_count() >= need:
         return hints
@@ -480,7 +493,7 @@ def describe(
                         f"layer {layer.name}: reads `{t}`, which no layer produces"
                     )
                 sources.append(tensor_layer[t])
-            hints = _fitting_hints(graph, layer, hints, device, warnings)
+            hints = _fitting_hints(graph, layers, layer, hints, device, warnings)
             for key in ("processors", "output_processors", "in_offset", "out_offset", "write_gap"):
                 if hints.get(key) is not None:
                     entry[key] = hints[key]
@@ -488,6 +501,8 @@ def describe(
                 entry["data_format"] = hints.get("data_format") or "HWC"
             if layer.in_dim is not None:
                 entry["in_dim"] = list(layer.in_dim)
+            if layer.read_gap:
+                entry["read_gap"] = layer.read_gap
             if sources != [i - 1] and not (i == 0 and sources == [INPUT_LAYER]):
                 entry["in_sequences"] = sources
             if layer.eltwise:

@@ -156,6 +156,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
+        from edgesynth.targets.max7800x.copies import with_copies
         from edgesynth.targets.max7800x.device import get_device
         from edgesynth.targets.max7800x.lower import describe, fuse
 
@@ -174,7 +175,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                 )
             graph = quantize(graph, options.calibration, device)
             warnings += graph.warnings
-        layers = fuse(graph)
+        layers = with_copies(graph, fuse(graph), device)
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
         warnings += desc.warnings
         in_t = graph.tensors[graph.inputs[0]]
