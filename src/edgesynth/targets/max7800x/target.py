@@ -36,6 +36,7 @@ from edgesynth.targets.base import (
 )
 
 if TYPE_CHECKING:
+    from edgesynth.report.model import TargetReport
     from edgesynth.targets.max7800x.description.network import Network
     from edgesynth.targets.max7800x.lower import Description, HwLayer
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
@@ -281,6 +282,13 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             cycles=None if latency is None else latency.total,
             clock_hz=None if latency is None else round(clock.mhz * 1_000_000),
         )
+
+    def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
+        """The folder read back and planned again: layers, data, kernel and bias memory, latency
+        (`report_data.collect`)."""
+        from edgesynth.targets.max7800x.report_data import collect
+
+        return collect(self, folder, manifest)
 
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:

@@ -27,6 +27,7 @@ from edgesynth.targets.base import (
 from edgesynth.targets.pulp.quantize import PTQ_KEYS
 
 if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.report.model import TargetReport
     from edgesynth.targets.pulp.lower import PulpLayer
     from edgesynth.targets.pulp.plan import Plan, PlanOptions
 
@@ -202,6 +203,12 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
             cycles=plan.total_cycles,
             clock_hz=GAP8.frequency_hz,
         )
+
+    def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
+        """plan.json's layers, tiles and L1/L2/L3 use (`report_data.collect`)."""
+        from edgesynth.targets.pulp.report_data import collect
+
+        return collect(folder, manifest)
 
     def simulate(self, program: Gap8Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The program's integer graph (the layers compute it exactly; `prove` builds the C

@@ -1,0 +1,227 @@
+"""The geometry of the report's pictures (inline SVG drawn by templates/charts.html.j2):
+coordinates, ticks, colours and hover titles computed here, the markup in the templates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from edgesynth.report.model import AddressMap, UsageChart
+
+WIDTH = 1180  # px: the page's content at a 1280 px window
+LEFT = 150  # px for the lane and bar labels
+RIGHT = 24
+PLOT = WIDTH - LEFT - RIGHT
+# distinct colours (a qualitative palette); a tensor keeps its colour in every lane
+PALETTE = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#8c564b",
+]  # fmt: skip
+
+
+@dataclass
+class Rect:
+    x: float
+    y: float
+    w: float
+    h: float
+    fill: str
+    title: str
+    label: str = ""
+
+
+@dataclass
+class Tick:
+    pos: float
+    text: str
+
+
+@dataclass
+class Chart:
+    """One SVG: its size, rectangles, lines, texts, ticks and legend."""
+
+    height: float
+    rects: list[Rect] = field(default_factory=list)
+    texts: list[tuple[float, float, str, str]] = field(default_factory=list)  # x, y, text, anchor
+    xticks: list[Tick] = field(default_factory=list)
+    yticks: list[Tick] = field(default_factory=list)
+    xlabel: str = ""
+    ylabel: str = ""
+    legend: list[tuple[str, str]] = field(default_factory=list)  # colour, text
+    polyline: str = ""  # "x,y x,y ..." for a line chart
+    points: list[Rect] = field(default_factory=list)  # markers on the line, with titles
+    plot_top: float = 30
+    plot_bottom: float = 0
+    width: float = WIDTH
+
+
+def nice_ticks(high: float, count: int = 5) -> list[float]:
+    """0 and round steps up to at least `high`."""
+    if high <= 0:
+        return [0.0, 1.0]
+    raw = high / count
+    magnitude = 10 ** len(str(int(raw))) / 10 if raw >= 1 else 1.0
+    while magnitude > raw:
+        magnitude /= 10
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    ticks, value = [0.0], 0.0
+    while value < high:
+        value += step
+        ticks.append(value)
+    return ticks
+
+
+def size_text(n: float, unit: str = "B") -> str:
+    if unit != "B":
+        return f"{n:,.0f}"
+    if n >= 1024 * 1024:
+        return f"{n / 1024 / 1024:.1f} MiB"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n:,.0f} B"
+
+
+def colours(names: list[str]) -> dict[str, str]:
+    """Each distinct name its colour, in order of appearance."""
+    distinct = list(dict.fromkeys(names))
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(distinct)}
+
+
+def address_map(m: AddressMap) -> Chart:
+    """Lanes of addresses, one row per lane, each region a rectangle titled with what it holds."""
+    lane_h = 18.0 if len(m.lanes) <= 24 else 9.0
+    top = 34.0
+    chart = Chart(height=top + lane_h * len(m.lanes) + 48, plot_top=top)
+    chart.plot_bottom = top + lane_h * len(m.lanes)
+    fill = colours([r.name for r in m.regions])
+    spans = _lane_spans(m)
+    row = {lane: i for i, lane in enumerate(m.lanes)}
+    for r in m.regions:
+        lo, hi = spans[r.lane]
+        x = LEFT + PLOT * (r.start - lo) / max(hi - lo, 1)
+        w = max(PLOT * (r.end - r.start) / max(hi - lo, 1), 1.5)
+        unit = m.unit if m.unit != "B" else "bytes"
+        title = f"{r.name} | {r.layer} | {r.lane}: {unit} {r.start:,} to {r.end - 1:,}"
+        title += f" | {r.detail}" if r.detail else ""
+        label = r.name if w > 7 * len(r.name) else ""
+        y = top + lane_h * row[r.lane] + 1
+        chart.rects.append(Rect(x, y, w, lane_h - 2, fill[r.name], title, label))
+    every = 1 if lane_h > 10 else 4
+    for lane, i in row.items():
+        if i % every == 0:
+            text = lane if m.shared_axis else f"{lane} ({_hex(spans[lane])})"
+            chart.texts.append((LEFT - 6, top + lane_h * (i + 0.7), text, "end"))
+    _address_axis(chart, m)
+    chart.legend = [(c, n) for n, c in fill.items()]
+    return chart
+
+
+def _hex(span: tuple[int, int]) -> str:
+    return f"0x{span[0]:x}-0x{span[1]:x}"
+
+
+def _lane_spans(m: AddressMap) -> dict[str, tuple[int, int]]:
+    if m.shared_axis:
+        return {lane: (0, m.size) for lane in m.lanes}
+    spans = {}
+    for lane in m.lanes:
+        mine = [r for r in m.regions if r.lane == lane]
+        spans[lane] = (min(r.start for r in mine), max(r.end for r in mine)) if mine else (0, 1)
+    return spans
+
+
+def _address_axis(chart: Chart, m: AddressMap) -> None:
+    unit = "words" if m.unit != "B" else "bytes"
+    if not m.shared_axis:
+        chart.xlabel = f"address within each lane's used span ({unit}; the span is in the label)"
+        fractions = (0, 0.25, 0.5, 0.75, 1)
+        chart.xticks = [Tick(LEFT + PLOT * f, f"{round(f * 100)}%") for f in fractions]
+        return
+    chart.xlabel = f"address in the lane ({unit})"
+    ticks = nice_ticks(m.size)
+    ticks = [t for t in ticks if t <= m.size]
+    if ticks[-1] < m.size:
+        ticks.append(float(m.size))
+    chart.xticks = [Tick(LEFT + PLOT * t / m.size, size_text(t, m.unit)) for t in ticks]
+
+
+def bars(labels: list[str], series: dict[str, list[float]], xlabel: str, fmt=size_text) -> Chart:
+    """Horizontal bars: one group per label, one bar per series."""
+    groups = len(series)
+    bar_h = 14.0
+    group_h = bar_h * groups + 8
+    top = 10.0
+    chart = Chart(height=top + group_h * len(labels) + 50, plot_top=top)
+    chart.plot_bottom = top + group_h * len(labels)
+    high = max([v for values in series.values() for v in values] + [0])
+    ticks = nice_ticks(high)
+    scale = PLOT / (ticks[-1] or 1)
+    fill = colours(list(series))
+    for i, label in enumerate(labels):
+        y0 = top + group_h * i + 4
+        chart.texts.append((LEFT - 6, y0 + group_h / 2, label[:24], "end"))
+        for j, (name, values) in enumerate(series.items()):
+            v = values[i]
+            title = f"{label}: {name} {fmt(v)}"
+            chart.rects.append(
+                Rect(LEFT, y0 + bar_h * j, max(v * scale, 1.0), bar_h - 2, fill[name], title)
+            )
+    chart.xticks = [Tick(LEFT + t * scale, fmt(t)) for t in ticks]
+    chart.xlabel = xlabel
+    chart.legend = [(c, n) for n, c in fill.items()] if groups > 1 else []
+    return chart
+
+
+def usage(u: UsageChart) -> Chart:
+    legend = {
+        name: name + (f" (budget {size_text(b)})" if (b := u.budgets.get(name)) else "")
+        for name in u.series
+    }
+    series = {legend[k]: [float(v) for v in vs] for k, vs in u.series.items()}
+    chart = bars(u.layers, series, "bytes in use during the layer")
+    for rect, detail in zip(chart.rects[:: len(series)], u.details, strict=False):
+        rect.title += f" | {detail}"
+    return chart
+
+
+def line(labels: list[str], values: list[float], ylabel: str) -> Chart:
+    """A line over the layers (x: layer, y: value), each point titled."""
+    top, height = 20.0, 260.0
+    chart = Chart(height=top + height + 110, plot_top=top, plot_bottom=top + height)
+    ticks = nice_ticks(max([*values, 0]))
+    scale = height / (ticks[-1] or 1)
+    step = PLOT / max(len(values) - 1, 1)
+    pts = []
+    for i, (label, v) in enumerate(zip(labels, values, strict=True)):
+        x, y = LEFT + step * i, top + height - v * scale
+        pts.append(f"{x:.1f},{y:.1f}")
+        chart.points.append(Rect(x - 4, y - 4, 8, 8, PALETTE[2], f"{label}: {v:.4g}"))
+        if len(values) <= 30 or i % max(len(values) // 30, 1) == 0:
+            chart.texts.append((x, top + height + 14, label[:14], "rot"))
+    chart.polyline = " ".join(pts)
+    chart.yticks = [Tick(top + height - t * scale, f"{t:.3g}") for t in ticks]
+    chart.ylabel = ylabel
+    chart.xlabel = "layer (tensor both graphs name)"
+    return chart
+
+
+def heat(matrix: list[list[int]], labels: list[str]) -> Chart:
+    """The confusion matrix: rows the reference's class, columns the target's."""
+    n = len(matrix)
+    cell = min(40.0, 560.0 / max(n, 1))
+    top = 30.0
+    chart = Chart(height=top + cell * n + 60, plot_top=top, plot_bottom=top + cell * n)
+    chart.width = LEFT + cell * n + 40
+    high = max([v for row in matrix for v in row] + [1])
+    for i, row in enumerate(matrix):
+        chart.texts.append((LEFT - 6, top + cell * (i + 0.65), labels[i], "end"))
+        for j, v in enumerate(row):
+            shade = int(235 - 200 * v / high)
+            fill = f"rgb({shade},{shade + 10 if shade < 245 else 245},255)"
+            title = f"reference {labels[i]}, target {labels[j]}: {v} samples"
+            chart.rects.append(
+                Rect(LEFT + cell * j, top + cell * i, cell - 1, cell - 1, fill, title, str(v))
+            )
+    chart.xticks = [Tick(LEFT + cell * (j + 0.5), labels[j]) for j in range(n)]
+    chart.xlabel = "target's top-1 class"
+    chart.ylabel = "reference's class"
+    return chart

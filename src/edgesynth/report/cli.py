@@ -1,0 +1,76 @@
+"""`edgesynth report OUT/`: the HTML page of an output folder, written next to its files
+(OUT/report.html), and the `--report` flag the other commands share (`write_report`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgesynth.cliargs import add_overwrite
+
+if TYPE_CHECKING:
+    from edgesynth.report.model import Report
+
+PAGE = "report.html"
+
+
+def report_file(folder: Path, name: Path | None) -> Path:
+    return Path(name) if name is not None else Path(folder) / PAGE
+
+
+def write_report(report: Report, path: Path, *, overwrite: bool, inputs: list) -> Path:
+    """Render `report` and write it to `path` (atomically; an existing file only with
+    --overwrite)."""
+    from edgesynth.outputs import write_file_atomic
+    from edgesynth.report.render import render
+
+    return write_file_atomic(
+        path, render(report), overwrite=overwrite, inputs=inputs, option="--report"
+    )
+
+
+def report_cmd(args: argparse.Namespace) -> int:
+    """Read the folder (refusing one no command wrote), render, write OUT/report.html."""
+    from edgesynth.outputs import check_output_file
+    from edgesynth.report.collect import folder_report
+
+    path = report_file(args.folder, args.output)
+    inputs = [args.results]
+    check_output_file(path, overwrite=args.overwrite, inputs=inputs, option="--output")
+    report = folder_report(args.folder, args.results)
+    written = write_report(report, path, overwrite=args.overwrite, inputs=inputs)
+    layers = sum(len(t.layers) for t in report.targets)
+    print(
+        f"wrote {written}: {len(report.targets)} target(s), {layers} layers; open it in a "
+        "browser (it needs no network)",
+        file=sys.stdout,
+    )
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `report` to the `edgesynth` command line."""
+    r = subparsers.add_parser(
+        "report",
+        help="one self-contained HTML page of a compiled folder (layers, memory, time)",
+        description="Read the folder `edgesynth compile` wrote (or `compile -t all`, a folder "
+        "per target) and write one HTML page next to its files (OUT/report.html): the layers "
+        "(sortable), memory pictures per target, estimated cycles per layer and, with "
+        "--results, validation metrics or the targets' agreement. The page is self-contained: "
+        "it reads nothing from the network.",
+    )
+    r.add_argument("folder", type=Path, metavar="OUT", help="a folder compile wrote")
+    r.add_argument(
+        "--results",
+        type=Path,
+        metavar="JSON",
+        help="the --json of `edgesynth validate` (metrics, confusion matrix, per-layer error) "
+        "or of `compile -t all` (agreement per target) to show too",
+    )
+    r.add_argument(
+        "--output", "-o", type=Path, metavar="HTML", help=f"the page (default OUT/{PAGE})"
+    )
+    add_overwrite(r, "the page")
+    r.set_defaults(handler=report_cmd)
