@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from edgesynth.report.model import AddressMap, UsageChart
 
 WIDTH = 1180  # px: the page's content at a 1280 px window
-LEFT = 150  # px for the lane and bar labels
+LEFT = 210  # px for the lane and bar labels
 RIGHT = 24
 PLOT = WIDTH - LEFT - RIGHT
 # distinct colours (a qualitative palette); a tensor keeps its colour in every lane
@@ -52,6 +52,7 @@ class Chart:
     plot_top: float = 30
     plot_bottom: float = 0
     width: float = WIDTH
+    left: float = LEFT  # where the plot starts (the labels end)
 
 
 def nice_ticks(high: float, count: int = 5) -> list[float]:
@@ -68,6 +69,14 @@ def nice_ticks(high: float, count: int = 5) -> list[float]:
         value += step
         ticks.append(value)
     return ticks
+
+
+def byte_ticks(high: float) -> list[float]:
+    """Round steps of bytes: in KiB (or MiB) once the range passes one."""
+    for scale in (1024 * 1024, 1024):
+        if high >= 2 * scale:
+            return [t * scale for t in nice_ticks(high / scale)]
+    return nice_ticks(high)
 
 
 def size_text(n: float, unit: str = "B") -> str:
@@ -101,6 +110,8 @@ def address_map(m: AddressMap) -> Chart:
         w = max(PLOT * (r.end - r.start) / max(hi - lo, 1), 1.5)
         unit = m.unit if m.unit != "B" else "bytes"
         title = f"{r.name} | {r.layer} | {r.lane}: {unit} {r.start:,} to {r.end - 1:,}"
+        if m.unit == "steps":
+            title = f"{r.name} | {r.layer}"
         title += f" | {r.detail}" if r.detail else ""
         label = r.name if w > 7 * len(r.name) else ""
         y = top + lane_h * row[r.lane] + 1
@@ -136,11 +147,12 @@ def _address_axis(chart: Chart, m: AddressMap) -> None:
         fractions = (0, 0.25, 0.5, 0.75, 1)
         chart.xticks = [Tick(LEFT + PLOT * f, f"{round(f * 100)}%") for f in fractions]
         return
-    chart.xlabel = f"address in the lane ({unit})"
-    ticks = nice_ticks(m.size)
+    chart.xlabel = f"address in the lane ({unit})" if m.unit != "steps" else "step (layer)"
+    ticks = byte_ticks(m.size) if m.unit == "B" else nice_ticks(m.size)
     ticks = [t for t in ticks if t <= m.size]
-    if ticks[-1] < m.size:
-        ticks.append(float(m.size))
+    if m.size - ticks[-1] < 0.1 * m.size:
+        ticks.pop()  # too close to the end's own tick
+    ticks.append(float(m.size))
     chart.xticks = [Tick(LEFT + PLOT * t / m.size, size_text(t, m.unit)) for t in ticks]
 
 
@@ -153,7 +165,7 @@ def bars(labels: list[str], series: dict[str, list[float]], xlabel: str, fmt=siz
     chart = Chart(height=top + group_h * len(labels) + 50, plot_top=top)
     chart.plot_bottom = top + group_h * len(labels)
     high = max([v for values in series.values() for v in values] + [0])
-    ticks = nice_ticks(high)
+    ticks = byte_ticks(high) if fmt is size_text else nice_ticks(high)
     scale = PLOT / (ticks[-1] or 1)
     fill = colours(list(series))
     for i, label in enumerate(labels):

@@ -49,7 +49,7 @@ class AddressMap:
     # True: every lane on one axis [0, size); False: each lane zoomed to the bytes its regions
     # span (memories whose regions lie far apart, such as xDNN's download and upload regions)
     shared_axis: bool = True
-    unit: str = "B"  # what the addresses count (bytes, or kernel "words")
+    unit: str = "B"  # what the addresses count: bytes, kernel "words" or "steps" (lifetimes)
 
 
 @dataclass

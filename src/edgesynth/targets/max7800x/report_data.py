@@ -118,6 +118,33 @@ def _data_map(problem: Problem, device: Device) -> AddressMap:
     )
 
 
+def _lifetimes(problem: Problem) -> AddressMap:
+    """Each data-memory block from the step that writes it to the last that reads it."""
+    net = problem.net
+    regions, lanes = [], []
+    for block in problem.blocks:
+        name = " + ".join(_tensor_name(net, m.tensor) for m in block.members)
+        lanes.append(name)
+        regions.append(
+            Region(
+                lane=name,
+                start=block.born,
+                end=block.dies + 1,
+                name=name,
+                layer=f"written by {_step(net, block.born)}, last read by "
+                f"{_step(net, block.dies)} (steps {block.born} to {block.dies})",
+            )
+        )
+    return AddressMap(
+        title="data memory: each tensor's lifetime, from the step that writes it to the last "
+        "step that reads it (step 0: the input loader; step k: the k-th layer run)",
+        lanes=lanes,
+        size=problem.steps + 1,
+        regions=regions,
+        unit="steps",
+    )
+
+
 def _tensor_name(net: Network, tensor: int) -> str:
     if tensor < 0:
         return "input " + "x".join(map(str, net.input_shape))
@@ -158,9 +185,12 @@ def _bias_map(plan: Plan, device: Device) -> AddressMap:
     s = plan.settings
     regions = []
     for h in s.hw:
-        offsets = s.bias.offsets.get(h.index) or []
-        for quadrant, offset in enumerate(offsets):
-            if offset is None or s.bias.group.get(h.index) is None:
+        offsets, group = s.bias.offsets.get(h.index) or [], s.bias.group.get(h.index)
+        if group is None:
+            continue
+        for quadrant in range(len(offsets)) if group == "all" else [int(group)]:
+            offset = offsets[quadrant]
+            if offset is None:
                 continue
             regions.append(
                 Region(
@@ -202,7 +232,12 @@ def collect(target: Any, folder: Path, manifest: dict[str, Any]) -> TargetReport
         network=str(manifest.get("network", "")),
         folder=str(folder),
         layers=_rows(net, cycles),
-        maps=[_data_map(problem, device), _kernel_map(plan), _bias_map(plan, device)],
+        maps=[
+            _data_map(problem, device),
+            _lifetimes(problem),
+            _kernel_map(plan),
+            _bias_map(plan, device),
+        ],
         clock_hz=round(clocking(opts, target.device_name).mhz * 1_000_000) if cycles else None,
         total_cycles=plan.latency.total if plan.latency is not None else None,
         facts={
