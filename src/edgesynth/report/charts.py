@@ -27,6 +27,7 @@ class Rect:
     fill: str
     title: str
     label: str = ""
+    ink: str = "#fff"  # the label's colour
 
 
 @dataclass
@@ -150,7 +151,7 @@ def _address_axis(chart: Chart, m: AddressMap) -> None:
     chart.xlabel = f"address in the lane ({unit})" if m.unit != "steps" else "step (layer)"
     ticks = byte_ticks(m.size) if m.unit == "B" else nice_ticks(m.size)
     ticks = [t for t in ticks if t <= m.size]
-    if m.size - ticks[-1] < 0.1 * m.size:
+    if len(ticks) > 1 and m.size - ticks[-1] < 0.1 * m.size:
         ticks.pop()  # too close to the end's own tick
     ticks.append(float(m.size))
     chart.xticks = [Tick(LEFT + PLOT * t / m.size, size_text(t, m.unit)) for t in ticks]
@@ -201,7 +202,7 @@ def line(labels: list[str], values: list[float], ylabel: str) -> Chart:
     chart = Chart(height=top + height + 110, plot_top=top, plot_bottom=top + height)
     ticks = nice_ticks(max([*values, 0]))
     scale = height / (ticks[-1] or 1)
-    step = PLOT / max(len(values) - 1, 1)
+    step = (PLOT - 50) / max(len(values) - 1, 1)  # room for the last label
     pts = []
     for i, (label, v) in enumerate(zip(labels, values, strict=True)):
         x, y = LEFT + step * i, top + height - v * scale
@@ -220,20 +221,20 @@ def heat(matrix: list[list[int]], labels: list[str]) -> Chart:
     """The confusion matrix: rows the reference's class, columns the target's."""
     n = len(matrix)
     cell = min(40.0, 560.0 / max(n, 1))
-    top = 30.0
+    top, left = 30.0, 70.0
     chart = Chart(height=top + cell * n + 60, plot_top=top, plot_bottom=top + cell * n)
-    chart.width = LEFT + cell * n + 40
+    chart.width, chart.left = left + cell * n + 40, left
     high = max([v for row in matrix for v in row] + [1])
     for i, row in enumerate(matrix):
-        chart.texts.append((LEFT - 6, top + cell * (i + 0.65), labels[i], "end"))
+        chart.texts.append((left - 6, top + cell * (i + 0.65), labels[i], "end"))
         for j, v in enumerate(row):
-            shade = int(235 - 200 * v / high)
-            fill = f"rgb({shade},{shade + 10 if shade < 245 else 245},255)"
+            shade = int(240 - 200 * v / high)
+            fill = f"rgb({shade},{min(shade + 10, 245)},255)"
             title = f"reference {labels[i]}, target {labels[j]}: {v} samples"
-            chart.rects.append(
-                Rect(LEFT + cell * j, top + cell * i, cell - 1, cell - 1, fill, title, str(v))
-            )
-    chart.xticks = [Tick(LEFT + cell * (j + 0.5), labels[j]) for j in range(n)]
+            ink = "#fff" if shade < 150 else "#333"
+            x, y = left + cell * j, top + cell * i
+            chart.rects.append(Rect(x, y, cell - 1, cell - 1, fill, title, str(v), ink))
+    chart.xticks = [Tick(left + cell * (j + 0.5), labels[j]) for j in range(n)]
     chart.xlabel = "target's top-1 class"
     chart.ylabel = "reference's class"
     return chart

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from edgesynth.cliargs import add_overwrite
 
 if TYPE_CHECKING:
-    from edgesynth.report.model import Report
+    from edgesynth.report.model import Report, TargetReport
+    from edgesynth.targets.base import Program
 
 PAGE = "report.html"
 
@@ -29,6 +30,55 @@ def write_report(report: Report, path: Path, *, overwrite: bool, inputs: list) -
     return write_file_atomic(
         path, render(report), overwrite=overwrite, inputs=inputs, option="--report"
     )
+
+
+def folder_page(
+    folder: Path, path: Path, *, overwrite: bool, inputs: list, results: Report | None = None
+) -> Path:
+    """`--report` of a command that wrote `folder`: its page at `path`. `results`: what the
+    command measured besides the files (the `-t all` table's rows)."""
+    from edgesynth.report.collect import folder_report
+
+    report = folder_report(folder)
+    if results is not None:
+        report.comparison, report.refused = results.comparison, results.refused
+        report.validation = results.validation
+    return write_report(report, path, overwrite=overwrite, inputs=inputs)
+
+
+def validation_page(
+    program: Program, model: Path, document: str, path: Path, *, overwrite: bool, inputs: list
+) -> Path:
+    """`validate --report`: the target's page (the compiled folder's, or the program's files
+    emitted into a temporary folder) with the validation's metrics (`document`: its JSON)."""
+    import json
+
+    from edgesynth.report.collect import validation
+    from edgesynth.report.model import Report
+
+    target = _validated_target(program, model)
+    report = Report(
+        title=f"edgesynth validate: {target.network} on {target.target}",
+        targets=[target],
+        validation=validation(json.loads(document)),
+    )
+    return write_report(report, path, overwrite=overwrite, inputs=inputs)
+
+
+def _validated_target(program: Program, model: Path) -> TargetReport:
+    from edgesynth.report.collect import target_report
+
+    if Path(model).is_dir():
+        return target_report(Path(model))
+    import tempfile
+
+    from edgesynth.targets.base import get_target
+
+    with tempfile.TemporaryDirectory(prefix="edgesynth-report-") as tmp:
+        get_target(program.target).emit(program, Path(tmp))
+        target = target_report(Path(tmp))
+    target.folder = f"(compiled from {model} in memory; no folder written)"
+    return target
 
 
 def report_cmd(args: argparse.Namespace) -> int:
