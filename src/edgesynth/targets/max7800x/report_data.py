@@ -15,6 +15,8 @@ from edgesynth.report.model import AddressMap, LayerRow, Region, TargetReport
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.description.network import Layer, Network
     from edgesynth.targets.max7800x.device import Device
+    from edgesynth.targets.max7800x.network_sim import SynthesisResult
+    from edgesynth.targets.max7800x.options import Max7800xOptions
     from edgesynth.targets.max7800x.placement.problem import Problem
     from edgesynth.targets.max7800x.plan.plan import Plan
 
@@ -212,25 +214,35 @@ def _bias_map(plan: Plan, device: Device) -> AddressMap:
 
 def collect(target: Any, folder: Path, manifest: dict[str, Any]) -> TargetReport:
     """`target` (a Max7800xTarget) reads the folder back; the plan is made again from it."""
-    from edgesynth.targets.max7800x.emit.project import clocking
     from edgesynth.targets.max7800x.network_sim import SynthesisResult, simulate
+
+    program = target.load(folder, manifest)
+    net, opts = program.network, program.options
+    result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
+    name = str(manifest.get("network", ""))
+    return network_report(result, opts, manifest["target"], name, str(folder))
+
+
+def network_report(
+    result: SynthesisResult, opts: Max7800xOptions, target: str, network: str, folder: str
+) -> TargetReport:
+    """The report of a placed, simulated network (`compile`'s folder read back, or what `synth`
+    and `plan` made): its plan made again from it."""
+    from edgesynth.targets.max7800x.emit.project import clocking
     from edgesynth.targets.max7800x.placement.problem import build_problem
     from edgesynth.targets.max7800x.plan.plan import make_plan
     from edgesynth.targets.max7800x.summary import kernel_memory
 
-    program = target.load(folder, manifest)
-    net, opts = program.network, program.options
-    device = opts.build.device
-    result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
+    net, device = result.network, opts.build.device
     plan = make_plan(result, opts)
     cycles = dict(plan.latency.layers) if plan.latency is not None else {}
     used, capacity = kernel_memory(plan)
     problem = build_problem(net, device, opts.rules)
     notes = [] if plan.latency is not None else ["the vendor has no latency model for this chip"]
     return TargetReport(
-        target=manifest["target"],
-        network=str(manifest.get("network", "")),
-        folder=str(folder),
+        target=target,
+        network=network,
+        folder=folder,
         layers=_rows(net, cycles),
         maps=[
             _data_map(problem, device),
@@ -238,7 +250,7 @@ def collect(target: Any, folder: Path, manifest: dict[str, Any]) -> TargetReport
             _kernel_map(plan),
             _bias_map(plan, device),
         ],
-        clock_hz=round(clocking(opts, target.device_name).mhz * 1_000_000) if cycles else None,
+        clock_hz=round(clocking(opts, device.name).mhz * 1_000_000) if cycles else None,
         total_cycles=plan.latency.total if plan.latency is not None else None,
         facts={
             "kernel memory": f"{used:,} of {capacity:,} B",
@@ -246,3 +258,22 @@ def collect(target: Any, folder: Path, manifest: dict[str, Any]) -> TargetReport
         },
         notes=notes,
     )
+
+
+def write_page(
+    result: SynthesisResult,
+    opts: Max7800xOptions,
+    path: Path,
+    *,
+    network: Path,
+    overwrite: bool,
+    inputs: list,
+) -> Path:
+    """`synth --report` and `plan --report`: the page of the network they placed."""
+    from edgesynth.report.cli import write_report
+    from edgesynth.report.model import Report
+
+    device = opts.build.device.name
+    target = network_report(result, opts, device.lower(), network.stem, str(network))
+    report = Report(title=f"edgesynth report: {network.name} on {device}", targets=[target])
+    return write_report(report, path, overwrite=overwrite, inputs=inputs)
