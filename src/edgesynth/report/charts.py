@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgesynth.report.model import AddressMap, UsageChart
+from edgesynth.targets.report_model import AddressMap, UsageChart
 
 WIDTH = 1180  # px: the page's content at a 1280 px window
 LEFT = 210  # px for the lane and bar labels

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 from edgesynth.cliargs import add_overwrite
 
 if TYPE_CHECKING:
-    from edgesynth.report.model import Report, TargetReport
+    from edgesynth.report.model import Report
     from edgesynth.targets.base import Program
+    from edgesynth.targets.report_model import TargetReport
 
 PAGE = "report.html"
 

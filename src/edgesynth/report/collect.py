@@ -8,12 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edgesynth.compile_all import FORMAT as TABLE_FORMAT
 from edgesynth.errors import EdgesynthError
-from edgesynth.report.files import read_json
-from edgesynth.report.model import Report, TargetReport, Validation
+from edgesynth.report.model import Report, Validation
 from edgesynth.targets.base import MANIFEST
-from edgesynth.validate.text import JSON_FORMAT as VALIDATE_FORMAT
+from edgesynth.targets.report_model import TargetReport, read_json
 
 
 def target_report(folder: Path) -> TargetReport:
@@ -76,19 +74,20 @@ def _row_from_files(t: TargetReport) -> dict[str, Any]:
 
 
 def _add_results(report: Report, path: Path) -> None:
+    """`--results`: a `validate --json` document (its `outputs`) or a `compile -t all
+    --json` table (its `targets`)."""
     document = read_json(Path(path).parent, Path(path).name)
-    kind = document.get("format") if isinstance(document, dict) else None
-    if kind == TABLE_FORMAT:
+    if isinstance(document, dict) and isinstance(document.get("outputs"), list):
+        report.validation = validation(document)
+    elif isinstance(document, dict) and isinstance(document.get("targets"), list):
         report.comparison = list(document["targets"])
         report.refused = {
             r["target"]: r["error"] for r in document["targets"] if not r.get("compiled")
         }
-    elif kind == VALIDATE_FORMAT:
-        report.validation = validation(document)
     else:
         raise EdgesynthError(
-            f"not a result edgesynth wrote (format {kind!r}); give the --json of "
-            f"`edgesynth validate` ({VALIDATE_FORMAT}) or of `compile -t all` ({TABLE_FORMAT})",
+            "not a result edgesynth wrote: give the --json of `edgesynth validate` (with "
+            "`outputs`) or of `compile -t all` (with `targets`)",
             file=str(path),
             key="--results",
         )

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from edgesynth.report import charts
-from edgesynth.report.model import Report, TargetReport, Validation
+from edgesynth.report.model import Report, Validation
+from edgesynth.targets.report_model import TargetReport
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

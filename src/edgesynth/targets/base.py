@@ -46,7 +46,7 @@ from edgesynth.targets.registry import load_object, target_references
 from edgesynth.targets.registry import target_names as target_names
 
 if TYPE_CHECKING:
-    from edgesynth.report.model import TargetReport
+    from edgesynth.targets.report_model import TargetReport
 
 MANIFEST = "compiled.json"
 

@@ -37,9 +37,9 @@ from edgesynth.targets.base import (
 from edgesynth.targets.gati import device
 
 if TYPE_CHECKING:  # what the steps import when they run
-    from edgesynth.report.model import TargetReport
     from edgesynth.targets.gati.layers import GatiLayer, GatiModel
     from edgesynth.targets.gati.plan import CompiledProgram
+    from edgesynth.targets.report_model import TargetReport
 
 
 @dataclass(frozen=True)

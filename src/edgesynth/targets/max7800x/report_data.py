@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgesynth.report.model import AddressMap, LayerRow, Region, TargetReport
+from edgesynth.targets.report_model import AddressMap, LayerRow, Region, TargetReport
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.description.network import Layer, Network

@@ -36,13 +36,13 @@ from edgesynth.targets.base import (
 )
 
 if TYPE_CHECKING:
-    from edgesynth.report.model import TargetReport
     from edgesynth.targets.max7800x.description.network import Network
     from edgesynth.targets.max7800x.lower import Description, HwLayer
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
     from edgesynth.targets.max7800x.pipeline import Built
     from edgesynth.targets.max7800x.placement import Placement
     from edgesynth.targets.max7800x.plan.plan import Plan
+    from edgesynth.targets.report_model import TargetReport
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.options import Max7800xOptions

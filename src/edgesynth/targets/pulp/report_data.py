@@ -6,9 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edgesynth.report.files import read_json, shape_text, shapes_text
-from edgesynth.report.model import LayerRow, TargetReport, UsageChart
 from edgesynth.targets.pulp.device import GAP8
+from edgesynth.targets.report_model import (
+    LayerRow,
+    TargetReport,
+    UsageChart,
+    read_json,
+    shape_text,
+    shapes_text,
+)
 
 
 def _row(layer: dict[str, Any]) -> LayerRow:

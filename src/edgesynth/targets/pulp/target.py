@@ -27,9 +27,9 @@ from edgesynth.targets.base import (
 from edgesynth.targets.pulp.quantize import PTQ_KEYS
 
 if TYPE_CHECKING:  # what the steps import when they run
-    from edgesynth.report.model import TargetReport
     from edgesynth.targets.pulp.lower import PulpLayer
     from edgesynth.targets.pulp.plan import Plan, PlanOptions
+    from edgesynth.targets.report_model import TargetReport
 
 TARGET_JSON = "pulp.json"
 NETWORK_COPY = "network.onnx"

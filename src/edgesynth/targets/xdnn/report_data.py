@@ -7,8 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edgesynth.report.files import read_json, shape_text
-from edgesynth.report.model import AddressMap, LayerRow, Region, TargetReport
+from edgesynth.targets.report_model import (
+    AddressMap,
+    LayerRow,
+    Region,
+    TargetReport,
+    read_json,
+    shape_text,
+)
 
 
 def _int(text: Any) -> int:

@@ -25,7 +25,7 @@ from edgesynth.targets.base import (
 from edgesynth.targets.xdnn.files import FILES
 
 if TYPE_CHECKING:  # what the steps import when they run
-    from edgesynth.report.model import TargetReport
+    from edgesynth.targets.report_model import TargetReport
     from edgesynth.targets.xdnn.device import Engine
     from edgesynth.targets.xdnn.imem import ImemPlan
     from edgesynth.targets.xdnn.layers import XLayer
