@@ -9,7 +9,7 @@ from edgesynth.targets.report_model import AddressMap, UsageChart
 
 WIDTH = 1180  # px: the page's content at a 1280 px window
 LEFT = 210  # px for the lane and bar labels
-RIGHT = 24
+RIGHT = 40  # room for the last tick's label
 PLOT = WIDTH - LEFT - RIGHT
 # distinct colours (a qualitative palette); a tensor keeps its colour in every lane
 PALETTE = [

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,10 @@ def write_report(report: Report, path: Path, *, overwrite: bool, inputs: list) -
     from edgesynth.outputs import write_file_atomic
     from edgesynth.report.render import render
 
+    for target in report.targets:  # a folder beside the page is named from the page
+        folder = Path(target.folder)
+        if folder.is_dir() and folder.resolve().is_relative_to(Path(path).resolve().parent):
+            target.folder = os.path.relpath(folder.resolve(), Path(path).resolve().parent)
     return write_file_atomic(
         path, render(report), overwrite=overwrite, inputs=inputs, option="--report"
     )
