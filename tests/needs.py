@@ -29,7 +29,7 @@ PIP_PACKAGES = {
     "torch": "torch==2.13.0 (bash scripts/setup.sh)",
     "onnx": "-e '.[onnx]'",
     "onnxruntime": "-e '.[onnx]'",
-    "PIL": "-e '.[plot]' (Pillow comes with matplotlib)",
+    "PIL.Image": "-e '.[plot]' (Pillow comes with matplotlib)",
 }
 DEVTRACE = Path(__file__).resolve().parents[2] / "shared" / "tools" / "devtrace"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgesynth.targets.report_model import AddressMap, UsageChart
+from edgesynth.targets.report_model import AddressMap, Region, UsageChart
 
 WIDTH = 1180  # px: the page's content at a 1280 px window
 LEFT = 210  # px for the lane and bar labels
@@ -97,34 +97,57 @@ def colours(names: list[str]) -> dict[str, str]:
 
 
 def address_map(m: AddressMap) -> Chart:
-    """Lanes of addresses, one row per lane, each region a rectangle titled with what it holds."""
-    lane_h = 18.0 if len(m.lanes) <= 24 else 9.0
+    """Lanes of addresses, each region a rectangle titled with what it holds. Regions of one
+    lane that share addresses (at different times) take rows of their own in the lane."""
+    rows = _rows(m)
+    count = {lane: max([rows[i] for i, r in enumerate(m.regions) if r.lane == lane] + [0]) + 1
+             for lane in m.lanes}  # fmt: skip
+    row_h = 18.0 if sum(count.values()) <= 24 else 9.0
     top = 34.0
-    chart = Chart(height=top + lane_h * len(m.lanes) + 48, plot_top=top)
-    chart.plot_bottom = top + lane_h * len(m.lanes)
+    first, y = {}, top
+    for lane in m.lanes:
+        first[lane], y = y, y + row_h * count[lane] + (2 if count[lane] > 1 else 0)
+    chart = Chart(height=y + 48, plot_top=top, plot_bottom=y)
     fill = colours([r.name for r in m.regions])
     spans = _lane_spans(m)
-    row = {lane: i for i, lane in enumerate(m.lanes)}
-    for r in m.regions:
+    for i, r in enumerate(m.regions):
         lo, hi = spans[r.lane]
         x = LEFT + PLOT * (r.start - lo) / max(hi - lo, 1)
         w = max(PLOT * (r.end - r.start) / max(hi - lo, 1), 1.5)
-        unit = m.unit if m.unit != "B" else "bytes"
-        title = f"{r.name} | {r.layer} | {r.lane}: {unit} {r.start:,} to {r.end - 1:,}"
-        if m.unit == "steps":
-            title = f"{r.name} | {r.layer}"
-        title += f" | {r.detail}" if r.detail else ""
         label = r.name if w > 7 * len(r.name) else ""
-        y = top + lane_h * row[r.lane] + 1
-        chart.rects.append(Rect(x, y, w, lane_h - 2, fill[r.name], title, label))
-    every = 1 if lane_h > 10 else 4
-    for lane, i in row.items():
-        if i % every == 0:
+        top_y = first[r.lane] + row_h * rows[i] + 1
+        chart.rects.append(Rect(x, top_y, w, row_h - 2, fill[r.name], _title(m, r), label))
+    every = 1 if row_h > 10 else 4
+    for i, lane in enumerate(m.lanes):
+        if i % every == 0 or count[lane] > 1:
             text = lane if m.shared_axis else f"{lane} ({_hex(spans[lane])})"
-            chart.texts.append((LEFT - 6, top + lane_h * (i + 0.7), text, "end"))
+            chart.texts.append((LEFT - 6, first[lane] + row_h * 0.7, text, "end"))
     _address_axis(chart, m)
     chart.legend = [(c, n) for n, c in fill.items()]
     return chart
+
+
+def _title(m: AddressMap, r: Region) -> str:
+    unit = m.unit if m.unit != "B" else "bytes"
+    title = f"{r.name} | {r.layer}"
+    if m.unit != "steps":
+        title += f" | {r.lane}: {unit} {r.start:,} to {r.end - 1:,}"
+    return title + (f" | {r.detail}" if r.detail else "")
+
+
+def _rows(m: AddressMap) -> list[int]:
+    """Each region's row within its lane: the first row where it overlaps no region before."""
+    ends: dict[str, list[int]] = {}  # lane -> the end of the last region in each row
+    rows = [0] * len(m.regions)
+    for i in sorted(range(len(m.regions)), key=lambda i: m.regions[i].start):
+        r = m.regions[i]
+        lane = ends.setdefault(r.lane, [])
+        row = next((k for k, end in enumerate(lane) if end <= r.start), len(lane))
+        if row == len(lane):
+            lane.append(r.end)
+        lane[row] = r.end
+        rows[i] = row
+    return rows
 
 
 def _hex(span: tuple[int, int]) -> str:

@@ -86,6 +86,30 @@ def _imem(imem: dict[str, Any]) -> AddressMap:
     )
 
 
+def _lifetimes(imem: dict[str, Any]) -> AddressMap:
+    """Each tensor from the step that writes it to the last that reads it (step 0: the host's
+    download; step k: the k-th command)."""
+    regions = [
+        Region(
+            lane=f"{t['tensor']} {shape_text(t['shape'])}",
+            start=int(t["first_step"]) + 1,
+            end=int(t["last_step"]) + 2,
+            name=f"{t['tensor']} {shape_text(t['shape'])}",
+            layer=f"written by {t['written_by']}, last read by {t['last_read_by']}",
+            detail=f"{t['region']} region {t['start']}-{t['end']}",
+        )
+        for t in imem["tensors"]
+    ]
+    return AddressMap(
+        title="xDNN image memory: each tensor's lifetime (step 0: the download; step k: the "
+        "k-th command)",
+        lanes=[r.lane for r in regions],
+        size=max([r.end for r in regions] + [1]),
+        regions=regions,
+        unit="steps",
+    )
+
+
 def collect(folder: Path, manifest: dict[str, Any]) -> TargetReport:
     program = read_json(folder, "program.json")
     imem = read_json(folder, "imem_map.json")
@@ -94,7 +118,7 @@ def collect(folder: Path, manifest: dict[str, Any]) -> TargetReport:
         network=str(manifest.get("network", "")),
         folder=str(folder),
         layers=_rows(program, imem),
-        maps=[_imem(imem)],
+        maps=[_imem(imem), _lifetimes(imem)],
         facts={
             "filters (DDR)": f"{int(imem.get('ddr', {}).get('filter_bytes', 0)):,} B",
             "image memory": f"{int(imem['imem_bytes']):,} B",
