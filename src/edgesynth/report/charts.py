@@ -54,6 +54,7 @@ class Chart:
     plot_bottom: float = 0
     width: float = WIDTH
     left: float = LEFT  # where the plot starts (the labels end)
+    bands: list[tuple[float, float]] = field(default_factory=list)  # shaded rows: y, height
 
 
 def nice_ticks(high: float, count: int = 5) -> list[float]:
@@ -102,12 +103,16 @@ def address_map(m: AddressMap) -> Chart:
     rows = _rows(m)
     count = {lane: max([rows[i] for i, r in enumerate(m.regions) if r.lane == lane] + [0]) + 1
              for lane in m.lanes}  # fmt: skip
-    row_h = 18.0 if sum(count.values()) <= 24 else 9.0
+    total = sum(count.values())
+    row_h = 18.0 if total <= 24 else 12.0 if total <= 64 else 8.0
     top = 34.0
     first, y = {}, top
     for lane in m.lanes:
-        first[lane], y = y, y + row_h * count[lane] + (2 if count[lane] > 1 else 0)
+        first[lane], y = y, y + row_h * count[lane]
     chart = Chart(height=y + 48, plot_top=top, plot_bottom=y)
+    for i, lane in enumerate(m.lanes):  # every other lane shaded: which rows are one lane's
+        if i % 2 == 0:
+            chart.bands.append((first[lane], row_h * count[lane]))
     fill = colours([r.name for r in m.regions])
     spans = _lane_spans(m)
     for i, r in enumerate(m.regions):
@@ -117,7 +122,7 @@ def address_map(m: AddressMap) -> Chart:
         label = r.name if w > 7 * len(r.name) else ""
         top_y = first[r.lane] + row_h * rows[i] + 1
         chart.rects.append(Rect(x, top_y, w, row_h - 2, fill[r.name], _title(m, r), label))
-    every = 1 if row_h > 10 else 4
+    every = 1 if row_h >= 14 else 4
     for i, lane in enumerate(m.lanes):
         if i % every == 0 or count[lane] > 1:
             text = lane if m.shared_axis else f"{lane} ({_hex(spans[lane])})"
