@@ -245,8 +245,9 @@ def line(labels: list[str], values: list[float], ylabel: str) -> Chart:
     return chart
 
 
-def heat(matrix: list[list[int]], labels: list[str]) -> Chart:
-    """The confusion matrix: rows the reference's class, columns the target's."""
+def heat(matrix: list[list[int]], labels: list[str], rows: str) -> Chart:
+    """The confusion matrix: rows `rows` (the label, or the float model's class), columns the
+    target's top-1 class."""
     n = len(matrix)
     cell = min(40.0, 560.0 / max(n, 1))
     top, left = 30.0, 70.0
@@ -258,11 +259,11 @@ def heat(matrix: list[list[int]], labels: list[str]) -> Chart:
         for j, v in enumerate(row):
             shade = int(240 - 200 * v / high)
             fill = f"rgb({shade},{min(shade + 10, 245)},255)"
-            title = f"reference {labels[i]}, target {labels[j]}: {v} samples"
+            title = f"{rows} {labels[i]}, the target's {labels[j]}: {v} samples"
             ink = "#fff" if shade < 150 else "#333"
             x, y = left + cell * j, top + cell * i
             chart.rects.append(Rect(x, y, cell - 1, cell - 1, fill, title, str(v), ink))
     chart.xticks = [Tick(left + cell * (j + 0.5), labels[j]) for j in range(n)]
     chart.xlabel = "target's top-1 class"
-    chart.ylabel = "reference's class"
+    chart.ylabel = rows
     return chart

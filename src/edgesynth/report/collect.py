@@ -37,7 +37,8 @@ def compiled_folders(folder: Path) -> list[Path]:
     if not found:
         raise EdgesynthError(
             f"{folder} is not an output folder of edgesynth compile: it has no {MANIFEST}, nor "
-            f"has any folder in it; make one with `edgesynth compile MODEL -t NAME -o {folder}`"
+            f"has any folder in it; make one with `edgesynth compile MODEL -t NAME -o {folder}` "
+            "(`synth` and `plan` write their page with --report)"
         )
     return found
 
@@ -102,14 +103,15 @@ def validation(document: dict[str, Any]) -> Validation:
         "accuracy (float)": (out.get("accuracy") or {}).get("float"),
         **(out.get("metrics") or {}),
     }
-    layers = document.get("layers") or []
-    confusion = (out.get("confusion") or {}).get("matrix")
+    layers = [lay for lay in document.get("layers") or [] if lay.get("l2r") is not None]
+    confusion = out.get("confusion") or {}
     return Validation(
         source=str(document.get("data")),
         samples=int(document.get("samples", 0)),
         metrics=metrics,
-        confusion=confusion,
-        per_layer=[(str(lay["tensor"]), float(lay.get("l2r", 0.0))) for lay in layers],
+        confusion=confusion.get("matrix"),
+        confusion_rows=str(confusion.get("rows") or "labels"),
+        per_layer=[(str(lay["tensor"]), float(lay["l2r"])) for lay in layers],
         per_layer_metric="L2 relative error",
         first_bad=document.get("first_jump"),
     )

@@ -18,6 +18,7 @@ class Validation:
     samples: int
     metrics: dict[str, float | None]
     confusion: list[list[int]] | None = None
+    confusion_rows: str = "labels"  # what the rows count: "labels" or "float model"
     per_layer: list[tuple[str, float]] = field(default_factory=list)  # (tensor, metric)
     per_layer_metric: str = ""
     first_bad: str | None = None

@@ -57,7 +57,9 @@ def validation_view(v: Validation | None) -> dict[str, Any]:
         return {}
     view: dict[str, Any] = {}
     if v.confusion:
-        view["heat"] = charts.heat(v.confusion, [str(i) for i in range(len(v.confusion))])
+        rows = "the label" if v.confusion_rows == "labels" else "the float model's top-1 class"
+        labels = [str(i) for i in range(len(v.confusion))]
+        view["heat"] = charts.heat(v.confusion, labels, rows)
     if v.per_layer:
         names = [name for name, _ in v.per_layer]
         view["line"] = charts.line(names, [value for _, value in v.per_layer], v.per_layer_metric)
