@@ -69,7 +69,8 @@ def _rows(net: Network, cycles: dict[int, int]) -> list[LayerRow]:
                 out_shape=f"{layer.out_channels}x{layer.out_dim[0]}x{layer.out_dim[1]}",
                 macs=_macs(layer),
                 weight_bytes=int(weights),
-                where=f"processors {_span(layer.processors)} -> {_span(layer.output_processors)}",
+                where=f"processors {_span(layer.processors)}, output to "
+                f"{_span(layer.output_processors)}",
                 cycles=cycles.get(index),
             )
         )
