@@ -204,11 +204,9 @@ def _report_file(args: argparse.Namespace, inputs: list) -> Path | None:
     """`--report`: OUT/report.html, checked before any target compiles."""
     if not getattr(args, "report", False):
         return None
-    from edgesynth.outputs import check_output_file
-    from edgesynth.report.cli import report_file
+    from edgesynth.report.cli import checked_page
 
-    page = report_file(args.output, None)
-    return check_output_file(page, overwrite=args.overwrite, inputs=inputs, option="--report")
+    return checked_page(args.output, overwrite=args.overwrite, inputs=inputs)
 
 
 def _write_report(args: argparse.Namespace, rows: list[Row], page: Path, inputs: list) -> Path:

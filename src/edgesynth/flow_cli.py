@@ -63,11 +63,9 @@ def _report_file(args: argparse.Namespace, inputs: list) -> Path | None:
     """`--report`: OUT/report.html, checked before any work."""
     if not args.report:
         return None
-    from edgesynth.outputs import check_output_file
-    from edgesynth.report.cli import report_file
+    from edgesynth.report.cli import checked_page
 
-    page = report_file(args.output, None)
-    return check_output_file(page, overwrite=args.overwrite, inputs=inputs, option="--report")
+    return checked_page(args.output, overwrite=args.overwrite, inputs=inputs)
 
 
 def _integer_onnx_file(args: argparse.Namespace, inputs: list) -> Path | None:

@@ -23,6 +23,15 @@ def report_file(folder: Path, name: Path | None) -> Path:
     return Path(name) if name is not None else Path(folder) / PAGE
 
 
+def checked_page(folder: Path, *, overwrite: bool, inputs: list) -> Path:
+    """`--report` of a command that writes `folder`: FOLDER/report.html, checked by the output
+    rules before any work."""
+    from edgesynth.outputs import check_output_file
+
+    page = report_file(folder, None)
+    return check_output_file(page, overwrite=overwrite, inputs=inputs, option="--report")
+
+
 def write_report(report: Report, path: Path, *, overwrite: bool, inputs: list) -> Path:
     """Render `report` and write it to `path` (atomically; an existing file only with
     --overwrite)."""

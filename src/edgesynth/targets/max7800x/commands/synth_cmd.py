@@ -131,11 +131,9 @@ def _report_file(o: SynthOptions, inputs: list) -> Path | None:
     """`--report`: OUT/report.html, checked before any work."""
     if not o.report:
         return None
-    from edgesynth.outputs import check_output_file
-    from edgesynth.report.cli import report_file
+    from edgesynth.report.cli import checked_page
 
-    page = report_file(Path(o.out), None)
-    return check_output_file(page, overwrite=o.overwrite, inputs=inputs, option="--report")
+    return checked_page(Path(o.out), overwrite=o.overwrite, inputs=inputs)
 
 
 def run_build(project: Path, device: str | None = None, riscv: bool | None = None) -> None:
