@@ -98,3 +98,12 @@ def test_default_page_is_beside_the_files(compiled: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (compiled / "report.html").is_file()
     (compiled / "report.html").unlink()
+
+
+def test_results_missing(compiled: Path, tmp_path: Path) -> None:
+    _refused(
+        [compiled, "--results", tmp_path / "none.json", "-o", tmp_path / "p.html"],
+        tmp_path,
+        "none.json",
+        "no such file",
+    )

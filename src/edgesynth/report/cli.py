@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,7 @@ PAGE = "report.html"
 
 
 def report_file(folder: Path, name: Path | None) -> Path:
+    """The page's path: `name` (-o), else beside the folder's files."""
     return Path(name) if name is not None else Path(folder) / PAGE
 
 
@@ -109,8 +109,7 @@ def report_cmd(args: argparse.Namespace) -> int:
     layers = sum(len(t.layers) for t in report.targets)
     print(
         f"wrote {written}: {len(report.targets)} target(s), {layers} layers; open it in a "
-        "browser (it needs no network)",
-        file=sys.stdout,
+        "browser (it needs no network)"
     )
     return 0
 

@@ -77,6 +77,8 @@ def _row_from_files(t: TargetReport) -> dict[str, Any]:
 def _add_results(report: Report, path: Path) -> None:
     """`--results`: a `validate --json` document (its `outputs`) or a `compile -t all
     --json` table (its `targets`)."""
+    if not Path(path).is_file():
+        raise EdgesynthError("no such file", file=str(path), key="--results")
     document = read_json(Path(path).parent, Path(path).name)
     if isinstance(document, dict) and isinstance(document.get("outputs"), list):
         report.validation = validation(document)
