@@ -48,7 +48,7 @@ def folder_report(folder: Path, results: Path | None = None) -> Report:
     folders = compiled_folders(folder)
     targets = [target_report(f) for f in folders]
     network = targets[0].network
-    several = (Path(folder) / MANIFEST).is_file() is False
+    several = not (Path(folder) / MANIFEST).is_file()
     title = f"edgesynth report: {network} on {', '.join(t.target for t in targets)}"
     report = Report(title=title, targets=targets)
     if several:
@@ -59,7 +59,8 @@ def folder_report(folder: Path, results: Path | None = None) -> Report:
 
 
 def _row_from_files(t: TargetReport) -> dict[str, Any]:
-    """A comparison row from what the folder says (the summary `compile -t all` prints)."""
+    """A comparison row from the target's files alone (the layers' MACs and weight bytes, the
+    cycles); `--results` with the `-t all` table gives the memory and agreement as printed."""
     weights = sum(lay.weight_bytes or 0 for lay in t.layers)
     macs = sum(lay.macs or 0 for lay in t.layers)
     return {
