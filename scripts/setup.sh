@@ -6,16 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 # The chips' C compilers and qemu (Debian packages): `edgesynth build`, `pulp run --rv32` and
-# their tests use them. Installed with apt-get when missing and this user may (a failing
-# apt-get stops the set-up); otherwise the tests that need them fail with the apt-get line to run.
-TOOLS="arm-none-eabi-gcc riscv64-unknown-elf-gcc qemu-riscv32"
+# their tests use them; the report's tests open its page in chromium (headless). Installed
+# with apt-get when missing and this user may (a failing apt-get stops the set-up); otherwise
+# the tests that need them fail with the apt-get line to run.
+TOOLS="arm-none-eabi-gcc riscv64-unknown-elf-gcc qemu-riscv32 chromium"
 PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi gcc-riscv64-unknown-elf \
-picolibc-riscv64-unknown-elf qemu-user"
+picolibc-riscv64-unknown-elf qemu-user chromium"
 missing=""
 for tool in $TOOLS; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
 if [ -n "$missing" ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "[setup] installing the cross compilers and qemu ($PACKAGES) for:$missing" >&2
+    echo "[setup] installing the cross compilers, qemu and chromium ($PACKAGES) for:$missing" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt_log=$(mktemp)
     apt_failed() {

@@ -22,12 +22,14 @@ APT_PACKAGES = {
     "arm-none-eabi-gcc": "gcc-arm-none-eabi libnewlib-arm-none-eabi",
     "riscv64-unknown-elf-gcc": "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf",
     "qemu-riscv32": "qemu-user",
+    "chromium": "chromium",
 }
 # Python module -> what installs it
 PIP_PACKAGES = {
     "torch": "torch==2.13.0 (bash scripts/setup.sh)",
     "onnx": "-e '.[onnx]'",
     "onnxruntime": "-e '.[onnx]'",
+    "PIL.Image": "-e '.[plot]' (Pillow comes with matplotlib)",
 }
 DEVTRACE = Path(__file__).resolve().parents[2] / "shared" / "tools" / "devtrace"
 

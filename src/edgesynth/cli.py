@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "edgesynth.train.cli",  # train, quantize, fuse-bn, evaluate, export
     "edgesynth.flow_cli",  # compile, run, targets (every target)
     "edgesynth.validate.cli",  # validate (every target)
+    "edgesynth.report.cli",  # report (every target)
 ]
 
 

@@ -123,6 +123,7 @@ def compile_all(args: argparse.Namespace, compile_one: CompileOne) -> int:
     _check_shared_inputs(args)
     if args.json is not None:
         check_output_file(args.json, overwrite=args.overwrite, inputs=inputs, option="--json")
+    page = _report_file(args, inputs)
     rows, programs = [], {}
     for name in names:
         row, program = _compile_one(args, name, compile_one)
@@ -138,6 +139,8 @@ def compile_all(args: argparse.Namespace, compile_one: CompileOne) -> int:
     print("\n".join(table_lines(args, rows, samples)))
     if args.json is not None:
         print(f"wrote {args.json}")
+    if page is not None and programs:
+        print(f"wrote {_write_report(args, rows, page, inputs)}")
     if not programs:
         raise EdgesynthError(_none_compiled(args, rows))
     return 0
@@ -192,6 +195,29 @@ def first_line(err: EdgesynthError) -> str:
         return first + (f" (and {more} more)" if more else "")
     lines = [line for line in err.render().splitlines() if line.strip()]
     return lines[0] if lines else type(err).__name__
+
+
+# -- the page (--report) ------------------------------------------------------------------------
+
+
+def _report_file(args: argparse.Namespace, inputs: list) -> Path | None:
+    """`--report`: OUT/report.html, checked before any target compiles."""
+    if not getattr(args, "report", False):
+        return None
+    from edgesynth.report.cli import checked_page
+
+    return checked_page(args.output, overwrite=args.overwrite, inputs=inputs)
+
+
+def _write_report(args: argparse.Namespace, rows: list[Row], page: Path, inputs: list) -> Path:
+    """The compiled targets' page, with the table's rows (memory, latency, agreement)."""
+    from edgesynth.report.cli import folder_page
+    from edgesynth.report.model import Report
+
+    results = Report(title="", targets=[])
+    results.comparison = [r.to_json() for r in rows]
+    results.refused = {r.target: r.error for r in rows if r.error is not None}
+    return folder_page(args.output, page, overwrite=args.overwrite, inputs=inputs, results=results)
 
 
 # -- the float model's agreement ----------------------------------------------------------------

@@ -29,6 +29,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
     refuse_list_options(args)
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     export = _integer_onnx_file(args, inputs)
+    page = _report_file(args, inputs)
     program, files = compile_from_args(args, args.target, parse_options(args.option), export=export)
     fmt = program.inputs[0]
     kind = f"{'' if fmt.signed else 'u'}int{fmt.bits}"
@@ -51,7 +52,20 @@ def compile_cmd(args: argparse.Namespace) -> int:
             option="--export-integer-onnx",
         )
         print(f"wrote {export}: the integer network (RequantShift ONNX)")
+    if page is not None:
+        from edgesynth.report.cli import folder_page
+
+        print(f"wrote {folder_page(args.output, page, overwrite=args.overwrite, inputs=inputs)}")
     return 0
+
+
+def _report_file(args: argparse.Namespace, inputs: list) -> Path | None:
+    """`--report`: OUT/report.html, checked before any work."""
+    if not args.report:
+        return None
+    from edgesynth.report.cli import checked_page
+
+    return checked_page(args.output, overwrite=args.overwrite, inputs=inputs)
 
 
 def _integer_onnx_file(args: argparse.Namespace, inputs: list) -> Path | None:
@@ -276,6 +290,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "write that network as RequantShift ONNX (what `edgesynth pulp compile` reads)",
     )
     _shared_compile_arguments(c, calibration_required=False)
+    c.add_argument(
+        "--report",
+        action="store_true",
+        help="also write OUT/report.html: the page `edgesynth report OUT` writes (layers, "
+        "memory pictures, time per layer; with -t all the targets side by side)",
+    )
     c.set_defaults(handler=compile_cmd)
 
     r = subparsers.add_parser(

@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from edgesynth.proof import Proof
 # the registry (the targets are found through entry points), re-exported
 from edgesynth.targets.registry import load_object, target_references
 from edgesynth.targets.registry import target_names as target_names
+
+if TYPE_CHECKING:
+    from edgesynth.targets.report_model import TargetReport
 
 MANIFEST = "compiled.json"
 
@@ -337,6 +340,14 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
         """The planned program's MACs, memory and latency estimate; a target adds what its plan
         knows (this default: the MACs of the program's graph only)."""
         return TargetSummary(macs=graph_macs(program.graph))
+
+    # -- the report (`edgesynth report`) -------------------------------------------------
+    def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
+        """What `edgesynth report` shows of `folder`, which this target's compile wrote (its
+        `manifest`): the layers, memory pictures and latency, read from the files there."""
+        raise EdgesynthError(
+            f"the target {self.name} gives no report of its folders", file=str(folder)
+        )
 
     # -- shared ---------------------------------------------------------------------------
     def compile(self, graph: Graph, options: CompileOptions) -> ProgramT:

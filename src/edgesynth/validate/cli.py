@@ -29,6 +29,8 @@ def validate_cmd(args: argparse.Namespace) -> int:
     inputs += [args.checkpoint, args.reference, args.calibration, args.sample_input]
     if args.json is not None:
         check_output_file(args.json, overwrite=args.overwrite, inputs=inputs, option="--json")
+    if args.report is not None:
+        check_output_file(args.report, overwrite=args.overwrite, inputs=inputs, option="--report")
     notes: list[str] = []
     if args.model.is_dir():
         program, samples = _compiled_folder(args)
@@ -67,6 +69,18 @@ def validate_cmd(args: argparse.Namespace) -> int:
             option="--json",
         )
         lines.append(f"wrote {written}")
+    if args.report is not None:
+        from edgesynth.report.cli import validation_page
+
+        page = validation_page(
+            program,
+            args.model,
+            report_json(result, sources),
+            args.report,
+            overwrite=args.overwrite,
+            inputs=inputs,
+        )
+        lines.append(f"wrote {page}")
     print("\n".join(lines))
     return 0
 
@@ -210,5 +224,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "first layer whose error jumps",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write every number as JSON")
-    add_overwrite(p, "the --json file")
+    p.add_argument(
+        "--report",
+        type=Path,
+        metavar="HTML",
+        help="also write the target's page (`edgesynth report`) with the metrics, the "
+        "confusion matrix and, with --per-layer, the error per layer",
+    )
+    add_overwrite(p, "the --json and --report files")
     p.set_defaults(handler=validate_cmd)

@@ -39,6 +39,7 @@ from edgesynth.targets.gati import device
 if TYPE_CHECKING:  # what the steps import when they run
     from edgesynth.targets.gati.layers import GatiLayer, GatiModel
     from edgesynth.targets.gati.plan import CompiledProgram
+    from edgesynth.targets.report_model import TargetReport
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,12 @@ class GatiTarget(Target[GatiProgram, GatiLoaded]):
             activation_memory="DRAM",
             cycles=sum(layer_cycles(c) for c in compiled.layers),
         )
+
+    def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
+        """report.json's layers and DRAM layout (`report_data.collect`)."""
+        from edgesynth.targets.gati.report_data import collect
+
+        return collect(folder, manifest)
 
     # -- emit, load, run ------------------------------------------------------------------
     def emit(self, program: GatiProgram, folder: Path) -> list[str]:

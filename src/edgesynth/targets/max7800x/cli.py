@@ -64,6 +64,7 @@ def _synth(args: argparse.Namespace) -> int:
             boost=args.boost,
             overwrite=args.overwrite,
             verbose=args.verbose,
+            report=args.report,
             verify=args.verify,
             izer_options=list(args.izer_option or []),
         )
@@ -82,6 +83,7 @@ def _plan(args: argparse.Namespace) -> int:
             sample_input=args.sample_input,
             output=args.out,
             picture=args.picture,
+            report=args.report,
             overwrite=args.overwrite,
             device_check=args.check,
             izer_options=tuple(args.izer_option or ()),
@@ -218,6 +220,12 @@ def _add_synth(subparsers: argparse._SubParsersAction) -> None:
         "--overwrite", action="store_true", help="replace the files of an existing project"
     )
     synth.add_argument("--verbose", action="store_true", help="print the plan")
+    synth.add_argument(
+        "--report",
+        action="store_true",
+        help="also write OUT/report.html: the page `edgesynth report` writes (layers, memory "
+        "pictures, time per layer)",
+    )
     _no_verify_argument(synth, "the project")
     synth.add_argument(
         "--izer-option",
@@ -263,7 +271,13 @@ def _add_plan(subparsers: argparse._SubParsersAction) -> None:
         "--picture", type=Path, metavar="MAP.png", help="draw the memory maps (.png, .svg, .pdf)"
     )
     plan.add_argument(
-        "--overwrite", action="store_true", help="replace existing -o/--picture files"
+        "--report",
+        type=Path,
+        metavar="PAGE.html",
+        help="write the HTML page `edgesynth report` writes (layers, memory, time per layer)",
+    )
+    plan.add_argument(
+        "--overwrite", action="store_true", help="replace existing -o/--picture/--report files"
     )
     plan.add_argument(
         "--check",

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from edgesynth.targets.max7800x.pipeline import Built
     from edgesynth.targets.max7800x.placement import Placement
     from edgesynth.targets.max7800x.plan.plan import Plan
+    from edgesynth.targets.report_model import TargetReport
 
 if TYPE_CHECKING:
     from edgesynth.targets.max7800x.options import Max7800xOptions
@@ -282,6 +283,13 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             cycles=None if latency is None else latency.total,
             clock_hz=None if latency is None else round(clock.mhz * 1_000_000),
         )
+
+    def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
+        """The folder read back and planned again: layers, data, kernel and bias memory, latency
+        (`report_data.collect`)."""
+        from edgesynth.targets.max7800x.report_data import collect
+
+        return collect(self, folder, manifest)
 
     # -- emit, load -----------------------------------------------------------------------
     def emit(self, program: Program, folder: Path) -> list[str]:

@@ -29,6 +29,7 @@ from edgesynth.targets.pulp.quantize import PTQ_KEYS
 if TYPE_CHECKING:  # what the steps import when they run
     from edgesynth.targets.pulp.lower import PulpLayer
     from edgesynth.targets.pulp.plan import Plan, PlanOptions
+    from edgesynth.targets.report_model import TargetReport
 
 TARGET_JSON = "pulp.json"
 NETWORK_COPY = "network.onnx"
@@ -202,6 +203,12 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
             cycles=plan.total_cycles,
             clock_hz=GAP8.frequency_hz,
         )
+
+    def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
+        """plan.json's layers, tiles and L1/L2/L3 use (`report_data.collect`)."""
+        from edgesynth.targets.pulp.report_data import collect
+
+        return collect(folder, manifest)
 
     def simulate(self, program: Gap8Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The program's integer graph (the layers compute it exactly; `prove` builds the C

@@ -25,6 +25,7 @@ from edgesynth.targets.base import (
 from edgesynth.targets.xdnn.files import FILES
 
 if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.targets.report_model import TargetReport
     from edgesynth.targets.xdnn.device import Engine
     from edgesynth.targets.xdnn.imem import ImemPlan
     from edgesynth.targets.xdnn.layers import XLayer
@@ -137,6 +138,12 @@ class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
             activation_capacity=plan.engine.imem_bytes,
             activation_memory="image memory",
         )
+
+    def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
+        """program.json's layers and imem_map.json's regions (`report_data.collect`)."""
+        from edgesynth.targets.xdnn.report_data import collect
+
+        return collect(folder, manifest)
 
     def simulate(self, program: XdnnProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The program's integer graph (the functional model running the emitted files computes

@@ -29,6 +29,7 @@ class PlanOptions:
     sample_input: Path | None = None
     output: Path | None = None
     picture: Path | None = None
+    report: Path | None = None  # the HTML page (`edgesynth report`)
     overwrite: bool = False
     device_check: bool = True
     izer_options: tuple[str, ...] = ()
@@ -60,6 +61,7 @@ def _check_outputs(o: PlanOptions) -> None:
     for path, option, suffixes in (
         (o.output, "-o", (".yaml", ".yml")),
         (o.picture, "--picture", (".png", ".svg", ".pdf")),
+        (o.report, "--report", (".html", ".htm")),
     ):
         if path is None:
             continue
@@ -151,5 +153,13 @@ def run_plan(o: PlanOptions) -> list[str]:
         from edgesynth.targets.max7800x.placement.picture import draw
 
         lines.append(f"wrote {draw(placement, plan, o.picture, overwrite=o.overwrite)}")
+    if o.report is not None:
+        from edgesynth.targets.max7800x.report_data import write_page
+
+        inputs = [o.network, o.checkpoint, o.sample_input]
+        page = write_page(
+            result, job.options, o.report, network=o.network, overwrite=o.overwrite, inputs=inputs
+        )
+        lines.append(f"wrote {page}")
     print("\n".join(lines))
     return lines

@@ -37,6 +37,7 @@ class SynthOptions:
     boost: str | None = None
     overwrite: bool = False
     verbose: bool = False
+    report: bool = False  # also write OUT/report.html (`edgesynth report`)
     verify: bool = True  # run the project's writes on the virtual device before writing it
     izer_options: list[str] = field(default_factory=list)  # any other vendor option, as is
 
@@ -115,7 +116,24 @@ def run_synth(o: SynthOptions) -> None:
         verbose=o.verbose,
         verify=o.verify,
     )
-    write_project(options, run if vendor is None else vendor_run(run, vendor))
+    page = _report_file(o, inputs)
+    result = write_project(options, run if vendor is None else vendor_run(run, vendor))
+    if page is not None:
+        from edgesynth.targets.max7800x.report_data import write_page
+
+        written = write_page(
+            result, options, page, network=o.network, overwrite=o.overwrite, inputs=inputs
+        )
+        print(f"wrote {written}")
+
+
+def _report_file(o: SynthOptions, inputs: list) -> Path | None:
+    """`--report`: OUT/report.html, checked before any work."""
+    if not o.report:
+        return None
+    from edgesynth.report.cli import checked_page
+
+    return checked_page(Path(o.out), overwrite=o.overwrite, inputs=inputs)
 
 
 def run_build(project: Path, device: str | None = None, riscv: bool | None = None) -> None:

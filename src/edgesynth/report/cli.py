@@ -1,0 +1,140 @@
+"""`edgesynth report OUT/`: the HTML page of an output folder, written next to its files
+(OUT/report.html), and the `--report` flag the other commands share (`write_report`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgesynth.cliargs import add_overwrite
+
+if TYPE_CHECKING:
+    from edgesynth.report.model import Report
+    from edgesynth.targets.base import Program
+    from edgesynth.targets.report_model import TargetReport
+
+PAGE = "report.html"
+
+
+def report_file(folder: Path, name: Path | None) -> Path:
+    """The page's path: `name` (-o), else beside the folder's files."""
+    return Path(name) if name is not None else Path(folder) / PAGE
+
+
+def checked_page(folder: Path, *, overwrite: bool, inputs: list) -> Path:
+    """`--report` of a command that writes `folder`: FOLDER/report.html, checked by the output
+    rules before any work."""
+    from edgesynth.outputs import check_output_file
+
+    page = report_file(folder, None)
+    return check_output_file(page, overwrite=overwrite, inputs=inputs, option="--report")
+
+
+def write_report(report: Report, path: Path, *, overwrite: bool, inputs: list) -> Path:
+    """Render `report` and write it to `path` (atomically; an existing file only with
+    --overwrite)."""
+    from edgesynth.outputs import write_file_atomic
+    from edgesynth.report.render import render
+
+    for target in report.targets:  # a folder beside the page is named from the page
+        folder = Path(target.folder)
+        if folder.is_dir() and folder.resolve().is_relative_to(Path(path).resolve().parent):
+            target.folder = os.path.relpath(folder.resolve(), Path(path).resolve().parent)
+    return write_file_atomic(
+        path, render(report), overwrite=overwrite, inputs=inputs, option="--report"
+    )
+
+
+def folder_page(
+    folder: Path, path: Path, *, overwrite: bool, inputs: list, results: Report | None = None
+) -> Path:
+    """`--report` of a command that wrote `folder`: its page at `path`. `results`: what the
+    command measured besides the files (the `-t all` table's rows)."""
+    from edgesynth.report.collect import folder_report
+
+    report = folder_report(folder)
+    if results is not None:
+        report.comparison, report.refused = results.comparison, results.refused
+        report.validation = results.validation
+    return write_report(report, path, overwrite=overwrite, inputs=inputs)
+
+
+def validation_page(
+    program: Program, model: Path, document: str, path: Path, *, overwrite: bool, inputs: list
+) -> Path:
+    """`validate --report`: the target's page (the compiled folder's, or the program's files
+    emitted into a temporary folder) with the validation's metrics (`document`: its JSON)."""
+    import json
+
+    from edgesynth.report.collect import validation
+    from edgesynth.report.model import Report
+
+    target = _validated_target(program, model)
+    report = Report(
+        title=f"edgesynth validate: {target.network} on {target.target}",
+        targets=[target],
+        validation=validation(json.loads(document)),
+    )
+    return write_report(report, path, overwrite=overwrite, inputs=inputs)
+
+
+def _validated_target(program: Program, model: Path) -> TargetReport:
+    from edgesynth.report.collect import target_report
+
+    if Path(model).is_dir():
+        return target_report(Path(model))
+    import tempfile
+
+    from edgesynth.targets.base import get_target
+
+    with tempfile.TemporaryDirectory(prefix="edgesynth-report-") as tmp:
+        get_target(program.target).emit(program, Path(tmp))
+        target = target_report(Path(tmp))
+    target.folder = f"(compiled from {model} in memory; no folder written)"
+    return target
+
+
+def report_cmd(args: argparse.Namespace) -> int:
+    """Read the folder (refusing one no command wrote), render, write OUT/report.html."""
+    from edgesynth.outputs import check_output_file
+    from edgesynth.report.collect import folder_report
+
+    path = report_file(args.folder, args.output)
+    inputs = [args.results]
+    check_output_file(path, overwrite=args.overwrite, inputs=inputs, option="--output")
+    report = folder_report(args.folder, args.results)
+    written = write_report(report, path, overwrite=args.overwrite, inputs=inputs)
+    layers = sum(len(t.layers) for t in report.targets)
+    print(
+        f"wrote {written}: {len(report.targets)} target(s), {layers} layers; open it in a "
+        "browser (it needs no network)"
+    )
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `report` to the `edgesynth` command line."""
+    r = subparsers.add_parser(
+        "report",
+        help="one self-contained HTML page of a compiled folder (layers, memory, time)",
+        description="Read the folder `edgesynth compile` wrote (or `compile -t all`, a folder "
+        "per target) and write one HTML page next to its files (OUT/report.html): the layers "
+        "(sortable), memory pictures per target, estimated cycles per layer and, with "
+        "--results, validation metrics or the targets' agreement. The page is self-contained: "
+        "it reads nothing from the network.",
+    )
+    r.add_argument("folder", type=Path, metavar="OUT", help="a folder compile wrote")
+    r.add_argument(
+        "--results",
+        type=Path,
+        metavar="JSON",
+        help="the --json of `edgesynth validate` (metrics, confusion matrix, per-layer error) "
+        "or of `compile -t all` (agreement per target) to show too",
+    )
+    r.add_argument(
+        "--output", "-o", type=Path, metavar="HTML", help=f"the page (default OUT/{PAGE})"
+    )
+    add_overwrite(r, "the page")
+    r.set_defaults(handler=report_cmd)
