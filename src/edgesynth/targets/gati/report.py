@@ -7,6 +7,7 @@ Cycle model (an estimate from the array geometry, not a timing simulation):
   cycles to fill and drain the systolic pipeline.
 * FC: per 32-column pass, one cycle per input row (N) plus 32 cycles to drain: about
   N x (M / P) with P = 32.
+* ELTWISE: per group of 8 channels, one cycle per pixel (the 8 channels side by side).
 * Tail blocks are pipelined behind the array and add no cycles.
 """
 
@@ -22,6 +23,8 @@ PIPELINE_FILL = device.ENGINE_ROWS + device.ENGINE_COLS - 1
 
 
 def layer_cycles(c: LayerCode) -> int:
+    if c.engine == "eltwise":
+        return c.kernel_itr * c.conv_shape[1] * c.conv_shape[2]
     if c.engine == "conv":
         pixels = c.conv_shape[1] * c.conv_shape[2]
         return c.kernel_itr * c.channel_itr * (device.ENGINE_ROWS + pixels + PIPELINE_FILL)
@@ -30,6 +33,8 @@ def layer_cycles(c: LayerCode) -> int:
 
 
 def layer_macs(c: LayerCode) -> int:
+    if c.engine == "eltwise":
+        return 0  # no multiply-accumulate: one operation per element
     if c.engine == "conv":
         kn, ic, kh, kw = c.weights.shape
         return kn * ic * kh * kw * c.conv_shape[1] * c.conv_shape[2]
