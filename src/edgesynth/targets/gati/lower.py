@@ -428,7 +428,11 @@ class _Fuser:
             raise self.fail(f"flattening a {shape} tensor has no Gati layout")
         elif name in self.flat:
             self.flat[node.output] = self.flat[name]
-        self.producers[node.output] = src
+        layer = self.producer(name)
+        if layer is not None:  # the layer's output is known by its flattened name
+            self.advance(layer, node.output)
+        else:
+            self.producers[node.output] = src
 
     def reshape(self, node: g.Reshape) -> None:
         name = node.inputs[0]

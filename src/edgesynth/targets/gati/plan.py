@@ -198,6 +198,8 @@ def _plan(
         c.regions["input"] = _operand_region(codes, input_region, sources[0])
         if c.engine == "eltwise":
             c.regions["input_b"] = _operand_region(codes, input_region, sources[1])
+        order = ("weights", "bias", "input", "input_b", "output")
+        c.regions = {k: c.regions[k] for k in order if k in c.regions}
     acc_size = 0
     for c in codes:
         if c.engine == "conv" and c.channel_itr > 1:
