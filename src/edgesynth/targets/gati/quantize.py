@@ -161,8 +161,7 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
     for i, fl in enumerate(graph.layers):
         where = f"{graph.path}: {graph.label(fl.name)}"
         in_scales = [
-            input_scale if src[0] < 0 else g_layers[src[0]].out_scale
-            for src in graph.sources_of(i)
+            input_scale if src[0] < 0 else g_layers[src[0]].out_scale for src in graph.sources_of(i)
         ]
         s_in = in_scales[0]
         gl = GatiLayer(
