@@ -252,13 +252,13 @@ def test_an_eltwise_field_misplaced_in_the_encoder_is_noticed(
 
 # -- trained on real MNIST ----------------------------------------------------------------
 
-N_TRAIN = 3000
+N_TRAIN = 6000
 CACHE = Path(tempfile.gettempdir()) / "edgesynth-test-cache"
 
 
 @pytest.fixture(scope="module")
 def trained_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The residual CNN trained 1 epoch on 3,000 MNIST images (weights cached by the training
+    """The residual CNN trained 1 epoch on 6,000 MNIST images (weights cached by the training
     code's hash), exported by torch.onnx."""
     import torch
 
@@ -270,7 +270,7 @@ def trained_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
         model.load_state_dict(torch.load(cached, weights_only=True))
     else:
         x, y = mm.load_mnist()
-        mm.train(model, x[:N_TRAIN], y[:N_TRAIN], 1, batch=64)
+        mm.train(model, x[:N_TRAIN], y[:N_TRAIN], 1, batch=32)
         CACHE.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".pt")
         os.close(fd)
