@@ -30,7 +30,10 @@ from edgesynth.ir import graph as g
 from edgesynth.ir.passes import simplify
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
-GATI_OPS = "Conv, Linear, BatchNorm/constant Add (folded), ReLU, sigmoid, tanh, max/average pooling"
+GATI_OPS = (
+    "Conv, Linear, BatchNorm/constant Add (folded), ReLU, sigmoid, tanh, max/average pooling, "
+    "Add/Sub/Mul of two feature maps, channel Concat"
+)
 
 
 class _Fuser:

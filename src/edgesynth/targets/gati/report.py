@@ -17,6 +17,7 @@ from typing import Any
 
 from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.host import host_contract
+from edgesynth.targets.gati.layers import GatiLayer
 from edgesynth.targets.gati.plan import CompiledProgram, LayerCode
 
 PIPELINE_FILL = device.ENGINE_ROWS + device.ENGINE_COLS - 1
@@ -40,6 +41,13 @@ def layer_macs(c: LayerCode) -> int:
         return kn * ic * kh * kw * c.conv_shape[1] * c.conv_shape[2]
     m, n = c.weights.shape
     return m * n
+
+
+def _operands(c: LayerCode, g: GatiLayer) -> dict[str, Any]:
+    """An element-wise layer's operand requantization (nothing for other layers)."""
+    if c.engine != "eltwise":
+        return {}
+    return {"operand_scales": list(g.operand_scales), "operand_shifts": list(g.operand_shifts)}
 
 
 def instruction_dict(inst: isa.Instruction, address: int) -> dict[str, Any]:
@@ -95,6 +103,7 @@ def build_report(prog: CompiledProgram) -> dict[str, Any]:
                     "output_bits": 8 * g.out_bytes,
                     "bias_width": g.bias_width if c.bias is not None else None,
                     "act_param": g.act_param,
+                    **_operands(c, g),
                 },
                 "regions": {k: r.as_dict() for k, r in c.regions.items()},
                 "dispatch": c.dispatch,
