@@ -80,6 +80,28 @@ def test_residual_net_runs_value_for_value(combine: str, tmp_path: Path) -> None
     assert np.abs(y - y_ort).max() < 0.1 * np.abs(y_ort).max()
 
 
+def test_simulate_equals_emit_load_run_and_the_program_graph(tmp_path: Path) -> None:
+    """Through the target interface: the functional model running the planned stream, the
+    emitted files read back and run, and `sim.graph.run` of the program's integer graph (with
+    its operand Requantize steps and its Concat) agree value for value."""
+    from edgesynth.sim.graph import run
+
+    path = _export("sub", tmp_path)
+    calib = RNG.standard_normal((24, 1, 28, 28)).astype(np.float32)
+    target = get_target("gati")
+    program = target.compile(load_model(path), CompileOptions(calibration=calib))
+    ops = {n.op for n in program.graph.nodes}
+    assert {"eltwise", "concat", "requantize"} <= ops
+    xq = program.inputs[0].quantize(RNG.standard_normal((6, 1, 28, 28)))
+    (simulated,) = target.simulate(program, [xq])
+    (tmp_path / "out").mkdir()
+    target.emit(program, tmp_path / "out")
+    (ran,) = target.run(target.load(tmp_path / "out", read_manifest(tmp_path / "out")), [xq])
+    graph_out = run(program.graph, xq)[program.graph.outputs[0]]
+    assert np.array_equal(simulated, ran)
+    assert np.array_equal(simulated, graph_out.reshape(simulated.shape))
+
+
 def test_residual_add_of_the_input(tmp_path: Path) -> None:
     """conv(x) + x: the element-wise block reads the input region as its second operand."""
     w = numpy_helper.from_array(RNG.standard_normal((3, 3, 3, 3)).astype(np.float32) * 0.2, "w")
@@ -253,6 +275,7 @@ def test_an_eltwise_field_misplaced_in_the_encoder_is_noticed(
 # -- trained on real MNIST ----------------------------------------------------------------
 
 N_TRAIN = 6000
+BATCH = 32
 CACHE = Path(tempfile.gettempdir()) / "edgesynth-test-cache"
 
 
@@ -262,7 +285,8 @@ def trained_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     code's hash), exported by torch.onnx."""
     import torch
 
-    key_src = inspect.getsource(rm.residual_net) + inspect.getsource(mm.train) + str(N_TRAIN)
+    key_src = inspect.getsource(rm.residual_net) + inspect.getsource(mm.train)
+    key_src += f"{N_TRAIN} {BATCH}"
     key = hashlib.sha256((key_src + torch.__version__).encode()).hexdigest()[:16]
     cached = CACHE / f"gati-residual-{key}.pt"
     model = rm.residual_net("sub")
@@ -270,7 +294,7 @@ def trained_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
         model.load_state_dict(torch.load(cached, weights_only=True))
     else:
         x, y = mm.load_mnist()
-        mm.train(model, x[:N_TRAIN], y[:N_TRAIN], 1, batch=32)
+        mm.train(model, x[:N_TRAIN], y[:N_TRAIN], 1, batch=BATCH)
         CACHE.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".pt")
         os.close(fd)
