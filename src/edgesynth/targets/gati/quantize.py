@@ -29,6 +29,7 @@ from edgesynth.sim.graph import evaluate
 from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain
 from edgesynth.targets.gati.check import pad_sides
+from edgesynth.targets.gati.concat import concat_buffers
 from edgesynth.targets.gati.floatref import calibration_ranges
 from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 
@@ -121,8 +122,6 @@ def eltwise_operands(
 
 def concat_scales(graph: LayerChain, act_max: list[float]) -> dict[int, float]:
     """layer -> the output scale it shares with the other layers of its concatenation buffer."""
-    from edgesynth.targets.gati.concat import concat_buffers
-
     forced: dict[int, float] = {}
     for buf in concat_buffers(graph):
         tops = []
