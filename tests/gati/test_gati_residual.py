@@ -197,6 +197,39 @@ def test_concatenations_gati_cannot_lay_out(
     with pytest.raises(EdgesynthError, match=match) as info:
         compile_onnx(path, calib)
     assert str(path) in str(info.value)
+    np.save(tmp_path / "cal.npy", calib)
+    result = run_cli("gati", "compile", path, "-c", tmp_path / "cal.npy", "-o", tmp_path / "out")
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert result.stderr.count("edgesynth: error:") == 1 and "`reader`" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_element_wise_with_broadcasting_is_refused(tmp_path: Path) -> None:
+    """The element-wise block takes two maps of one shape."""
+    rng = np.random.default_rng(9)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal((4, 2, 6, 6)).astype(np.float32), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], name="left", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w2"], ["b"], name="squeeze"),
+        helper.make_node("Mul", ["a", "b"], ["y"], name="gate"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    path = tmp_path / "model.onnx"
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    calib = np.zeros((4, 2, 6, 6), dtype=np.float32) + 0.5
+    with pytest.raises(
+        EdgesynthError, match=r"`gate`.*\(4, 6, 6\) and \(4, 1, 1\).*no broadcasting"
+    ):
+        compile_onnx(path, calib)
 
 
 def test_gati_decode_prints_eltwise(tmp_path: Path) -> None:
