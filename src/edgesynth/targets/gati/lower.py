@@ -165,7 +165,7 @@ class _Fuser:
     def advance(self, layer: FusedLayer, output: str) -> None:
         """`output` is now `layer`'s output."""
         layer.output = output
-        self.producers[output] = [self.layers.index(layer)]
+        self.producers[output] = [next(i for i, kept in enumerate(self.layers) if kept is layer)]
 
     def open_layer(self, layer: FusedLayer, sources: list[list[int]]) -> None:
         layer.sources = sources
