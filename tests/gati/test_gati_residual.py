@@ -325,9 +325,10 @@ def trained_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     key_src = inspect.getsource(rm.residual_net) + inspect.getsource(mm.train)
-    key_src += f"{N_TRAIN} {BATCH}"
+    key_src += f"{N_TRAIN} {BATCH} seed 0"
     key = hashlib.sha256((key_src + torch.__version__).encode()).hexdigest()[:16]
     cached = CACHE / f"gati-residual-{key}.pt"
+    torch.manual_seed(0)  # the initial weights too
     model = rm.residual_net("sub")
     if cached.is_file():
         model.load_state_dict(torch.load(cached, weights_only=True))
