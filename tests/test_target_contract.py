@@ -88,13 +88,13 @@ class Net:
 
 
 def network(kind: str, broken: bool = False) -> g.Graph:
-    """The contract's network; `broken` puts a softmax in its middle and multiplies two
+    """The contract's network; `broken` puts a softmax in its middle and multiplies three
     activations (two rules no target takes), at nodes named `mid_softmax` and `product`."""
     net = Net(kind == "integer")
     net.conv(8, 10)
     if broken:
         net.add(g.Softmax, (8, 8, 8), I8, name="mid_softmax")
-        net.add(g.Eltwise, (8, 8, 8), I8, name="product", kind="mul", inputs=[net.cur, net.cur])
+        net.add(g.Eltwise, (8, 8, 8), I8, name="product", kind="mul", inputs=[net.cur] * 3)
     net.add(g.Pool, (8, 4, 4), I8, kind="max", kernel=(2, 2), stride=(2, 2))
     net.conv(6, 11)
     net.add(g.Flatten, (96,), I8)

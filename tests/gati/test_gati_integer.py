@@ -166,7 +166,7 @@ def test_inexact_mapping_warns() -> None:
         ("bounds", r"saturates to \[-64, 63\]; Gati's tail saturates to int8"),
         ("no_requant", "32-bit output feeds another layer"),
         ("wide_weights", r"weights -300\.\.300 do not fit Gati's int8 engines"),
-        ("residual", "branching graphs have no Gati instruction"),
+        ("residual", "integer graphs map onto Gati only as a chain"),
     ],
 )
 def test_refusals(edit: str, match: str) -> None:

@@ -93,15 +93,6 @@ def test_too_many_channels(tmp_path: Path) -> None:
     _refused(path, (1, 2, 2), r"`fat`: output channels = 1100 overflows CONV\.KN")
 
 
-def test_residual_add(tmp_path: Path) -> None:
-    nodes = [
-        _conv("c1", "x", "a", "w", pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["a", "x"], ["y"], name="skip_add"),
-    ]
-    path = _save(tmp_path, nodes, [_w("w", 1, 1, 3, 3)], ["N", 1, 8, 8])
-    _refused(path, (1, 8, 8), r"`(c1|skip_add)`.*branching graphs")
-
-
 def test_add_of_two_activations_is_named(tmp_path: Path) -> None:
     nodes = [
         _conv("c1", "x", "a", "w"),

@@ -4,6 +4,10 @@
 one. Each `FusedLayer` is one Gati layer: the megablock's weights and bias, then the tail's
 activation and pooling. Layer and tensor names are the graph's (for ONNX models, the ONNX node
 and tensor names), so messages, `--dispatch` and the report speak the user's language.
+
+Layers run in list order; each reads its operands from earlier layers (`FusedLayer.sources`,
+layer indices, -1 for the graph input; an operand made of several layers is their channel
+concatenation). A plain chain leaves `sources` empty: each layer reads the one before.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class PoolSpec:
 @dataclass
 class FusedLayer:
     name: str  # the graph node that opened the layer (Conv/Linear, or the lone tail operator)
-    kind: str  # conv | linear | none
+    kind: str  # conv | linear | none | eltwise
     in_shape: tuple[int, ...]  # (C, H, W) or (F,)
     nodes: list[str] = field(default_factory=list)  # every graph/ONNX node fused into the layer
     weight: np.ndarray | None = None  # (O, I, kh, kw) or (O, I); float64, or int64 (integer)
@@ -50,6 +54,10 @@ class FusedLayer:
     out_shape: tuple[int, ...] = ()
     output: str = ""  # graph tensor the layer's output stands for
     stage: int = 0  # 0: megablock (+bias); 1: activation set; 2: pooling set
+    # per operand (one; two for eltwise), the layers whose outputs, concatenated along the
+    # channels, form it (-1: the graph input); empty: the previous layer (a plain chain)
+    sources: list[list[int]] = field(default_factory=list)
+    eltwise: str | None = None  # add | sub | mul: the element-wise block's operation
 
     @property
     def out_channels(self) -> int:
@@ -58,6 +66,9 @@ class FusedLayer:
     @property
     def operation(self) -> str:
         """The report's name for the megablock."""
+        if self.kind == "eltwise":
+            assert self.eltwise is not None
+            return self.eltwise
         return {"conv": "conv2d", "linear": "linear", "none": "none"}[self.kind]
 
 
@@ -72,6 +83,15 @@ class LayerChain:
     host_post_node: str | None = None
     opset: int = 0  # the ONNX opset (0 for other sources)
     output_shape: tuple[int, ...] = ()  # the graph output without the batch dimension
+
+    def sources_of(self, index: int) -> list[list[int]]:
+        """Layer `index`'s operands as producer lists (-1: the graph input)."""
+        return self.layers[index].sources or [[index - 1]]
+
+    @property
+    def is_chain(self) -> bool:
+        """Every layer reads the one before it alone (no branch, no concatenation)."""
+        return all(self.sources_of(i) == [[i - 1]] for i in range(len(self.layers)))
 
     def label(self, node: str) -> str:
         """How messages name a node: as an ONNX node for ONNX models."""

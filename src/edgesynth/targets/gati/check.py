@@ -9,6 +9,7 @@ from __future__ import annotations
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
+from edgesynth.targets.gati.concat import concat_buffers
 
 
 def _err(graph: LayerChain, node: str, reason: str) -> EdgesynthError:
@@ -55,7 +56,7 @@ def _nonnegative_input(graph: LayerChain, index: int) -> bool:
         return True
     if layer.activation is not None or layer.kind != "none":
         return False
-    return index > 0 and _nonnegative_input(graph, index - 1)
+    return all(j >= 0 and _nonnegative_input(graph, j) for j in graph.sources_of(index)[0])
 
 
 def check_layer(graph: LayerChain, index: int, warnings: list[str] | None = None) -> None:
@@ -66,6 +67,8 @@ def check_layer(graph: LayerChain, index: int, warnings: list[str] | None = None
         _check_conv(graph, layer)
     elif layer.kind == "linear":
         _check_linear(graph, layer)
+    elif layer.kind == "eltwise":
+        _check_eltwise(graph, layer)
     else:
         _check_identity(graph, layer)
     if layer.pool is not None:
@@ -120,6 +123,12 @@ def _check_linear(graph: LayerChain, layer: FusedLayer) -> None:
     if layer.flatten:
         _, h, w = layer.in_map
         _fits(graph, node, isa.FC, "ImageDim", h * w, "flattened map height x width")
+
+
+def _check_eltwise(graph: LayerChain, layer: FusedLayer) -> None:
+    c, h, w = layer.in_shape
+    for name, value, what in (("IC", c, "channels"), ("IH", h, "height"), ("IW", w, "width")):
+        _fits(graph, layer.name, isa.ELTWISE, name, value, what)
 
 
 def _check_identity(graph: LayerChain, layer: FusedLayer) -> None:
@@ -186,6 +195,7 @@ def _check_pool(
 def check_graph(graph: LayerChain) -> None:
     """Raise on the first thing Gati cannot run."""
     _fits(graph, graph.layers[0].name, isa.START, "TotalLayers", len(graph.layers), "layers")
+    concat_buffers(graph)
     for i in range(len(graph.layers)):
         check_layer(graph, i)
 
@@ -196,6 +206,10 @@ def check_all(graph: LayerChain, warnings: list[list[str]] | None = None) -> Non
     errors: list[EdgesynthError] = []
     try:
         _fits(graph, graph.layers[0].name, isa.START, "TotalLayers", len(graph.layers), "layers")
+    except EdgesynthError as err:
+        errors.append(err)
+    try:
+        concat_buffers(graph)
     except EdgesynthError as err:
         errors.append(err)
     for i in range(len(graph.layers)):

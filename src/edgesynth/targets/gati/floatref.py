@@ -35,8 +35,11 @@ def _pool(spec: PoolSpec) -> g.Node:
     )
 
 
-def layer_forward(x: np.ndarray, layer: FusedLayer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(pre-activation, activation before pooling, output) of one layer for a float batch."""
+def layer_forward(
+    x: np.ndarray, layer: FusedLayer, other: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pre-activation, activation before pooling, output) of one layer for a float batch
+    (`other`: an element-wise layer's second operand)."""
     if layer.kind == "conv":
         conv = _node(
             g.Conv,
@@ -50,6 +53,9 @@ def layer_forward(x: np.ndarray, layer: FusedLayer) -> tuple[np.ndarray, np.ndar
         pre = evaluate(conv, x)
     elif layer.kind == "linear":
         pre = evaluate(_node(g.Linear, weight=layer.weight, bias=layer.bias), x)
+    elif layer.kind == "eltwise":
+        node = g.Eltwise(name="layer", inputs=["a", "b"], outputs=["out"], kind=layer.eltwise)
+        pre = evaluate(node, x, other)
     else:
         pre = x
     act = evaluate(_node(g.Activation, kind=layer.activation), pre) if layer.activation else pre
@@ -59,12 +65,21 @@ def layer_forward(x: np.ndarray, layer: FusedLayer) -> tuple[np.ndarray, np.ndar
     return pre, act, y
 
 
+def operand(outputs: list[np.ndarray], x: np.ndarray, producers: list[int]) -> np.ndarray:
+    """An operand from the layers' outputs (-1: the input `x`), concatenated along channels."""
+    parts = [x if j < 0 else outputs[j] for j in producers]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+
 def iter_layers(
     graph: LayerChain, x: np.ndarray
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    h = np.asarray(x, dtype=np.float64)
-    for layer in graph.layers:
-        pre, act, h = layer_forward(h, layer)
+    x = np.asarray(x, dtype=np.float64)
+    outputs: list[np.ndarray] = []
+    for i, layer in enumerate(graph.layers):
+        ops = [operand(outputs, x, src) for src in graph.sources_of(i)]
+        pre, act, h = layer_forward(ops[0], layer, ops[1] if len(ops) > 1 else None)
+        outputs.append(h)
         yield pre, act, h
 
 

@@ -35,7 +35,7 @@ def host_contract(prog: CompiledProgram) -> dict[str, Any]:
                 "node": c.name,
                 "tensor": c.tensor,
                 "shape": list(c.out_shape),
-                "layout": "map" if c.engine == "conv" else "vector",
+                "layout": "vector" if c.engine == "fc" else "map",
                 "elem_bytes": g.out_bytes,
                 "scale": g.out_scale,
                 "final": c.index == len(prog.layers) - 1,

@@ -4,7 +4,9 @@ Every instruction is one 256-bit word. Bit 0 is the least significant bit of the
 byte blob each word takes 32 bytes, little-endian (byte 0 holds bits 7..0). The field tables
 below are the single definition that `encode`, `decode` and `format_table` share; bit ranges
 follow the Gati configuration-block definitions (CONV 0x0, TailBlock 0x1, OutputBlock 0x2,
-FC 0x3, START 0xF). Bits no field covers are reserved and must be zero.
+FC 0x3, START 0xF). The seed names an element-wise block (add, subtract, multiply of two
+tensors) but gives it no instruction: ELTWISE (0x4) and its fields are edgesynth's choice
+(docs/gati.md). Bits no field covers are reserved and must be zero.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ OP_CONV = 0x0
 OP_TAIL = 0x1
 OP_OUTPUT = 0x2
 OP_FC = 0x3
+OP_ELTWISE = 0x4  # edgesynth's choice: the seed's element-wise block has no documented opcode
 OP_START = 0xF
 
 # TailBlock enumerations. ACT_RELU and the pool types are Gati's; sigmoid and tanh are
@@ -34,6 +37,12 @@ POOL_MAX = 0x0
 POOL_AVERAGE = 0x1
 POOL_GLOBAL_AVG = 0x2
 POOL_NAMES = {POOL_MAX: "max", POOL_AVERAGE: "avg", POOL_GLOBAL_AVG: "global_avg"}
+
+# ELTWISE.Operation codes (edgesynth's choice, docs/gati.md)
+ELT_ADD = 0x0
+ELT_SUB = 0x1
+ELT_MUL = 0x2
+ELT_NAMES = {ELT_ADD: "add", ELT_SUB: "sub", ELT_MUL: "mul"}
 
 # PadSides bit vector (CONV and TailBlock): one bit per side of the feature map.
 PAD_LEFT = 1 << 0
@@ -189,7 +198,31 @@ TAIL = _fmt(
     ],
 )
 
-FORMATS: dict[int, Format] = {f.opcode: f for f in (CONV, TAIL, OUTPUT, FC, START)}
+# edgesynth's choice (docs/gati.md): two NHW8C8 int8 maps of IC channels and IH x IW pixels,
+# A and B; each operand is first brought to a common scale by its own multiply and shift
+# (x * Scale + 2**(Shift - 1)) >> Shift (round half up, no saturation), then combined by
+# Operation (A + B, A - B or A * B); the 32-bit result goes to the tail blocks like a CONV's sums.
+ELTWISE = _fmt(
+    "ELTWISE",
+    OP_ELTWISE,
+    [
+        ("Opcode", 0, 4),
+        ("Operation", 4, 4),
+        ("IW", 8, 10),
+        ("IH", 18, 10),
+        ("IC", 28, 10),
+        ("AStartAddress", 38, 32),
+        ("AEndAddress", 70, 32),
+        ("BStartAddress", 102, 32),
+        ("BEndAddress", 134, 32),
+        ("AScale", 166, 16),
+        ("AShift", 182, 5),
+        ("BScale", 187, 16),
+        ("BShift", 203, 5),
+    ],
+)
+
+FORMATS: dict[int, Format] = {f.opcode: f for f in (CONV, TAIL, OUTPUT, FC, ELTWISE, START)}
 FORMATS_BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS.values()}
 
 

@@ -37,6 +37,10 @@ class GatiLayer:
     pool_ceil: bool = False
     pool_global: bool = False
     flat_map: tuple[int, ...] = ()  # a flattening FC: the (C, H, W) map it reads
+    # eltwise: each operand's multiply and shift to the common scale (ELTWISE.AScale/AShift,
+    # BScale/BShift): (x * scale + 2**(shift - 1)) >> shift
+    operand_scales: tuple[int, int] = (1, 1)
+    operand_shifts: tuple[int, int] = (0, 0)
     warnings: list[str] = field(default_factory=list)
 
     @property

@@ -11,8 +11,10 @@ Into the megablock of a Conv/Linear the tail fuses, in graph order:
   next convolution) becomes that layer's tail pooling.
 
 What cannot fuse opens an identity layer (kind `none`: a 1x1 CONV or an FC with unit weights
-whose tail does the work). A trailing Softmax runs on the host. Gati has no instruction for a
-branch: a tensor read twice, an element-wise operation of two tensors, a concatenation.
+whose tail does the work). A trailing Softmax runs on the host. A tensor may be read by several
+layers; an element-wise add, subtract or multiply of two maps is an `eltwise` layer (the
+element-wise block, its tail fusing like a megablock's); a channel concatenation has no layer:
+its producers write adjacent channel ranges of one DRAM tensor (`plan`).
 """
 
 from __future__ import annotations
@@ -28,19 +30,22 @@ from edgesynth.ir import graph as g
 from edgesynth.ir.passes import simplify
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
-GATI_OPS = "Conv, Linear, BatchNorm/constant Add (folded), ReLU, sigmoid, tanh, max/average pooling"
+GATI_OPS = (
+    "Conv, Linear, BatchNorm/constant Add (folded), ReLU, sigmoid, tanh, max/average pooling, "
+    "Add/Sub/Mul of two feature maps, channel Concat"
+)
 
 
 class _Fuser:
-    """One walk over the graph's operators, keeping the live tensor and the open layer."""
+    """One walk over the graph's operators, keeping which layers produce each tensor."""
 
     def __init__(self, graph: g.Graph) -> None:
         self.graph = graph
         self.layers: list[FusedLayer] = []
-        self.cur_name = ""
-        self.cur_shape: tuple[int, ...] = ()
-        self.map_shape: tuple[int, ...] = ()
-        self.flat_from_map = False  # the live vector is a flattened (C, H, W) map
+        # tensor -> the layers whose outputs, concatenated along the channels, are its value
+        # (-1: the graph input)
+        self.producers: dict[str, list[int]] = {}
+        self.flat: dict[str, tuple[int, ...]] = {}  # a flattened (C, H, W) map -> that shape
         self.host_post: str | None = None
         self.host_post_node: g.Node | None = None
         self.requantize: dict[str, g.Requantize] = {}  # layer name -> its tail requantization
@@ -59,7 +64,7 @@ class _Fuser:
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> LayerChain:
         in_name, in_shape = self.graph_input()
-        self.cur_name, self.cur_shape = in_name, in_shape
+        self.producers[in_name] = [-1]
         handlers = {
             g.Conv: self.conv,
             g.Linear: self.linear,
@@ -73,6 +78,7 @@ class _Fuser:
             g.Softmax: self.softmax,
             g.BatchNorm: self.batchnorm,
             g.Eltwise: self.eltwise,
+            g.Concat: self.concat,
         }
         errors: list[EdgesynthError] = []
         for node in self.graph.nodes:
@@ -84,7 +90,9 @@ class _Fuser:
             except EdgesynthError as err:  # go on after the refused operator: report them all
                 errors.append(err)
                 self.host_post, self.host_post_node = None, None
-                self.cur_name, self.cur_shape = node.outputs[0], self.shape_of(node)
+                known = [self.producers[t] for t in node.inputs if t in self.producers]
+                for out in node.outputs:
+                    self.producers.setdefault(out, known[0] if known else [-1])
         if errors:
             raise errors[0] if len(errors) == 1 else MultipleErrors(errors)
         return self.finish(in_name, in_shape)
@@ -94,16 +102,10 @@ class _Fuser:
             raise self.fail(f"{self.host_post_node.name} must be the last node of the graph")
         handler = handlers.get(type(node))
         if handler is None:
-            raise self.fail(self.no_instruction(node))
-        handler(node)
-
-    def no_instruction(self, node: g.Node) -> str:
-        if isinstance(node, g.Concat):
-            return (
-                "concatenation has no Gati instruction: branching graphs (residual Add, Concat, "
-                "several paths) have no Gati instruction"
+            raise self.fail(
+                f"`{node.op}` has no Gati instruction (the Gati target runs {GATI_OPS})"
             )
-        return f"`{node.op}` has no Gati instruction (the Gati target runs {GATI_OPS})"
+        handler(node)
 
     def graph_input(self) -> tuple[str, tuple[int, ...]]:
         inputs = self.graph.inputs
@@ -126,12 +128,14 @@ class _Fuser:
             raise self.refuse(
                 f"the Gati target takes models with one output, this one has {len(outputs)}"
             )
-        if outputs[0] != self.cur_name:
-            raise self.refuse(
-                f"graph output `{outputs[0]}` is not the end of the layer chain (`{self.cur_name}`)"
-            )
         if not self.layers:
             raise self.refuse("the model has no Conv or Gemm/MatMul layer")
+        last = len(self.layers) - 1
+        final = self.layers[last].output
+        if self.producers.get(outputs[0]) != [last]:
+            raise self.refuse(
+                f"graph output `{outputs[0]}` is not the end of the layer chain (`{final}`)"
+            )
         for layer in self.layers:
             if layer.stage < 2:
                 layer.out_shape = layer.conv_shape
@@ -145,58 +149,64 @@ class _Fuser:
             self.host_post,
             post.name if post is not None else None,
             int(self.graph.meta.get("opset", 0)),  # type: ignore[call-overload]
-            tuple(self.cur_shape),
+            tuple(self.graph.tensors[outputs[0]].shape),
         )
 
-    # -- the live tensor ------------------------------------------------------------------
-    def take(self, name: str) -> None:
-        """`name` must be the live tensor and read by this node only."""
-        if name != self.cur_name:
-            raise self.fail(
-                f"reads `{name}`, which is not the output of the previous layer: branching "
-                "graphs (residual Add, Concat, several paths) have no Gati instruction"
-            )
-        readers = len(self.graph.consumers(name)) + (name in self.graph.outputs)
-        if readers > 1:
-            raise self.fail(
-                f"`{name}` feeds {readers} nodes: branching graphs have no Gati instruction"
-            )
+    # -- the layers each tensor comes from ------------------------------------------------
+    def take(self, name: str) -> list[int]:
+        """The layers `name` comes from (several: a channel concatenation)."""
+        if name not in self.producers:
+            raise self.fail(f"reads `{name}`, which no Gati layer produces")
+        return list(self.producers[name])
 
-    def advance(self, output: str, shape: tuple[int, ...]) -> None:
-        """Move the live tensor; the last layer's output follows if it was the live one."""
-        was_live = self.last_is_live()
-        self.cur_name, self.cur_shape = output, shape
-        if was_live and self.last is not None:
-            self.last.output = output
+    def readers(self, name: str) -> int:
+        return len(self.graph.consumers(name)) + (name in self.graph.outputs)
 
-    def open_layer(self, layer: FusedLayer) -> None:
-        layer.output = self.cur_name  # live until `advance` moves it to the real output
+    def advance(self, layer: FusedLayer, output: str) -> None:
+        """`output` is now `layer`'s output."""
+        layer.output = output
+        self.producers[output] = [next(i for i, kept in enumerate(self.layers) if kept is layer)]
+
+    def open_layer(self, layer: FusedLayer, sources: list[list[int]]) -> None:
+        layer.sources = sources
         self.layers.append(layer)
 
-    @property
-    def last(self) -> FusedLayer | None:
-        return self.layers[-1] if self.layers else None
-
-    def last_is_live(self) -> bool:
-        return self.last is not None and self.last.output == self.cur_name
-
-    def fusable(self, stage: int) -> FusedLayer | None:
-        """The open layer if it is live and its tail has not gone past `stage`."""
-        layer = self.last
-        if layer is None or not self.last_is_live() or layer.stage > stage:
+    def producer(self, name: str) -> FusedLayer | None:
+        """The layer whose tail can take the next operation on `name`: the one layer that
+        writes `name`, when this node is its only reader."""
+        src = self.producers.get(name)
+        if src is None or len(src) != 1 or src[0] < 0 or self.readers(name) != 1:
             return None
-        return layer
+        layer = self.layers[src[0]]
+        return layer if layer.output == name else None
+
+    def fusable(self, name: str, stage: int) -> FusedLayer | None:
+        """The layer producing `name` if its tail has not gone past `stage`."""
+        layer = self.producer(name)
+        return layer if layer is not None and layer.stage <= stage else None
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.graph.tensors[name].shape
 
     def shape_of(self, node: g.Node) -> tuple[int, ...]:
         return self.graph.tensors[node.output].shape
 
     # -- megablocks -----------------------------------------------------------------------
+    def map_operand(self, name: str) -> list[int]:
+        """The layers a (C, H, W) operand comes from."""
+        src = self.take(name)
+        if name in self.flat or len(self.shape(name)) != 3:
+            raise self.fail(f"`{name}` of shape {self.shape(name)} is not a (C, H, W) map")
+        return src
+
     def conv(self, node: g.Conv) -> None:
-        self.take(node.inputs[0])
+        name = node.inputs[0]
+        self.take(name)
         if node.transposed:
             raise self.fail("transposed convolution has no Gati instruction")
         if node.rank != 2:
             raise self.fail(f"{node.rank}-D convolution: Gati's CONV takes (C, H, W) maps")
+        src = self.map_operand(name)
         out = self.shape_of(node)
         bias = (
             node.bias if node.bias is not None else np.zeros(node.out_channels, node.weight.dtype)
@@ -204,7 +214,7 @@ class _Fuser:
         layer = FusedLayer(
             node.name,
             "conv",
-            self.cur_shape,
+            self.shape(name),
             [node.name, *node.folded],
             node.weight,
             bias,
@@ -219,17 +229,18 @@ class _Fuser:
             group=node.groups,
             conv_shape=out,
         )
-        self.open_layer(layer)
-        self.advance(node.output, out)
+        self.open_layer(layer, [src])
+        self.advance(layer, node.output)
 
     def linear(self, node: g.Linear) -> None:
-        self.take(node.inputs[0])
-        flatten = self.flat_from_map
-        in_map = self.map_shape
-        if len(self.cur_shape) == 3:  # the graph's Linear reads a map flattened in C, H, W order
-            flatten, in_map = True, self.cur_shape
-        elif len(self.cur_shape) != 1:
-            raise self.fail(f"input of shape {self.cur_shape} must be flattened first")
+        name = node.inputs[0]
+        src = self.take(name)
+        shape = self.shape(name)
+        flatten, in_map = name in self.flat, self.flat.get(name, ())
+        if len(shape) == 3:  # the graph's Linear reads a map flattened in C, H, W order
+            flatten, in_map = True, shape
+        elif len(shape) != 1:
+            raise self.fail(f"input of shape {shape} must be flattened first")
         bias = (
             node.bias
             if node.bias is not None
@@ -238,7 +249,7 @@ class _Fuser:
         layer = FusedLayer(
             node.name,
             "linear",
-            self.cur_shape,
+            shape,
             [node.name, *node.folded],
             node.weight,
             bias,
@@ -247,20 +258,53 @@ class _Fuser:
         )
         if flatten:
             layer.in_map = in_map
-        self.open_layer(layer)
-        self.flat_from_map = False
-        self.advance(node.output, layer.conv_shape)
+        self.open_layer(layer, [src])
+        self.advance(layer, node.output)
+
+    def eltwise(self, node: g.Eltwise) -> None:
+        constants = [t for t in node.inputs if isinstance(self.graph.producer(t), g.Constant)]
+        if constants and node.kind in ("add", "sub") and len(node.inputs) == 2:
+            self.take(next(t for t in node.inputs if t not in constants))
+            raise self.fail(
+                "a constant Add is fused as the bias of the preceding Conv/Gemm/MatMul; here it "
+                "does not follow one directly"
+            )
+        if constants:
+            raise self.fail(f"element-wise {node.kind} with a constant has no Gati instruction")
+        if node.kind not in ("add", "sub", "mul") or len(node.inputs) != 2:
+            raise self.fail(
+                f"element-wise {node.kind} of {len(node.inputs)} tensors has no Gati instruction "
+                "(the element-wise block adds, subtracts or multiplies two tensors)"
+            )
+        a, b = node.inputs
+        srcs = [self.map_operand(a), self.map_operand(b)]
+        out = self.shape_of(node)
+        if self.shape(a) != out or self.shape(b) != out:
+            raise self.fail(
+                f"element-wise {node.kind} of shapes {self.shape(a)} and {self.shape(b)}: the "
+                "element-wise block takes two maps of one shape (no broadcasting)"
+            )
+        layer = FusedLayer(node.name, "eltwise", out, [node.name], conv_shape=out)
+        layer.eltwise = node.kind
+        self.open_layer(layer, srcs)
+        self.advance(layer, node.output)
+
+    def concat(self, node: g.Concat) -> None:
+        """No instruction: the producers write adjacent channel ranges of one DRAM tensor."""
+        srcs = [self.map_operand(t) for t in node.inputs]
+        self.producers[node.output] = [j for src in srcs for j in src]
 
     # -- tail -----------------------------------------------------------------------------
     def requant(self, node: g.Requantize) -> None:
         """An integer graph's requantization: the tail's QuantScale/QuantShift step."""
-        self.take(node.inputs[0])
-        layer = self.fusable(0)
+        name = node.inputs[0]
+        self.take(name)
+        layer = self.fusable(name, 0)
         if layer is None or layer.name in self.requantize:
-            layer = self.open_identity()
+            layer = self.open_identity(name)
         self.requantize[layer.name] = node
         layer.nodes.append(node.name)
-        self.advance(node.output, self.cur_shape)
+        self.advance(layer, node.output)
 
     def activation(self, node: g.Activation) -> None:
         if node.kind not in ("relu", "sigmoid", "tanh"):
@@ -271,19 +315,18 @@ class _Fuser:
 
     def clip(self, node: g.Clip) -> None:
         """An integer Clip to [0, hi] after an 8-bit requantization is a ReLU."""
-        self.take(node.inputs[0])
-        layer = self.last
+        name = node.inputs[0]
+        self.take(name)
+        layer = self.producer(name)
         requant = self.requantize.get(layer.name) if layer is not None else None
-        top = requant.hi if requant is not None and self.last_is_live() else None
+        top = requant.hi if requant is not None else None
         if node.lo == 0 and top is not None and node.hi >= top:
             self.set_activation(node, "relu")
             return
         float_graph = self.graph.tensors[node.output].qtype is None
         if float_graph and node.lo == 0 and node.hi > 0:
             # float ReLU with an upper bound: the ReLU, with the bound as the quantized range
-            self.set_activation(node, "relu")
-            layer = self.last
-            assert layer is not None
+            layer = self.set_activation(node, "relu")
             bound = float(node.hi)
             layer.act_bound = bound if layer.act_bound is None else min(layer.act_bound, bound)
             return
@@ -292,23 +335,21 @@ class _Fuser:
             "127] right after a layer's 8-bit requantization)"
         )
 
-    def set_activation(self, node: g.Node, kind: str) -> None:
-        self.take(node.inputs[0])
-        layer = self.last
-        live = layer is not None and self.last_is_live()
+    def set_activation(self, node: g.Node, kind: str) -> FusedLayer:
+        name = node.inputs[0]
+        self.take(name)
+        layer = self.producer(name)
         if (
-            live
-            and layer is not None
+            layer is not None
             and layer.activation == kind == "relu"
             and layer.stage >= 1
             and (layer.pool is None or layer.pool.type == "max")
         ):
             layer.nodes.append(node.name)  # relu(relu(x)) == relu(x)
-            self.advance(node.output, self.cur_shape)
-            return
+            self.advance(layer, node.output)
+            return layer
         if (
-            live
-            and layer is not None
+            layer is not None
             and layer.activation is None
             and (layer.stage == 0 or (layer.stage == 2 and layer.pool and layer.pool.type == "max"))
         ):
@@ -317,27 +358,32 @@ class _Fuser:
             layer.activation, layer.activation_node = kind, node.name
             layer.stage = max(layer.stage, 1)
             layer.nodes.append(node.name)
-            self.advance(node.output, self.cur_shape)
-            return
-        layer = self.open_identity()
+            self.advance(layer, node.output)
+            return layer
+        layer = self.open_identity(name)
         layer.activation, layer.activation_node, layer.stage = kind, node.name, 1
-        self.advance(node.output, self.cur_shape)
+        self.advance(layer, node.output)
+        return layer
 
-    def open_identity(self) -> FusedLayer:
+    def open_identity(self, name: str) -> FusedLayer:
+        """A layer of kind `none` reading `name`, whose tail does the work."""
         node = self.node
         assert node is not None
-        shape = self.cur_shape
-        if len(shape) == 1 and self.flat_from_map:
+        src = self.take(name)
+        shape = self.shape(name)
+        if len(shape) == 1 and name in self.flat:
             raise self.fail("a tail operation on a flattened feature map needs an FC layer first")
         layer = FusedLayer(node.name, "none", shape, [node.name], conv_shape=shape)
-        self.open_layer(layer)
+        self.open_layer(layer, [src])
         return layer
 
     def pool(self, node: g.Pool | g.GlobalPool) -> None:
-        self.take(node.inputs[0])
-        if len(self.cur_shape) != 3:
-            raise self.fail(f"pooling needs a (C, H, W) tensor, got {self.cur_shape}")
-        c, h, w = self.cur_shape
+        name = node.inputs[0]
+        self.take(name)
+        shape = self.shape(name)
+        if len(shape) != 3 or name in self.flat:
+            raise self.fail(f"pooling needs a (C, H, W) tensor, got {shape}")
+        c, h, w = shape
         if isinstance(node, g.GlobalPool):
             kind = "global_avg" if node.kind == "avg" else "max"  # a max over the whole map
             spec = PoolSpec(kind, (h, w), (1, 1), (0, 0, 0, 0), False, False, node.name)
@@ -357,15 +403,15 @@ class _Fuser:
             )
         out = self.shape_of(node)
         spec.in_hw, spec.out_hw = (h, w), (out[1], out[2])
-        layer = self.fusable(1)
+        layer = self.fusable(name, 1)
         if layer is None or len(layer.conv_shape) != 3:
-            layer = self.open_identity()
+            layer = self.open_identity(name)
         layer.pool = spec
         layer.stage = 2
         if node.name not in layer.nodes:
             layer.nodes.append(node.name)
         layer.out_shape = (c, out[1], out[2])
-        self.advance(node.output, layer.out_shape)
+        self.advance(layer, node.output)
 
     def batchnorm(self, node: g.BatchNorm) -> None:
         self.take(node.inputs[0])
@@ -374,46 +420,39 @@ class _Fuser:
             "follow one directly (Gati's batchnorm block is not used by edgesynth)"
         )
 
-    def eltwise(self, node: g.Eltwise) -> None:
-        constants = [t for t in node.inputs if isinstance(self.graph.producer(t), g.Constant)]
-        if constants and node.kind in ("add", "sub") and len(node.inputs) == 2:
-            live = next(t for t in node.inputs if t not in constants)
-            self.take(live)
-            raise self.fail(
-                "a constant Add is fused as the bias of the preceding Conv/Gemm/MatMul; here it "
-                "does not follow one directly"
-            )
-        if constants:
-            raise self.fail(f"element-wise {node.kind} with a constant has no Gati instruction")
-        raise self.fail(
-            f"element-wise {node.kind} of two activations (a residual connection) has no "
-            "instruction in Gati's documented ISA: branching graphs have no Gati instruction"
-        )
-
     # -- shapes ---------------------------------------------------------------------------
     def flatten(self, node: g.Flatten) -> None:
-        self.take(node.inputs[0])
-        if len(self.cur_shape) == 3:
-            self.map_shape = self.cur_shape
-            self.flat_from_map = True
-        elif len(self.cur_shape) != 1:
-            raise self.fail(f"flattening a {self.cur_shape} tensor has no Gati layout")
-        self.advance(node.output, self.shape_of(node))
+        name = node.inputs[0]
+        src = self.take(name)
+        shape = self.shape(name)
+        if len(shape) == 3:
+            self.flat[node.output] = shape
+        elif len(shape) != 1:
+            raise self.fail(f"flattening a {shape} tensor has no Gati layout")
+        elif name in self.flat:
+            self.flat[node.output] = self.flat[name]
+        layer = self.producer(name)
+        if layer is not None:  # the layer's output is known by its flattened name
+            self.advance(layer, node.output)
+        else:
+            self.producers[node.output] = src
 
     def reshape(self, node: g.Reshape) -> None:
-        self.take(node.inputs[0])
+        name = node.inputs[0]
+        self.take(name)
         raise self.fail(
-            f"Reshape of {tuple(self.cur_shape)} to {tuple(node.shape)}: only flattening to "
+            f"Reshape of {tuple(self.shape(name))} to {tuple(node.shape)}: only flattening to "
             "(batch, features) is supported"
         )
 
     def softmax(self, node: g.Softmax) -> None:
-        self.take(node.inputs[0])
-        if len(self.cur_shape) != 1:
+        name = node.inputs[0]
+        src = self.take(name)
+        if len(self.shape(name)) != 1:
             raise self.fail("only a Softmax over the class vector of the last layer is supported")
         self.host_post = "logsoftmax" if node.log else "softmax"
         self.host_post_node = node
-        self.cur_name = node.output  # the last layer keeps its own output name
+        self.producers[node.output] = src  # the last layer keeps its own output name
 
 
 @dataclass

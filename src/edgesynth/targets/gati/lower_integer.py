@@ -141,6 +141,21 @@ def _megablock(fl: FusedLayer, gl: GatiLayer, where: str) -> None:
     gl.weights, gl.bias = w.astype(np.int64), b.astype(np.int64)
 
 
+def _require_chain(fused: Fused) -> None:
+    """Integer graphs map onto Gati layer by layer, as a chain: their element-wise operands and
+    concatenations carry the graph's own scales, which this mapping does not requantize."""
+    chain = fused.chain
+    for i, fl in enumerate(chain.layers):
+        if chain.sources_of(i) != [[i - 1]]:
+            raise EdgesynthError(
+                f"{chain.label(fl.name)}: reads something other than the previous layer's output "
+                "(a branch, an element-wise operation of two tensors or a concatenation); "
+                "integer graphs map onto Gati only as a chain (compile the float model with "
+                "--calibration for residual networks)",
+                file=chain.path or None,
+            )
+
+
 def lower_integer(fused: Fused) -> GatiModel:
     """The Gati model of an integer graph fused into `fused.chain`. What Gati computes
     differently from the graph is a warning of the layer concerned (`GatiLayer.warnings`)."""
@@ -152,6 +167,7 @@ def lower_integer(fused: Fused) -> GatiModel:
             f"input `{chain.input_name}` is {in_type}; Gati's engines read int8",
             file=chain.path or None,
         )
+    _require_chain(fused)
     input_scale = in_type.scale or 1.0
     layers: list[GatiLayer] = []
     s_in = input_scale

@@ -4,7 +4,10 @@ stream.
 Each layer is four instructions: START, the megablock (CONV or FC), TailBlock, OutputBlock.
 A layer without weights (kind `none`: a pooling or activation that could not be fused) runs
 as an identity megablock: a 1x1 CONV (or FC) with unit weights and QuantScale 1,
-QuantShift 0, whose tail block does the work.
+QuantShift 0, whose tail block does the work. An element-wise layer's megablock is ELTWISE
+(edgesynth's instruction for the seed's element-wise block), reading two maps. The layers a
+concatenation joins write adjacent channel ranges of one DRAM buffer (`concat.py`), which the
+reader reads as one map.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError, did_you_mean
 from edgesynth.targets.gati import device, dwp, isa, layout
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain
+from edgesynth.targets.gati.concat import concat_buffers
 from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 from edgesynth.targets.gati.layout import Region
 
@@ -31,7 +35,7 @@ class LayerCode:
 
     index: int
     name: str
-    engine: str  # conv | fc
+    engine: str  # conv | fc | eltwise
     weights: np.ndarray  # the megablock's int8 weights: (KN, IC, KH, KW) or (M, N)
     bias: np.ndarray | None
     in_shape: tuple[int, ...]  # (C, H, W) map or (N,) vector entering the megablock
@@ -50,7 +54,7 @@ class LayerCode:
 
     @property
     def kernel_itr(self) -> int:
-        if self.engine == "conv":
+        if self.engine in ("conv", "eltwise"):
             return device.cdiv(self.conv_shape[0], device.ENGINE_COLS)
         return device.cdiv(self.conv_shape[0], device.FC_WIDTH)
 
@@ -74,7 +78,9 @@ def dispatch_id(tensor: str) -> int:
 
 def _layer_code(i: int, fl: FusedLayer, g: GatiLayer) -> LayerCode:
     in_shape = tuple(fl.in_map if fl.flatten else fl.in_shape)
-    if fl.kind == "conv":
+    if fl.kind == "eltwise":
+        engine, weights = "eltwise", np.zeros((0,), dtype=np.int64)
+    elif fl.kind == "conv":
         assert g.weights is not None
         engine, weights = "conv", g.weights
     elif fl.kind == "linear":
@@ -118,6 +124,60 @@ def _select_dispatch(model: GatiModel, codes: list[LayerCode], names: Sequence[s
             c.dispatch_id = dispatch_id(c.tensor)
 
 
+def _weights_and_bias(planner: layout.Planner, model: GatiModel, codes: list[LayerCode]) -> None:
+    for c in codes:
+        if c.engine == "conv":
+            size = c.kernel_itr * c.channel_itr * layout.CONV_TILE
+        elif c.engine == "fc":
+            size = c.kernel_itr * c.weights.shape[1] * device.FC_WIDTH
+        else:
+            continue
+        c.regions["weights"] = planner.add(f"{c.name}.weights", "weights", size, c.index)
+    for c, g in zip(codes, model.layers, strict=True):
+        if c.bias is not None:
+            per = device.ENGINE_COLS if c.engine == "conv" else device.FC_WIDTH
+            size = device.align(c.kernel_itr * per * g.bias_width // 8, device.WORD_BYTES)
+            c.regions["bias"] = planner.add(f"{c.name}.bias", "bias", size, c.index)
+
+
+def _output_size(c: LayerCode, g: GatiLayer) -> int:
+    if c.engine == "fc":
+        return layout.vector_bytes(c.out_shape[0], g.out_bytes)
+    ch, h, w = c.out_shape
+    return layout.map_bytes(ch, h * w, g.out_bytes)
+
+
+def _outputs(planner: layout.Planner, model: GatiModel, codes: list[LayerCode]) -> None:
+    """Every layer's output region; the layers of a concatenation buffer get adjacent parts of
+    one region, allocated where the first of them is."""
+    home = {j: buf for buf in concat_buffers(model.chain) for j in buf}
+    for c, g in zip(codes, model.layers, strict=True):
+        if "output" in c.regions:
+            continue
+        if c.index not in home:
+            size = _output_size(c, g)
+            c.regions["output"] = planner.add(f"{c.name}.output", "output", size, c.index)
+            continue
+        buf = home[c.index]
+        sizes = [_output_size(codes[j], model.layers[j]) for j in buf]
+        names = "+".join(codes[j].tensor for j in buf)
+        region = planner.add(f"concat({names})", "output", sum(sizes))
+        start = region.start
+        for j, size in zip(buf, sizes, strict=True):
+            codes[j].regions["output"] = Region(f"{codes[j].name}.output", "output", start, size, j)
+            start += size
+
+
+def _operand_region(codes: list[LayerCode], input_region: Region, producers: list[int]) -> Region:
+    """Where an operand lies: the input, one layer's output, or the run of a buffer that
+    holds a concatenation."""
+    parts = [input_region if j < 0 else codes[j].regions["output"] for j in producers]
+    if len(parts) == 1:
+        return parts[0]
+    start, end = parts[0].start, parts[-1].end
+    return Region("concat", "output", start, end - start)
+
+
 def _plan(
     model: GatiModel, codes: list[LayerCode], on_chip_bytes: int
 ) -> tuple[list[Region], Region, int]:
@@ -125,32 +185,21 @@ def _plan(
     planner.add(
         "instructions", "instructions", len(codes) * INSTRUCTIONS_PER_LAYER * isa.INST_BYTES
     )
-    for c in codes:
-        if c.engine == "conv":
-            size = c.kernel_itr * c.channel_itr * layout.CONV_TILE
-        else:
-            size = c.kernel_itr * c.weights.shape[1] * device.FC_WIDTH
-        c.regions["weights"] = planner.add(f"{c.name}.weights", "weights", size, c.index)
-    for c, g in zip(codes, model.layers, strict=True):
-        if c.bias is not None:
-            per = device.ENGINE_COLS if c.engine == "conv" else device.FC_WIDTH
-            size = device.align(c.kernel_itr * per * g.bias_width // 8, device.WORD_BYTES)
-            c.regions["bias"] = planner.add(f"{c.name}.bias", "bias", size, c.index)
+    _weights_and_bias(planner, model, codes)
     if model.input_layout == "map":
         ch, h, w = model.input_shape
         in_size = layout.map_bytes(ch, h * w, 1)
     else:
         in_size = layout.vector_bytes(model.input_shape[0], 1)
     input_region = planner.add("input", "input", in_size)
-    prev = input_region
-    for c, g in zip(codes, model.layers, strict=True):
-        c.regions["input"] = prev
-        if c.engine == "conv":
-            ch, h, w = c.out_shape
-            size = layout.map_bytes(ch, h * w, g.out_bytes)
-        else:
-            size = layout.vector_bytes(c.out_shape[0], g.out_bytes)
-        c.regions["output"] = prev = planner.add(f"{c.name}.output", "output", size, c.index)
+    _outputs(planner, model, codes)
+    for c in codes:
+        sources = model.chain.sources_of(c.index)
+        c.regions["input"] = _operand_region(codes, input_region, sources[0])
+        if c.engine == "eltwise":
+            c.regions["input_b"] = _operand_region(codes, input_region, sources[1])
+        order = ("weights", "bias", "input", "input_b", "output")
+        c.regions = {k: c.regions[k] for k in order if k in c.regions}
     acc_size = 0
     for c in codes:
         if c.engine == "conv" and c.channel_itr > 1:
@@ -170,7 +219,32 @@ def _encode(fmt: isa.Format, node: str, **fields: int) -> isa.Instruction:
     return isa.make(fmt, f"ONNX node `{node}`", **fields)
 
 
+def _eltwise(c: LayerCode, model: GatiModel) -> isa.Instruction:
+    g = model.layers[c.index]
+    a, b = c.regions["input"], c.regions["input_b"]
+    ic, ih, iw = c.in_shape
+    kind = model.chain.layers[c.index].eltwise
+    return _encode(
+        isa.ELTWISE,
+        c.name,
+        Operation={v: k for k, v in isa.ELT_NAMES.items()}[str(kind)],
+        IW=iw,
+        IH=ih,
+        IC=ic,
+        AStartAddress=a.start,
+        AEndAddress=a.end,
+        BStartAddress=b.start,
+        BEndAddress=b.end,
+        AScale=g.operand_scales[0],
+        AShift=g.operand_shifts[0],
+        BScale=g.operand_scales[1],
+        BShift=g.operand_shifts[1],
+    )
+
+
 def _megablock(c: LayerCode, model: GatiModel) -> isa.Instruction:
+    if c.engine == "eltwise":
+        return _eltwise(c, model)
     g = model.layers[c.index]
     src, wts = c.regions["input"], c.regions["weights"]
     if c.engine == "conv":
@@ -265,7 +339,7 @@ def _tail(c: LayerCode, model: GatiModel) -> isa.Instruction:
 
 def _output_block(c: LayerCode) -> isa.Instruction:
     acc = c.regions.get("accumulants")
-    if c.engine == "conv":
+    if c.engine in ("conv", "eltwise"):
         dim_acc = c.conv_shape[1] * c.conv_shape[2]
         dim_out = c.out_shape[1] * c.out_shape[2]
     else:
@@ -290,6 +364,8 @@ def build_stream(blob: bytes, codes: list[LayerCode], model: GatiModel) -> bytes
     """RESET, PAYLOAD_SIZE, INST_ORIGIN, then DWP packets: the blob, every weight and bias."""
     packets: list[dwp.Packet] = [dwp.DwpPacket(device.INST_ORIGIN, blob)]
     for c in codes:
+        if c.engine == "eltwise":
+            continue
         w = c.regions["weights"]
         data = (
             layout.pack_conv_weights(c.weights)

@@ -54,13 +54,43 @@ class _Builder:
         return out
 
 
-def _layer(graph: g.Graph, fl: FusedLayer, gl: GatiLayer, src: str) -> str:
-    """Append one Gati layer reading `src`; return its output tensor."""
+def _eltwise(b: _Builder, a: str, other: str, acc: g.QType) -> str:
+    """The element-wise block: each operand's multiply and shift (round half up, no
+    saturation), then the operation, saturated to 32 bits."""
+    fl, gl = b.fl, b.gl
+    ops = []
+    for k, src in enumerate((a, other)):
+        shape = b.graph.tensors[src].shape
+        ops.append(
+            b.add(
+                g.Requantize,
+                f"operand{k}",
+                src,
+                shape,
+                acc,
+                mul=gl.operand_scales[k],
+                div=1 << gl.operand_shifts[k],
+                rounding="half_up",
+                lo=INT32[0],
+                hi=INT32[1],
+            )
+        )
+    name = b.graph.unique_name(f"{fl.name}:{fl.eltwise}")
+    node = g.Eltwise(name=name, inputs=ops, outputs=[name], source=b.source, kind=fl.eltwise)
+    b.graph.add(node, fl.conv_shape, acc)
+    return b.add(g.Clip, "wrap", name, fl.conv_shape, acc, lo=INT32[0], hi=INT32[1])
+
+
+def _layer(graph: g.Graph, fl: FusedLayer, gl: GatiLayer, src: str, other: str = "") -> str:
+    """Append one Gati layer reading `src` (and `other`, an element-wise layer's second
+    operand); return its output tensor."""
     b = _Builder(graph, fl, gl, f"Gati layer `{fl.name}`")
     last_step = "pool" if fl.pool is not None else "act" if fl.activation else "quant"
     acc = g.QType(device.ACC_BITS, scale=gl.acc_scale)
     cur = src
-    if fl.kind == "conv":
+    if fl.kind == "eltwise":
+        cur = _eltwise(b, src, other, acc)
+    elif fl.kind == "conv":
         assert gl.weights is not None
         cur = b.add(
             g.Conv,
@@ -155,6 +185,20 @@ def _layer(graph: g.Graph, fl: FusedLayer, gl: GatiLayer, src: str) -> str:
     return cur
 
 
+def _operand(graph: g.Graph, input_name: str, outputs: list[str], producers: list[int]) -> str:
+    """The tensor an operand reads: one layer's output, or a Concat of several (what the
+    adjacent channel ranges of their DRAM buffer hold)."""
+    names = [input_name if j < 0 else outputs[j] for j in producers]
+    if len(names) == 1:
+        return names[0]
+    first = graph.tensors[names[0]]
+    channels = sum(graph.tensors[n].shape[0] for n in names)
+    name = graph.unique_name("concat:" + "+".join(names))
+    node = g.Concat(name=name, inputs=names, outputs=[name], source="a Gati DRAM buffer")
+    graph.add(node, (channels, *first.shape[1:]), first.qtype)
+    return name
+
+
 def integer_graph(model: GatiModel) -> g.Graph:
     """The graph of every layer's integer arithmetic; its output is the last layer's (before
     any host-side Softmax). `graph.meta["layer_outputs"]` lists the tensor each layer writes
@@ -163,12 +207,11 @@ def integer_graph(model: GatiModel) -> g.Graph:
     graph = g.Graph(name=chain.output_name or "gati", source=chain.path)
     graph.meta = {"target": "gati"}
     graph.add_input(chain.input_name, chain.input_shape, g.QType(8, scale=model.input_scale))
-    cur = chain.input_name
-    outputs = []
-    for fl, gl in model.pairs():
-        cur = _layer(graph, fl, gl, cur)
-        outputs.append(cur)
-    graph.outputs = [cur]
+    outputs: list[str] = []
+    for i, (fl, gl) in enumerate(model.pairs()):
+        ops = [_operand(graph, chain.input_name, outputs, src) for src in chain.sources_of(i)]
+        outputs.append(_layer(graph, fl, gl, *ops))
+    graph.outputs = [outputs[-1]]
     graph.meta["layer_outputs"] = outputs
     graph.validate()
     return graph

@@ -9,6 +9,12 @@
   QuantScale in 16 bits is used, so the multiplier keeps 15 to 16 significant bits.
 * The last layer keeps its 32-bit accumulators (QuantEn = 0) unless it ends in sigmoid/tanh,
   whose lookup takes int8 at a power-of-two scale (ActParam is that power).
+* Element-wise add/subtract (`eltwise_operands`): both operands are brought to a common scale,
+  2**-4 of the finer operand's, each by its own multiply and shift (the same mul/shift
+  requantization, without saturation); multiply takes them as they are. The tail then
+  requantizes the 32-bit result like a megablock's.
+* Concatenation (`concat_scales`): the layers writing one DRAM buffer share one output scale,
+  the largest calibrated range among them.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from edgesynth.sim.graph import evaluate
 from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain
 from edgesynth.targets.gati.check import pad_sides
+from edgesynth.targets.gati.concat import concat_buffers
 from edgesynth.targets.gati.floatref import calibration_ranges
 from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 
@@ -93,6 +100,44 @@ def set_geometry(graph: LayerChain, fl: FusedLayer, gl: GatiLayer) -> None:
         gl.flat_map = fl.in_map
 
 
+# extra fraction bits of an add's common scale below the finer operand's scale
+ELTWISE_EXTRA_BITS = 4
+
+
+def eltwise_operands(
+    fl: FusedLayer, gl: GatiLayer, scales: tuple[float, float], where: str
+) -> None:
+    """An element-wise layer's operand requantization (ELTWISE.AScale/AShift, BScale/BShift)
+    and accumulator scale: add/subtract need both operands at one scale, multiply does not."""
+    if fl.eltwise == "mul":
+        gl.operand_scales, gl.operand_shifts = (1, 1), (0, 0)
+        gl.acc_scale = scales[0] * scales[1]
+        return
+    common = min(scales) / 2.0**ELTWISE_EXTRA_BITS
+    fitted = [fit_multiplier(s / common, f"{where} (operand {k})") for k, s in enumerate(scales)]
+    gl.operand_scales = (fitted[0][0], fitted[1][0])
+    gl.operand_shifts = (fitted[0][1], fitted[1][1])
+    gl.acc_scale = common
+
+
+def concat_scales(graph: LayerChain, act_max: list[float]) -> dict[int, float]:
+    """layer -> the output scale it shares with the other layers of its concatenation buffer."""
+    forced: dict[int, float] = {}
+    for buf in concat_buffers(graph):
+        tops = []
+        for j in buf:
+            fl = graph.layers[j]
+            if fl.activation in ("sigmoid", "tanh"):
+                raise EdgesynthError(
+                    f"{graph.path}: {graph.label(fl.name)}: a {fl.activation} output has a fixed "
+                    "scale and cannot share a concatenation's scale with other tensors"
+                )
+            tops.append(act_max[j] if fl.act_bound is None else min(act_max[j], fl.act_bound))
+        scale = _qscale(max(tops))
+        forced.update({j: scale for j in buf})
+    return forced
+
+
 def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
     """Calibrate `graph` (checked against Gati's limits: `check.check_graph`) on
     `calibration` and quantize it to int8."""
@@ -110,10 +155,14 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
     input_scale = _qscale(in_max)
 
     g_layers: list[GatiLayer] = []
-    s_in = input_scale
+    forced = concat_scales(graph, act_max)
     last = len(graph.layers) - 1
     for i, fl in enumerate(graph.layers):
         where = f"{graph.path}: {graph.label(fl.name)}"
+        in_scales = [
+            input_scale if src[0] < 0 else g_layers[src[0]].out_scale for src in graph.sources_of(i)
+        ]
+        s_in = in_scales[0]
         gl = GatiLayer(
             onnx_nodes=list(fl.nodes),
             in_scale=s_in,
@@ -124,7 +173,10 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
         )
         set_geometry(graph, fl, gl)
 
-        if fl.kind != "none":
+        if fl.kind == "eltwise":
+            eltwise_operands(fl, gl, (in_scales[0], in_scales[1]), where)
+            gl.bias_width = 8
+        elif fl.kind != "none":
             assert fl.weight is not None and fl.bias is not None
             w_max = float(np.abs(fl.weight).max(initial=0.0))
             gl.weight_scale = _qscale(w_max)
@@ -159,16 +211,15 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
         elif i == last:
             gl.quant_en = False  # keep the 32-bit accumulators for the host
             gl.out_scale = gl.acc_scale
-        elif fl.kind == "none":
+        elif fl.kind == "none" and i not in forced:
             gl.quant_scale, gl.quant_shift = 1, 0
             gl.out_scale = s_in
         else:
             top = act_max[i] if fl.act_bound is None else min(act_max[i], fl.act_bound)
-            target = top / QMAX if top > 0 else gl.acc_scale
+            target = forced.get(i, top / QMAX if top > 0 else gl.acc_scale)
             gl.quant_scale, gl.quant_shift = fit_multiplier(gl.acc_scale / target, where)
             gl.out_scale = gl.acc_scale * 2.0**gl.quant_shift / gl.quant_scale
         g_layers.append(gl)
-        s_in = gl.out_scale
 
     layout = "map" if len(graph.input_shape) == 3 else "vector"
     return GatiModel(graph, g_layers, input_scale, layout)

@@ -7,6 +7,7 @@ Cycle model (an estimate from the array geometry, not a timing simulation):
   cycles to fill and drain the systolic pipeline.
 * FC: per 32-column pass, one cycle per input row (N) plus 32 cycles to drain: about
   N x (M / P) with P = 32.
+* ELTWISE: per group of 8 channels, one cycle per pixel (the 8 channels side by side).
 * Tail blocks are pipelined behind the array and add no cycles.
 """
 
@@ -16,12 +17,15 @@ from typing import Any
 
 from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.host import host_contract
+from edgesynth.targets.gati.layers import GatiLayer
 from edgesynth.targets.gati.plan import CompiledProgram, LayerCode
 
 PIPELINE_FILL = device.ENGINE_ROWS + device.ENGINE_COLS - 1
 
 
 def layer_cycles(c: LayerCode) -> int:
+    if c.engine == "eltwise":
+        return c.kernel_itr * c.conv_shape[1] * c.conv_shape[2]
     if c.engine == "conv":
         pixels = c.conv_shape[1] * c.conv_shape[2]
         return c.kernel_itr * c.channel_itr * (device.ENGINE_ROWS + pixels + PIPELINE_FILL)
@@ -30,11 +34,20 @@ def layer_cycles(c: LayerCode) -> int:
 
 
 def layer_macs(c: LayerCode) -> int:
+    if c.engine == "eltwise":
+        return 0  # no multiply-accumulate: one operation per element
     if c.engine == "conv":
         kn, ic, kh, kw = c.weights.shape
         return kn * ic * kh * kw * c.conv_shape[1] * c.conv_shape[2]
     m, n = c.weights.shape
     return m * n
+
+
+def _operands(c: LayerCode, g: GatiLayer) -> dict[str, Any]:
+    """An element-wise layer's operand requantization (nothing for other layers)."""
+    if c.engine != "eltwise":
+        return {}
+    return {"operand_scales": list(g.operand_scales), "operand_shifts": list(g.operand_shifts)}
 
 
 def instruction_dict(inst: isa.Instruction, address: int) -> dict[str, Any]:
@@ -90,6 +103,7 @@ def build_report(prog: CompiledProgram) -> dict[str, Any]:
                     "output_bits": 8 * g.out_bytes,
                     "bias_width": g.bias_width if c.bias is not None else None,
                     "act_param": g.act_param,
+                    **_operands(c, g),
                 },
                 "regions": {k: r.as_dict() for k, r in c.regions.items()},
                 "dispatch": c.dispatch,

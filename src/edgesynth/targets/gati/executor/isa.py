@@ -105,12 +105,40 @@ TABLES: dict[int, tuple[str, dict[str, str]]] = {
 }
 OPCODE_RANGE = "3:0"
 
+# The element-wise block: the seed describes it (add, subtract, multiply of two tensors) but
+# gives it no opcode or fields. These are edgesynth's choice (docs/gati.md, "ELTWISE"), kept
+# apart from the seed's tables above; they are transcribed from that page, not from isa.py.
+CHOSEN: dict[int, tuple[str, dict[str, str]]] = {
+    0x4: (
+        "ELTWISE",
+        {
+            "Operation": "7:4",
+            "IW": "17:8",
+            "IH": "27:18",
+            "IC": "37:28",
+            "AStartAddress": "69:38",
+            "AEndAddress": "101:70",
+            "BStartAddress": "133:102",
+            "BEndAddress": "165:134",
+            "AScale": "181:166",
+            "AShift": "186:182",
+            "BScale": "202:187",
+            "BShift": "207:203",
+        },
+    ),
+}
+# every block the functional model reads: the seed's and edgesynth's
+FORMATS: dict[int, tuple[str, dict[str, str]]] = {**TABLES, **CHOSEN}
+
 # TailBlock codes: ACT_RELU and the pool types are the seed's; sigmoid (1) and tanh (2) are
 # edgesynth's codes for the element-wise module (docs/gati.md).
 ACT_RELU, ACT_SIGMOID, ACT_TANH = 0x0, 0x1, 0x2
 POOL_MAX, POOL_AVERAGE, POOL_GLOBAL_AVG = 0x0, 0x1, 0x2
 POOL_TYPES = {POOL_MAX: "max", POOL_AVERAGE: "avg", POOL_GLOBAL_AVG: "global_avg"}
 ACT_TYPES = {ACT_RELU: "relu", ACT_SIGMOID: "sigmoid", ACT_TANH: "tanh"}
+# ELTWISE.Operation (edgesynth's codes, docs/gati.md)
+ELT_ADD, ELT_SUB, ELT_MUL = 0x0, 0x1, 0x2
+ELT_OPS = {ELT_ADD: "add", ELT_SUB: "sub", ELT_MUL: "mul"}
 # PadSides / PoolPadSides: the seed's "left, bottom, right, top", from the least significant bit
 PAD_LEFT, PAD_BOTTOM, PAD_RIGHT, PAD_TOP = 1, 2, 4, 8
 
@@ -122,7 +150,7 @@ def _span(bits: str) -> tuple[int, int]:
 
 
 _SPANS: dict[int, dict[str, tuple[int, int]]] = {
-    op: {name: _span(bits) for name, bits in fields.items()} for op, (_, fields) in TABLES.items()
+    op: {name: _span(bits) for name, bits in fields.items()} for op, (_, fields) in FORMATS.items()
 }
 
 
@@ -133,7 +161,7 @@ def _covered(op: int) -> int:
     return mask
 
 
-_RESERVED = {op: ((1 << 8 * INST_BYTES) - 1) & ~_covered(op) for op in TABLES}
+_RESERVED = {op: ((1 << 8 * INST_BYTES) - 1) & ~_covered(op) for op in FORMATS}
 
 
 @dataclass(frozen=True)
@@ -155,9 +183,9 @@ def decode(raw: bytes, address: int) -> Inst:
     word = int.from_bytes(raw, "little")
     lsb, width = _span(OPCODE_RANGE)
     op = (word >> lsb) & ((1 << width) - 1)
-    if op not in TABLES:
+    if op not in FORMATS:
         raise EdgesynthError(f"{where}: unknown opcode {op:#x}")
-    name = TABLES[op][0]
+    name = FORMATS[op][0]
     reserved = word & _RESERVED[op]
     if reserved:
         low = (reserved & -reserved).bit_length() - 1

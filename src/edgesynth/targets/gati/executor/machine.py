@@ -18,6 +18,10 @@ the wrong bits changes what runs here (tests/test_import_rules.py keeps it so).
   pooling. Their arithmetic (requantization, the pairwise-average tree, the sigmoid/tanh table)
   is `edgesynth.sim`'s, shared with every target; the engines' data movement is modelled here.
   BNEn is refused: edgesynth folds batchnorm into the weights.
+* ELTWISE (edgesynth's instruction for the seed's element-wise block, docs/gati.md): two int8
+  NHW8C8 maps A and B of IC channels; each operand times its Scale, shifted right by its Shift
+  (round half up, no saturation), then A + B, A - B or A * B, saturated to 32 bits, per channel
+  group (KernelItr) through the tail blocks like a CONV's sums.
 * OutputBlock: writes NHW8C8 maps (CONV) or vectors (FC); DispatchEn sends the written output
   back as a DWP packet whose address is DispatchID.
 
@@ -313,6 +317,66 @@ def _run_conv(lp: LayerProgram, dram: Dram) -> int:
     return ki * group_bytes
 
 
+def _eltwise_checks(lp: LayerProgram) -> int:
+    """An ELTWISE layer's fields checked against each other: the bytes of each operand."""
+    e, o = lp.block, lp.output
+    addr = lp.address
+    ic, ih, iw = e["IC"], e["IH"], e["IW"]
+    if 0 in (ic, ih, iw):
+        raise _fail(addr, "ELTWISE has a zero dimension")
+    if e["Operation"] not in own_isa.ELT_OPS:
+        raise _fail(addr, f"ELTWISE.Operation {e['Operation']} is unknown")
+    groups = -(-ic // 8)
+    if o["KernelItr"] != groups or o["ChannelItr"] != 1 or o["AccEn"]:
+        raise _fail(addr, f"KernelItr/ChannelItr/AccEn do not match an ELTWISE of {ic} channels")
+    if o["ImageDimAcc"] != ih * iw:
+        raise _fail(addr, f"ImageDimAcc {o['ImageDimAcc']} is not IH x IW = {ih * iw}")
+    size = groups * -(-(ih * iw) // 8) * BLOCK_BYTES
+    _check_region(addr, e["AStartAddress"], e["AEndAddress"], size, "operand A")
+    _check_region(addr, e["BStartAddress"], e["BEndAddress"], size, "operand B")
+    return size
+
+
+def _run_eltwise(lp: LayerProgram, dram: Dram) -> int:
+    """Run one ELTWISE layer; returns the bytes written at OutputAddr."""
+    e, t, o = lp.block, lp.tail, lp.output
+    size = _eltwise_checks(lp)
+    ih, iw = e["IH"], e["IW"]
+    groups, pixels = o["KernelItr"], ih * iw
+    operands = []
+    for side in ("A", "B"):
+        x = _from_blocks(dram.read(e[f"{side}StartAddress"], size), groups, pixels, 1)
+        # the operand's multiply and shift: (x * Scale + 2**(Shift - 1)) >> Shift
+        operands.append(
+            requantize(
+                x,
+                mul=e[f"{side}Scale"],
+                div=1 << e[f"{side}Shift"],
+                rounding="half_up",
+                lo=-(1 << 31),
+                hi=(1 << 31) - 1,
+            )
+        )
+    a, b = operands
+    op = own_isa.ELT_OPS[e["Operation"]]
+    y = a + b if op == "add" else a - b if op == "sub" else a * b
+    y = np.clip(y, -(1 << 31), (1 << 31) - 1)
+    elem = 1 if t["QuantEn"] else 4
+    written = 0
+    for k in range(groups):
+        grid = y[:, k * 8 : (k + 1) * 8].reshape(dram.batch, 8, ih, iw)
+        out = _tail(grid, t, dram, k * 8, lp.address)
+        dim_out = out.shape[2] * out.shape[3]
+        if o["ImageDimOutput"] != dim_out:
+            raise _fail(
+                lp.address, f"ImageDimOutput {o['ImageDimOutput']} but the tail gives {dim_out}"
+            )
+        data = _to_blocks(out.reshape(dram.batch, 8, dim_out), elem)
+        dram.write(o["OutputAddr"] + written, data)
+        written += data.shape[1]
+    return written
+
+
 def _fc_checks(lp: LayerProgram) -> tuple[int, int]:
     """An FC layer's fields checked against each other before any data moves: its input bytes
     and weight bytes."""
@@ -371,6 +435,10 @@ def _run_fc(lp: LayerProgram, dram: Dram) -> int:
     return int(data.shape[1])
 
 
+_CHECKS = {"CONV": _conv_checks, "FC": _fc_checks, "ELTWISE": _eltwise_checks}
+_RUN = {"CONV": _run_conv, "FC": _run_fc, "ELTWISE": _run_eltwise}
+
+
 class GatiMachine:
     """Load a program stream once, then run batches of inferences on it."""
 
@@ -407,10 +475,7 @@ class GatiMachine:
             self.rom[p.address : p.address + p.size] = np.frombuffer(p.payload, dtype=np.uint8)
         self.layers = self._decode_program()
         for lp in self.layers:  # a malformed layer is refused on loading, before any data moves
-            if lp.block.name == "CONV":
-                _conv_checks(lp)
-            else:
-                _fc_checks(lp)
+            _CHECKS[lp.block.name](lp)
         self.size = max(self.ro_end, self._extent())
 
     def _read_inst(self, addr: int) -> own_isa.Inst:
@@ -437,7 +502,7 @@ class GatiMachine:
                     f"expected layer {len(layers)} of {total}",
                 )
             insts = [self._read_inst(addr + k * own_isa.INST_BYTES) for k in (1, 2, 3)]
-            expect = (("CONV", "FC"), ("TailBlock",), ("OutputBlock",))
+            expect = (("CONV", "FC", "ELTWISE"), ("TailBlock",), ("OutputBlock",))
             for k, (inst, ok) in enumerate(zip(insts, expect, strict=True)):
                 if inst.name not in ok:
                     names = "/".join(ok)
@@ -452,7 +517,10 @@ class GatiMachine:
         end = 0
         for lp in self.layers:
             b, o = lp.block, lp.output
-            if b.name == "CONV":
+            if b.name == "ELTWISE":
+                end = max(end, b["AEndAddress"], b["BEndAddress"])
+                out = o["KernelItr"] * -(-o["ImageDimOutput"] // 8) * BLOCK_BYTES * 4
+            elif b.name == "CONV":
                 end = max(end, b["ImageEndAddress"])
                 pix = o["ImageDimOutput"]
                 acc = -(-o["ImageDimAcc"] // 8) * BLOCK_BYTES * 4
@@ -498,7 +566,7 @@ class GatiMachine:
                 raise EdgesynthError(f"inference {first + row}: no META DISPATCH, nothing runs")
         results: list[list[own_dwp.Write]] = [[] for _ in inferences]
         for lp in self.layers:
-            written = _run_conv(lp, dram) if lp.block.name == "CONV" else _run_fc(lp, dram)
+            written = _RUN[lp.block.name](lp, dram)
             if lp.output["DispatchEn"]:
                 data = dram.read(lp.output["OutputAddr"], written)
                 for row in range(len(inferences)):

@@ -6,6 +6,8 @@ functional model's loader with its own field tables, `executor/isa.py`, never th
 and the host contract in `report.json` (the input's name, shape and scale, the dispatched
 outputs): the compiler's data structures are not used. Comparing the graph
 read back with the one compiled checks the encoder: weight tiling, bias packing and every field.
+Which layers each layer reads (a branch, an element-wise operand, a concatenation) follows from
+the addresses: an operand's DRAM range is the run of outputs (or the input) that tiles it.
 """
 
 from __future__ import annotations
@@ -96,7 +98,14 @@ def _layer(
     lp: LayerProgram, rom: np.ndarray, shape: tuple[int, ...], name: str
 ) -> tuple[FusedLayer, GatiLayer]:
     b, t = lp.block, lp.tail
-    if b.name == "CONV":
+    if b.name == "ELTWISE":
+        dims = (b["IC"], b["IH"], b["IW"])
+        fl = FusedLayer(name, "eltwise", dims, [name], conv_shape=dims)
+        fl.eltwise = own_isa.ELT_OPS[b["Operation"]]
+        gl = GatiLayer([name], 1.0, 1.0, 1.0, 1.0, bool(t["QuantEn"]))
+        gl.operand_scales = (b["AScale"], b["BScale"])
+        gl.operand_shifts = (b["AShift"], b["BShift"])
+    elif b.name == "CONV":
         weights = _conv_weights(lp, rom)
         fl = FusedLayer(
             name,
@@ -123,7 +132,7 @@ def _layer(
     if t["ActEn"]:
         fl.activation = own_isa.ACT_TYPES[t["ActType"]]
         gl.act_param = t["ActParam"]
-    fl.pool = _pool(t, name, fl.conv_shape) if b.name == "CONV" else None
+    fl.pool = _pool(t, name, fl.conv_shape) if b.name != "FC" else None
     if fl.pool is not None:
         gl.pool_pad, gl.pool_pad_sides = t["PoolPadding"], t["PoolPadSides"]
         gl.pool_ceil, gl.pool_global = fl.pool.ceil, fl.pool.type == "global_avg"
@@ -133,22 +142,70 @@ def _layer(
     return fl, gl
 
 
+# (start, end, layer): where the input (layer -1) and every layer's output lie
+Extent = tuple[int, int, int]
+
+
+def _output_extent(lp: LayerProgram, k: int) -> Extent:
+    o, elem = lp.output, 1 if lp.tail["QuantEn"] else 4
+    if lp.block.name == "FC":
+        size = device.align(lp.block["WeightCols"] * elem, device.WORD_BYTES)
+    else:
+        size = o["KernelItr"] * -(-o["ImageDimOutput"] // 8) * 64 * elem
+    return o["OutputAddr"], o["OutputAddr"] + size, k
+
+
+def _producers(extents: list[Extent], start: int, end: int, address: int) -> list[int]:
+    """The layers whose outputs, one after another, fill [start, end)."""
+    found: list[int] = []
+    at = start
+    while at < end:
+        nxt = [e for e in extents if e[0] == at and e[1] <= end]
+        if not nxt:
+            raise EdgesynthError(
+                f"DRAM address {address:#x}: the operand [{start:#x}, {end:#x}) is not the input "
+                "or a run of layer outputs"
+            )
+        found.append(nxt[-1][2])
+        at = nxt[-1][1]
+    return found
+
+
+def _operands(lp: LayerProgram, extents: list[Extent]) -> list[list[int]]:
+    b = lp.block
+    if b.name == "ELTWISE":
+        ranges = [("AStartAddress", "AEndAddress"), ("BStartAddress", "BEndAddress")]
+    else:
+        ranges = [("ImageStartAddress", "ImageEndAddress" if b.name == "CONV" else "ImageEndAddr")]
+    return [_producers(extents, b[lo], b[hi], lp.address) for lo, hi in ranges]
+
+
+def _shape(layers: list[FusedLayer], in_shape: tuple[int, ...], src: list[int]) -> tuple[int, ...]:
+    shapes = [in_shape if j < 0 else layers[j].out_shape for j in src]
+    if len(shapes) == 1:
+        return tuple(shapes[0])
+    return (sum(s[0] for s in shapes), *shapes[0][1:])
+
+
 def read_model(stream: bytes, host: Mapping[str, Any], path: str = "") -> GatiModel:
     """The quantized model a program stream runs, with the host contract's names and scales."""
     machine = GatiMachine(stream)
     inp = host["input"]
     names = {o["layer"]: o["tensor"] for o in host["outputs"]}
     scales = {o["layer"]: o["scale"] for o in host["outputs"]}
-    shape = tuple(inp["shape"])
+    in_shape = tuple(inp["shape"])
+    extents: list[Extent] = [(inp["address"], inp["address"] + inp["size"], -1)]
     layers: list[FusedLayer] = []
     glayers: list[GatiLayer] = []
     for k, lp in enumerate(machine.layers):
-        fl, gl = _layer(lp, machine.rom, shape, f"layer{k}")
+        sources = _operands(lp, extents)
+        fl, gl = _layer(lp, machine.rom, _shape(layers, in_shape, sources[0]), f"layer{k}")
+        fl.sources = sources
         fl.output = names.get(k, f"layer{k}")
         gl.out_scale = scales.get(k, 1.0)
         layers.append(fl)
         glayers.append(gl)
-        shape = fl.out_shape
+        extents.append(_output_extent(lp, k))
     glayers[0].in_scale = inp["scale"]
     chain = LayerChain(
         path,
