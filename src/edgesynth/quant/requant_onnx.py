@@ -10,6 +10,8 @@ What each float operator becomes (see `quant.requant_shift` for the arithmetic):
 - Add of two tensors: each operand requantized to 1/16 of the output step (16-bit), summed,
   then one RequantShift to the output (8-bit, unsigned when a ReLU follows);
 - MaxPool, Flatten, Reshape, ReLU: on the codes, the scale unchanged;
+- Concat along channels: on the codes; its inputs share one scale (the concatenation's,
+  from its calibrated range), given them where they are requantized (`Writer.tie`);
 - a trailing Softmax / LogSoftmax: kept, the host's (the integer front end leaves it out).
 
 The input's type (int8 or uint8) is the ONNX input's element type; the scales of the input and
@@ -42,7 +44,7 @@ SUM_BITS = 16
 
 SUPPORTED = (
     "Conv, Gemm/MatMul, Relu, Clip(0, c) after a layer, MaxPool, AveragePool, "
-    "GlobalAveragePool, Flatten, Reshape, Add"
+    "GlobalAveragePool, Flatten, Reshape, Add, Concat"
 )
 
 
@@ -78,6 +80,9 @@ class Writer:
         for node in graph.nodes:
             for t in node.inputs:
                 self.readers.setdefault(t, []).append(node)
+        self.tied: dict[str, QTensor] = {}  # requantized tensor -> the concatenation's type
+        self.concat_types: dict[str, QTensor] = {}  # float Concat output -> its type
+        self.tie_concatenations()
 
     # -- helpers ------------------------------------------------------------------------------
     def where(self, node: g.Node) -> str:
@@ -126,6 +131,11 @@ class Writer:
 
     # -- output types -------------------------------------------------------------------------
     def output_type(self, out: str, nonnegative: bool = False) -> tuple[QTensor, list[g.Node]]:
+        """`own_type`, on the scale of the concatenation it feeds, if any (`tie`)."""
+        q, folded = self.own_type(out, nonnegative)
+        return self.tie(out, q), folded
+
+    def own_type(self, out: str, nonnegative: bool = False) -> tuple[QTensor, list[g.Node]]:
         """The integer type of a requantized result `out` and the float nodes folded into it: a
         ReLU (or Clip(0, c)) reading it alone, directly or after max pools. The network's
         output is `output_bits` wide (signed unless a ReLU ends the network)."""
@@ -148,6 +158,41 @@ class Writer:
             return activation(out, lo, hi, 8, True), []
         lo, hi = self.ranges[out]
         return activation(out, lo, hi, 8, nonnegative), []
+
+    def tie_concatenations(self) -> None:
+        """Each concatenation's type (8 bits, from its calibrated range, unsigned when that
+        is), recorded for the tensor requantized upstream of each input (through ReLUs and max
+        pools read by nothing else), so that every input reaches it on that one scale."""
+        for node in self.graph.nodes:
+            if not isinstance(node, g.Concat):
+                continue
+            lo, hi = self.ranges[node.output]
+            ctype = activation(node.output, lo, hi, 8, lo >= 0)
+            self.concat_types[node.output] = ctype
+            for t in node.inputs:
+                self.tied.setdefault(self.requantized_at(t), ctype)
+
+    def requantized_at(self, tensor: str) -> str:
+        """The tensor upstream of `tensor` whose requantization sets its scale: back through
+        ReLUs and max pools that are their input's only reader."""
+        while True:
+            p = self.graph.producer(tensor)
+            same = (isinstance(p, g.Activation) and p.kind == "relu") or (
+                isinstance(p, g.Pool) and p.kind == "max"
+            )
+            if not same or self.sole_reader(p.inputs[0]) is not p:
+                return tensor
+            tensor = p.inputs[0]
+
+    def tie(self, out: str, q: QTensor) -> QTensor:
+        """`q` on the scale of the concatenation `out` feeds: its width and signedness, or 7-bit
+        unsigned codes where a ReLU folded into the requantization feeds a signed one."""
+        ctype = self.tied.get(out)
+        if ctype is None:
+            return q
+        if ctype.signed and not q.signed:
+            return QTensor(q.name, ctype.scale, ctype.bits - 1, False)
+        return QTensor(q.name, ctype.scale, ctype.bits, ctype.signed)
 
     def is_output(self, tensor: str) -> bool:
         """A graph output, or read only by the trailing Softmax (the host's)."""
@@ -306,6 +351,28 @@ class Writer:
         self.nodes.append(self.h.make_node("Relu", [x.name], [out.name], name=node.name))
         self.q[node.output] = out
 
+    def concat(self, node: g.Concat) -> None:
+        """The codes joined along channels: every input already on the concatenation's scale
+        and within its codes (`tie`)."""
+        ctype = self.concat_types[node.output]
+        names = []
+        for t in node.inputs:
+            q = self.q.get(t)
+            if q is None:
+                raise self.refuse(node, f"concatenates `{t}`, which is not an activation")
+            if q.scale != ctype.scale or q.lo < ctype.lo or q.hi > ctype.hi:
+                raise self.refuse(
+                    node,
+                    f"input `{t}` cannot take the concatenation's scale (the quantizer gives it "
+                    "where a Conv, Linear or Add produces the input, through ReLUs and max "
+                    "pools; not for the network's input, an average pool, or a tensor two "
+                    "concatenations read)",
+                )
+            names.append(q.name)
+        out = QTensor(node.output, ctype.scale, ctype.bits, ctype.signed)
+        self.nodes.append(self.h.make_node("Concat", names, [out.name], name=node.name, axis=1))
+        self.q[node.output] = out
+
     def softmax(self, node: g.Softmax) -> None:
         x = self.q[node.inputs[0]]
         op = "LogSoftmax" if node.log else "Softmax"
@@ -327,6 +394,8 @@ class Writer:
             self.same_scale(node, "Flatten", axis=1)
         elif isinstance(node, g.Reshape):
             self.same_scale(node, "Reshape")
+        elif isinstance(node, g.Concat):
+            self.concat(node)
         elif isinstance(node, g.Softmax) and node.output in self.graph.outputs:
             self.softmax(node)
         else:

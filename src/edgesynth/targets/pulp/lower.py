@@ -8,6 +8,9 @@ A layer is what one generated C function computes with one L2->L1 loop nest:
 - `eltwise`: an addition of two tensors, each optionally requantized first; also a lone
   requantization of one tensor
 
+(a channel concatenation is first rewritten as placement convolutions and additions:
+`concat.expand_concats`)
+
 each followed by the chain of requantizations/clips the graph applies to its result (fused, as
 DORY fuses batch-norm, requantization and activation). Activations live in L2 in HWC order
 (`Storage`: 2-, 4-, 8-, 16- or 32-bit containers; sub-byte values packed least significant
@@ -26,6 +29,7 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.intrange import accumulator_range, int_range
 from edgesynth.sim.rounding import divide
+from edgesynth.targets.pulp.concat import expand_concats
 
 CONTAINERS = (2, 4, 8, 16, 32)
 WIDE = 1 << 62  # a requantization bound that does not clip
@@ -309,6 +313,7 @@ def lower_graph(
     graph.nodes = [copy.copy(n) for n in graph.nodes]
     graph.tensors = {k: copy.copy(v) for k, v in graph.tensors.items()}
     graph.outputs = list(graph.outputs)
+    expand_concats(graph)
     lw = Lowering(graph)
     lw.saturate_additions = saturate_additions
     taken: set[str] = set()
