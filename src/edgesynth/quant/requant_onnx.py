@@ -364,9 +364,9 @@ class Writer:
                 raise self.refuse(
                     node,
                     f"input `{t}` cannot take the concatenation's scale (the quantizer gives it "
-                    "where a Conv, Linear or Add produces the input, through ReLUs and max "
-                    "pools; not for the network's input, an average pool, or a tensor two "
-                    "concatenations read)",
+                    "to the network's input and where a Conv, Linear or Add produces the "
+                    "input, through ReLUs and max pools; not to an average pool's output, "
+                    "or a tensor two concatenations read)",
                 )
             names.append(q.name)
         out = QTensor(node.output, ctype.scale, ctype.bits, ctype.signed)
@@ -473,7 +473,9 @@ def quantize_graph(
     writer = Writer(graph, ranges, opts)
     x = graph.inputs[0]
     lo, hi = ranges[x]
-    writer.q[x] = activation(x, lo, hi, 8, lo >= 0)
+    q_in = activation(x, lo, hi, 8, lo >= 0)
+    tied = writer.tie(x, q_in)  # a concatenation reads the input: its scale, at 8 bits
+    writer.q[x] = tied if tied.bits == 8 else q_in
     writer.walk()
     model = writer.model(name).SerializeToString()
     return QuantizedNetwork(model, writer.q, writer.layers, writer.operands)
