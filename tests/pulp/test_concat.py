@@ -128,5 +128,5 @@ def test_the_lowering_places_every_input_exactly(shape: tuple[int, ...]) -> None
     got = run(lowered, {"x": x, "u": u}, keep=False)["y"]
     np.testing.assert_array_equal(got, want)
     kinds = [layer.kind for layer in layers]
-    assert kinds == ["eltwise", "conv", "conv", "conv", "eltwise", "eltwise"], kinds  # the ReLU first
+    assert kinds == ["eltwise", "conv", "conv", "conv", "eltwise", "eltwise"], kinds  # ReLU 1st
     assert layers[-1].output == "y" and layers[-1].out_storage.bits == 16

@@ -35,7 +35,9 @@ def _expand(graph: g.Graph, node: g.Concat) -> None:
     current = placed[0]
     for k, part in enumerate(placed[1:], start=1):
         name = graph.unique_name(f"{node.output}_join{k}")
-        add = g.Eltwise(name=name, inputs=[current, part], outputs=[name], source=source, kind="add")
+        add = g.Eltwise(
+            name=name, inputs=[current, part], outputs=[name], source=source, kind="add"
+        )
         graph.add(add, out.shape, _qtype(2 * lo, 2 * hi))
         last = k == len(placed) - 1
         clipped = node.output if last else graph.unique_name(f"{node.output}_joined{k}")
