@@ -108,6 +108,47 @@ def test_the_network_input_takes_the_concatenation_scale(tmp_path: Path) -> None
     np.testing.assert_array_equal(got[:, :1], codes)
 
 
+def test_three_inputs_signed_and_unsigned_are_proved_in_c(tmp_path: Path) -> None:
+    """Concat(conv, ReLU(conv), max pool of a ReLU(conv)) read by a convolution: the signed
+    concatenation takes the ReLU outputs as 7-bit codes; the host C computes the graph."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    inits = [
+        numpy_helper.from_array(rng.normal(0, 0.5, s).astype(np.float32), n)
+        for n, s in [("w1", (3, 1, 3, 3)), ("w2", (2, 1, 3, 3)), ("w3", (4, 1, 3, 3)),
+                     ("w4", (5, 9, 3, 3))]
+    ]  # fmt: skip
+    n = helper.make_node
+    same = {"pads": [1, 1, 1, 1]}
+    nodes = [
+        n("Conv", ["image", "w1"], ["a"], name="c1", **same),
+        n("Conv", ["image", "w2"], ["b0"], name="c2", **same),
+        n("Relu", ["b0"], ["b"], name="r2"),
+        n("Conv", ["image", "w3"], ["c0"], name="c3", **same),
+        n("Relu", ["c0"], ["c1r"], name="r3"),
+        n("MaxPool", ["c1r"], ["c"], name="p3", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        n("Concat", ["a", "b", "c"], ["cat"], name="join", axis=1),
+        n("Conv", ["cat", "w4"], ["y"], name="mix", **same),
+    ]
+    graph = helper.make_graph(
+        nodes, "cat3", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 6, 6])], inits,
+    )  # fmt: skip
+    model = tmp_path / "cat3.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    cal = tmp_path / "cal.npy"
+    np.save(cal, rng.normal(0, 1, (32, 1, 6, 6)).astype(np.float32))
+    r = run_cli("compile", model, "-t", "gap8", "-c", cal, "-o", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    assert "known answer reproduced on the host build" in r.stdout
+    from fakequant_check import quantized
+
+    net, _ = quantized(load_model(model), np.load(cal))
+    assert net.tensors["cat"].signed and net.tensors["b"].bits == 7
+    assert len({net.tensors[t].scale for t in ("a", "b", "c", "cat")}) == 1
+
+
 @pytest.mark.parametrize("shape", [(4, 3), (3,)])
 def test_the_lowering_places_every_input_exactly(shape: tuple[int, ...]) -> None:
     """Three inputs of different types (int8, a 7-bit unsigned ReLU of it, uint8), images or
