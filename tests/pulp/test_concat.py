@@ -43,6 +43,24 @@ def test_a_float_concatenation_compiles_for_gap8(concat_model, tmp_path: Path) -
     assert snapshot(direct) == snapshot(again)
 
 
+def test_the_integer_front_end_refuses_a_concatenation_off_the_channels(
+    concat_model, tmp_path: Path
+) -> None:
+    model, cal = concat_model
+    exported = tmp_path / "cat_int.onnx"
+    r = run_cli("compile", model, "-t", "gap8", "-c", cal, "-o", tmp_path / "a",
+                "--export-integer-onnx", exported)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    m = onnx.load(str(exported))
+    (node,) = [n for n in m.graph.node if n.op_type == "Concat"]
+    node.attribute[0].i = 2
+    onnx.save(m, str(exported))
+    r = run_cli("pulp", "compile", exported, "-o", tmp_path / "b")
+    assert r.exit_code == 1, r.output
+    assert "concatenation along axis 2 (only channels, axis 1, are joined)" in r.stderr
+    assert not (tmp_path / "b").exists()
+
+
 def test_the_concatenation_is_the_fake_quantized_one(concat_model) -> None:
     from fakequant_check import differences, is_tie
 
