@@ -9,6 +9,9 @@ What each float operator becomes (see `quant.requant_shift` for the arithmetic):
   a max pool is then an identity on unsigned codes;
 - Add of two tensors: each operand requantized to 1/16 of the output step (16-bit), summed,
   then one RequantShift to the output (8-bit, unsigned when a ReLU follows);
+- Mul of two tensors: the product of the codes, then one RequantShift to the output, whose
+  scale is defined from the multiplier (s_a x s_b x 2**shift / mul) so that the rounding is the
+  fake-quantized network's;
 - MaxPool, Flatten, Reshape, ReLU: on the codes, the scale unchanged;
 - Concat along channels: on the codes; its inputs share one scale (the concatenation's,
   from its calibrated range), given them where they are requantized (`Writer.tie`);
@@ -44,7 +47,7 @@ SUM_BITS = 16
 
 SUPPORTED = (
     "Conv, Gemm/MatMul, Relu, Clip(0, c) after a layer, MaxPool, AveragePool, "
-    "GlobalAveragePool, Flatten, Reshape, Add, Concat"
+    "GlobalAveragePool, Flatten, Reshape, Add, Mul of two tensors, Concat"
 )
 
 
@@ -273,6 +276,24 @@ class Writer:
             self.q[f.output] = out
         return folded
 
+    def product(self, node: g.Eltwise) -> list[g.Node]:
+        """Mul(a, b): the codes multiplied (scale s_a x s_b), then one RequantShift to the
+        output; the output's scale is s_a x s_b x 2**shift / mul exactly."""
+        shapes = {self.graph.tensors[t].shape for t in node.inputs}
+        if len(node.inputs) != 2 or len(shapes) != 1 or not all(t in self.q for t in node.inputs):
+            raise self.refuse(node, "multiplies by a constant or broadcasts")
+        a, b = (self.q[t] for t in node.inputs)
+        out, folded = self.output_type(node.output)
+        mul, shift = fit_multiplier(np.array([a.scale * b.scale / out.scale]), self.where(node))
+        out = replace(out, scale=a.scale * b.scale * 2.0**shift / float(mul[0]))
+        prod = f"{node.output}_prod"
+        self.nodes.append(self.h.make_node("Mul", [a.name, b.name], [prod], name=node.name))
+        self.requant_shift(f"{node.name}.requant", prod, mul, np.zeros(1), shift, out)
+        self.q[node.output] = out
+        for f in folded:
+            self.q[f.output] = out
+        return folded
+
     def same_scale(self, node: g.Node, op: str, **attrs: Any) -> None:
         """An operator on the codes that keeps the scale (pooling, views)."""
         x = self.q[node.inputs[0]]
@@ -382,6 +403,8 @@ class Writer:
         """Write `node`; return the float nodes it folded in."""
         if isinstance(node, g.Conv | g.Linear):
             return self.layer(node)
+        if isinstance(node, g.Eltwise) and node.kind == "mul":
+            return self.product(node)
         if isinstance(node, g.Eltwise):
             return self.add(node)
         if isinstance(node, g.Pool | g.GlobalPool) and node.kind == "avg":
