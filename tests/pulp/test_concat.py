@@ -167,6 +167,40 @@ def test_three_inputs_signed_and_unsigned_are_proved_in_c(tmp_path: Path) -> Non
     assert len({net.tensors[t].scale for t in ("a", "b", "c", "cat")}) == 1
 
 
+def test_flattened_branches_are_concatenated(tmp_path: Path) -> None:
+    """Two convolution branches, each ReLU'd and flattened, joined as vectors, then a Gemm:
+    the scale reaches each branch's convolution through the views; the C is proved."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(8)
+    inits = [
+        numpy_helper.from_array(rng.normal(0, 0.5, s).astype(np.float32), n)
+        for n, s in [("w1", (2, 1, 3, 3)), ("w2", (3, 1, 3, 3)), ("fc", (4, 80))]
+    ]
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["image", "w1"], ["a0"], name="c1", pads=[1, 1, 1, 1]),
+        n("Relu", ["a0"], ["a1"], name="r1"),
+        n("Flatten", ["a1"], ["a"], name="f1"),
+        n("Conv", ["image", "w2"], ["b0"], name="c2", pads=[1, 1, 1, 1]),
+        n("Relu", ["b0"], ["b1"], name="r2"),
+        n("Flatten", ["b1"], ["b"], name="f2"),
+        n("Concat", ["a", "b"], ["cat"], name="join", axis=1),
+        n("Gemm", ["cat", "fc"], ["y"], name="head", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "flat", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits,
+    )  # fmt: skip
+    model = tmp_path / "flat.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    cal = tmp_path / "cal.npy"
+    np.save(cal, rng.normal(0, 1, (16, 1, 4, 4)).astype(np.float32))
+    r = run_cli("compile", model, "-t", "gap8", "-c", cal, "-o", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    assert "known answer reproduced on the host build" in r.stdout
+
+
 @pytest.mark.parametrize("shape", [(4, 3), (3,)])
 def test_the_lowering_places_every_input_exactly(shape: tuple[int, ...]) -> None:
     """Three inputs of different types (int8, a 7-bit unsigned ReLU of it, uint8), images or

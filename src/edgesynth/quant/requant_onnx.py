@@ -177,11 +177,13 @@ class Writer:
 
     def requantized_at(self, tensor: str) -> str:
         """The tensor upstream of `tensor` whose requantization sets its scale: back through
-        ReLUs and max pools that are their input's only reader."""
+        ReLUs, max pools and views (Flatten, Reshape) that are their input's only reader."""
         while True:
             p = self.graph.producer(tensor)
-            same = (isinstance(p, g.Activation) and p.kind == "relu") or (
-                isinstance(p, g.Pool) and p.kind == "max"
+            same = (
+                (isinstance(p, g.Activation) and p.kind == "relu")
+                or (isinstance(p, g.Pool) and p.kind == "max")
+                or isinstance(p, g.Flatten | g.Reshape)
             )
             if not same or self.sole_reader(p.inputs[0]) is not p:
                 return tensor
@@ -386,7 +388,7 @@ class Writer:
                     node,
                     f"input `{t}` cannot take the concatenation's scale (the quantizer gives it "
                     "to the network's input and where a Conv, Linear or Add produces the "
-                    "input, through ReLUs and max pools; not to an average pool's output, "
+                    "input, through ReLUs, max pools and views; not to an average pool's output, "
                     "or a tensor two concatenations read)",
                 )
             names.append(q.name)
