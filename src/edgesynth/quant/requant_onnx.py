@@ -9,7 +9,12 @@ What each float operator becomes (see `quant.requant_shift` for the arithmetic):
   a max pool is then an identity on unsigned codes;
 - Add of two tensors: each operand requantized to 1/16 of the output step (16-bit), summed,
   then one RequantShift to the output (8-bit, unsigned when a ReLU follows);
+- Mul of two tensors: the product of the codes, then one RequantShift to the output, whose
+  scale is defined from the multiplier (s_a x s_b x 2**shift / mul) so that the rounding is the
+  fake-quantized network's;
 - MaxPool, Flatten, Reshape, ReLU: on the codes, the scale unchanged;
+- Concat along channels: on the codes; its inputs share one scale (the concatenation's,
+  from its calibrated range), given them where they are requantized (`Writer.tie`);
 - a trailing Softmax / LogSoftmax: kept, the host's (the integer front end leaves it out).
 
 The input's type (int8 or uint8) is the ONNX input's element type; the scales of the input and
@@ -42,7 +47,7 @@ SUM_BITS = 16
 
 SUPPORTED = (
     "Conv, Gemm/MatMul, Relu, Clip(0, c) after a layer, MaxPool, AveragePool, "
-    "GlobalAveragePool, Flatten, Reshape, Add"
+    "GlobalAveragePool, Flatten, Reshape, Add, Mul of two tensors, Concat"
 )
 
 
@@ -78,6 +83,9 @@ class Writer:
         for node in graph.nodes:
             for t in node.inputs:
                 self.readers.setdefault(t, []).append(node)
+        self.tied: dict[str, QTensor] = {}  # requantized tensor -> the concatenation's type
+        self.concat_types: dict[str, QTensor] = {}  # float Concat output -> its type
+        self.tie_concatenations()
 
     # -- helpers ------------------------------------------------------------------------------
     def where(self, node: g.Node) -> str:
@@ -126,6 +134,11 @@ class Writer:
 
     # -- output types -------------------------------------------------------------------------
     def output_type(self, out: str, nonnegative: bool = False) -> tuple[QTensor, list[g.Node]]:
+        """`own_type`, on the scale of the concatenation it feeds, if any (`tie`)."""
+        q, folded = self.own_type(out, nonnegative)
+        return self.tie(out, q), folded
+
+    def own_type(self, out: str, nonnegative: bool = False) -> tuple[QTensor, list[g.Node]]:
         """The integer type of a requantized result `out` and the float nodes folded into it: a
         ReLU (or Clip(0, c)) reading it alone, directly or after max pools. The network's
         output is `output_bits` wide (signed unless a ReLU ends the network)."""
@@ -148,6 +161,43 @@ class Writer:
             return activation(out, lo, hi, 8, True), []
         lo, hi = self.ranges[out]
         return activation(out, lo, hi, 8, nonnegative), []
+
+    def tie_concatenations(self) -> None:
+        """Each concatenation's type (8 bits, from its calibrated range, unsigned when that
+        is), recorded for the tensor requantized upstream of each input (through ReLUs and max
+        pools read by nothing else), so that every input reaches it on that one scale."""
+        for node in self.graph.nodes:
+            if not isinstance(node, g.Concat):
+                continue
+            lo, hi = self.ranges[node.output]
+            ctype = activation(node.output, lo, hi, 8, lo >= 0)
+            self.concat_types[node.output] = ctype
+            for t in node.inputs:
+                self.tied.setdefault(self.requantized_at(t), ctype)
+
+    def requantized_at(self, tensor: str) -> str:
+        """The tensor upstream of `tensor` whose requantization sets its scale: back through
+        ReLUs, max pools and views (Flatten, Reshape) that are their input's only reader."""
+        while True:
+            p = self.graph.producer(tensor)
+            same = (
+                (isinstance(p, g.Activation) and p.kind == "relu")
+                or (isinstance(p, g.Pool) and p.kind == "max")
+                or isinstance(p, g.Flatten | g.Reshape)
+            )
+            if not same or self.sole_reader(p.inputs[0]) is not p:
+                return tensor
+            tensor = p.inputs[0]
+
+    def tie(self, out: str, q: QTensor) -> QTensor:
+        """`q` on the scale of the concatenation `out` feeds: its width and signedness, or 7-bit
+        unsigned codes where a ReLU folded into the requantization feeds a signed one."""
+        ctype = self.tied.get(out)
+        if ctype is None:
+            return q
+        if ctype.signed and not q.signed:
+            return QTensor(q.name, ctype.scale, ctype.bits - 1, False)
+        return QTensor(q.name, ctype.scale, ctype.bits, ctype.signed)
 
     def is_output(self, tensor: str) -> bool:
         """A graph output, or read only by the trailing Softmax (the host's)."""
@@ -223,6 +273,24 @@ class Writer:
         self.nodes.append(self.h.make_node("Add", terms, [total], name=node.name))
         one = np.ones(1, dtype=np.int64)
         self.requant_shift(f"{node.name}.requant", total, one, 0 * one, SUM_SHIFT, out)
+        self.q[node.output] = out
+        for f in folded:
+            self.q[f.output] = out
+        return folded
+
+    def product(self, node: g.Eltwise) -> list[g.Node]:
+        """Mul(a, b): the codes multiplied (scale s_a x s_b), then one RequantShift to the
+        output; the output's scale is s_a x s_b x 2**shift / mul exactly."""
+        shapes = {self.graph.tensors[t].shape for t in node.inputs}
+        if len(node.inputs) != 2 or len(shapes) != 1 or not all(t in self.q for t in node.inputs):
+            raise self.refuse(node, "multiplies by a constant or broadcasts")
+        a, b = (self.q[t] for t in node.inputs)
+        out, folded = self.output_type(node.output)
+        mul, shift = fit_multiplier(np.array([a.scale * b.scale / out.scale]), self.where(node))
+        out = replace(out, scale=a.scale * b.scale * 2.0**shift / float(mul[0]))
+        prod = f"{node.output}_prod"
+        self.nodes.append(self.h.make_node("Mul", [a.name, b.name], [prod], name=node.name))
+        self.requant_shift(f"{node.name}.requant", prod, mul, np.zeros(1), shift, out)
         self.q[node.output] = out
         for f in folded:
             self.q[f.output] = out
@@ -306,6 +374,28 @@ class Writer:
         self.nodes.append(self.h.make_node("Relu", [x.name], [out.name], name=node.name))
         self.q[node.output] = out
 
+    def concat(self, node: g.Concat) -> None:
+        """The codes joined along channels: every input already on the concatenation's scale
+        and within its codes (`tie`)."""
+        ctype = self.concat_types[node.output]
+        names = []
+        for t in node.inputs:
+            q = self.q.get(t)
+            if q is None:
+                raise self.refuse(node, f"concatenates `{t}`, which is not an activation")
+            if q.scale != ctype.scale or q.lo < ctype.lo or q.hi > ctype.hi:
+                raise self.refuse(
+                    node,
+                    f"input `{t}` cannot take the concatenation's scale (the quantizer gives it "
+                    "to the network's input and where a Conv, Linear or Add produces the "
+                    "input, through ReLUs, max pools and views; not to an average pool's output, "
+                    "or a tensor two concatenations read)",
+                )
+            names.append(q.name)
+        out = QTensor(node.output, ctype.scale, ctype.bits, ctype.signed)
+        self.nodes.append(self.h.make_node("Concat", names, [out.name], name=node.name, axis=1))
+        self.q[node.output] = out
+
     def softmax(self, node: g.Softmax) -> None:
         x = self.q[node.inputs[0]]
         op = "LogSoftmax" if node.log else "Softmax"
@@ -315,6 +405,8 @@ class Writer:
         """Write `node`; return the float nodes it folded in."""
         if isinstance(node, g.Conv | g.Linear):
             return self.layer(node)
+        if isinstance(node, g.Eltwise) and node.kind == "mul":
+            return self.product(node)
         if isinstance(node, g.Eltwise):
             return self.add(node)
         if isinstance(node, g.Pool | g.GlobalPool) and node.kind == "avg":
@@ -327,6 +419,8 @@ class Writer:
             self.same_scale(node, "Flatten", axis=1)
         elif isinstance(node, g.Reshape):
             self.same_scale(node, "Reshape")
+        elif isinstance(node, g.Concat):
+            self.concat(node)
         elif isinstance(node, g.Softmax) and node.output in self.graph.outputs:
             self.softmax(node)
         else:
@@ -404,7 +498,9 @@ def quantize_graph(
     writer = Writer(graph, ranges, opts)
     x = graph.inputs[0]
     lo, hi = ranges[x]
-    writer.q[x] = activation(x, lo, hi, 8, lo >= 0)
+    q_in = activation(x, lo, hi, 8, lo >= 0)
+    tied = writer.tie(x, q_in)  # a concatenation reads the input: its scale, at 8 bits
+    writer.q[x] = tied if tied.bits == 8 else q_in
     writer.walk()
     model = writer.model(name).SerializeToString()
     return QuantizedNetwork(model, writer.q, writer.layers, writer.operands)

@@ -1,7 +1,7 @@
 """Handlers of element-wise ONNX arithmetic, folded into pending `Sym` values: Mul, Add, Sub,
 Div (truncating on integer tensors, exact on float ones), Floor, Round, Cast, Clip, Relu,
 Identity. An addition of two activations becomes a sum of terms (or Quantlab's addition when its
-node carries the requantization attributes)."""
+node carries the requantization attributes); a product of two activations a graph operator."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from edgesynth.frontends.onnx_int.builder import FLOAT_TYPES, INT_TYPES, Builder
 from edgesynth.frontends.onnx_int.ops_dialects import quantlab_add
 from edgesynth.frontends.onnx_int.reader import OnnxNode
 from edgesynth.frontends.onnx_int.symbolic import Sym
+from edgesynth.ir import graph as g
 
 
 def mul(b: Builder, node: OnnxNode) -> None:
@@ -22,7 +23,8 @@ def mul(b: Builder, node: OnnxNode) -> None:
         b.set(node, np.asarray(left * right))
         return
     if isinstance(left, Sym) and isinstance(right, Sym):
-        raise b.fail(node, "the product of two activations is not supported")
+        _product(b, node)
+        return
     s, c = (left, right) if isinstance(left, Sym) else (right, left)
     s = b.open(s, node)
     factor = b.per_channel(node, c, s)
@@ -30,6 +32,19 @@ def mul(b: Builder, node: OnnxNode) -> None:
     out.integer_domain = s.integer_domain and np.issubdtype(np.asarray(c).dtype, np.integer)
     out.onnx_name = node.outputs[0]
     b.set(node, out)
+
+
+def _product(b: Builder, node: OnnxNode) -> None:
+    """The element-wise product of two activations of one shape: a graph operator."""
+    (x, xs), (y, ys) = b.tensor_of(node, 0), b.tensor_of(node, 1)
+    if xs.shape != ys.shape:
+        raise b.fail(node, f"multiplies {xs.shape} and {ys.shape}: broadcasting is not supported")
+    ends = [p * q for p in b.ranges[x] for q in b.ranges[y]]
+    name = b.graph.unique_name(node.outputs[0])
+    op = g.Eltwise(name=node.name, inputs=[x, y], outputs=[name], source=node.name, kind="mul")
+    out = b.add_node(op, xs.shape, min(ends), max(ends))
+    b.onnx_to_graph[node.outputs[0]] = out
+    b.set(node, sy.bare(out, xs.shape, True, node.outputs[0]))
 
 
 def _add_sub(b: Builder, node: OnnxNode, sign: int) -> None:

@@ -1,6 +1,7 @@
 """Handlers of the ONNX operators that become graph layers: convolution, linear (Gemm/MatMul),
 pooling (max, average as a window sum), the zero `Pad` folded into them, and the shape
-operators around them (Flatten, Reshape, Squeeze/Unsqueeze and Concat of constants)."""
+operators around them (Flatten, Reshape, Squeeze/Unsqueeze, Concat of constants or along the
+channels of activations)."""
 
 from __future__ import annotations
 
@@ -350,4 +351,31 @@ def concat(b: Builder, node: OnnxNode) -> None:
     if all(isinstance(v, np.ndarray) for v in values):
         b.set(node, np.concatenate(values, axis=int(node.attrs.get("axis", 0))))
         return
-    raise b.fail(node, "concatenation of activations inside the integer network is not supported")
+    if any(isinstance(v, np.ndarray) for v in values):
+        raise b.fail(node, "concatenation of a constant with activations is not supported")
+    _channel_concat(b, node)
+
+
+def _channel_concat(b: Builder, node: OnnxNode) -> None:
+    """Activations joined along the channel axis (ONNX axis 1): the codes side by side, so the
+    inputs must share one scale (the exporter's responsibility, as for any integer operator)."""
+    parts = [b.tensor_of(node, k) for k in range(len(node.inputs))]
+    shapes = [s.shape for _, s in parts]
+    rank = len(shapes[0]) + 1
+    axis = int(node.attrs.get("axis", 1))
+    if (axis + rank if axis < 0 else axis) != 1:
+        raise b.fail(node, f"concatenation along axis {axis} (only channels, axis 1, are joined)")
+    if any(len(s) != len(shapes[0]) or s[1:] != shapes[0][1:] for s in shapes):
+        raise b.fail(node, f"joins tensors of shapes {shapes}; all but the channels must agree")
+    tensors = [x for x, _ in parts]
+    types = [b.graph.tensors[x].qtype for x in tensors]
+    lo = min(b.ranges[x][0] for x in tensors)
+    hi = max(b.ranges[x][1] for x in tensors)
+    qlo = min(t.lo if t else b.ranges[x][0] for t, x in zip(types, tensors, strict=True))
+    qhi = max(t.hi if t else b.ranges[x][1] for t, x in zip(types, tensors, strict=True))
+    name = b.graph.unique_name(node.outputs[0])
+    op = g.Concat(name=node.name, inputs=tensors, outputs=[name], source=node.name)
+    shape = (sum(s[0] for s in shapes), *shapes[0][1:])
+    out = b.add_node(op, shape, lo, hi, sy.qtype_for(qlo, qhi, node.name))
+    b.onnx_to_graph[node.outputs[0]] = out
+    b.set(node, sy.bare(out, shape, parts[0][1].integer_domain, node.outputs[0]))

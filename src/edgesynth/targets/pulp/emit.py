@@ -110,9 +110,8 @@ def function_code(layer: PulpLayer, lp: LayerPlan) -> list[str]:
             lines.append(f"int64_t x{k} = {'ab'[k]};")
             for step in steps:
                 lines += step_code(step, f"x{k}", {})
-        lines.append(
-            "int64_t v = " + " + ".join(f"x{k}" for k in range(len(layer.pre_steps))) + ";"
-        )
+        join = " * " if layer.eltwise_op == "mul" else " + "
+        lines.append("int64_t v = " + join.join(f"x{k}" for k in range(len(layer.pre_steps))) + ";")
     for k, step in enumerate(layer.steps):
         refs = {
             what: _param_ref(layer, lp, f"s{k}_{what}")

@@ -5,8 +5,11 @@ A layer is what one generated C function computes with one L2->L1 loop nest:
 - `conv`: a convolution (standard, depthwise or grouped, 1-D as 1xL, dilated, strided, padded)
 - `linear`: a fully connected layer (its input read flattened, whatever shape it had)
 - `pool`: max pooling or an integer average (window sum then requantization)
-- `eltwise`: an addition of two tensors, each optionally requantized first; also a lone
-  requantization of one tensor
+- `eltwise`: an addition (or a product) of two tensors, each optionally requantized first;
+  also a lone requantization of one tensor
+
+(a channel concatenation is first rewritten as placement convolutions and additions:
+`concat.expand_concats`)
 
 each followed by the chain of requantizations/clips the graph applies to its result (fused, as
 DORY fuses batch-norm, requantization and activation). Activations live in L2 in HWC order
@@ -26,6 +29,7 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.intrange import accumulator_range, int_range
 from edgesynth.sim.rounding import divide
+from edgesynth.targets.pulp.concat import expand_concats
 
 CONTAINERS = (2, 4, 8, 16, 32)
 WIDE = 1 << 62  # a requantization bound that does not clip
@@ -127,6 +131,7 @@ class PulpLayer:
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, left, bottom, right
     groups: int = 1
     pool_kind: str = ""  # max | sum
+    eltwise_op: str = "add"  # add | mul (two inputs)
     acc_range: tuple[int, int] = (0, 0)  # the value the steps start from
     wide_acc: bool = False  # the accumulator needs 64 bits
     nodes: list[str] = field(default_factory=list)  # graph operators fused
@@ -157,7 +162,7 @@ class PulpLayer:
             kind = "maxpool" if self.pool_kind == "max" else "avgpool"
             return f"{kind} {self.kernel[0]}x{self.kernel[1]}"
         if self.kind == "eltwise":
-            return "add" if len(self.inputs) == 2 else "requant"
+            return self.eltwise_op if len(self.inputs) == 2 else "requant"
         return "linear"
 
     def params(self) -> list[tuple[str, np.ndarray]]:
@@ -309,6 +314,7 @@ def lower_graph(
     graph.nodes = [copy.copy(n) for n in graph.nodes]
     graph.tensors = {k: copy.copy(v) for k, v in graph.tensors.items()}
     graph.outputs = list(graph.outputs)
+    expand_concats(graph)
     lw = Lowering(graph)
     lw.saturate_additions = saturate_additions
     taken: set[str] = set()
@@ -566,9 +572,9 @@ def _addition_layer(
     in_ranges: list[tuple[int, int]],
     common: dict[str, Any],
 ) -> PulpLayer:
-    """A two-input addition, each input with its own requantization before the sum."""
+    """A two-input addition (or product), each input with its own requantization first."""
     name, in_shapes = common["name"], common["in_shapes"]
-    if main.kind != "add":
+    if main.kind not in ("add", "mul"):
         raise EdgesynthError(f"ONNX node {name}: element-wise `{main.kind}` is not supported")
     if len(main.inputs) != 2:
         raise EdgesynthError(
@@ -577,19 +583,25 @@ def _addition_layer(
     if in_shapes[0] != in_shapes[1]:
         raise EdgesynthError(f"ONNX node {name}: adds {in_shapes[0]} and {in_shapes[1]}")
     pre_steps = [[to_step(n) for n in ps] for ps in pre]
-    total_lo = total_hi = 0
+    ranges = []
     for (a, b), ps in zip(in_ranges, pre_steps, strict=True):
         for s in ps:
             a, b, peak = s.apply_range(a, b)
             if 2 * peak + 2 * s.div >= SAFE:
                 raise EdgesynthError(f"ONNX node {s.source}: intermediate beyond 64 bits")
-        total_lo, total_hi = total_lo + a, total_hi + b
+        ranges.append((a, b))
+    if main.kind == "mul":
+        ends = [p * q for p in ranges[0] for q in ranges[1]]
+        acc = (min(ends), max(ends))
+    else:
+        acc = (ranges[0][0] + ranges[1][0], ranges[0][1] + ranges[1][1])
     return PulpLayer(
         kind="eltwise",
         out_storage=Storage(32, True),
         steps=steps,
         pre_steps=pre_steps,
-        acc_range=(total_lo, total_hi),
+        acc_range=acc,
+        eltwise_op=main.kind,
         **common,
     )
 
@@ -625,6 +637,7 @@ def _finish_layer(lw: Lowering, layer: PulpLayer) -> None:
     if (
         lw.saturate_additions
         and layer.kind == "eltwise"
+        and layer.eltwise_op == "add"
         and len(layer.inputs) == 2
         and not requantized_next
     ):
