@@ -1,0 +1,199 @@
+"""A gap8 QAT network (`quant.qat_gap8`) as edgesynth's float graph: traced by torch.fx (the
+edgesynth layers kept whole), each layer linked to the layer (or input quantizer) whose codes it
+reads, and written as graph nodes with the activation ranges the learned clips define, which
+`quant.requant_onnx.quantize_graph` turns into the integer network."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir import graph as g
+from edgesynth.quant.qat_gap8 import Layer
+
+PASS_THROUGH = (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)
+SUPPORTED = (
+    "edgesynth.quant.qat_gap8 Conv1d/Conv2d/Linear, torch.nn MaxPool1d/MaxPool2d, Flatten, "
+    "Dropout, Identity, torch.flatten(x, 1)"
+)
+
+
+class _Tracer(torch.fx.Tracer):
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return isinstance(m, Layer) or super().is_leaf_module(m, qualname)
+
+
+def trace(body: nn.Module) -> torch.fx.Graph:
+    try:
+        return _Tracer().trace(body)
+    except Exception as err:  # torch.fx reports data-dependent Python as any exception
+        raise EdgesynthError(
+            f"{type(body).__name__}.forward cannot be traced by torch.fx ({err}); write it "
+            f"as a chain of {SUPPORTED}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One traced operation: `kind` layer | maxpool | flatten | same (an identity)."""
+
+    kind: str
+    node: torch.fx.Node
+    source: torch.fx.Node | None  # the operation's input
+    module: nn.Module | None = None
+
+
+def steps(body: nn.Module, fx: torch.fx.Graph) -> list[Step]:
+    """The traced operations in order; one message naming every unsupported one."""
+    out: list[Step] = []
+    bad: list[str] = []
+    for node in fx.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        first = node.args[0] if node.args else None
+        src = first if isinstance(first, torch.fx.Node) else None
+        kind, module = _kind(body, node)
+        if kind is None:
+            bad.append(f"`{node.format_node()}`")
+        out.append(Step(kind or "?", node, src, module))
+    if bad:
+        raise EdgesynthError(
+            f"{type(body).__name__}: {', '.join(bad)} is not quantized for gap8; the QAT "
+            f"network takes {SUPPORTED} (a ReLU goes in the layer: activation='relu')"
+        )
+    return out
+
+
+def _kind(body: nn.Module, node: torch.fx.Node) -> tuple[str | None, nn.Module | None]:
+    if node.op == "call_module":
+        m = body.get_submodule(str(node.target))
+        if isinstance(m, Layer):
+            return "layer", m
+        if isinstance(m, nn.MaxPool1d | nn.MaxPool2d) and not m.return_indices:
+            return "maxpool", m
+        if isinstance(m, nn.Flatten) and m.start_dim == 1 and m.end_dim == -1:
+            return "flatten", m
+        if isinstance(m, PASS_THROUGH):
+            return "same", m
+        return None, m
+    flat = node.target in (torch.flatten, "flatten")
+    if flat and node.op in ("call_function", "call_method") and _flattens_from_1(node):
+        return "flatten", None
+    return None, None
+
+
+def _flattens_from_1(node: torch.fx.Node) -> bool:
+    start = node.args[1] if len(node.args) > 1 else node.kwargs.get("start_dim", 0)
+    end = node.args[2] if len(node.args) > 2 else node.kwargs.get("end_dim", -1)
+    return start == 1 and end == -1 and len(node.args) >= 1
+
+
+def link(body: nn.Module, fx: torch.fx.Graph, first: Any, output_bits: int) -> list[Layer]:
+    """Give every layer its `source` (the layer or input quantizer whose codes it reads), its
+    `qualname` and its output's bits (`output_bits` for the network's output); the layers in
+    order."""
+    producer: dict[torch.fx.Node, Any] = {n: first for n in fx.nodes if n.op == "placeholder"}
+    layers: list[Layer] = []
+    for step in steps(body, fx):
+        src = producer.get(step.source) if step.source is not None else None
+        if src is None:
+            raise EdgesynthError(f"`{step.node.format_node()}` reads no traced tensor")
+        if step.kind != "layer":
+            producer[step.node] = src
+            continue
+        layer = step.module
+        assert isinstance(layer, Layer)
+        if layer in layers:
+            raise EdgesynthError(f"layer `{step.node.target}` is called twice (shared weights)")
+        object.__setattr__(layer, "source", src)  # a reference, not a submodule
+        object.__setattr__(layer, "qualname", str(step.node.target))
+        layer.bits = 8
+        layers.append(layer)
+        producer[step.node] = layer
+    (result,) = [n for n in fx.nodes if n.op == "output"]
+    last = result.args[0]
+    if isinstance(last, torch.fx.Node) and isinstance(producer.get(last), Layer):
+        if last.op == "call_module" and producer[last] is body.get_submodule(str(last.target)):
+            producer[last].bits = output_bits  # the network's output: output_bits wide
+    return layers
+
+
+def float_graph(
+    body: nn.Module, fx: torch.fx.Graph, sample: torch.Tensor, input_range: tuple[float, float]
+) -> tuple[g.Graph, dict[str, tuple[float, float]], dict[str, str]]:
+    """The float graph (per-sample shapes from running `sample`, float mode), the ranges the
+    learned clips define, and each layer's output tensor (after its ReLU)."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    ShapeProp(torch.fx.GraphModule(body, fx)).propagate(sample)
+    graph = g.Graph(name=type(body).__name__, source=f"{type(body).__name__} (gap8 QAT)")
+    names: dict[torch.fx.Node, str] = {}
+    ranges: dict[str, tuple[float, float]] = {"input": input_range}
+    finals: dict[str, str] = {}
+    for node in fx.nodes:
+        if node.op == "placeholder":
+            names[node] = "input"
+            graph.add_input("input", tuple(node.meta["tensor_meta"].shape[1:]))
+    for step in steps(body, fx):
+        x = names[step.source]  # type: ignore[index]
+        shape = tuple(step.node.meta["tensor_meta"].shape[1:])
+        if step.kind == "same":
+            names[step.node] = x
+            continue
+        name = str(step.node.target) if step.kind != "flatten" else step.node.name
+        if step.kind == "layer":
+            names[step.node] = _layer(graph, step.module, name, x, shape, ranges)  # type: ignore[arg-type]
+            finals[name] = names[step.node]
+            continue
+        node = _pool(step.module, name, x) if step.kind == "maxpool" else None  # type: ignore[arg-type]
+        graph.add(node or g.Flatten(name=name, inputs=[x], outputs=[name]), shape)
+        names[step.node] = name
+    (result,) = [n for n in fx.nodes if n.op == "output"]
+    graph.outputs = [names[result.args[0]]]  # type: ignore[index]
+    return graph, ranges, finals
+
+
+def _layer(
+    graph: g.Graph, layer: Layer, name: str, x: str, shape: tuple[int, ...],
+    ranges: dict[str, tuple[float, float]],
+) -> str:  # fmt: skip
+    """The layer's node (and its ReLU); returns the tensor holding its codes."""
+    op = layer.op
+    w = op.weight.detach().double().cpu().numpy()
+    b = None if op.bias is None else op.bias.detach().double().cpu().numpy()
+    where = f"layer `{name}`"
+    if isinstance(op, nn.Linear):
+        node: g.Node = g.Linear(name=name, inputs=[x], outputs=[name], weight=w, bias=b, source=where)
+    else:
+        if not isinstance(op.padding, tuple) or op.padding_mode != "zeros":
+            raise EdgesynthError(f"{where}: padding must be whole numbers of zeros")
+        pads = tuple(int(p) for p in op.padding) * 2
+        node = g.Conv(
+            name=name, inputs=[x], outputs=[name], weight=w, bias=b, stride=tuple(op.stride),
+            pads=pads, dilation=tuple(op.dilation), groups=int(op.groups), source=where,
+        )  # fmt: skip
+    graph.add(node, shape)
+    if layer.activation == "relu":
+        relu = f"{name}.relu"
+        graph.add(g.Activation(name=relu, inputs=[name], outputs=[relu], kind="relu"), shape)
+        ranges[relu] = (0.0, abs(float(layer.alpha.detach())))
+        return relu
+    ranges[name] = (-abs(float(layer.alpha.detach())), abs(float(layer.alpha.detach())))
+    return name
+
+
+def _pool(m: nn.MaxPool1d | nn.MaxPool2d, name: str, x: str) -> g.Pool:
+    rank = 1 if isinstance(m, nn.MaxPool1d) else 2
+
+    def tup(v: Any) -> tuple[int, ...]:
+        return tuple(int(i) for i in v) if isinstance(v, tuple | list) else (int(v),) * rank
+
+    stride = tup(m.stride if m.stride is not None else m.kernel_size)
+    return g.Pool(
+        name=name, inputs=[x], outputs=[name], kind="max", kernel=tup(m.kernel_size),
+        stride=stride, pads=tup(m.padding) * 2, dilation=tup(m.dilation), ceil=bool(m.ceil_mode),
+    )  # fmt: skip

@@ -1,0 +1,103 @@
+"""The gap8 QAT network: the input's quantizer and the user's layers (`quant.qat_gap8`), the
+modes they run in, the start of QAT (clips calibrated on a few batches), and the integer
+translation: the RequantShift ONNX the post-training quantizer writes, from which the 8-bit mode
+takes its numbers (one golden model: the exported file and the 8-bit mode share every integer)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.quant.qat_gap8 import FLOAT, INTEGER, MODES, QAT, Input, Layer
+from edgesynth.quant.qat_graph import float_graph, link, trace
+from edgesynth.quant.requant_onnx import QuantizedNetwork, quantize_graph
+from edgesynth.quant.requant_shift import PtqOptions
+
+
+class Network(nn.Module):
+    """`body` (a network of `quant.qat_gap8` layers) behind the input's quantizer."""
+
+    qat: torch.Tensor
+
+    def __init__(
+        self, body: nn.Module, weight_bits: int = 8, weights: str = "channel",
+        output_bits: int = 16,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.input = Input()
+        self.body = body
+        self.options = PtqOptions(weights=weights, weight_bits=weight_bits, output_bits=output_bits)
+        self.options.check()
+        self.register_buffer("qat", torch.zeros(()))  # 1 once QAT has started (checkpoints)
+        self.fx = trace(body)
+        self.layers = link(body, self.fx, self.input, output_bits)
+        if not self.layers:
+            raise EdgesynthError(f"{type(body).__name__} has no edgesynth.quant.qat_gap8 layer")
+        for layer in self.layers:
+            layer.options = self.options
+        self.mode = FLOAT
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(self.input(x))
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise EdgesynthError(f"mode {mode!r}: choose {', '.join(MODES)}")
+        self.mode = mode
+        for m in (self.input, *self.layers):
+            m.mode = mode
+
+    def restore_mode(self) -> None:
+        """After loading a checkpoint: QAT if it was in QAT, else float."""
+        self.set_mode(QAT if float(self.qat) else FLOAT)
+
+    @torch.no_grad()
+    def calibrate(self, batches: Iterable[torch.Tensor]) -> None:
+        """The input range (min, max) and every clip (the largest output) over `batches`, in
+        float mode."""
+        mode = self.mode
+        self.set_mode(FLOAT)
+        self.input.lo.zero_()
+        self.input.hi.zero_()
+        parts = (self.input, *self.layers)
+        for layer in self.layers:
+            layer.alpha.data.fill_(0.0)
+        for m in parts:
+            m.calibrating = True
+        try:
+            for x in batches:
+                self(x)
+        finally:
+            for m in parts:
+                m.calibrating = False
+        self.set_mode(mode)
+
+    def start_qat(self, batches: Iterable[torch.Tensor]) -> None:
+        """Calibrate on `batches`, then train with fake quantization."""
+        self.calibrate(batches)
+        self.qat.fill_(1.0)
+        self.set_mode(QAT)
+
+    def sample_shape(self, shape: tuple[int, ...]) -> torch.Tensor:
+        device = next(self.parameters()).device
+        return torch.zeros((1, *shape), device=device)
+
+
+def integer_mode(net: Network, shape: tuple[int, ...], name: str = "network") -> QuantizedNetwork:
+    """The integer network of `net` (one input of `shape`) as RequantShift ONNX, and `net` in
+    8-bit mode computing it: codes in (`net.input` quantizes floats), codes out."""
+    if not float(net.qat):
+        raise EdgesynthError("the network has not started QAT (no calibrated clips)")
+    net.set_mode(FLOAT)
+    lo, hi = float(net.input.lo), float(net.input.hi)
+    with torch.no_grad():
+        graph, ranges, finals = float_graph(net.body, net.fx, net.sample_shape(shape), (lo, hi))
+    graph.name = name
+    quantized = quantize_graph(graph, ranges, net.options, name)
+    for layer in net.layers:
+        layer.integer = (quantized.layers[layer.qualname], quantized.tensors[finals[layer.qualname]])
+    net.set_mode(INTEGER)
+    return quantized
