@@ -116,9 +116,10 @@ def link(body: nn.Module, fx: torch.fx.Graph, first: Any, output_bits: int) -> l
         producer[step.node] = layer
     (result,) = [n for n in fx.nodes if n.op == "output"]
     last = result.args[0]
-    if isinstance(last, torch.fx.Node) and isinstance(producer.get(last), Layer):
-        if last.op == "call_module" and producer[last] is body.get_submodule(str(last.target)):
-            producer[last].bits = output_bits  # the network's output: output_bits wide
+    if isinstance(last, torch.fx.Node) and last.op == "call_module":
+        module = body.get_submodule(str(last.target))
+        if isinstance(module, Layer):
+            module.bits = output_bits  # the network's output: output_bits wide
     return layers
 
 
@@ -144,7 +145,7 @@ def float_graph(
         if step.kind == "same":
             names[step.node] = x
             continue
-        name = str(step.node.target) if step.kind != "flatten" else step.node.name
+        name = str(step.node.target) if step.kind == "layer" else step.node.name
         if step.kind == "layer":
             names[step.node] = _layer(graph, step.module, name, x, shape, ranges)  # type: ignore[arg-type]
             finals[name] = names[step.node]
@@ -167,7 +168,9 @@ def _layer(
     b = None if op.bias is None else op.bias.detach().double().cpu().numpy()
     where = f"layer `{name}`"
     if isinstance(op, nn.Linear):
-        node: g.Node = g.Linear(name=name, inputs=[x], outputs=[name], weight=w, bias=b, source=where)
+        node: g.Node = g.Linear(
+            name=name, inputs=[x], outputs=[name], weight=w, bias=b, source=where
+        )
     else:
         if not isinstance(op.padding, tuple) or op.padding_mode != "zeros":
             raise EdgesynthError(f"{where}: padding must be whole numbers of zeros")

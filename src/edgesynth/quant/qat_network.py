@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.quant.qat_gap8 import FLOAT, INTEGER, MODES, QAT, Input, Layer
+from edgesynth.quant.qat_gap8 import FLOAT, INTEGER, MODES, QAT, Input
 from edgesynth.quant.qat_graph import float_graph, link, trace
 from edgesynth.quant.requant_onnx import QuantizedNetwork, quantize_graph
 from edgesynth.quant.requant_shift import PtqOptions
@@ -98,6 +98,7 @@ def integer_mode(net: Network, shape: tuple[int, ...], name: str = "network") ->
     graph.name = name
     quantized = quantize_graph(graph, ranges, net.options, name)
     for layer in net.layers:
-        layer.integer = (quantized.layers[layer.qualname], quantized.tensors[finals[layer.qualname]])
+        name_ = layer.qualname
+        layer.integer = (quantized.layers[name_], quantized.tensors[finals[name_]])
     net.set_mode(INTEGER)
     return quantized
