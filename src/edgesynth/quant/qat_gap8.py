@@ -10,8 +10,9 @@ one feeding it). The network runs in one of three modes:
 - `qat`: every layer's weights and bias are rounded to the steps the integer network uses
   (`quant.requant_shift.quantize_layer`, the post-training quantizer's own function: the weight
   step is defined from the requantization multiplier) and its output clipped to a learned range
-  (PACT: a learned clip `alpha`, unsigned 8-bit codes after a ReLU, signed otherwise) and rounded
-  half up to its step; rounding passes gradients straight through;
+  (PACT: a learned clip `alpha`, unsigned 8-bit codes after a ReLU, signed otherwise: codes
+  -128..127 with 127 at alpha) and rounded half up to its step; rounding passes gradients
+  straight through;
 - `integer` (the 8-bit mode): every layer takes and returns integer codes, computing what the
   integer network computes: acc = sum(w x), y = clip(floor((acc mul + add + div/2) / div)) with
   the multiplier, offset and weights of the exported RequantShift ONNX
@@ -152,8 +153,9 @@ class Layer(nn.Module):
         alpha = self.alpha.abs()
         if self.unsigned:
             y = torch.minimum(F.relu(y), alpha)
-        else:
-            y = torch.maximum(torch.minimum(y, alpha), -alpha)
+        else:  # codes -(levels + 1) .. levels, as the integer network clips them
+            low = -alpha * (self.levels() + 1) / self.levels()
+            y = torch.maximum(torch.minimum(y, alpha), low)
         step = alpha / self.levels()
         return round_ste(y / step) * step
 

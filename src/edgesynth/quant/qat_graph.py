@@ -58,7 +58,7 @@ def steps(body: nn.Module, fx: torch.fx.Graph) -> list[Step]:
         src = first if isinstance(first, torch.fx.Node) else None
         kind, module = _kind(body, node)
         if kind is None:
-            bad.append(f"`{node.format_node()}`")
+            bad.append(describe(node, module))
         out.append(Step(kind or "?", node, src, module))
     if bad:
         raise EdgesynthError(
@@ -66,6 +66,15 @@ def steps(body: nn.Module, fx: torch.fx.Graph) -> list[Step]:
             f"network takes {SUPPORTED} (a ReLU goes in the layer: activation='relu')"
         )
     return out
+
+
+def describe(node: torch.fx.Node, module: nn.Module | None) -> str:
+    """A traced operation as the user wrote it: `conv1` (ReLU), `add` (operator.add)."""
+    if module is not None:
+        return f"`{node.target}` ({type(module).__name__})"
+    if node.op == "call_method":
+        return f"`{node.name}` (.{node.target}())"
+    return f"`{node.name}` ({getattr(node.target, '__name__', node.target)})"
 
 
 def _kind(body: nn.Module, node: torch.fx.Node) -> tuple[str | None, nn.Module | None]:
@@ -101,7 +110,7 @@ def link(body: nn.Module, fx: torch.fx.Graph, first: Any, output_bits: int) -> l
     for step in steps(body, fx):
         src = producer.get(step.source) if step.source is not None else None
         if src is None:
-            raise EdgesynthError(f"`{step.node.format_node()}` reads no traced tensor")
+            raise EdgesynthError(f"{describe(step.node, step.module)} reads no traced tensor")
         if step.kind != "layer":
             producer[step.node] = src
             continue

@@ -1,0 +1,173 @@
+"""gap8 quantization-aware training (`quant.qat_gap8`, `quant.qat_network`): the integer
+translation (RequantShift ONNX, read by edgesynth's integer front end) equals the training
+side's 8-bit mode value for value; the fake-quantized network evaluated in float64 gives the
+8-bit mode's codes except where a requantization is an exact tie; bad networks and options
+get one message."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import needs
+from cli_helpers import run_cli
+
+torch = needs.module("torch")
+nn = torch.nn
+
+from edgesynth.errors import EdgesynthError  # noqa: E402
+from edgesynth.quant import qat_gap8 as q  # noqa: E402
+from edgesynth.quant.qat_network import Network, integer_mode  # noqa: E402
+
+SHAPE = (1, 12, 12)
+
+
+def body() -> nn.Module:
+    return nn.Sequential(
+        q.Conv2d(1, 6, 3, padding=1, activation="relu"),
+        nn.MaxPool2d(2),
+        q.Conv2d(6, 8, 3),  # signed 8-bit codes
+        nn.Flatten(),
+        q.Linear(8 * 4 * 4, 16, activation="relu"),
+        nn.Dropout(0.1),
+        q.Linear(16, 5),
+    )
+
+
+def trained(weight_bits: int = 8, weights: str = "channel", steps: int = 5) -> Network:
+    """A network calibrated on random data and trained a few QAT steps (the clips learned)."""
+    torch.manual_seed(0)
+    net = Network(body(), weight_bits=weight_bits, weights=weights)
+    x = torch.randn(256, *SHAPE)
+    y = torch.randint(0, 5, (256,))
+    net.start_qat([x[:128], x[128:]])
+    opt = torch.optim.Adam(net.parameters(), 1e-2)
+    for _ in range(steps):
+        loss = nn.functional.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return net.eval()
+
+
+def integer_graph(onnx: bytes):  # type: ignore[no-untyped-def]
+    from edgesynth.frontends.onnx_int import load_integer_onnx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "net.onnx"
+        path.write_bytes(onnx)
+        return load_integer_onnx(path).graph
+
+
+@pytest.mark.parametrize(
+    "weight_bits,weights", [(8, "channel"), (4, "channel"), (2, "channel"), (8, "layer")]
+)
+def test_the_integer_onnx_is_the_8bit_mode(weight_bits: int, weights: str) -> None:
+    from edgesynth.sim.graph import run
+
+    net = trained(weight_bits, weights)
+    quantized = integer_mode(net, SHAPE, "net")
+    x = 3 * torch.randn(64, *SHAPE)  # past the calibrated range too: clipped alike
+    with torch.no_grad():
+        codes = net.input(x)
+        ours = net.body(codes).numpy()
+    graph = integer_graph(quantized.onnx)
+    theirs = run(graph, codes.numpy().astype(np.int64))[graph.outputs[0]]
+    assert ours.dtype == np.float64 and np.array_equal(ours, np.round(ours))
+    assert np.array_equal(ours.astype(np.int64), theirs.reshape(64, -1))
+    assert np.abs(ours).max() > 100  # 16-bit output codes, not a degenerate network
+    wq = quantized.layers["0"].weight
+    assert np.abs(wq).max() == (1 << (weight_bits - 1)) - 1
+
+
+def test_the_fake_quantized_layers_give_the_8bit_codes_but_for_exact_ties() -> None:
+    """Layer by layer on the 8-bit mode's own input codes: the QAT forward in float64,
+    divided by the output step and rounded, is the 8-bit mode's output wherever the integer
+    requantization is not exactly halfway."""
+    net = trained()
+    integer_mode(net, SHAPE, "net")
+    seen: dict[q.Layer, tuple[torch.Tensor, torch.Tensor]] = {}
+    hooks = [
+        layer.register_forward_hook(lambda m, i, o: seen.__setitem__(m, (i[0], o)))
+        for layer in net.layers
+    ]
+    with torch.no_grad():
+        net(torch.randn(128, *SHAPE))
+    for h in hooks:
+        h.remove()
+    net.double()
+    ties = 0
+    for layer in net.layers:
+        codes_in, codes_out = seen[layer]
+        ql, out = layer.integer  # type: ignore[misc]
+        layer.mode = q.QAT
+        with torch.no_grad():
+            fake = layer(codes_in * layer.source.qtensor().scale) / out.scale
+        layer.mode = q.INTEGER
+        differ = (torch.round(fake) != codes_out).numpy()
+        acc = layer._op(codes_in, torch.from_numpy(ql.weight.astype(np.float64)), None)
+        shape = (1, -1) + (1,) * (acc.dim() - 2)
+        total = acc.round().long().numpy() * ql.mul.reshape(shape) + ql.add.reshape(shape)
+        tie = total % (1 << ql.shift) == (1 << ql.shift) >> 1 if ql.shift else total != total
+        assert not (differ & ~tie).any(), layer.qualname
+        ties += int(differ.sum())
+    assert ties <= 4
+
+
+def test_qat_trains_the_clips_and_the_weights() -> None:
+    net = trained(steps=0).train()
+    x = torch.randn(64, *SHAPE)
+    loss = nn.functional.cross_entropy(net(x), torch.randint(0, 5, (64,)))
+    loss.backward()
+    for layer in net.layers:
+        assert layer.op.weight.grad is not None and layer.op.weight.grad.abs().sum() > 0
+        assert layer.alpha.grad is not None and layer.alpha.grad != 0, layer.qualname
+
+
+class _Branches(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = q.Conv2d(1, 2, 3)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return self.conv(x) if x.sum() > 0 else x
+
+
+@pytest.mark.parametrize(
+    "model,message",
+    [
+        (lambda: nn.Sequential(q.Conv2d(1, 2, 3), nn.ReLU()), "activation='relu'"),
+        (lambda: nn.Sequential(q.Conv2d(1, 2, 3), nn.AvgPool2d(2)), "AvgPool2d"),
+        (_Branches, "cannot be traced by torch.fx"),
+        (lambda: nn.Sequential(nn.Flatten()), "has no edgesynth.quant.qat_gap8 layer"),
+    ],
+)
+def test_a_network_gap8_cannot_run_is_refused_by_name(model, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(EdgesynthError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        Network(model())
+
+
+def test_the_integer_network_needs_qat_started_and_options_are_checked() -> None:
+    with pytest.raises(EdgesynthError, match="has not started QAT"):
+        integer_mode(Network(body()), SHAPE)
+    with pytest.raises(EdgesynthError, match="weight_bits=3"):
+        Network(body(), weight_bits=3)
+
+
+def test_train_target_gap8_refuses_max_options_and_needs_a_model_file(tmp_path: Path) -> None:
+    r = run_cli("train", "--target", "gap8", "--chip", "MAX78002", "--out-dir", tmp_path)
+    assert r.exit_code == 1 and "--chip: not used with --target gap8" in r.stderr, r.output
+    r = run_cli("train", "--target", "gap8", "--dataset", "synthetic", "--out-dir", tmp_path)
+    assert r.exit_code == 1 and "give --model-file" in r.stderr, r.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_export_target_gap8_refuses_other_checkpoints(tmp_path: Path) -> None:
+    path = tmp_path / "other.pth.tar"
+    torch.save({"arch": "x", "state_dict": {}}, path)
+    r = run_cli("export", "--target", "gap8", path, "-o", tmp_path / "int.onnx")
+    assert r.exit_code == 1 and "not a gap8 QAT checkpoint" in r.stderr, r.output
+    assert not (tmp_path / "int.onnx").exists()
