@@ -176,6 +176,11 @@ def train_gap8(args: Any, log: Log = print) -> Path:
     return run_dir
 
 
+def lr_at(base: float, epoch: int, epochs: int) -> float:
+    """Cosine from `base` down to 1% of it over `epochs`."""
+    return base * (0.01 + 0.99 * (1 + math.cos(math.pi * epoch / epochs)) / 2)
+
+
 def _loop(
     net: Network, args: Any, dataset: Dataset, device: torch.device, start: int, log: Log
 ) -> dict[str, Any]:
@@ -197,9 +202,8 @@ def _loop(
                 f"{sum(len(x) for x, _ in calib)} items); the float network's test top-1 "
                 f"{100 * result['float_top1']:.2f}%"
             )
-        lr = args.lr * (0.01 + 0.99 * (1 + math.cos(math.pi * epoch / args.epochs)) / 2)
         for group in opt.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr_at(args.lr, epoch, args.epochs)
         loss = train_epoch(net, batches(dataset.train, args.batch_size, gen), opt, device, weights)
         acc = top1(net, dataset.test, device)
         log(f"epoch {epoch} ({net.mode}): loss {loss:.4f}, test top-1 {100 * acc:.2f}%")
