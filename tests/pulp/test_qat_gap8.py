@@ -159,7 +159,7 @@ def test_the_integer_network_needs_qat_started_and_options_are_checked() -> None
 
 def test_train_target_gap8_refuses_max_options_and_needs_a_model_file(tmp_path: Path) -> None:
     r = run_cli("train", "--target", "gap8", "--chip", "MAX78002", "--out-dir", tmp_path)
-    assert r.exit_code == 1 and "--chip: not used with --target gap8" in r.stderr, r.output
+    assert r.exit_code == 1 and "`--chip`: not used with --target gap8" in r.stderr, r.output
     r = run_cli("train", "--target", "gap8", "--dataset", "synthetic", "--out-dir", tmp_path)
     assert r.exit_code == 1 and "give --model-file" in r.stderr, r.output
     assert not any(tmp_path.iterdir())

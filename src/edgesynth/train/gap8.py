@@ -43,8 +43,9 @@ def check_args(args: Any) -> None:
         f.name for f in fields(args) if f.name not in USED and getattr(args, f.name) != _default(f)
     ]
     if unused:
-        names = ", ".join("--" + n.replace("_", "-") for n in unused)
-        raise EdgesynthError(f"{names}: not used with --target gap8", key="--target")
+        names = ["--" + n.replace("_", "-") for n in unused]
+        more = f" (nor {', '.join(names[1:])})" if len(names) > 1 else ""
+        raise EdgesynthError(f"not used with --target gap8{more}", key=names[0])
     if args.model_file is None:
         raise EdgesynthError(
             "--target gap8 trains your network: give --model-file FILE.py:CLASS (a network of "
