@@ -25,22 +25,24 @@ from edgesynth.quant.qat_network import Network, integer_mode  # noqa: E402
 SHAPE = (1, 12, 12)
 
 
-def body() -> nn.Module:
+def body(batchnorm: bool = False) -> nn.Module:
     return nn.Sequential(
-        q.Conv2d(1, 6, 3, padding=1, activation="relu"),
+        q.Conv2d(1, 6, 3, padding=1, activation="relu", batchnorm=batchnorm),
         nn.MaxPool2d(2),
         q.Conv2d(6, 8, 3),  # signed 8-bit codes
         nn.Flatten(),
-        q.Linear(8 * 4 * 4, 16, activation="relu"),
+        q.Linear(8 * 4 * 4, 16, activation="relu", batchnorm=batchnorm),
         nn.Dropout(0.1),
         q.Linear(16, 5),
     )
 
 
-def trained(weight_bits: int = 8, weights: str = "channel", steps: int = 5) -> Network:
+def trained(
+    weight_bits: int = 8, weights: str = "channel", steps: int = 5, batchnorm: bool = False
+) -> Network:
     """A network calibrated on random data and trained a few QAT steps (the clips learned)."""
     torch.manual_seed(0)
-    net = Network(body(), weight_bits=weight_bits, weights=weights)
+    net = Network(body(batchnorm), weight_bits=weight_bits, weights=weights)
     x = torch.randn(256, *SHAPE)
     y = torch.randint(0, 5, (256,))
     net.start_qat([x[:128], x[128:]])
@@ -115,6 +117,34 @@ def test_the_fake_quantized_layers_give_the_8bit_codes_but_for_exact_ties() -> N
         assert not (differ & ~tie).any(), layer.qualname
         ties += int(differ.sum())
     assert ties <= 4
+
+
+def test_batch_norm_is_folded_when_qat_starts_and_checkpoints_load_folded() -> None:
+    from edgesynth.sim.graph import run
+
+    torch.manual_seed(0)
+    net = Network(body(batchnorm=True))
+    x = torch.randn(256, *SHAPE)
+    net.train()
+    with torch.no_grad():
+        net(x)  # running statistics away from 0 and 1
+        before = net.eval()(x)
+        net.start_qat([x])
+        net.set_mode(q.FLOAT)
+        after = net(x)
+    assert all(layer.bn is None for layer in net.layers)
+    assert torch.allclose(before, after, atol=1e-4)
+    net.set_mode(q.QAT)
+    again = Network(body(batchnorm=True))
+    again.load_state_dict(net.state_dict())
+    again.restore_mode()
+    assert again.mode == q.QAT and again.layers[0].bn is None
+    quantized = integer_mode(again, SHAPE, "bn")
+    with torch.no_grad():
+        codes = again.input(x[:16])
+        ours = again.body(codes).numpy().astype(np.int64)
+    graph = integer_graph(quantized.onnx)
+    assert np.array_equal(ours, run(graph, codes.numpy().astype(np.int64))[graph.outputs[0]])
 
 
 def test_qat_trains_the_clips_and_the_weights() -> None:

@@ -2,9 +2,9 @@
 construction, the RequantShift integer network `quant.requant_onnx` writes.
 
 Write the network with `Conv1d`, `Conv2d` and `Linear` from here (each a layer with an optional
-ReLU and its output quantizer) and torch's `MaxPool1d`/`MaxPool2d`, `Flatten`, `Dropout`,
-`Identity`; wrap it in `Network` (which adds the input's quantizer and links every layer to the
-one feeding it). The network runs in one of three modes:
+batch norm, folded into it when QAT starts, an optional ReLU and its output quantizer) and
+torch's `MaxPool1d`/`MaxPool2d`, `Flatten`, `Dropout`, `Identity`; wrap it in `Network` (which
+adds the input's quantizer and links every layer to the one feeding it). It runs in three modes:
 
 - `float`: ordinary training (the ReLU unclipped);
 - `qat`: every layer's weights and bias are rounded to the steps the integer network uses
@@ -82,11 +82,15 @@ class Layer(nn.Module):
 
     op: nn.Conv1d | nn.Conv2d | nn.Linear
 
-    def __init__(self, op: nn.Module, activation: str | None) -> None:
+    def __init__(self, op: nn.Module, activation: str | None, batchnorm: bool = False) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise EdgesynthError(f"activation={activation!r}: choose 'relu' or None")
         self.op = op  # type: ignore[assignment]
+        self.bn: nn.Module | None = None  # folded into `op` when QAT starts
+        if batchnorm:
+            out = op.weight.shape[0]  # type: ignore[index]
+            self.bn = nn.BatchNorm2d(out) if isinstance(op, nn.Conv2d) else nn.BatchNorm1d(out)
         self.activation = activation
         self.alpha = nn.Parameter(torch.ones(()))
         self.mode = FLOAT
@@ -115,12 +119,27 @@ class Layer(nn.Module):
             return self._integer(x)
         if self.mode == FLOAT:
             y = self._op(x, self.op.weight, self.op.bias)
+            y = self.bn(y) if self.bn is not None else y
             y = F.relu(y) if self.unsigned else y
             if self.calibrating:
                 top = float(y.detach().abs().max())
                 self.alpha.data.fill_(max(float(self.alpha), top))
             return y
         return self._fake_quantized(x)
+
+    @torch.no_grad()
+    def fold_batchnorm(self) -> None:
+        """Fold the batch norm (its running statistics) into the weights and bias."""
+        bn = self.bn
+        if bn is None:
+            return
+        factor = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # type: ignore[operator]
+        shape = (-1,) + (1,) * (self.op.weight.dim() - 1)
+        self.op.weight.mul_(factor.reshape(shape))
+        bias = self.op.bias if self.op.bias is not None else torch.zeros_like(factor)
+        folded = (bias - bn.running_mean) * factor + bn.bias  # type: ignore[operator]
+        self.op.bias = nn.Parameter(folded.detach().clone())
+        self.bn = None
 
     def _op(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         if isinstance(self.op, nn.Linear):
@@ -180,26 +199,27 @@ class Conv2d(Layer):
     def __init__(
         self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
         stride: int = 1, padding: int = 0, dilation: int = 1, groups: int = 1,
-        bias: bool = True, activation: str | None = None,
+        bias: bool = True, activation: str | None = None, batchnorm: bool = False,
     ) -> None:  # fmt: skip
         op = nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                        bias)  # fmt: skip
-        super().__init__(op, activation)
+        super().__init__(op, activation, batchnorm)
 
 
 class Conv1d(Layer):
     def __init__(
         self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
         padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True,
-        activation: str | None = None,
+        activation: str | None = None, batchnorm: bool = False,
     ) -> None:  # fmt: skip
         op = nn.Conv1d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                        bias)  # fmt: skip
-        super().__init__(op, activation)
+        super().__init__(op, activation, batchnorm)
 
 
 class Linear(Layer):
     def __init__(
-        self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None
-    ) -> None:
-        super().__init__(nn.Linear(in_features, out_features, bias), activation)
+        self, in_features: int, out_features: int, bias: bool = True,
+        activation: str | None = None, batchnorm: bool = False,
+    ) -> None:  # fmt: skip
+        super().__init__(nn.Linear(in_features, out_features, bias), activation, batchnorm)

@@ -6,6 +6,7 @@ takes its numbers (one golden model: the exported file and the 8-bit mode share 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -49,16 +50,26 @@ class Network(nn.Module):
         self.mode = mode
         for m in (self.input, *self.layers):
             m.mode = mode
+        if mode == INTEGER:
+            self.eval()  # dropout off: the integer network has none
 
     def restore_mode(self) -> None:
         """After loading a checkpoint: QAT if it was in QAT, else float."""
         self.set_mode(QAT if float(self.qat) else FLOAT)
 
+    def load_state_dict(self, state: Any, strict: bool = True, assign: bool = False) -> Any:
+        """A QAT checkpoint holds the layers with their batch norms folded: fold ours first."""
+        if float(state.get("qat", 0)):
+            for layer in self.layers:
+                layer.fold_batchnorm()
+        return super().load_state_dict(state, strict, assign)
+
     @torch.no_grad()
     def calibrate(self, batches: Iterable[torch.Tensor]) -> None:
         """The input range (min, max) and every clip (the largest output) over `batches`, in
-        float mode."""
-        mode = self.mode
+        float mode (batch norms on their running statistics)."""
+        mode, training = self.mode, self.training
+        self.eval()
         self.set_mode(FLOAT)
         self.input.lo.zero_()
         self.input.hi.zero_()
@@ -73,10 +84,15 @@ class Network(nn.Module):
         finally:
             for m in parts:
                 m.calibrating = False
+            self.train(training)
         self.set_mode(mode)
 
     def start_qat(self, batches: Iterable[torch.Tensor]) -> None:
-        """Calibrate on `batches`, then train with fake quantization."""
+        """Calibrate on `batches` (batch norms folded first), then train with fake
+        quantization. A folded batch norm may give a layer a new bias parameter: build the
+        optimizer again."""
+        for layer in self.layers:
+            layer.fold_batchnorm()
         self.calibrate(batches)
         self.qat.fill_(1.0)
         self.set_mode(QAT)

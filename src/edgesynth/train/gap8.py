@@ -194,7 +194,10 @@ def _loop(
     for epoch in range(args.epochs):
         if epoch == start:
             calib = batches(dataset.train, args.batch_size, gen)[:CALIBRATION_BATCHES]
+            params = {id(p) for p in net.parameters()}
             net.start_qat(x.to(device) for x, _ in calib)
+            if params != {id(p) for p in net.parameters()}:  # a folded batch norm's new bias
+                opt = torch.optim.Adam(net.parameters(), lr=args.lr)
             result["float_top1"] = top1(net_in_float(net), dataset.test, device)
             net.restore_mode()
             log(
