@@ -29,11 +29,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.quant.requant_onnx import SUM_BITS, SUM_SHIFT
 from edgesynth.quant.requant_shift import (
     PtqOptions,
     QTensor,
     QuantizedLayer,
     activation,
+    fit_multiplier,
     quantize_layer,
 )
 
@@ -45,6 +47,13 @@ ACTIVATIONS = ("relu", None)
 def round_ste(x: torch.Tensor) -> torch.Tensor:
     """Round half up in the forward pass, identity in the backward pass."""
     return x + (torch.floor(x + 0.5) - x).detach()
+
+
+def requant_shift(total: torch.Tensor, shift: int, out: QTensor) -> torch.Tensor:
+    """clip(floor((total + div/2) / div), out's codes), div = 2**shift, in integers."""
+    if shift:
+        total = torch.div(total + (1 << (shift - 1)), 1 << shift, rounding_mode="floor")
+    return torch.clamp(total, out.lo, out.hi)
 
 
 class Input(nn.Module):
@@ -76,34 +85,28 @@ class Input(nn.Module):
         return codes if self.mode == INTEGER else (codes * q.scale).to(x.dtype)
 
 
-class Layer(nn.Module):
-    """A convolution or linear layer, an optional ReLU and the output's quantizer (`alpha`,
-    the learned clip: [0, alpha] after a ReLU, [-alpha, alpha] otherwise)."""
+class Quantized(nn.Module):
+    """What every quantized result shares: an optional ReLU and the output's quantizer
+    (`alpha`, the learned clip: [0, alpha] after a ReLU, [-alpha, alpha] otherwise)."""
 
-    op: nn.Conv1d | nn.Conv2d | nn.Linear
-
-    def __init__(self, op: nn.Module, activation: str | None, batchnorm: bool = False) -> None:
+    def __init__(self, activation: str | None) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise EdgesynthError(f"activation={activation!r}: choose 'relu' or None")
-        self.op = op  # type: ignore[assignment]
-        self.bn: nn.Module | None = None  # folded into `op` when QAT starts
-        if batchnorm:
-            out = op.weight.shape[0]  # type: ignore[index]
-            self.bn = nn.BatchNorm2d(out) if isinstance(op, nn.Conv2d) else nn.BatchNorm1d(out)
         self.activation = activation
         self.alpha = nn.Parameter(torch.ones(()))
         self.mode = FLOAT
         self.calibrating = False
         self.options = PtqOptions()
         self.bits = 8  # the output's bits (the network's output: options.output_bits)
-        self.source: Any = None  # the Input or Layer whose codes this layer reads (Network)
-        self.integer: tuple[QuantizedLayer, QTensor] | None = None  # the 8-bit mode's numbers
 
-    # -- the output's integer type --------------------------------------------------------------
     @property
     def unsigned(self) -> bool:
         return self.activation == "relu"
+
+    @property
+    def where(self) -> str:
+        return f"`{getattr(self, 'qualname', type(self).__name__)}`"
 
     def qtensor(self, name: str = "") -> QTensor:
         """The output's integer type as the RequantShift writer derives it from the range."""
@@ -113,18 +116,50 @@ class Layer(nn.Module):
     def levels(self) -> int:
         return (1 << self.bits) - 1 if self.unsigned else (1 << (self.bits - 1)) - 1
 
+    def _float_output(self, y: torch.Tensor) -> torch.Tensor:
+        """The ReLU; while calibrating, the clip grows to the largest output."""
+        y = F.relu(y) if self.unsigned else y
+        if self.calibrating:
+            top = float(y.detach().abs().max())
+            self.alpha.data.fill_(max(float(self.alpha), top))
+        return y
+
+    def _clip(self, y: torch.Tensor) -> torch.Tensor:
+        """PACT: clipped to the learned range (the clip gets the gradient of what it cuts)."""
+        alpha = self.alpha.abs()
+        if self.unsigned:
+            return torch.minimum(F.relu(y), alpha)
+        low = -alpha * (self.levels() + 1) / self.levels()  # codes -(levels + 1) .. levels
+        return torch.maximum(torch.minimum(y, alpha), low)
+
+    def _clip_round(self, y: torch.Tensor) -> torch.Tensor:
+        """Clipped to the learned range, rounded half up to its step."""
+        step = self.alpha.abs() / self.levels()
+        return round_ste(self._clip(y) / step) * step
+
+
+class Layer(Quantized):
+    """A convolution or linear layer, an optional batch norm and ReLU, the output's quantizer."""
+
+    op: nn.Conv1d | nn.Conv2d | nn.Linear
+
+    def __init__(self, op: nn.Module, activation: str | None, batchnorm: bool = False) -> None:
+        super().__init__(activation)
+        self.op = op  # type: ignore[assignment]
+        self.bn: nn.Module | None = None  # folded into `op` when QAT starts
+        if batchnorm:
+            out = op.weight.shape[0]  # type: ignore[index]
+            self.bn = nn.BatchNorm2d(out) if isinstance(op, nn.Conv2d) else nn.BatchNorm1d(out)
+        self.source: Any = None  # the Input or Layer whose codes this layer reads (Network)
+        self.integer: tuple[QuantizedLayer, QTensor] | None = None  # the 8-bit mode's numbers
+
     # -- forward --------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.mode == INTEGER:
             return self._integer(x)
         if self.mode == FLOAT:
             y = self._op(x, self.op.weight, self.op.bias)
-            y = self.bn(y) if self.bn is not None else y
-            y = F.relu(y) if self.unsigned else y
-            if self.calibrating:
-                top = float(y.detach().abs().max())
-                self.alpha.data.fill_(max(float(self.alpha), top))
-            return y
+            return self._float_output(self.bn(y) if self.bn is not None else y)
         return self._fake_quantized(x)
 
     @torch.no_grad()
@@ -155,10 +190,6 @@ class Layer(nn.Module):
         s_in = self.source.qtensor().scale
         return quantize_layer(w, bias, s_in, self.qtensor(), self.options, self.where)
 
-    @property
-    def where(self) -> str:
-        return f"layer `{getattr(self, 'qualname', type(self).__name__)}`"
-
     def _fake_quantized(self, x: torch.Tensor) -> torch.Tensor:
         ql = self.quantized()
         w = self.op.weight
@@ -168,15 +199,7 @@ class Layer(nn.Module):
         if b is not None:
             bq = torch.from_numpy(ql.fake_bias(self.source.qtensor().scale)).to(b)
             b = b + (bq - b).detach()
-        y = self._op(x, w, b)
-        alpha = self.alpha.abs()
-        if self.unsigned:
-            y = torch.minimum(F.relu(y), alpha)
-        else:  # codes -(levels + 1) .. levels, as the integer network clips them
-            low = -alpha * (self.levels() + 1) / self.levels()
-            y = torch.maximum(torch.minimum(y, alpha), low)
-        step = alpha / self.levels()
-        return round_ste(y / step) * step
+        return self._clip_round(self._op(x, w, b))
 
     def _integer(self, x: torch.Tensor) -> torch.Tensor:
         """Codes in, codes out: the integer network's arithmetic (float64 sums of integers are
@@ -189,10 +212,7 @@ class Layer(nn.Module):
         shape = (1, -1) + (1,) * (acc.dim() - 2)
         mul = torch.from_numpy(ql.mul).to(x.device).reshape(shape)
         add = torch.from_numpy(ql.add).to(x.device).reshape(shape)
-        total = acc * mul + add
-        if ql.shift:
-            total = torch.div(total + (1 << (ql.shift - 1)), 1 << ql.shift, rounding_mode="floor")
-        return torch.clamp(total, out.lo, out.hi).double()
+        return requant_shift(acc * mul + add, ql.shift, out).double()
 
 
 class Conv2d(Layer):
@@ -223,3 +243,53 @@ class Linear(Layer):
         activation: str | None = None, batchnorm: bool = False,
     ) -> None:  # fmt: skip
         super().__init__(nn.Linear(in_features, out_features, bias), activation, batchnorm)
+
+
+class Add(Quantized):
+    """The sum of two tensors, an optional ReLU, the output's quantizer; in the RequantShift
+    writer's form: each operand requantized to 1/16 of the output's step (16-bit), the two
+    summed, the sum divided by 16 (rounded half up) and clipped."""
+
+    def __init__(self, activation: str | None = None) -> None:
+        super().__init__(activation)
+        self.sources: tuple[Any, ...] = ()  # the two results it adds (Network)
+        self.integer: tuple[list[tuple[int, int]], QTensor] | None = None  # (mul, shift) each
+
+    def operands(self) -> list[tuple[int, int]]:
+        """(mul, shift) taking each operand's codes to the sum's grid, as the writer fits them."""
+        mid = self.qtensor().scale / (1 << SUM_SHIFT)
+        out = []
+        for source in self.sources:
+            mul, shift = fit_multiplier(np.array([source.qtensor().scale / mid]), self.where)
+            out.append((int(mul[0]), shift))
+        return out
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if self.mode == FLOAT:
+            return self._float_output(a + b)
+        term = QTensor("", 1.0, SUM_BITS, True)
+        if self.mode == INTEGER:
+            if self.integer is None:
+                raise EdgesynthError(f"{self.where}: the 8-bit mode needs `integer_mode(network)`")
+            ops, out = self.integer
+            terms = [
+                requant_shift(c.round().long() * mul, shift, term)
+                for c, (mul, shift) in zip((a, b), ops, strict=True)
+            ]
+            return requant_shift(terms[0] + terms[1], SUM_SHIFT, out).double()
+        return self._fake_quantized(a, b, term)
+
+    def _fake_quantized(self, a: torch.Tensor, b: torch.Tensor, term: QTensor) -> torch.Tensor:
+        """The integer steps on the operands' codes (exact: every value is a small integer),
+        straight-through gradients, PACT's gradient for the clip."""
+        total: Any = 0
+        for v, source, (mul, shift) in zip((a, b), self.sources, self.operands(), strict=True):
+            scale = source.qtensor().scale
+            codes = torch.round(v.detach() / scale)  # v is codes x scale
+            t = requant_shift(codes * mul, shift, term)
+            t_value = v * (mul / (scale * 2.0**shift))
+            total = total + t_value + (t - t_value).detach()
+        step = self.alpha.abs() / self.levels()
+        u = self._clip(total * (self.qtensor().scale / (1 << SUM_SHIFT))) / step
+        codes = requant_shift(total.detach(), SUM_SHIFT, self.qtensor())
+        return (u + (codes - u).detach()) * step  # as `_clip_round`, the codes exact

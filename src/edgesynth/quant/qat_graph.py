@@ -13,18 +13,18 @@ from torch import nn
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
-from edgesynth.quant.qat_gap8 import Layer
+from edgesynth.quant.qat_gap8 import Add, Layer, Quantized
 
 PASS_THROUGH = (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)
 SUPPORTED = (
-    "edgesynth.quant.qat_gap8 Conv1d/Conv2d/Linear, torch.nn MaxPool1d/MaxPool2d, Flatten, "
+    "edgesynth.quant.qat_gap8 Conv1d/Conv2d/Linear/Add, torch.nn MaxPool1d/MaxPool2d, Flatten, "
     "Dropout, Identity, torch.flatten(x, 1)"
 )
 
 
 class _Tracer(torch.fx.Tracer):
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
-        return isinstance(m, Layer) or super().is_leaf_module(m, qualname)
+        return isinstance(m, Quantized) or super().is_leaf_module(m, qualname)
 
 
 def trace(body: nn.Module) -> torch.fx.Graph:
@@ -39,12 +39,16 @@ def trace(body: nn.Module) -> torch.fx.Graph:
 
 @dataclass(frozen=True)
 class Step:
-    """One traced operation: `kind` layer | maxpool | flatten | same (an identity)."""
+    """One traced operation: `kind` layer | add | maxpool | flatten | same (an identity)."""
 
     kind: str
     node: torch.fx.Node
-    source: torch.fx.Node | None  # the operation's input
+    sources: tuple[torch.fx.Node, ...]  # the operation's inputs
     module: nn.Module | None = None
+
+    @property
+    def source(self) -> torch.fx.Node:
+        return self.sources[0]
 
 
 def steps(body: nn.Module, fx: torch.fx.Graph) -> list[Step]:
@@ -54,16 +58,16 @@ def steps(body: nn.Module, fx: torch.fx.Graph) -> list[Step]:
     for node in fx.nodes:
         if node.op in ("placeholder", "output"):
             continue
-        first = node.args[0] if node.args else None
-        src = first if isinstance(first, torch.fx.Node) else None
+        sources = tuple(a for a in node.args if isinstance(a, torch.fx.Node))
         kind, module = _kind(body, node)
-        if kind is None:
+        if kind is None or not sources or (kind == "add") != (len(sources) == 2):
             bad.append(describe(node, module))
-        out.append(Step(kind or "?", node, src, module))
+        out.append(Step(kind or "?", node, sources, module))
     if bad:
         raise EdgesynthError(
             f"{type(body).__name__}: {', '.join(bad)} is not quantized for gap8; the QAT "
-            f"network takes {SUPPORTED} (a ReLU goes in the layer: activation='relu')"
+            f"network takes {SUPPORTED} (a ReLU goes in the layer: activation='relu'; a sum "
+            "of two tensors is qat_gap8.Add()(a, b))"
         )
     return out
 
@@ -82,6 +86,8 @@ def _kind(body: nn.Module, node: torch.fx.Node) -> tuple[str | None, nn.Module |
         m = body.get_submodule(str(node.target))
         if isinstance(m, Layer):
             return "layer", m
+        if isinstance(m, Add):
+            return "add", m
         if isinstance(m, nn.MaxPool1d | nn.MaxPool2d) and not m.return_indices:
             return "maxpool", m
         if isinstance(m, nn.Flatten) and m.start_dim == 1 and m.end_dim == -1:
@@ -101,35 +107,38 @@ def _flattens_from_1(node: torch.fx.Node) -> bool:
     return start == 1 and end == -1 and len(node.args) >= 1
 
 
-def link(body: nn.Module, fx: torch.fx.Graph, first: Any, output_bits: int) -> list[Layer]:
-    """Give every layer its `source` (the layer or input quantizer whose codes it reads), its
-    `qualname` and its output's bits (`output_bits` for the network's output); the layers in
-    order."""
+def link(body: nn.Module, fx: torch.fx.Graph, first: Any, output_bits: int) -> list[Quantized]:
+    """Give every layer and sum its sources (the results or input quantizer whose codes it
+    reads), its `qualname` and its output's bits (`output_bits` for the network's output);
+    them in order."""
     producer: dict[torch.fx.Node, Any] = {n: first for n in fx.nodes if n.op == "placeholder"}
-    layers: list[Layer] = []
+    found: list[Quantized] = []
     for step in steps(body, fx):
-        src = producer.get(step.source) if step.source is not None else None
-        if src is None:
+        sources = tuple(producer.get(n) for n in step.sources)
+        if any(src is None for src in sources):
             raise EdgesynthError(f"{describe(step.node, step.module)} reads no traced tensor")
-        if step.kind != "layer":
-            producer[step.node] = src
+        if step.kind not in ("layer", "add"):
+            producer[step.node] = sources[0]
             continue
-        layer = step.module
-        assert isinstance(layer, Layer)
-        if layer in layers:
-            raise EdgesynthError(f"layer `{step.node.target}` is called twice (shared weights)")
-        object.__setattr__(layer, "source", src)  # a reference, not a submodule
-        object.__setattr__(layer, "qualname", str(step.node.target))
-        layer.bits = 8
-        layers.append(layer)
-        producer[step.node] = layer
+        module = step.module
+        assert isinstance(module, Quantized)
+        if module in found:
+            raise EdgesynthError(f"`{step.node.target}` is called twice (shared weights or clip)")
+        if isinstance(module, Layer):
+            object.__setattr__(module, "source", sources[0])  # a reference, not a submodule
+        else:
+            object.__setattr__(module, "sources", sources)
+        object.__setattr__(module, "qualname", str(step.node.target))
+        module.bits = 8
+        found.append(module)
+        producer[step.node] = module
     (result,) = [n for n in fx.nodes if n.op == "output"]
     last = result.args[0]
     if isinstance(last, torch.fx.Node) and last.op == "call_module":
         module = body.get_submodule(str(last.target))
-        if isinstance(module, Layer):
+        if isinstance(module, Quantized):
             module.bits = output_bits  # the network's output: output_bits wide
-    return layers
+    return found
 
 
 def float_graph(
@@ -154,9 +163,14 @@ def float_graph(
         if step.kind == "same":
             names[step.node] = x
             continue
-        name = str(step.node.target) if step.kind == "layer" else step.node.name
-        if step.kind == "layer":
-            names[step.node] = _layer(graph, step.module, name, x, shape, ranges)  # type: ignore[arg-type]
+        name = str(step.node.target) if step.kind in ("layer", "add") else step.node.name
+        if step.kind in ("layer", "add"):
+            if isinstance(step.module, Layer):
+                graph.add(_layer(step.module, name, x), shape)
+            else:
+                inputs = [names[n] for n in step.sources]
+                graph.add(g.Eltwise(name=name, inputs=inputs, outputs=[name], kind="add"), shape)
+            names[step.node] = _output(graph, step.module, name, shape, ranges)  # type: ignore[arg-type]
             finals[name] = names[step.node]
             continue
         node = _pool(step.module, name, x) if step.kind == "maxpool" else None  # type: ignore[arg-type]
@@ -167,34 +181,35 @@ def float_graph(
     return graph, ranges, finals
 
 
-def _layer(
-    graph: g.Graph, layer: Layer, name: str, x: str, shape: tuple[int, ...],
-    ranges: dict[str, tuple[float, float]],
-) -> str:  # fmt: skip
-    """The layer's node (and its ReLU); returns the tensor holding its codes."""
+def _layer(layer: Layer, name: str, x: str) -> g.Node:
+    """The layer's convolution or linear node."""
     op = layer.op
     w = op.weight.detach().double().cpu().numpy()
     b = None if op.bias is None else op.bias.detach().double().cpu().numpy()
     where = f"layer `{name}`"
     if isinstance(op, nn.Linear):
-        node: g.Node = g.Linear(
-            name=name, inputs=[x], outputs=[name], weight=w, bias=b, source=where
-        )
-    else:
-        if not isinstance(op.padding, tuple) or op.padding_mode != "zeros":
-            raise EdgesynthError(f"{where}: padding must be whole numbers of zeros")
-        pads = tuple(int(p) for p in op.padding) * 2
-        node = g.Conv(
-            name=name, inputs=[x], outputs=[name], weight=w, bias=b, stride=tuple(op.stride),
-            pads=pads, dilation=tuple(op.dilation), groups=int(op.groups), source=where,
-        )  # fmt: skip
-    graph.add(node, shape)
-    if layer.activation == "relu":
+        return g.Linear(name=name, inputs=[x], outputs=[name], weight=w, bias=b, source=where)
+    if not isinstance(op.padding, tuple) or op.padding_mode != "zeros":
+        raise EdgesynthError(f"{where}: padding must be whole numbers of zeros")
+    pads = tuple(int(p) for p in op.padding) * 2
+    return g.Conv(
+        name=name, inputs=[x], outputs=[name], weight=w, bias=b, stride=tuple(op.stride),
+        pads=pads, dilation=tuple(op.dilation), groups=int(op.groups), source=where,
+    )  # fmt: skip
+
+
+def _output(
+    graph: g.Graph, result: Quantized, name: str, shape: tuple[int, ...],
+    ranges: dict[str, tuple[float, float]],
+) -> str:  # fmt: skip
+    """The result's ReLU and range; returns the tensor holding its codes."""
+    top = abs(float(result.alpha.detach()))
+    if result.activation == "relu":
         relu = f"{name}.relu"
         graph.add(g.Activation(name=relu, inputs=[name], outputs=[relu], kind="relu"), shape)
-        ranges[relu] = (0.0, abs(float(layer.alpha.detach())))
+        ranges[relu] = (0.0, top)
         return relu
-    ranges[name] = (-abs(float(layer.alpha.detach())), abs(float(layer.alpha.detach())))
+    ranges[name] = (-top, top)
     return name
 
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.quant.qat_gap8 import FLOAT, INTEGER, MODES, QAT, Input
+from edgesynth.quant.qat_gap8 import FLOAT, INTEGER, MODES, QAT, Add, Input, Layer
 from edgesynth.quant.qat_graph import float_graph, link, trace
 from edgesynth.quant.requant_onnx import QuantizedNetwork, quantize_graph
 from edgesynth.quant.requant_shift import PtqOptions
@@ -61,7 +61,8 @@ class Network(nn.Module):
         """A QAT checkpoint holds the layers with their batch norms folded: fold ours first."""
         if float(state.get("qat", 0)):
             for layer in self.layers:
-                layer.fold_batchnorm()
+                if isinstance(layer, Layer):
+                    layer.fold_batchnorm()
         return super().load_state_dict(state, strict, assign)
 
     @torch.no_grad()
@@ -92,7 +93,8 @@ class Network(nn.Module):
         quantization. A folded batch norm may give a layer a new bias parameter: build the
         optimizer again."""
         for layer in self.layers:
-            layer.fold_batchnorm()
+            if isinstance(layer, Layer):
+                layer.fold_batchnorm()
         self.calibrate(batches)
         self.qat.fill_(1.0)
         self.set_mode(QAT)
@@ -113,8 +115,11 @@ def integer_mode(net: Network, shape: tuple[int, ...], name: str = "network") ->
         graph, ranges, finals = float_graph(net.body, net.fx, net.sample_shape(shape), (lo, hi))
     graph.name = name
     quantized = quantize_graph(graph, ranges, net.options, name)
-    for layer in net.layers:
-        name_ = layer.qualname
-        layer.integer = (quantized.layers[name_], quantized.tensors[finals[name_]])
+    for result in net.layers:
+        out = quantized.tensors[finals[result.qualname]]
+        if isinstance(result, Add):
+            result.integer = (result.operands(), out)
+        else:
+            result.integer = (quantized.layers[result.qualname], out)
     net.set_mode(INTEGER)
     return quantized
