@@ -17,7 +17,7 @@ from mnist_lenet import MNIST
 
 torch = needs.module("torch")
 
-MODEL = '''
+MODEL = """
 from torch import nn
 
 from edgesynth.quant import qat_gap8 as q
@@ -36,7 +36,7 @@ class SmallCNN(nn.Module):
         x = self.pool(self.conv1(x))
         x = self.pool(self.conv2(x))
         return self.fc2(self.fc1(x.flatten(1)))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
