@@ -1,8 +1,9 @@
-"""Real data: a small CNN written with `edgesynth.quant.qat_gap8` layers trained by `edgesynth
-train --target gap8` on MNIST (2 float epochs, 1 QAT epoch on 4,000 images); its integer network
-(`edgesynth export --target gap8`) is within 0.5 points of the float network's top-1, equals the
-training side's 8-bit mode value for value on 1,000 test images, and `compile -t gap8` of the
-exported file runs them (the simulator) with the same output codes."""
+"""Real data: a small CNN and a residual one written with `edgesynth.quant.qat_gap8` layers,
+trained by `edgesynth train --target gap8` on MNIST (2 float epochs, 1 QAT epoch on 4,000
+images); each integer network (`edgesynth export --target gap8`) is within 0.5 points of the
+float network's top-1, equals the training side's 8-bit mode value for value on 1,000 test
+images, and `compile -t gap8` of the exported file runs them (the simulator) with the same
+output codes."""
 
 from __future__ import annotations
 
@@ -36,16 +37,38 @@ class SmallCNN(nn.Module):
         x = self.pool(self.conv1(x))
         x = self.pool(self.conv2(x))
         return self.fc2(self.fc1(x.flatten(1)))
+
+
+class ResCNN(nn.Module):
+    # two skip additions (qat_gap8.Add), each followed by a ReLU
+
+    def __init__(self, num_classes=10, num_channels=1):
+        super().__init__()
+        self.stem = q.Conv2d(num_channels, 16, 3, padding=1, activation="relu")
+        self.pool = nn.MaxPool2d(2)
+        self.a1 = q.Conv2d(16, 16, 3, padding=1, activation="relu")
+        self.a2 = q.Conv2d(16, 16, 3, padding=1)
+        self.add1 = q.Add(activation="relu")
+        self.b1 = q.Conv2d(16, 16, 3, padding=1, activation="relu")
+        self.b2 = q.Conv2d(16, 16, 3, padding=1)
+        self.add2 = q.Add(activation="relu")
+        self.fc = q.Linear(16 * 3 * 3, num_classes)
+
+    def forward(self, x):
+        x = self.pool(self.stem(x))
+        x = self.pool(self.add1(x, self.a2(self.a1(x))))
+        x = self.pool(self.add2(x, self.b2(self.b1(x))))
+        return self.fc(x.flatten(1))
 """
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["SmallCNN", "ResCNN"])
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run folder of `edgesynth train --target gap8` on MNIST."""
     folder = tmp_path_factory.mktemp("qat")
     (folder / "cnn.py").write_text(MODEL)
     r = run_cli(
-        "train", "--target", "gap8", "--model-file", folder / "cnn.py:SmallCNN",
+        "train", "--target", "gap8", "--model-file", f"{folder / 'cnn.py'}:{request.param}",
         "--dataset", "mnist-test-split", "--data", MNIST, "--train-limit", "4000",
         "--epochs", "3", "--seed", "1", "--threads", "1", "--out-dir", folder, "--name", "run",
     )  # fmt: skip
