@@ -1,7 +1,7 @@
 """gap8 quantization-aware training on real MNIST: float vs QAT integer top-1 on 1,000 images.
 
-The CNN of tests/pulp/test_qat_gap8_mnist.py (written with `edgesynth.quant.qat_gap8` layers)
-is trained on the 8,000 first t10k images of ../shared/data/mnist (`--dataset
+The CNNs of tests/pulp/test_qat_gap8_mnist.py (SmallCNN, and ResCNN with two skip additions;
+written with `edgesynth.quant.qat_gap8` layers) are trained on the 8,000 first t10k images of ../shared/data/mnist (`--dataset
 mnist-test-split`):
 
 - float: `--epochs` epochs in float (the baseline), then post-training quantization of that
@@ -10,9 +10,10 @@ mnist-test-split`):
   `--qat-epochs`, at each weight width; its integer network (`network.onnx`) is run by
   edgesynth's integer front end and simulator and compared with the 8-bit mode.
 
-Top-1 on images 9,000-9,999 (never trained on). One line per weight width:
+Top-1 on images 9,000-9,999 (never trained on). One line per network and weight width:
 
     python benchmarks/gap8_qat_mnist.py [--epochs 5] [--qat-epochs 2] [--bits 8 4 2]
+        [--models SmallCNN ResCNN]
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ EVAL = slice(1000, 2000)  # of the test split (t10k images 8,000-9,999): images 
 SEED = 1
 
 
-def float_network(model: Path, data, epochs: int):  # type: ignore[no-untyped-def]
+def float_network(model: str, data, epochs: int):  # type: ignore[no-untyped-def]
     """The baseline: the same network and schedule, float throughout."""
     torch.manual_seed(SEED)
-    net = gap8.build(f"{model}:SmallCNN", None, data.input_shape, data.num_classes, 8)
+    net = gap8.build(model, None, data.input_shape, data.num_classes, 8)
     gen = torch.Generator().manual_seed(SEED)
     opt = torch.optim.Adam(net.parameters(), lr=3e-3)
     for epoch in range(epochs):
@@ -83,17 +84,18 @@ def simulated(onnx: bytes, data, scale: float) -> np.ndarray:  # type: ignore[no
     return run(graph, codes)[graph.outputs[0]].reshape(len(x), -1)
 
 
-def qat(model: Path, work: Path, bits: int, epochs: int, qat_epochs: int) -> dict:
+def qat(model: str, work: Path, bits: int, epochs: int, qat_epochs: int) -> dict:
+    name = f"{model.rpartition(':')[2]}-w{bits}"
     policy = work / f"policy{bits}.yaml"
     policy.write_text(f"start_epoch: {epochs - qat_epochs}\nweight_bits: {bits}\n")
     t0 = time.perf_counter()
     r = run_cli(
-        "train", "--target", "gap8", "--model-file", f"{model}:SmallCNN", "--dataset",
+        "train", "--target", "gap8", "--model-file", model, "--dataset",
         "mnist-test-split", "--data", MNIST, "--epochs", epochs, "--qat-policy", policy,
-        "--seed", SEED, "--threads", 1, "--out-dir", work, "--name", f"w{bits}",
+        "--seed", SEED, "--threads", 1, "--out-dir", work, "--name", name,
     )  # fmt: skip
     assert r.exit_code == 0, r.output
-    return {"run": work / f"w{bits}", "seconds": time.perf_counter() - t0}
+    return {"run": work / name, "seconds": time.perf_counter() - t0}
 
 
 def main() -> None:
@@ -101,31 +103,36 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--qat-epochs", type=int, default=2)
     parser.add_argument("--bits", type=int, nargs="*", default=[8, 4, 2])
+    parser.add_argument("--models", nargs="*", default=["SmallCNN", "ResCNN"])
     args = parser.parse_args()
     torch.set_num_threads(1)
     data = load_dataset("mnist-test-split", MNIST)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        model = work / "cnn.py"
-        model.write_text(MODEL)
-        base = float_network(model, data, args.epochs)
-        float_top1 = gap8.top1(base, _eval(data), torch.device("cpu"))
-        for bits in args.bits:
-            ptq = ptq_top1(base, data, bits)
-            res = qat(model, work, bits, args.epochs, args.qat_epochs)
-            _, net, _ = gap8.export_gap8(res["run"] / gap8.CHECKPOINT, work / f"{bits}.onnx",
-                                         None, None, False)  # fmt: skip
-            with torch.no_grad():
-                codes = net.input(data.test.x[EVAL])
-                eight = net.body(codes).numpy()
-            onnx = (res["run"] / gap8.ONNX).read_bytes()
-            sim = simulated(onnx, data, net.input.qtensor().scale)
-            sim_top1 = float((sim.argmax(1) == data.test.y[EVAL].numpy()).mean())
-            print(
-                f"w{bits}: float={100 * float_top1:.1f} ptq_int={100 * ptq:.1f}"
-                f" qat_int={100 * sim_top1:.1f} int==8bit_mode={np.array_equal(sim, eight)}"
-                f" train_s={res['seconds']:.0f}"
-            )
+        (work / "cnn.py").write_text(MODEL)
+        for name in args.models:
+            run_model(f"{work / 'cnn.py'}:{name}", work, data, args)
+
+
+def run_model(model: str, work: Path, data, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]  # noqa: E501
+    base = float_network(model, data, args.epochs)
+    float_top1 = gap8.top1(base, _eval(data), torch.device("cpu"))
+    for bits in args.bits:
+        ptq = ptq_top1(base, data, bits)
+        res = qat(model, work, bits, args.epochs, args.qat_epochs)
+        onnx_path = res["run"] / "again.onnx"
+        _, net, _ = gap8.export_gap8(res["run"] / gap8.CHECKPOINT, onnx_path, None, None, False)
+        with torch.no_grad():
+            codes = net.input(data.test.x[EVAL])
+            eight = net.body(codes).numpy()
+        onnx = (res["run"] / gap8.ONNX).read_bytes()
+        sim = simulated(onnx, data, net.input.qtensor().scale)
+        sim_top1 = float((sim.argmax(1) == data.test.y[EVAL].numpy()).mean())
+        print(
+            f"{model.rpartition(':')[2]} w{bits}: float={100 * float_top1:.1f} ptq_int={100 * ptq:.1f}"
+            f" qat_int={100 * sim_top1:.1f} int==8bit_mode={np.array_equal(sim, eight)}"
+            f" train_s={res['seconds']:.0f}"
+        )
 
 
 def _eval(data):  # type: ignore[no-untyped-def]
