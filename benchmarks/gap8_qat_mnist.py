@@ -1,8 +1,8 @@
 """gap8 quantization-aware training on real MNIST: float vs QAT integer top-1 on 1,000 images.
 
 The CNNs of tests/pulp/test_qat_gap8_mnist.py (SmallCNN, and ResCNN with two skip additions;
-written with `edgesynth.quant.qat_gap8` layers) are trained on the 8,000 first t10k images of ../shared/data/mnist (`--dataset
-mnist-test-split`):
+written with `edgesynth.quant.qat_gap8` layers) are trained on the 8,000 first t10k images of
+../shared/data/mnist (`--dataset mnist-test-split`):
 
 - float: `--epochs` epochs in float (the baseline), then post-training quantization of that
   network (`quant.requant_onnx`, calibrated on 200 training images) at each weight width;
@@ -114,7 +114,7 @@ def main() -> None:
             run_model(f"{work / 'cnn.py'}:{name}", work, data, args)
 
 
-def run_model(model: str, work: Path, data, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]  # noqa: E501
+def run_model(model: str, work: Path, data, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
     base = float_network(model, data, args.epochs)
     float_top1 = gap8.top1(base, _eval(data), torch.device("cpu"))
     for bits in args.bits:
@@ -128,8 +128,9 @@ def run_model(model: str, work: Path, data, args: argparse.Namespace) -> None:  
         onnx = (res["run"] / gap8.ONNX).read_bytes()
         sim = simulated(onnx, data, net.input.qtensor().scale)
         sim_top1 = float((sim.argmax(1) == data.test.y[EVAL].numpy()).mean())
+        name = model.rpartition(":")[2]
         print(
-            f"{model.rpartition(':')[2]} w{bits}: float={100 * float_top1:.1f} ptq_int={100 * ptq:.1f}"
+            f"{name} w{bits}: float={100 * float_top1:.1f} ptq_int={100 * ptq:.1f}"
             f" qat_int={100 * sim_top1:.1f} int==8bit_mode={np.array_equal(sim, eight)}"
             f" train_s={res['seconds']:.0f}"
         )
