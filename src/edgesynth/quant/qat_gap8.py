@@ -2,9 +2,11 @@
 construction, the RequantShift integer network `quant.requant_onnx` writes.
 
 Write the network with `Conv1d`, `Conv2d` and `Linear` from here (each a layer with an optional
-batch norm, folded into it when QAT starts, an optional ReLU and its output quantizer) and
-torch's `MaxPool1d`/`MaxPool2d`, `Flatten`, `Dropout`, `Identity`; wrap it in `Network` (which
-adds the input's quantizer and links every layer to the one feeding it). It runs in three modes:
+batch norm, folded into it when QAT starts, an optional ReLU and its output quantizer), `Add`
+(a skip addition, an optional ReLU and its output quantizer) and torch's
+`MaxPool1d`/`MaxPool2d`, `Flatten`, `Dropout`, `Identity`; wrap it in `Network`
+(`quant.qat_network`: the input's quantizer, every layer linked to the results it reads).
+It runs in three modes:
 
 - `float`: ordinary training (the ReLU unclipped);
 - `qat`: every layer's weights and bias are rounded to the steps the integer network uses
@@ -16,7 +18,8 @@ adds the input's quantizer and links every layer to the one feeding it). It runs
 - `integer` (the 8-bit mode): every layer takes and returns integer codes, computing what the
   integer network computes: acc = sum(w x), y = clip(floor((acc mul + add + div/2) / div)) with
   the multiplier, offset and weights of the exported RequantShift ONNX
-  (`quant.qat_onnx.integer_mode`), so this mode and the exported network agree value for value.
+  (`quant.qat_network.integer_mode`), so this mode and the exported network agree value for
+  value.
 """
 
 from __future__ import annotations
