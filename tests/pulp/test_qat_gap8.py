@@ -252,6 +252,19 @@ def test_train_target_gap8_refuses_max_options_and_needs_a_model_file(tmp_path: 
     assert r.exit_code == 1 and "`--chip`: not used with --target gap8" in r.stderr, r.output
     r = run_cli("train", "--target", "gap8", "--dataset", "synthetic", "--out-dir", tmp_path)
     assert r.exit_code == 1 and "give --model-file" in r.stderr, r.output
+    model = tmp_path.parent / "gap8_model.py"
+    model.write_text("from torch import nn\nclass Net(nn.Module):\n    pass\n")
+    policy = tmp_path.parent / "gap8_policy.yaml"
+    for text, message in [
+        ("start_epoch: 1\nweight_bits: 4\nshift_quantile: 0.9\n", "no shift_quantile"),
+        ("start_epoch: 1\nweight_bits: 1\n", "weight_bits 1: gap8 takes 8, 4, 2"),
+    ]:
+        policy.write_text(text)
+        r = run_cli(
+            "train", "--target", "gap8", "--model-file", f"{model}:Net", "--dataset",
+            "synthetic", "--qat-policy", policy, "--out-dir", tmp_path,
+        )  # fmt: skip
+        assert r.exit_code == 1 and "`--qat-policy`" in r.stderr and message in r.stderr, r.output
     assert not any(tmp_path.iterdir())
 
 

@@ -152,9 +152,12 @@ def train_gap8(args: Any, log: Log = print) -> Path:
     dataset = _training_data(args)
     if args.seed is not None:
         torch.manual_seed(args.seed)
-    if policy is not None and policy.overrides:
-        raise EdgesynthError("gap8 QAT takes one weight_bits for every layer (no overrides)",
-                             key="--qat-policy")  # fmt: skip
+    if policy is not None and (policy.overrides or policy.shift_quantile != 1.0):
+        raise EdgesynthError(
+            "gap8 QAT takes start_epoch and one weight_bits for every layer (no overrides, no "
+            "shift_quantile: MAX7800x settings)",
+            key="--qat-policy",
+        )
     bits = 8 if policy is None else policy.weight_bits
     net = build(args.model_file, args.model_args, dataset.input_shape, dataset.num_classes, bits)
     device = accel.resolve(args.device or "auto")
