@@ -258,11 +258,12 @@ def test_train_target_gap8_refuses_max_options_and_needs_a_model_file(tmp_path: 
     for text, message in [
         ("start_epoch: 1\nweight_bits: 4\nshift_quantile: 0.9\n", "no shift_quantile"),
         ("start_epoch: 1\nweight_bits: 1\n", "weight_bits 1: gap8 takes 8, 4, 2"),
+        ("start_epoch: 2\nweight_bits: 8\n", "QAT starts at epoch 2, with 2 epochs"),
     ]:
         policy.write_text(text)
         r = run_cli(
             "train", "--target", "gap8", "--model-file", f"{model}:Net", "--dataset",
-            "synthetic", "--qat-policy", policy, "--out-dir", tmp_path,
+            "synthetic", "--qat-policy", policy, "--epochs", "2", "--out-dir", tmp_path,
         )  # fmt: skip
         assert r.exit_code == 1 and "`--qat-policy`" in r.stderr and message in r.stderr, r.output
     assert not any(tmp_path.iterdir())

@@ -148,21 +148,13 @@ def train_gap8(args: Any, log: Log = print) -> Path:
     check_args(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    policy = resolve_policy(args)
+    start, bits = qat_settings(resolve_policy(args), args.epochs)
     dataset = _training_data(args)
     if args.seed is not None:
         torch.manual_seed(args.seed)
-    if policy is not None and (policy.overrides or policy.shift_quantile != 1.0):
-        raise EdgesynthError(
-            "gap8 QAT takes start_epoch and one weight_bits for every layer (no overrides, no "
-            "shift_quantile: MAX7800x settings)",
-            key="--qat-policy",
-        )
-    bits = 8 if policy is None else policy.weight_bits
     net = build(args.model_file, args.model_args, dataset.input_shape, dataset.num_classes, bits)
     device = accel.resolve(args.device or "auto")
     net.to(device)
-    start = args.epochs if policy is None else policy.start_epoch
     with run_folder(args.out_dir, args.name) as run_dir:
         sizes = f"{len(dataset.train)} training, {len(dataset.test)} test items"
         log(f"gap8 QAT: {type(net.body).__name__} on {dataset.name} ({sizes}), "
@@ -178,6 +170,24 @@ def train_gap8(args: Any, log: Log = print) -> Path:
         write_file_atomic(run_dir / ONNX, quantized.onnx)
         log(f"wrote {run_dir / CHECKPOINT} and {run_dir / ONNX} (RequantShift integer ONNX)")
     return run_dir
+
+
+def qat_settings(policy: Any, epochs: int) -> tuple[int, int]:
+    """The QAT policy's first QAT epoch and weight bits; what gap8 does not take is refused."""
+    if policy is None or policy.start_epoch >= epochs:
+        start = "never" if policy is None else f"at epoch {policy.start_epoch}"
+        raise EdgesynthError(
+            f"QAT starts {start}, with {epochs} epochs (0 to {epochs - 1}); the gap8 flow needs "
+            "at least one QAT epoch",
+            key="--qat-policy",
+        )
+    if policy.overrides or policy.shift_quantile != 1.0:
+        raise EdgesynthError(
+            "gap8 QAT takes start_epoch and one weight_bits for every layer (no overrides, no "
+            "shift_quantile: MAX7800x settings)",
+            key="--qat-policy",
+        )
+    return policy.start_epoch, policy.weight_bits
 
 
 def lr_at(base: float, epoch: int, epochs: int) -> float:
@@ -214,12 +224,6 @@ def _loop(
         loss = train_epoch(net, batches(dataset.train, args.batch_size, gen), opt, device, weights)
         acc = top1(net, dataset.test, device)
         log(f"epoch {epoch} ({net.mode}): loss {loss:.4f}, test top-1 {100 * acc:.2f}%")
-    if "float_top1" not in result:
-        raise EdgesynthError(
-            f"QAT starts at epoch {start}, after the last epoch ({args.epochs - 1}); the gap8 "
-            "flow needs at least one QAT epoch",
-            key="--qat-policy",
-        )
     result["qat_top1"] = top1(net, dataset.test, device)
     return result
 
