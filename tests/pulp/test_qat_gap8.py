@@ -39,7 +39,8 @@ def body(batchnorm: bool = False) -> nn.Module:
 
 
 class Residual(nn.Module):
-    """Two skip additions: one followed by a ReLU (unsigned sum), one signed."""
+    """Two skip additions (one followed by a ReLU, one signed), an average pooling of signed
+    values and a global one of unsigned values."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -50,12 +51,16 @@ class Residual(nn.Module):
         self.add = q.Add(activation="relu")
         self.c = q.Conv2d(6, 6, 3, padding=1)
         self.add2 = q.Add()
-        self.fc = q.Linear(6 * 6 * 6, 5)
+        self.avg = q.AvgPool2d(2)
+        self.d = q.Conv2d(6, 8, 1, activation="relu")
+        self.gap = q.AvgPool2d()
+        self.fc = q.Linear(8, 5)
 
     def forward(self, x):  # type: ignore[no-untyped-def]
         x = self.pool(self.stem(x))
         y = self.add(x, self.b(self.a(x)))
-        return self.fc(torch.flatten(self.add2(y, self.c(y)), 1))
+        z = self.d(self.avg(self.add2(y, self.c(y))))
+        return self.fc(torch.flatten(self.gap(z), 1))
 
 
 def trained(

@@ -296,3 +296,65 @@ class Add(Quantized):
         u = self._clip(total * (self.qtensor().scale / (1 << SUM_SHIFT))) / step
         codes = requant_shift(total.detach(), SUM_SHIFT, self.qtensor())
         return (u + (codes - u).detach()) * step  # as `_clip_round`, the codes exact
+
+
+class AvgPool2d(Quantized):
+    """Average pooling over `kernel_size` windows (`None`: over the whole map, a global
+    average), an optional ReLU, the output's quantizer; in the RequantShift writer's form: the
+    window sum times `mul`, divided by the window size times 2**shift (one rounding, half up),
+    the output's step the input's times 2**shift / mul. Unsigned when the input is."""
+
+    def __init__(
+        self, kernel_size: int | None = None, stride: int | None = None,
+        activation: str | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(activation)
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.source: Any = None  # the result it pools (Network)
+        self.integer: tuple[tuple[int, int], QTensor] | None = None  # (mul, shift), output
+
+    @property
+    def unsigned(self) -> bool:
+        return self.activation == "relu" or not self.source.qtensor().signed
+
+    def multiplier(self) -> tuple[int, int]:
+        """(mul, shift) from the input's step to the learned range's, as the writer fits it."""
+        s_in = self.source.qtensor().scale
+        mul, shift = fit_multiplier(np.array([s_in / super().qtensor().scale]), self.where)
+        return int(mul[0]), shift
+
+    def qtensor(self, name: str = "") -> QTensor:
+        mul, shift = self.multiplier()
+        q = super().qtensor(name)
+        return QTensor(q.name, self.source.qtensor().scale * 2.0**shift / mul, q.bits, q.signed)
+
+    def _pool(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel_size is None:
+            return F.adaptive_avg_pool2d(x, 1)
+        return F.avg_pool2d(x, self.kernel_size, self.stride)
+
+    def _codes(self, codes: torch.Tensor, mul: int, shift: int, out: QTensor) -> torch.Tensor:
+        """floor((sum mul + count (div // 2)) / (count div)), clipped: exact on integer codes."""
+        size = self.kernel_size
+        count = codes.shape[-1] * codes.shape[-2] if size is None else size * size
+        sums = torch.round(self._pool(codes.double()) * count).long()
+        div = 1 << shift
+        total = torch.div(sums * mul + count * (div >> 1), count * div, rounding_mode="floor")
+        return torch.clamp(total, out.lo, out.hi)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mode == FLOAT:
+            return self._float_output(self._pool(x))
+        if self.mode == INTEGER:
+            if self.integer is None:
+                raise EdgesynthError(f"{self.where}: the 8-bit mode needs `integer_mode(network)`")
+            (mul, shift), out = self.integer
+            return self._codes(x, mul, shift, out).double()
+        out = self.qtensor()
+        codes_in = torch.round(x.detach().double() / self.source.qtensor().scale)
+        codes = self._codes(codes_in, *self.multiplier(), out).to(x.dtype)
+        alpha = self.alpha.abs()
+        step = alpha / self.levels() * (out.scale * self.levels() / float(alpha.detach()))
+        u = self._clip(self._pool(x)) / step
+        return (u + (codes - u).detach()) * step  # as `_clip_round`, the codes exact

@@ -13,11 +13,13 @@ from torch import nn
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
-from edgesynth.quant.qat_gap8 import Add, Layer, Quantized
+from edgesynth.quant.qat_gap8 import Add, AvgPool2d, Layer, Quantized
 
+RESULTS = ("layer", "add", "avgpool")  # operations with their own output quantizer
 PASS_THROUGH = (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)
 SUPPORTED = (
-    "edgesynth.quant.qat_gap8 Conv1d/Conv2d/Linear/Add, torch.nn MaxPool1d/MaxPool2d, Flatten, "
+    "edgesynth.quant.qat_gap8 Conv1d/Conv2d/Linear/Add/AvgPool2d, torch.nn MaxPool1d/MaxPool2d, "
+    "Flatten, "
     "Dropout, Identity, torch.flatten(x, 1)"
 )
 
@@ -39,7 +41,8 @@ def trace(body: nn.Module) -> torch.fx.Graph:
 
 @dataclass(frozen=True)
 class Step:
-    """One traced operation: `kind` layer | add | maxpool | flatten | same (an identity)."""
+    """One traced operation: `kind` layer | add | avgpool (a quantized result, RESULTS) |
+    maxpool | flatten | same (an identity)."""
 
     kind: str
     node: torch.fx.Node
@@ -88,6 +91,8 @@ def _kind(body: nn.Module, node: torch.fx.Node) -> tuple[str | None, nn.Module |
             return "layer", m
         if isinstance(m, Add):
             return "add", m
+        if isinstance(m, AvgPool2d):
+            return "avgpool", m
         if isinstance(m, nn.MaxPool1d | nn.MaxPool2d) and not m.return_indices:
             return "maxpool", m
         if isinstance(m, nn.Flatten) and m.start_dim == 1 and m.end_dim == -1:
@@ -117,17 +122,17 @@ def link(body: nn.Module, fx: torch.fx.Graph, first: Any, output_bits: int) -> l
         sources = tuple(producer.get(n) for n in step.sources)
         if any(src is None for src in sources):
             raise EdgesynthError(f"{describe(step.node, step.module)} reads no traced tensor")
-        if step.kind not in ("layer", "add"):
+        if step.kind not in RESULTS:
             producer[step.node] = sources[0]
             continue
         module = step.module
         assert isinstance(module, Quantized)
         if module in found:
             raise EdgesynthError(f"`{step.node.target}` is called twice (shared weights or clip)")
-        if isinstance(module, Layer):
-            object.__setattr__(module, "source", sources[0])  # a reference, not a submodule
+        if isinstance(module, Add):
+            object.__setattr__(module, "sources", sources)  # references, not submodules
         else:
-            object.__setattr__(module, "sources", sources)
+            object.__setattr__(module, "source", sources[0])
         object.__setattr__(module, "qualname", str(step.node.target))
         module.bits = 8
         found.append(module)
@@ -163,13 +168,10 @@ def float_graph(
         if step.kind == "same":
             names[step.node] = x
             continue
-        name = str(step.node.target) if step.kind in ("layer", "add") else step.node.name
-        if step.kind in ("layer", "add"):
-            if isinstance(step.module, Layer):
-                graph.add(_layer(step.module, name, x), shape)
-            else:
-                inputs = [names[n] for n in step.sources]
-                graph.add(g.Eltwise(name=name, inputs=inputs, outputs=[name], kind="add"), shape)
+        name = str(step.node.target) if step.kind in RESULTS else step.node.name
+        if step.kind in RESULTS:
+            inputs = [names[n] for n in step.sources]
+            graph.add(_result(step.module, name, inputs), shape)  # type: ignore[arg-type]
             names[step.node] = _output(graph, step.module, name, shape, ranges)  # type: ignore[arg-type]
             finals[name] = names[step.node]
             continue
@@ -179,6 +181,22 @@ def float_graph(
     (result,) = [n for n in fx.nodes if n.op == "output"]
     graph.outputs = [names[result.args[0]]]  # type: ignore[index]
     return graph, ranges, finals
+
+
+def _result(module: Quantized, name: str, inputs: list[str]) -> g.Node:
+    """The float node of a layer, sum or average pooling."""
+    if isinstance(module, Layer):
+        return _layer(module, name, inputs[0])
+    if isinstance(module, Add):
+        return g.Eltwise(name=name, inputs=inputs, outputs=[name], kind="add")
+    assert isinstance(module, AvgPool2d)
+    if module.kernel_size is None:
+        return g.GlobalPool(name=name, inputs=inputs, outputs=[name], kind="avg", method="float")
+    k, s = module.kernel_size, module.stride or module.kernel_size
+    return g.Pool(
+        name=name, inputs=inputs, outputs=[name], kind="avg", kernel=(k, k), stride=(s, s),
+        method="float",
+    )  # fmt: skip
 
 
 def _layer(layer: Layer, name: str, x: str) -> g.Node:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.quant.qat_gap8 import FLOAT, INTEGER, MODES, QAT, Add, Input, Layer
+from edgesynth.quant.qat_gap8 import FLOAT, INTEGER, MODES, QAT, Add, AvgPool2d, Input, Layer
 from edgesynth.quant.qat_graph import float_graph, link, trace
 from edgesynth.quant.requant_onnx import QuantizedNetwork, quantize_graph
 from edgesynth.quant.requant_shift import PtqOptions
@@ -119,6 +119,8 @@ def integer_mode(net: Network, shape: tuple[int, ...], name: str = "network") ->
         out = quantized.tensors[finals[result.qualname]]
         if isinstance(result, Add):
             result.integer = (result.operands(), out)
+        elif isinstance(result, AvgPool2d):
+            result.integer = (result.multiplier(), out)
         else:
             result.integer = (quantized.layers[result.qualname], out)
     net.set_mode(INTEGER)
