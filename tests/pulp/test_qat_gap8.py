@@ -178,25 +178,27 @@ def test_batch_norm_is_folded_when_qat_starts_and_checkpoints_load_folded() -> N
     assert np.array_equal(ours, run(graph, codes.numpy().astype(np.int64))[graph.outputs[0]])
 
 
-def test_the_fake_quantized_sums_give_the_8bit_codes_exactly() -> None:
-    """An addition's QAT forward works on its operands' codes: the 8-bit mode's codes on the
-    8-bit mode's own inputs, in float32, ties included."""
+def test_the_fake_quantized_sums_and_averages_give_the_8bit_codes_exactly() -> None:
+    """An addition's and an average pooling's QAT forward works on the codes of its inputs:
+    the 8-bit mode's codes on the 8-bit mode's own inputs, in float32, ties included."""
     net = trained(residual=True)
     integer_mode(net, SHAPE, "net")
-    seen: dict[q.Add, tuple] = {}
-    sums = [m for m in net.layers if isinstance(m, q.Add)]
-    hooks = [m.register_forward_hook(lambda m, i, o: seen.__setitem__(m, (i, o))) for m in sums]
+    seen: dict[q.Quantized, tuple] = {}
+    found = [m for m in net.layers if isinstance(m, q.Add | q.AvgPool2d)]
+    hooks = [m.register_forward_hook(lambda m, i, o: seen.__setitem__(m, (i, o))) for m in found]
     with torch.no_grad():
         net(3 * torch.randn(128, *SHAPE))
     for h in hooks:
         h.remove()
-    for add in sums:
-        (a, b), codes_out = seen[add]
-        add.mode = q.QAT
+    assert len(found) == 4
+    for module in found:
+        codes_in, codes_out = seen[module]
+        sources = module.sources if isinstance(module, q.Add) else (module.source,)
+        module.mode = q.QAT
         with torch.no_grad():
-            va, vb = (c.float() * src.qtensor().scale for c, src in zip((a, b), add.sources))  # noqa: B905
-            fake = add(va, vb) / add.integer[1].scale  # type: ignore[index]
-        assert torch.equal(torch.round(fake).double(), codes_out), add.qualname
+            values = [c.float() * src.qtensor().scale for c, src in zip(codes_in, sources)]  # noqa: B905
+            fake = module(*values) / module.integer[1].scale  # type: ignore[index]
+        assert torch.equal(torch.round(fake).double(), codes_out), module.qualname
         assert codes_out.abs().max() > 0
 
 
