@@ -158,8 +158,13 @@ def train(args: argparse.Namespace) -> int:
     """Train a model with hardware-faithful layers; QAT, quantization and checks follow."""
     from edgesynth.train.command import TrainArgs, train_main
 
-    fields = {k: v for k, v in vars(args).items() if k not in ("handler", "command")}
+    fields = {k: v for k, v in vars(args).items() if k not in ("handler", "command", "target")}
     fields["evaluate"] = fields.pop("evaluate_only")
+    if args.target == "gap8":
+        from edgesynth.train.gap8 import train_gap8
+
+        train_gap8(TrainArgs(**fields), log=lambda line: print(line, flush=True))
+        return 0
     train_main(TrainArgs(**fields), log=lambda line: print(line, flush=True))
     return 0
 
@@ -192,6 +197,7 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         "cuda:N, mps; or, as in the vendor's training, the MAX chip (MAX78000, MAX78002)",
     )
     p.add_argument("--chip", type=device_name, help="the MAX chip to train for (default MAX78000)")
+    _add_target(p)
     p.add_argument("--epochs", type=positive_int, default=defaults.EPOCHS, help="epochs to train")
     p.add_argument(
         "--batch-size", "-b", type=positive_int, default=defaults.BATCH_SIZE, help="batch size"
@@ -449,10 +455,25 @@ def _register_quantize(subparsers: argparse._SubParsersAction) -> None:
 # --- export --------------------------------------------------------------------------------
 
 
+def _add_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target",
+        choices=TARGETS,
+        default=TARGETS[0],
+        help="max7800x (default: the MAX chip's layers, edgesynth.nn) or gap8 (a network of "
+        "edgesynth.quant.qat_gap8 layers; its integer network is RequantShift ONNX)",
+    )
+
+
+TARGETS = ("max7800x", "gap8")
+
+
 def export(args: argparse.Namespace) -> int:
     """A trained checkpoint as an ONNX model (float, or the chip's 8-bit arithmetic)."""
     from edgesynth.train.export import ExportRequest, export_checkpoint
 
+    if args.target == "gap8":
+        return _export_gap8(args)
     report = export_checkpoint(
         ExportRequest(
             checkpoint=args.checkpoint,
@@ -495,6 +516,7 @@ def _register_export(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="architecture (default: the checkpoint's `arch`)")
     _add_model_file(p)
     _add_device(p)
+    _add_target(p)
     p.add_argument(
         "--8-bit", "-8", dest="eight_bit", action="store_true", help="the chip's integers"
     )
@@ -505,6 +527,29 @@ def _register_export(subparsers: argparse._SubParsersAction) -> None:
         help="one input's shape (default: the checkpoint's, as `edgesynth train` records it)",
     )
     p.set_defaults(handler=export)
+
+
+def _export_gap8(args: argparse.Namespace) -> int:
+    """A gap8 QAT checkpoint's integer network as RequantShift ONNX, checked against the
+    training side's 8-bit mode."""
+    from edgesynth.train.gap8 import check_export, export_gap8
+
+    if args.eight_bit or args.model or args.input_shape:
+        raise EdgesynthError(
+            "--8-bit, --model and --input-shape are not used with --target gap8 (the integer "
+            "network is what it writes; the checkpoint records the rest)",
+            key="--target",
+        )
+    path, net, shape = export_gap8(
+        args.checkpoint, args.output, args.model_file, args.model_args, args.overwrite
+    )
+    same, count = check_export(path, net, shape)
+    print(f"{type(net.body).__name__} (gap8 integer network, RequantShift ONNX, input "
+          f"{'x'.join(map(str, shape))}): {path}")  # fmt: skip
+    verdict = "identical" if same else "DIFFERENT"
+    print(f"  edgesynth's integer front end against the 8-bit mode on {count} random inputs: "
+          f"{verdict}")  # fmt: skip
+    return 0 if same else 1
 
 
 def _input_shape(text: str) -> tuple[int, ...]:
