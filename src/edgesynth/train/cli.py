@@ -383,6 +383,7 @@ def quantize(args: argparse.Namespace) -> int:
         weight_bits=args.weight_bits,
         layer_bits=yaml_layer_bits(args.config_file) if args.config_file else None,
         allowed_bits=dev.weight_bits,
+        binary_weights=dev.supports_binary_weights,
     )
     if args.scale is not None and method != "SCALE":
         print("note: --scale only applies to --clip-method SCALE")

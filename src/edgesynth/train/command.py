@@ -221,7 +221,10 @@ def _check_before_writing(args: TrainArgs, cfg: TrainConfig) -> None:
     probe = build_model(cfg)
     check_model_takes_data(probe, cfg)
     if cfg.qat_policy is not None:
-        check_policy_fits(probe, cfg.qat_policy, args.qat_policy or "QAT policy")
+        from edgesynth import nn as enn
+
+        with enn.use(cfg.device):
+            check_policy_fits(probe, cfg.qat_policy, args.qat_policy or "QAT policy")
     if args.resume is not None:
         from edgesynth.train.loop import resume_state
 

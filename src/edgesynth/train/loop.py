@@ -19,7 +19,7 @@ from torch import nn
 
 import edgesynth.nn as enn
 from edgesynth.errors import EdgesynthError
-from edgesynth.nn.qat import QatPolicy, check_policy_fits, enable_qat, is_qat
+from edgesynth.nn.qat import QatPolicy, bits_label, check_policy_fits, enable_qat, is_qat
 from edgesynth.quant.checkpoint import load_state, model_state, read_checkpoint, write_checkpoint
 from edgesynth.train import accel, defaults, distributed
 from edgesynth.train.audio_datasets import augment_audio
@@ -402,7 +402,8 @@ def _setup(cfg: TrainConfig, log: Log) -> tuple[TrainConfig, _State, torch.Gener
     gen = seed_everything(cfg.seed + ctx.rank, cfg.deterministic) if cfg.seed is not None else None
     model = build_model(cfg)
     if cfg.qat_policy is not None:
-        check_policy_fits(model, cfg.qat_policy)
+        with enn.use(cfg.device):
+            check_policy_fits(model, cfg.qat_policy)
     start, saved, opt_state = 0, {}, {}
     if cfg.resume is not None:
         start, saved, opt_state = resume_state(cfg, model)
@@ -437,13 +438,14 @@ def _start_qat_if_due(cfg: TrainConfig, state: _State, epoch: int, log: Log) -> 
     policy = cfg.qat_policy
     if policy is None or epoch < policy.start_epoch or is_qat(state.model):
         return
-    folded = enable_qat(state.model, policy)
+    with enn.use(cfg.device):  # the device's limits (binary weights: MAX78002 only)
+        folded = enable_qat(state.model, policy)
     state.model = state.model.to(cfg.torch_device)
     state.step_model = _step_model(state.model, cfg)
     state.optimizer = make_optimizer(cfg, state.model, lr_at(cfg, epoch))
     log(
         f"epoch {epoch}: quantization-aware training starts "
-        f"({policy.weight_bits}-bit weights, {folded} batchnorm layers folded)"
+        f"({bits_label(policy.weight_bits)} weights, {folded} batchnorm layers folded)"
     )
 
 
