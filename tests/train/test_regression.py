@@ -197,3 +197,38 @@ def make_datasets():
     assert "Training ai85faceidnet on faces (8 train / 2 test)" in out
     assert "epoch 1/1 QAT: train loss" in out and " cosine " in out
     assert "Simulator on 2 test items: identical outputs to the 8-bit model 100.00%" in out
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_two_processes_learn_the_same_vectors(tmp_path: Path, capsys) -> None:
+    """Data parallel regression: each process imports the user's files, the accumulated
+    scores reduce over the processes, and the run ends where the single process ends (the same
+    global batches and seed)."""
+    import os
+    import subprocess
+    import sys
+
+    from edgesynth.cli import main
+
+    user = ["--model-file", f"{_write(tmp_path, 'vecnet.py', MODEL)}:VecNet"]
+    user += ["--dataset-file", f"{_write(tmp_path, 'vec.py', VECTORS)}:make_datasets"]
+    args = ["train", *user, "--epochs", "3", "--no-progress", "--deterministic", "--device"]
+    args += ["cpu", "--out-dir", str(tmp_path / "logs"), "--param-hist"]
+    assert main(args) == 0
+    single = capsys.readouterr().out
+    done = subprocess.run(
+        [sys.executable, "-m", "edgesynth", *args, "--nproc-per-node", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+
+    def mse(out: str) -> float:
+        return float(out.split("8-bit (quantized) test mse ")[1].split()[0])
+
+    assert "Data-parallel training: 2 processes" in done.stdout
+    assert mse(done.stdout) == pytest.approx(mse(single), rel=0.02)
+    assert len(list((tmp_path / "logs").glob("*/tensorboard/events.*"))) == 2
