@@ -313,7 +313,7 @@ def _add_schedule(p: argparse.ArgumentParser) -> None:
 
 
 def _add_regression_and_logs(p: argparse.ArgumentParser) -> None:
-    from edgesynth.train.regression import LOSSES
+    from edgesynth.train.defaults import LOSSES
 
     r = p.add_argument_group("regression, samples and TensorBoard (the vendor's options)")
     r.add_argument(

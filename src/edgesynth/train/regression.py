@@ -26,12 +26,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from edgesynth.errors import EdgesynthError, did_you_mean
+from edgesynth.train.defaults import (
+    CLASSIFICATION_LOSS,
+    DEFAULT_REGRESSION_LOSS,
+    LOSSES,
+    REGRESSION_LOSSES,
+)
 from edgesynth.train.metrics import Metrics, RegressionScores
-
-CLASSIFICATION_LOSS = "ce"
-REGRESSION_LOSSES = ("mse", "l1", "smoothl1", "cosine")
-LOSSES = (CLASSIFICATION_LOSS, *REGRESSION_LOSSES)
-DEFAULT_REGRESSION_LOSS = "mse"
 
 
 def is_regression(loss: str) -> bool:
@@ -46,7 +47,8 @@ def choose_loss(requested: str | None, regression_flag: bool, vectors: bool) -> 
             + did_you_mean(requested, LOSSES),
             key="--loss",
         )
-    loss = requested or (DEFAULT_REGRESSION_LOSS if vectors or regression_flag else "ce")
+    default = DEFAULT_REGRESSION_LOSS if vectors or regression_flag else CLASSIFICATION_LOSS
+    loss = requested or default
     if is_regression(loss) and not vectors:
         raise EdgesynthError(
             f"--loss {loss} (regression) needs a dataset whose targets are vectors; this one "
