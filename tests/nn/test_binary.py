@@ -140,3 +140,16 @@ def test_one_bit_and_binary_layers_cannot_mix() -> None:
         )
         with pytest.raises(EdgesynthError, match="one network cannot have both"):
             enable_qat(net, policy)
+
+
+def test_float_export_keeps_the_binary_weights() -> None:
+    from edgesynth.train.export import float_model
+
+    net = _binary_qat_net()
+    _, _, total_shift = net.conv.integer_parameters()
+    signs = hw.binarize(net.conv.op.weight.detach())
+    float_model(net, "test")
+    assert net.conv.state == "float"
+    np.testing.assert_array_equal(
+        net.conv.op.weight.detach().numpy(), (signs * 2.0 ** (total_shift - 7)).numpy()
+    )

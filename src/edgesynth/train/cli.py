@@ -423,10 +423,13 @@ def quantize(args: argparse.Namespace) -> int:
     reports = quantize_file(
         args.input, args.output, opts, inputs=[args.config_file], overwrite=args.overwrite
     )
+    from edgesynth.nn.qat import bits_label
+
     for r in reports:
         clipped = f", {r.clipped}/{r.total} weights clipped" if r.clipped else ""
         print(
-            f"  {r.name}: {r.method}, {r.weight_bits}-bit, output_shift {r.output_shift}{clipped}"
+            f"  {r.name}: {r.method}, {bits_label(r.weight_bits)}, "
+            f"output_shift {r.output_shift}{clipped}"
         )
     print(f"Quantized {plural(len(reports), 'layer')} for {dev.name}: {args.output}")
     return 0
