@@ -229,7 +229,8 @@ def check_policy_fits(model: nn.Module, policy: QatPolicy, source: str = "QAT po
 
 def check_binary_mix(model: nn.Module, policy: QatPolicy, source: str = "QAT policy") -> None:
     """Binary (+/-1) weights only on the MAX78002, and never beside 1-bit (0/-1) layers."""
-    bits = {name: policy.for_layer(name)[0] for name, m in qat_layers(model).items() if m.op}
+    layers = qat_layers(model).items()
+    bits = {name: policy.for_layer(name)[0] for name, m in layers if m.op is not None}
     binary = [n for n, b in bits.items() if b == BINARY]
     one_bit = [n for n, b in bits.items() if b == 1]
     device = device_setting.current().device
