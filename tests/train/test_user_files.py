@@ -167,3 +167,31 @@ def test_two_processes_import_the_user_files_and_distill(user_run, tmp_path: Pat
     assert out.count("Training MyNet on my_data (256 train / 1000 test)") == 1
     assert "Distillation: teacher" in out and "Learning-rate schedule: onecycle" in out
     assert out.count("epoch 0/0: train loss") == 1 and "Traceback" not in done.stderr
+
+
+def test_two_processes_reach_the_single_process_accuracy(user_run, tmp_path: Path) -> None:
+    """Data parallel with the user's files: the same run in two processes (Gloo, the same
+    global batch and seed) ends within 0.3 points of the single process's 8-bit top-1."""
+    import os
+    import subprocess
+    import sys
+
+    tmp, single = user_run
+    args = ["train", *_user_args(tmp / "mine"), "--epochs", "2", "--batch-size", "64"]
+    args += ["--lr", "3e-3", "--no-progress", "--deterministic", "--out-dir", str(tmp_path)]
+    args += ["--name", "dp", "--nproc-per-node", "2", "--device", "cpu"]
+    done = subprocess.run(
+        [sys.executable, "-m", "edgesynth", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Data-parallel training: 2 processes" in done.stdout
+
+    def top1(out: str) -> float:
+        return float(out.split("8-bit (quantized) test top1 ")[1].split("%")[0])
+
+    print(f"single process {top1(single):.2f}%, two processes {top1(done.stdout):.2f}%")
+    assert abs(top1(done.stdout) - top1(single)) <= 0.3

@@ -6,11 +6,15 @@ A layer is in one of three states, kept in buffers that use the vendor's checkpo
 `shift_quantile`), so checkpoints move between edgesynth and ai8x-training unchanged:
 
 - float: `weight_bits` 0. Plain training with the chip's clamping.
-- QAT: `weight_bits` > 0 and `adjust_output_shift` 1. Weights and bias are floats; every
+- QAT: `weight_bits` != 0 and `adjust_output_shift` 1. Weights and bias are floats; every
   forward pass derives the output shift from them, quantizes weights to `weight_bits` and
   outputs to 8 bits (straight-through gradients).
 - quantized: `weight_bits` > 0 and `adjust_output_shift` 0. `op.weight` holds integers,
   `op.bias` the bias byte times 2^(weight_bits-1), `output_shift` the checkpoint's shift.
+
+`weight_bits` -1 is QAT of the MAX78002's binary weights: +/-1 (sign, straight-through
+gradient) times 2^output_shift, the shift nearest the mean |weight|. Quantized, such a layer
+is an ordinary 1-bit layer whose weights are all +/-1, which the synthesizer runs as binary.
 
 In 8-bit mode (`edgesynth.nn.set_device(..., simulate=True)`) every layer takes and returns the
 chip's integers, computed exactly as the accelerator does (see corpus/ARITHMETIC.md):
@@ -89,7 +93,7 @@ class HardwareLayer(nn.Module):
         activation: str | None,
         wide: bool,
         bn: nn.Module | None,
-        weight_bits: int | None,
+        weight_bits: int | str | None,
         shift_quantile: float,
     ) -> None:
         self.pooling = pooling
@@ -100,12 +104,12 @@ class HardwareLayer(nn.Module):
         self.wide = wide
         self.op = op
         self.bn = bn
-        bits = float(weight_bits or 0)
+        bits = float(hw.BINARY if weight_bits == "binary" else weight_bits or 0)
         self.register_buffer("output_shift", torch.zeros(1))
         self.register_buffer("weight_bits", torch.tensor([bits]))
         self.register_buffer("bias_bits", torch.tensor([bits]))
-        self.register_buffer("quantize_activation", torch.tensor([float(bits > 0)]))
-        self.register_buffer("adjust_output_shift", torch.tensor([float(bits > 0)]))
+        self.register_buffer("quantize_activation", torch.tensor([float(bits != 0)]))
+        self.register_buffer("adjust_output_shift", torch.tensor([float(bits != 0)]))
         self.register_buffer("shift_quantile", torch.tensor([float(shift_quantile)]))
 
     # --- state ---------------------------------------------------------------------------
@@ -149,16 +153,18 @@ class HardwareLayer(nn.Module):
     def bits(self) -> int:
         return self.mode().bits
 
-    def start_qat(self, weight_bits: int, shift_quantile: float = 1.0) -> None:
-        """Switch this layer to quantization-aware training with `weight_bits`-bit weights."""
+    def start_qat(self, weight_bits: int | str, shift_quantile: float = 1.0) -> None:
+        """Switch this layer to quantization-aware training with `weight_bits`-bit weights
+        (`"binary"` or -1: the MAX78002's +/-1 weights)."""
         if self.op is None:  # pooling only: outputs land on the 8-bit grid from now on
             self.quantize_activation.fill_(1.0)
             return
         chk = limits.LayerCheck(self._describe(), device_setting.current().device)
         limits.check_weight_bits(chk, weight_bits)
         chk.done()
-        self.weight_bits.fill_(weight_bits)
-        self.bias_bits.fill_(weight_bits)
+        bits = hw.BINARY if weight_bits == "binary" else weight_bits
+        self.weight_bits.fill_(bits)
+        self.bias_bits.fill_(bits)
         self.quantize_activation.fill_(1.0)
         self.adjust_output_shift.fill_(1.0)
         self.shift_quantile.fill_(shift_quantile)
@@ -184,14 +190,9 @@ class HardwareLayer(nn.Module):
             )
         bits = mode.bits
         if state == QAT:
-            params = (
-                self.op.weight
-                if bias is None
-                else torch.cat([self.op.weight.flatten(), bias.flatten()])
-            )
-            shift = hw.output_shift_for(params, mode.shift_quantile)
+            shift = hw.qat_output_shift(self.op.weight, bias, bits, mode.shift_quantile)
             w, b = hw.integer_parameters(self.op.weight, bias, bits, shift)
-            return w, b, int(shift.item()) + 8 - bits
+            return w, b, int(shift.item()) + 8 - hw.hardware_bits(bits)
         w = self.op.weight.detach().double()
         b = None
         if bias is not None:
@@ -261,8 +262,7 @@ class HardwareLayer(nn.Module):
         bias = getattr(self.op, "bias", None)
         shift = None
         if mode.state == QAT:
-            params = weight if bias is None else torch.cat([weight.flatten(), bias.flatten()])
-            shift = hw.output_shift_for(params, mode.shift_quantile)
+            shift = hw.qat_output_shift(weight, bias, mode.bits, mode.shift_quantile)
             self.output_shift.copy_(shift.reshape(1))
             scale = hw.pow2(-shift)  # a tensor: no device synchronization
             weight = hw.fake_quantize_weight(weight * scale, mode.bits)

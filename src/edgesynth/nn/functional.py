@@ -24,6 +24,7 @@ ACT_MAX = ACT_SCALE - 1  # 127
 BIAS_MIN, BIAS_MAX = ACT_MIN, ACT_MAX  # the bias register holds one signed byte
 MAX_SHIFT = _CHIP.max_output_shift  # |output_shift| limit used by quantization-aware training
 FLOAT32_EXACT = 2.0**24  # integers below this are exact in float32
+BINARY = -1  # `weight_bits` of a layer training the MAX78002's +/-1 (binary) weights
 
 
 def straight_through(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -45,8 +46,28 @@ def round_half_away(x: torch.Tensor) -> torch.Tensor:
 
 
 def weight_levels(bits: int) -> tuple[int, int]:
-    """Smallest and largest integer weight of `bits` bits (two's complement)."""
+    """Smallest and largest integer weight of `bits` bits (two's complement; binary: +/-1)."""
+    if bits == BINARY:
+        return -1, 1
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def hardware_bits(bits: int) -> int:
+    """The weight width the chip's shift counts: binary (+/-1) weights count as 1 bit."""
+    return 1 if bits == BINARY else bits
+
+
+def binary_shift_for(weight: torch.Tensor) -> torch.Tensor:
+    """The output shift of a binary layer: the power of two nearest (in log scale) to the
+    mean |weight|, the scale that best fits sign(w) * 2^shift to the float weights; clamped
+    to the shifts the hardware offers."""
+    mean = weight.detach().abs().flatten().float().mean()
+    return torch.round(torch.log2(mean)).clamp(-MAX_SHIFT, MAX_SHIFT)
+
+
+def binarize(w: torch.Tensor) -> torch.Tensor:
+    """+1 where w >= 0, -1 elsewhere (the synthesizer's rule for binary weights)."""
+    return torch.where(w >= 0, torch.ones_like(w), -torch.ones_like(w))
 
 
 def output_shift_for(params: torch.Tensor, quantile: float = 1.0) -> torch.Tensor:
@@ -65,6 +86,17 @@ def output_shift_for(params: torch.Tensor, quantile: float = 1.0) -> torch.Tenso
     return torch.ceil(torch.log2(limit)).clamp(-MAX_SHIFT, MAX_SHIFT)
 
 
+def qat_output_shift(
+    weight: torch.Tensor, bias: torch.Tensor | None, bits: int, quantile: float
+) -> torch.Tensor:
+    """The output shift quantization-aware training uses: `binary_shift_for` the weights of
+    a binary layer, else `output_shift_for` its weights and bias."""
+    if bits == BINARY:
+        return binary_shift_for(weight)
+    params = weight if bias is None else torch.cat([weight.flatten(), bias.flatten()])
+    return output_shift_for(params, quantile)
+
+
 def pow2(k: torch.Tensor) -> torch.Tensor:
     """2**k as float32 for integer-valued k in [-126, 127], exactly on every device (built
     from the float32 exponent bits, not by a pow/exp2 approximation)."""
@@ -72,7 +104,10 @@ def pow2(k: torch.Tensor) -> torch.Tensor:
 
 
 def fake_quantize_weight(w: torch.Tensor, bits: int) -> torch.Tensor:
-    """Weights (already divided by 2^shift) on the `bits`-bit grid, as training floats."""
+    """Weights (already divided by 2^shift) on the `bits`-bit grid, as training floats;
+    binary weights are +/-1 (straight-through gradient, as for the other widths)."""
+    if bits == BINARY:
+        return straight_through(w, binarize(w))
     lo, hi = weight_levels(bits)
     scale = 2 ** (bits - 1)
     q = torch.clamp(round_half_up(w * scale), lo, hi) / scale
@@ -82,7 +117,7 @@ def fake_quantize_weight(w: torch.Tensor, bits: int) -> torch.Tensor:
 def fake_quantize_bias(b: torch.Tensor, bits: int) -> torch.Tensor:
     """Bias (already divided by 2^shift) as the chip adds it: one signed byte, counted in units
     of 2^-(bits-1) so that it lines up with `bits`-bit weights times 8-bit data."""
-    scale = 2 ** (bits - 1)
+    scale = 2 ** (hardware_bits(bits) - 1)
     q = torch.clamp(round_half_up(b * scale), BIAS_MIN, BIAS_MAX) / scale
     return straight_through(b, q)
 
@@ -95,8 +130,11 @@ def integer_parameters(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Integer weights and bias bytes of a layer trained with quantization-aware training."""
     lo, hi = weight_levels(bits)
-    scale = 2.0 ** (bits - 1) * 2.0 ** (-float(shift))
-    w = torch.clamp(round_half_up(weight.detach().double() * scale), lo, hi)
+    scale = 2.0 ** (hardware_bits(bits) - 1) * 2.0 ** (-float(shift))
+    if bits == BINARY:
+        w = binarize(weight.detach().double())
+    else:
+        w = torch.clamp(round_half_up(weight.detach().double() * scale), lo, hi)
     b = None
     if bias is not None:
         b = torch.clamp(round_half_up(bias.detach().double() * scale), BIAS_MIN, BIAS_MAX)

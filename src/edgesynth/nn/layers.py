@@ -99,7 +99,7 @@ class _ConvBase(HardwareLayer):
         activation: str | None = None,
         wide: bool = False,
         batchnorm: str | None = None,
-        weight_bits: int | None = None,
+        weight_bits: int | str | None = None,
         bias_bits: int | None = None,  # vendor spelling; always equals weight_bits here
         quantize_activation: bool = False,  # vendor spelling; implied by weight_bits
         shift_quantile: float = 1.0,
@@ -329,7 +329,7 @@ class Linear(HardwareLayer):
         bias: bool = True,
         activation: str | None = None,
         wide: bool = False,
-        weight_bits: int | None = None,
+        weight_bits: int | str | None = None,
         bias_bits: int | None = None,
         quantize_activation: bool = False,
         shift_quantile: float = 1.0,

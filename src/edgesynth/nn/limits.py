@@ -85,9 +85,17 @@ def check_channels(chk: LayerCheck, in_channels: int, out_channels: int) -> None
     chk.within("out_channels", out_channels, 1, chk.device.max_channels)
 
 
-def check_weight_bits(chk: LayerCheck, weight_bits: int | None) -> None:
-    if weight_bits is not None:
-        chk.one_of("weight_bits", weight_bits, chk.device.weight_bits)
+BINARY_NAMES = ("binary", -1)  # how a layer asks for +/-1 weights (MAX78002)
+
+
+def check_weight_bits(chk: LayerCheck, weight_bits: int | str | None) -> None:
+    if weight_bits in BINARY_NAMES:
+        chk.require(
+            chk.device.supports_binary_weights,
+            f"`weight_bits`={weight_bits!r}: binary (+/-1) weights need the MAX78002",
+        )
+    elif weight_bits is not None:
+        chk.one_of("weight_bits", weight_bits, (*chk.device.weight_bits, *binary_choice(chk)))
 
 
 def check_groups(chk: LayerCheck, groups: int, in_channels: int, out_channels: int) -> None:
@@ -101,3 +109,8 @@ def check_groups(chk: LayerCheck, groups: int, in_channels: int, out_channels: i
         groups == in_channels == out_channels,
         f"`groups`={groups} must be 1 or equal to in_channels and out_channels (depthwise)",
     )
+
+
+def binary_choice(chk: LayerCheck) -> tuple[str, ...]:
+    """'binary' among the allowed weight widths where the device has binary weights."""
+    return ("binary",) if chk.device.supports_binary_weights else ()

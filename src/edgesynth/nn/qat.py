@@ -3,7 +3,7 @@
 The policy file is the vendor's `qat_policy.yaml`:
 
     start_epoch: 10          # epoch at which QAT starts (batchnorm is folded then)
-    weight_bits: 8           # 1, 2, 4 or 8 for every layer...
+    weight_bits: 8           # 1, 2, 4 or 8 (MAX78002: or binary, +/-1) for every layer...
     shift_quantile: 0.995    # optional: quantile of |params| the output shift covers (1.0)
     overrides:               # optional: per layer (module name) settings
       conv1: {weight_bits: 8}
@@ -25,10 +25,12 @@ from torch import nn
 from edgesynth.errors import EdgesynthError, did_you_mean
 from edgesynth.nn import device as device_setting
 from edgesynth.nn.bnfold import fuse_bn_layers
+from edgesynth.nn.functional import BINARY
 from edgesynth.nn.layers import HardwareLayer
 
 TOP_KEYS = ("start_epoch", "weight_bits", "shift_quantile", "overrides", "outlier_removal_z_score")
 OVERRIDE_KEYS = ("weight_bits", "shift_quantile")
+ALL_WEIGHT_BITS = (1, 2, 4, 8)  # either device; binary needs the MAX78002
 
 
 @dataclass(frozen=True)
@@ -53,15 +55,24 @@ class QatPolicy:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "start_epoch": self.start_epoch,
-            "weight_bits": self.weight_bits,
+            "weight_bits": _bits_name(self.weight_bits),
             "shift_quantile": self.shift_quantile,
         }
         if self.overrides:
             d["overrides"] = {
-                k: {f: v for f, v in vars(o).items() if v is not None}
+                k: {
+                    f: _bits_name(v) if f == "weight_bits" else v
+                    for f, v in vars(o).items()
+                    if v is not None
+                }
                 for k, o in self.overrides.items()
             }
         return d
+
+
+def _bits_name(bits: int) -> int | str:
+    """How a policy file spells weight bits (binary as `binary`)."""
+    return "binary" if bits == BINARY else bits
 
 
 def _fail(message: str, source: str, line: int | None = None, key: str | None = None) -> None:
@@ -87,7 +98,11 @@ def _check_keys(
 
 
 def _bits(value: Any, source: str, line: int | None, key: str) -> int:
-    allowed = device_setting.current().device.weight_bits
+    """Weight bits of a policy entry; `binary` (+/-1 weights, MAX78002 only: see
+    `check_policy_fits`) is -1."""
+    allowed: tuple[int | str, ...] = (*ALL_WEIGHT_BITS, "binary")
+    if isinstance(value, str) and value.lower() == "binary":
+        return BINARY
     if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
         _fail(f"must be one of {', '.join(map(str, allowed))}, got {value!r}.", source, line, key)
     return int(value)
@@ -182,6 +197,11 @@ def _override_nodes(node: yaml.MappingNode | None) -> dict[str, yaml.MappingNode
     return {}
 
 
+def bits_label(bits: int) -> str:
+    """'8-bit', or 'binary (+/-1)' for -1."""
+    return "binary (+/-1)" if bits == BINARY else f"{bits}-bit"
+
+
 def qat_layers(model: nn.Module) -> dict[str, HardwareLayer]:
     """The model's weighted edgesynth.nn layers by module name (`module.` prefix removed)."""
     out = {}
@@ -202,6 +222,29 @@ def check_policy_fits(model: nn.Module, policy: QatPolicy, source: str = "QAT po
             + ", ".join(layers)
             + "."
             + did_you_mean(unknown[0], layers),
+            file=source,
+        )
+    check_binary_mix(model, policy, source)
+
+
+def check_binary_mix(model: nn.Module, policy: QatPolicy, source: str = "QAT policy") -> None:
+    """Binary (+/-1) weights only on the MAX78002, and never beside 1-bit (0/-1) layers."""
+    layers = qat_layers(model).items()
+    bits = {name: policy.for_layer(name)[0] for name, m in layers if m.op is not None}
+    binary = [n for n, b in bits.items() if b == BINARY]
+    one_bit = [n for n, b in bits.items() if b == 1]
+    device = device_setting.current().device
+    if binary and not device.supports_binary_weights:
+        raise EdgesynthError(
+            f"layer `{binary[0]}` gets binary (+/-1) weights, which the {device.name} does not "
+            "have (the MAX78002 does); use 1, 2, 4 or 8 bits.",
+            file=source,
+        )
+    if binary and one_bit:
+        raise EdgesynthError(
+            f"layer `{one_bit[0]}` gets 1-bit (0/-1) weights and layer `{binary[0]}` binary "
+            "(+/-1) weights; one network cannot have both: make the 1-bit layers 2-bit or "
+            "binary.",
             file=source,
         )
 

@@ -13,6 +13,9 @@ one byte. Float layers are post-training quantized with a clip method:
   divided by 2^shift, clipped, and the chip's shift multiplies the result back, so the
   layer computes the float function except where weights exceed the threshold.
 
+Layers QAT-trained with binary weights (`weight_bits` -1, MAX78002) become 1-bit layers whose
+weights are all +/-1 (the sign), with the shift QAT used; the synthesizer runs them as binary.
+
 The result is written in the vendor's layout: integer `op.weight`, `op.bias` holding the bias
 byte times 2^(weight_bits-1), `output_shift`, `weight_bits`, `bias_bits`, `quantize_activation`
 1, `adjust_output_shift` 0. Batchnorm still in the checkpoint is folded first.
@@ -77,6 +80,7 @@ class QuantizeOptions:
     weight_bits: int | None = None  # default for layers without their own
     layer_bits: list[int | None] | None = None  # per weight layer, from a network YAML
     allowed_bits: tuple[int, ...] = (1, 2, 4, 8)
+    binary_weights: bool = True  # the device runs +/-1 weights (layers QAT-trained as binary)
 
 
 def _scalar(state: dict[str, torch.Tensor], key: str, default: float) -> float:
@@ -122,6 +126,18 @@ def _bits_for(state: dict[str, torch.Tensor], name: str, index: int, opts: Quant
     if bits is None:
         stored = int(_scalar(state, f"{name}.weight_bits", 0))
         bits = stored or opts.weight_bits or 8
+    if bits == hw.BINARY:
+        if not opts.binary_weights:
+            raise EdgesynthError(
+                f"layer `{name}` was trained with binary (+/-1) weights, which only the "
+                "MAX78002 runs; quantize it with --device MAX78002."
+            )
+        if opts.clip_method is not None:
+            raise EdgesynthError(
+                f"layer `{name}` was trained with binary (+/-1) weights: quantize it as "
+                "trained, without --clip-method."
+            )
+        return bits
     if bits not in opts.allowed_bits:
         raise EdgesynthError(
             f"layer `{name}`: {bits}-bit weights are not supported; choose "
@@ -140,14 +156,13 @@ def _quantize_layer(
     bits = _bits_for(state, name, index, opts)
     trained_bits = _scalar(state, f"{name}.weight_bits", 0)
     adjust = _scalar(state, f"{name}.adjust_output_shift", 1)
-    if trained_bits > 0 and adjust == 0:
+    if trained_bits != 0 and adjust == 0:
         raise EdgesynthError(f"layer `{name}` is already quantized (adjust_output_shift is 0).")
-    qat = trained_bits > 0 and opts.clip_method is None
+    qat = trained_bits != 0 and opts.clip_method is None
     quantile = _scalar(state, f"{name}.shift_quantile", 1.0)
     method = "QAT" if qat else (opts.clip_method or "SCALE")
     if qat:
-        params = w.flatten() if b is None else torch.cat([w.flatten(), b.flatten()])
-        shift = int(hw.output_shift_for(params, quantile).item())
+        shift = int(hw.qat_output_shift(w, b, bits, quantile).item())
         factor = 2.0 ** (-shift)
     elif method == "SCALE":
         shift, factor = 0, opts.scale
@@ -156,11 +171,12 @@ def _quantize_layer(
         shift = int(hw.output_shift_for(torch.tensor([t])).item())
         factor = 2.0 ** (-shift)
     lo, hi = hw.weight_levels(bits)
-    scaled = hw.round_half_up(w * factor * 2 ** (bits - 1))
-    w_int = scaled.clamp(lo, hi)
+    unit = 2 ** (hw.hardware_bits(bits) - 1)  # binary weights count as 1 bit
+    scaled = hw.round_half_up(w * factor * unit)
+    w_int = hw.binarize(w) if bits == hw.BINARY else scaled.clamp(lo, hi)
     entries: dict[str, torch.Tensor] = {
         "output_shift": torch.tensor([float(shift)]),
-        "weight_bits": torch.tensor([float(bits)]),
+        "weight_bits": torch.tensor([float(hw.hardware_bits(bits))]),
         "bias_bits": torch.tensor([8.0]),
         "quantize_activation": torch.tensor([1.0]),
         "adjust_output_shift": torch.tensor([0.0]),
@@ -168,9 +184,9 @@ def _quantize_layer(
         wkey: w_int.float(),
     }
     if b is not None:
-        b_int = hw.round_half_up(b * factor * 2 ** (bits - 1)).clamp(hw.BIAS_MIN, hw.BIAS_MAX)
-        entries[bkey] = (b_int * 2 ** (bits - 1)).float()
-    clipped = int((scaled != w_int).sum())
+        b_int = hw.round_half_up(b * factor * unit).clamp(hw.BIAS_MIN, hw.BIAS_MAX)
+        entries[bkey] = (b_int * unit).float()
+    clipped = 0 if bits == hw.BINARY else int((scaled != w_int).sum())
     return entries, LayerReport(name, bits, shift, method, clipped, w.numel())
 
 

@@ -273,6 +273,7 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         help="train on the first N items only (quick experiments)",
     )
     _add_distillation(p)
+    _add_regression_and_logs(p)
     p.set_defaults(handler=train)
     _list_catalog_in_help(p)
 
@@ -315,6 +316,38 @@ def _add_schedule(p: argparse.ArgumentParser) -> None:
         help="epochs 0..W-1 at lr*(e+1)/(W+1)",
     )
     s.add_argument("--class-weights", metavar="W0,W1,...", help="the loss's weight of each class")
+
+
+def _add_regression_and_logs(p: argparse.ArgumentParser) -> None:
+    from edgesynth.train.defaults import LOSSES
+
+    r = p.add_argument_group("regression, samples and TensorBoard (the vendor's options)")
+    r.add_argument(
+        "--loss",
+        choices=LOSSES,
+        help="ce (classification; the default for class labels), or for a dataset of target "
+        "vectors mse (the default), l1, smoothl1, cosine",
+    )
+    r.add_argument(
+        "--regression",
+        action="store_true",
+        help="the targets are vectors (a --dataset-file returning N x D floats); like --loss mse",
+    )
+    r.add_argument(
+        "--slice-sample",
+        action="store_true",
+        help="--save-sample keeps the first 3 channels (RGB models of data with more)",
+    )
+    r.add_argument(
+        "--param-hist",
+        action="store_true",
+        help="with --tensorboard: histograms of every parameter tensor, every epoch",
+    )
+    r.add_argument(
+        "--pr-curves",
+        action="store_true",
+        help="with --tensorboard: precision-recall curves of the test set, every epoch",
+    )
 
 
 def _add_distillation(p: argparse.ArgumentParser) -> None:
@@ -389,16 +422,20 @@ def quantize(args: argparse.Namespace) -> int:
         weight_bits=args.weight_bits,
         layer_bits=yaml_layer_bits(args.config_file) if args.config_file else None,
         allowed_bits=dev.weight_bits,
+        binary_weights=dev.supports_binary_weights,
     )
     if args.scale is not None and method != "SCALE":
         print("note: --scale only applies to --clip-method SCALE")
     reports = quantize_file(
         args.input, args.output, opts, inputs=[args.config_file], overwrite=args.overwrite
     )
+    from edgesynth.nn.qat import bits_label
+
     for r in reports:
         clipped = f", {r.clipped}/{r.total} weights clipped" if r.clipped else ""
         print(
-            f"  {r.name}: {r.method}, {r.weight_bits}-bit, output_shift {r.output_shift}{clipped}"
+            f"  {r.name}: {r.method}, {bits_label(r.weight_bits)}, "
+            f"output_shift {r.output_shift}{clipped}"
         )
     print(f"Quantized {plural(len(reports), 'layer')} for {dev.name}: {args.output}")
     return 0

@@ -27,6 +27,7 @@ from edgesynth.train.distill import TeacherSpec, check_spec
 from edgesynth.train.loop import TrainConfig, build_model, evaluate, run
 from edgesynth.train.metrics import format_confusion
 from edgesynth.train.models import get_model_info
+from edgesynth.train.regression import choose_loss, is_regression
 from edgesynth.train.rundir import run_folder
 from edgesynth.train.schedule import Schedule, make_schedule
 from edgesynth.train.usermodel import UserModel, probe, user_model
@@ -93,6 +94,11 @@ class TrainArgs:
     kd_temperature: float = 1.0
     kd_distill_weight: float = 0.5
     kd_student_weight: float = 0.5
+    loss: str | None = None  # ce, or a regression loss (default: by the dataset's targets)
+    regression: bool = False  # the vendor's --regression: the targets are vectors
+    slice_sample: bool = False  # --save-sample keeps the first 3 channels (RGB models)
+    param_hist: bool = False  # TensorBoard histograms of the parameters every epoch
+    pr_curves: bool = False  # TensorBoard precision-recall curves of the test set
 
 
 _PATH_FIELDS = ("data", "out_dir", "resume", "checkpoint", "yaml_template", "teacher")
@@ -180,6 +186,18 @@ def _config(
     )
     teacher = _teacher(args)
     dataset = _training_data(args)
+    loss = _loss_for(args, dataset)
+    if is_regression(loss) and args.pr_curves:
+        raise EdgesynthError(
+            "precision-recall curves are of classes; this dataset's targets are vectors.",
+            key="--pr-curves",
+        )
+    if is_regression(loss) and teacher is not None:
+        raise EdgesynthError(
+            "distillation (--teacher) trains classifiers; a regression dataset learns its "
+            "target vectors (a teacher's embeddings can be those targets).",
+            key="--teacher",
+        )
     if args.workers < 0:
         raise EdgesynthError(f"must be 0 or more, got {args.workers}.", key="--workers")
     if args.optimizer not in ("adam", "sgd"):
@@ -213,6 +231,9 @@ def _config(
         schedule=schedule,
         teacher=teacher,
         extras=_user_extras(args),
+        loss=loss,
+        param_hist=args.param_hist,
+        pr_curves=args.pr_curves,
     )
 
 
@@ -221,7 +242,10 @@ def _check_before_writing(args: TrainArgs, cfg: TrainConfig) -> None:
     probe = build_model(cfg)
     check_model_takes_data(probe, cfg)
     if cfg.qat_policy is not None:
-        check_policy_fits(probe, cfg.qat_policy, args.qat_policy or "QAT policy")
+        from edgesynth import nn as enn
+
+        with enn.use(cfg.device):
+            check_policy_fits(probe, cfg.qat_policy, args.qat_policy or "QAT policy")
     if args.resume is not None:
         from edgesynth.train.loop import resume_state
 
@@ -335,11 +359,14 @@ def _train_in(
     if run_dir is None:
         return
     last = result.history[-1].test if result.history else None
-    if last is not None:
+    if last is not None and last.regression is None:
         log("Confusion matrix (rows: true class, columns: predicted):")
         log(format_confusion(last.confusion, dataset.classes))
     if args.save_sample is not None:
-        log(f"Sample: {deploy.save_sample(dataset.test, args.save_sample, run_dir, dataset.name)}")
+        sample = deploy.save_sample(
+            dataset.test, args.save_sample, run_dir, dataset.name, channels=_channels(args)
+        )
+        log(f"Sample: {sample}")
     template = yaml_template(
         result.model,
         arch=model,
@@ -361,8 +388,11 @@ def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, 
     quantize_file(best, quantized, QuantizeOptions())
     log(f"Quantized checkpoint: {quantized}")
     net = deploy.load_model(quantized, cfg.model, cfg.dataset, cfg.device, user=cfg.user_model)
-    m = deploy.eight_bit_metrics(net, cfg.dataset, cfg.device, cfg.avg_pool_rounding)
-    log(f"8-bit (quantized) test top1 {m.top1:.2f}%")
+    m = deploy.eight_bit_metrics(net, cfg.dataset, cfg.device, cfg.avg_pool_rounding, loss=cfg.loss)
+    if m.regression is not None:
+        log(f"8-bit (quantized) test {m.describe()} loss {m.loss:.4f}")
+    else:
+        log(f"8-bit (quantized) test top1 {m.top1:.2f}%")
     if args.simulate:
         check = deploy.simulator_check(
             yaml_path,
@@ -374,6 +404,12 @@ def _finish_qat(args: TrainArgs, cfg: TrainConfig, best: Path, yaml_path: Path, 
             net,
             avg_pool_rounding=cfg.avg_pool_rounding,
         )
+        if m.regression is not None:
+            log(
+                f"Simulator on {check.count} test items: identical outputs to the 8-bit "
+                f"model {check.exact:.2f}%"
+            )
+            return
         log(
             f"Simulator on {check.count} test images: top1 {check.sim_top1:.2f}%, "
             f"same class as the 8-bit model {check.agree:.2f}%, identical outputs "
@@ -400,19 +436,26 @@ def _evaluate_only(
         device=device,
         eight_bit=args.eight_bit,
         avg_pool_rounding=args.avg_pool_rounding,
+        loss=_loss_for(args, dataset),
     )
     mode = "8-bit" if args.eight_bit else "float"
     log(
         f"{model} on {dataset.name} test ({len(dataset.test)} items, {mode}): "
-        f"top1 {m.top1:.2f}% top5 {m.top5:.2f}% loss {m.loss:.4f}"
+        f"{m.describe()} loss {m.loss:.4f}"
     )
-    log(format_confusion(m.confusion, dataset.classes))
+    if m.regression is None:
+        log(format_confusion(m.confusion, dataset.classes))
     if args.save_sample is not None:
         log(
             "Sample: "
             + str(
                 deploy.save_sample(
-                    dataset.test, args.save_sample, Path("."), dataset.name, args.overwrite
+                    dataset.test,
+                    args.save_sample,
+                    Path("."),
+                    dataset.name,
+                    args.overwrite,
+                    channels=_channels(args),
                 )
             )
         )
@@ -462,6 +505,22 @@ def _load_data(args: TrainArgs) -> Dataset:
 
         return load_user_dataset(args.dataset_file, args.data)
     return load_dataset(args.dataset or "digits", args.data, allow_download=args.download)
+
+
+def _channels(args: TrainArgs) -> int | None:
+    """--slice-sample: the sample keeps the first 3 channels (the vendor's RGB slice)."""
+    return 3 if args.slice_sample else None
+
+
+def _loss_for(args: TrainArgs, dataset: Dataset) -> str:
+    """--loss, or the dataset's default (cross-entropy for labels, mse for vectors)."""
+    loss = choose_loss(args.loss, args.regression, dataset.regression)
+    if is_regression(loss) and dataset.class_weights is not None:
+        raise EdgesynthError(
+            "class weights weigh class labels; this dataset's targets are vectors.",
+            key="--class-weights",
+        )
+    return loss
 
 
 def _training_data(args: TrainArgs) -> Dataset:

@@ -74,6 +74,11 @@ class Dataset:
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.train.x.shape[1:])
 
+    @property
+    def regression(self) -> bool:
+        """The targets are vectors (N x D floats; D outputs), not class numbers."""
+        return self.train.y.is_floating_point()
+
 
 def normalize(pixels: np.ndarray) -> torch.Tensor:
     """Pixels in [0, 1] -> training floats on the chip's grid: round((p - .5) * 256) / 128."""

@@ -48,24 +48,42 @@ def load_model(
 
 
 def save_sample(
-    split: Split, index: int, folder: Path, dataset: str, overwrite: bool = False
+    split: Split,
+    index: int,
+    folder: Path,
+    dataset: str,
+    overwrite: bool = False,
+    channels: int | None = None,
 ) -> Path:
     """Write test item `index` as the synthesizer's sample file `sample_<dataset>.npy` (an
-    existing file only with `overwrite`)."""
+    existing file only with `overwrite`); `channels`: only the first that many (the vendor's
+    --slice-sample keeps 3, for RGB models of data with more channels)."""
     from edgesynth.errors import EdgesynthError
 
     if not 0 <= index < len(split):
         raise EdgesynthError(f"--save-sample {index}: the test set has {len(split)} items.")
+    item = split.x[index]
+    if channels is not None:
+        if item.shape[0] < channels:
+            raise EdgesynthError(
+                f"--slice-sample keeps {channels} channels; the items have {item.shape[0]}.",
+                key="--slice-sample",
+            )
+        item = item[:channels]
     return save_npy_atomic(
         folder / f"sample_{dataset.lower()}.npy",
-        to_chip(split.x[index]),
+        to_chip(item),
         overwrite=overwrite,
         option="--save-sample",
     )
 
 
 def eight_bit_metrics(
-    net: nn.Module, dataset: Dataset, device: str, avg_pool_rounding: bool = False
+    net: nn.Module,
+    dataset: Dataset,
+    device: str,
+    avg_pool_rounding: bool = False,
+    loss: str = "ce",
 ) -> Metrics:
     return evaluate(
         net,
@@ -74,6 +92,7 @@ def eight_bit_metrics(
         device=device,
         eight_bit=True,
         avg_pool_rounding=avg_pool_rounding,
+        loss=loss,
     )
 
 
@@ -127,9 +146,10 @@ def simulator_check(
         if outputs_model is not None:
             exact += int(np.array_equal(out, outputs_model[i].reshape(-1).astype(np.int64)))
     labels = test.y[:count].numpy()
+    regression = labels.ndim != 1  # target vectors: no class to compare
     return SimCheck(
         count,
-        100.0 * float((preds == labels).mean()),
-        100.0 * float((preds == model_predictions[:count]).mean()),
+        float("nan") if regression else 100.0 * float((preds == labels).mean()),
+        float("nan") if regression else 100.0 * float((preds == model_predictions[:count]).mean()),
         100.0 * exact / count if outputs_model is not None else float("nan"),
     )

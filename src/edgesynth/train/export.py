@@ -21,11 +21,14 @@ import torch
 from torch import nn
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.nn import functional as hw
 from edgesynth.nn.base import QUANTIZED, HardwareLayer
 
 
 def float_model(net: nn.Module, source: str) -> nn.Module:
-    """`net` with every hardware layer in float mode (QAT machinery off), for export."""
+    """`net` with every hardware layer in float mode (QAT machinery off), for export; a
+    layer trained with binary weights keeps them (sign(w) * 2^shift): its float weights alone
+    are not what it learned."""
     for name, layer in net.named_modules():
         if not isinstance(layer, HardwareLayer):
             continue
@@ -34,6 +37,9 @@ def float_model(net: nn.Module, source: str) -> nn.Module:
                 f"{source}: layer `{name}` holds quantized integers (a -q checkpoint); export "
                 "the trained checkpoint before quantization (e.g. qat_best.pth.tar)"
             )
+        if layer.op is not None and layer.mode().bits == hw.BINARY:
+            w = layer.op.weight.data
+            w.copy_(hw.binarize(w) * hw.pow2(hw.binary_shift_for(w)))
         layer.weight_bits.fill_(0.0)
         layer.bias_bits.fill_(0.0)
         layer.quantize_activation.fill_(0.0)

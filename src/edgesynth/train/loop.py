@@ -19,7 +19,7 @@ from torch import nn
 
 import edgesynth.nn as enn
 from edgesynth.errors import EdgesynthError
-from edgesynth.nn.qat import QatPolicy, check_policy_fits, enable_qat, is_qat
+from edgesynth.nn.qat import QatPolicy, bits_label, check_policy_fits, enable_qat, is_qat
 from edgesynth.quant.checkpoint import load_state, model_state, read_checkpoint, write_checkpoint
 from edgesynth.train import accel, defaults, distributed
 from edgesynth.train.audio_datasets import augment_audio
@@ -27,6 +27,12 @@ from edgesynth.train.datasets import Dataset, Split
 from edgesynth.train.distill import TeacherSpec, kd_loss, load_teacher
 from edgesynth.train.metrics import MetricAccumulator, Metrics
 from edgesynth.train.models import create_model, get_model_info
+from edgesynth.train.regression import (
+    OutputUnit,
+    RegressionAccumulator,
+    is_regression,
+    regression_loss,
+)
 from edgesynth.train.schedule import Schedule
 from edgesynth.train.usermodel import UserModel
 
@@ -62,6 +68,9 @@ class TrainConfig:
     user_model: UserModel | None = None  # the user's class (`model` is then its name)
     schedule: Schedule = field(default_factory=Schedule)
     teacher: TeacherSpec | None = None  # knowledge distillation
+    loss: str = "ce"  # ce (classification) or a regression loss (see train/regression.py)
+    param_hist: bool = False  # TensorBoard: histograms of every parameter, every epoch
+    pr_curves: bool = False  # TensorBoard: precision-recall curves of the test set
 
     @property
     def rank_batch_size(self) -> int:
@@ -250,7 +259,7 @@ def train_epoch(
     step_model.train()
     device = cfg.torch_device
     precision = accel.Precision(device.type, cfg.amp)
-    acc = MetricAccumulator(num_classes)
+    acc = _accumulator(cfg.loss, num_classes)
     batches_ = loader(
         data,
         cfg.rank_batch_size,
@@ -278,6 +287,8 @@ def train_epoch(
                     with torch.no_grad():
                         taught = teacher(x).float()
                     loss = kd_loss(logits.float(), taught, y_dev, cfg.teacher, weight)
+                elif is_regression(cfg.loss):
+                    loss = regression_loss(cfg.loss, logits.float(), y_dev)
                 else:
                     loss = F.cross_entropy(logits.float(), y_dev, weight=weight)
             optimizer.zero_grad(set_to_none=True)
@@ -294,6 +305,10 @@ def train_epoch(
     )
     n = max(n, 1.0)
     return loss_sum / n, 100.0 * correct / n
+
+
+def _accumulator(loss: str, num_classes: int) -> MetricAccumulator | RegressionAccumulator:
+    return RegressionAccumulator() if is_regression(loss) else MetricAccumulator(num_classes)
 
 
 def _reduce_device(cfg: TrainConfig) -> torch.device:
@@ -317,9 +332,13 @@ def evaluate(
     eight_bit: bool = False,
     avg_pool_rounding: bool = False,
     batch_size: int = 256,
+    loss: str = "ce",
 ) -> Metrics:
-    """Accuracy on `data`, in float or in 8-bit mode (the chip's integers), on the device
-    the model is on (8-bit mode needs float64: on Apple's GPU it runs on the CPU)."""
+    """Accuracy on `data` (or the regression scores, for a regression `loss`), in float or
+    in 8-bit mode (the chip's integers), on the device the model is on (8-bit mode needs
+    float64: on Apple's GPU it runs on the CPU)."""
+    if is_regression(loss):
+        return _evaluate_regression(model, data, device, eight_bit, avg_pool_rounding, loss)
     where = _model_device(model)
     if eight_bit and where.type == "mps":
         model, where = copy.deepcopy(model).cpu(), torch.device("cpu")
@@ -332,6 +351,29 @@ def evaluate(
             logits = model(inp).float().cpu()
             loss = float(F.cross_entropy(logits / (2**14 if eight_bit else 1), y))
             acc.add(logits, y, loss)
+    return acc.result()
+
+
+@torch.no_grad()
+def _evaluate_regression(
+    model: nn.Module, data: Split, device: str, eight_bit: bool, rounding: bool, loss: str
+) -> Metrics:
+    """Regression scores; in 8-bit mode the chip's integers, rescaled to training values."""
+    where = _model_device(model)
+    if eight_bit and where.type == "mps":
+        model, where = copy.deepcopy(model).cpu(), torch.device("cpu")
+    model.eval()
+    acc = RegressionAccumulator()
+    with enn.use(device, simulate=eight_bit, avg_pool_rounding=rounding):
+        for x, y in loader(data, 256, shuffle=False):
+            x = x.to(where)
+            if eight_bit:
+                watch = OutputUnit(model)
+                out = model(torch.round(x.double() * 128)).double().cpu()
+                out = out / watch.unit()
+            else:
+                out = model(x).double().cpu()
+            acc.add(out, y, float(regression_loss(loss, out, y.double())))
     return acc.result()
 
 
@@ -402,7 +444,8 @@ def _setup(cfg: TrainConfig, log: Log) -> tuple[TrainConfig, _State, torch.Gener
     gen = seed_everything(cfg.seed + ctx.rank, cfg.deterministic) if cfg.seed is not None else None
     model = build_model(cfg)
     if cfg.qat_policy is not None:
-        check_policy_fits(model, cfg.qat_policy)
+        with enn.use(cfg.device):
+            check_policy_fits(model, cfg.qat_policy)
     start, saved, opt_state = 0, {}, {}
     if cfg.resume is not None:
         start, saved, opt_state = resume_state(cfg, model)
@@ -416,10 +459,10 @@ def _setup(cfg: TrainConfig, log: Log) -> tuple[TrainConfig, _State, torch.Gener
             optimizer.load_state_dict(opt_state)
         except (ValueError, KeyError):
             log("note: the optimizer state does not fit this run; starting it afresh")
-    saved_best = float(saved.get("best_top1", -1.0))
+    saved_best = float(saved.get("best_top1", -saved.get("best_loss", math.inf)))
     best = {
-        "float": saved_best if not is_qat(model) else -1.0,
-        "qat": saved_best if is_qat(model) else -1.0,
+        "float": saved_best if not is_qat(model) else -math.inf,
+        "qat": saved_best if is_qat(model) else -math.inf,
     }
     state = _State(model, step_model, optimizer, start, best)
     if cfg.teacher is not None:
@@ -437,33 +480,47 @@ def _start_qat_if_due(cfg: TrainConfig, state: _State, epoch: int, log: Log) -> 
     policy = cfg.qat_policy
     if policy is None or epoch < policy.start_epoch or is_qat(state.model):
         return
-    folded = enable_qat(state.model, policy)
+    with enn.use(cfg.device):  # the device's limits (binary weights: MAX78002 only)
+        folded = enable_qat(state.model, policy)
     state.model = state.model.to(cfg.torch_device)
     state.step_model = _step_model(state.model, cfg)
     state.optimizer = make_optimizer(cfg, state.model, lr_at(cfg, epoch))
     log(
         f"epoch {epoch}: quantization-aware training starts "
-        f"({policy.weight_bits}-bit weights, {folded} batchnorm layers folded)"
+        f"({bits_label(policy.weight_bits)} weights, {folded} batchnorm layers folded)"
     )
 
 
 def _log_epoch(
     writer: Any, desc: str, epoch: int, loss: float, top1: float, m: Metrics, lr: float, log: Log
 ) -> None:
-    log(
-        f"{desc}: train loss {loss:.4f} top1 {top1:.2f}% | test loss {m.loss:.4f} "
-        f"top1 {m.top1:.2f}% top5 {m.top5:.2f}% lr {lr:.2e}"
-    )
+    train = f"train loss {loss:.4f}" + ("" if m.regression else f" top1 {top1:.2f}%")
+    log(f"{desc}: {train} | test loss {m.loss:.4f} {m.describe()} lr {lr:.2e}")
     if writer is None:
         return
-    for tag, value in (
-        ("train/loss", loss),
-        ("train/top1", top1),
-        ("test/loss", m.loss),
-        ("test/top1", m.top1),
-        ("test/top5", m.top5),
-    ):
+    if m.regression is not None:
+        r = m.regression
+        scalars = [("train/loss", loss), ("test/loss", m.loss), ("test/mse", r.mse)]
+        scalars += [("test/mae", r.mae), ("test/cosine", r.cosine)]
+    else:
+        scalars = [("train/loss", loss), ("train/top1", top1), ("test/loss", m.loss)]
+        scalars += [("test/top1", m.top1), ("test/top5", m.top5)]
+    for tag, value in scalars:
         writer.add_scalar(tag, value, epoch)
+    writer.flush()
+
+
+def _log_extras(writer: Any, cfg: TrainConfig, model: nn.Module, epoch: int) -> None:
+    """--param-hist and --pr-curves: TensorBoard histograms and precision-recall curves."""
+    if writer is None or not (cfg.param_hist or cfg.pr_curves):
+        return
+    from edgesynth.train import tblog
+
+    if cfg.param_hist:
+        tblog.log_param_histograms(writer, model, epoch)
+    if cfg.pr_curves:
+        ds = cfg.dataset
+        tblog.log_pr_curves(writer, model, ds.test, ds.classes, cfg.device, epoch)
     writer.flush()
 
 
@@ -474,14 +531,18 @@ def _save_epoch(
     phase = "qat" if qat else "float"
     prefix = "qat_" if qat else ""
     best = state.best[phase]
+    score = m.score  # top-1, or the negative loss for regression
+    kind = ("loss", -1.0) if m.regression is not None else ("top1", 1.0)
     extras = checkpoint_extras(
         cfg,
-        current_top1=m.top1,
-        best_top1=max(best, m.top1),
-        best_epoch=epoch if m.top1 > best else None,
+        **{
+            f"current_{kind[0]}": kind[1] * score,
+            f"best_{kind[0]}": kind[1] * max(best, score),
+            "best_epoch": epoch if score > best else None,
+        },
     )
     weights = model_state(state.model)
-    names = [f"{prefix}checkpoint"] + ([f"{prefix}best"] if m.top1 > best else [])
+    names = [f"{prefix}checkpoint"] + ([f"{prefix}best"] if score > best else [])
     for name in names:
         state.paths[name] = write_checkpoint(
             run_dir / f"{name}.pth.tar",
@@ -492,7 +553,7 @@ def _save_epoch(
             optimizer=state.optimizer,
             overwrite=True,  # the run folder's own files, rewritten every epoch
         )
-    state.best[phase] = max(best, m.top1)
+    state.best[phase] = max(best, score)
 
 
 def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult:
@@ -503,7 +564,8 @@ def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult
     """
     cfg, state, gen = _setup(cfg, log)
     scaler = accel.Precision(cfg.torch_device.type, cfg.amp).scaler()
-    writer = _tensorboard(run_dir) if cfg.tensorboard and run_dir is not None else None
+    logs = cfg.tensorboard or cfg.param_hist or cfg.pr_curves
+    writer = _tensorboard(run_dir) if logs and run_dir is not None else None
     ds = cfg.dataset
     for epoch in range(state.start, cfg.epochs):
         _start_qat_if_due(cfg, state, epoch, log)
@@ -533,10 +595,12 @@ def run(cfg: TrainConfig, run_dir: Path | None, log: Log = print) -> TrainResult
             num_classes=ds.num_classes,
             device=cfg.device,
             avg_pool_rounding=cfg.avg_pool_rounding,
+            loss=cfg.loss,
         )
         state.history.append(EpochRecord(epoch, qat, loss, top1, m))
         lr = state.optimizer.param_groups[0]["lr"]
         _log_epoch(writer, desc, epoch, loss, top1, m, lr, log)
+        _log_extras(writer, cfg, state.model, epoch)
         _save_epoch(cfg, state, run_dir, epoch, qat, m)
         distributed.barrier(cfg.dist)
     if writer is not None:

@@ -9,16 +9,41 @@ import torch
 
 
 @dataclass
+class RegressionScores:
+    """How close a regression model's output vectors come to the targets."""
+
+    mse: float  # mean squared error per value
+    mae: float  # mean absolute error per value
+    cosine: float  # mean cosine similarity of output and target vectors
+
+    def describe(self) -> str:
+        return f"mse {self.mse:.4g} mae {self.mae:.4g} cosine {self.cosine:.4f}"
+
+
+@dataclass
 class Metrics:
     loss: float
-    top1: float  # percent
+    top1: float  # percent (nan for regression)
     top5: float  # percent (equals top1 with fewer than 5 classes... or 100 when k >= classes)
     confusion: np.ndarray  # (true, predicted) counts
     predictions: np.ndarray  # predicted class per sample
+    regression: RegressionScores | None = None  # a regression model's scores instead of top-k
+    items: int | None = None  # the number of items, where there is no confusion matrix
 
     @property
     def count(self) -> int:
-        return int(self.confusion.sum())
+        return self.items if self.items is not None else int(self.confusion.sum())
+
+    @property
+    def score(self) -> float:
+        """Higher is better: top-1, or for regression the negative loss."""
+        return -self.loss if self.regression is not None else self.top1
+
+    def describe(self) -> str:
+        """`top1 x% top5 y%`, or the regression scores."""
+        if self.regression is not None:
+            return self.regression.describe()
+        return f"top1 {self.top1:.2f}% top5 {self.top5:.2f}%"
 
 
 class MetricAccumulator:

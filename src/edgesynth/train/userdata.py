@@ -7,6 +7,10 @@ with the keys `train`, `test` and optionally `classes`, `class_weights`, `name`,
 torch TensorDataset) or `(X, labels)` pairs of arrays/tensors. `x` is C x H x W (or C x L) in
 the chip's input range [-1, 1): pixels p in [0, 1] as p - 0.5 times 2 (edgesynth rounds them
 to the chip's 1/128 steps); labels are class numbers 0..N-1.
+
+For regression (an embedding, any vector output), the targets are float vectors instead of
+labels: `(X, Y)` with Y of shape N x D, or items `(x, vector)`; the model then has D outputs
+(its `num_classes` is D) and trains with --loss mse (default), l1, smoothl1 or cosine.
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ def to_dataset(result: Any, ref: UserRef) -> Dataset:
     test = to_split(parts["test"], "test", ref)
     if train.x.shape[1:] != test.x.shape[1:]:
         raise _bad(f"train items are {_shape(train.x)}, test items {_shape(test.x)}.", ref)
+    if train.y.is_floating_point() or test.y.is_floating_point():
+        return _regression_dataset(parts, train, test, ref)
     labels = int(max(train.y.max(), test.y.max())) + 1 if len(train) and len(test) else 0
     n = len(classes) if classes is not None else labels
     for split, name in ((train, "train"), (test, "test")):
@@ -86,6 +92,33 @@ def to_dataset(result: Any, ref: UserRef) -> Dataset:
         augment=bool(parts.get("augment", False)),
         kind="image" if train.x.dim() == 4 else "audio",
         class_weights=weights,
+    )
+
+
+def _regression_dataset(parts: dict[str, Any], train: Split, test: Split, ref: UserRef) -> Dataset:
+    """Targets that are vectors: both splits alike, no classes or class weights."""
+    if train.y.shape[1:] != test.y.shape[1:] or not test.y.is_floating_point():
+        raise _bad(
+            f"train targets are {_shape(train.y)}, test targets {_shape(test.y)}: both must be "
+            "vectors of one length (regression) or both class numbers.",
+            ref,
+        )
+    for key in ("classes", "class_weights"):
+        if parts.get(key) is not None:
+            raise _bad(f"`{key}` names classes; this dataset's targets are vectors.", ref)
+    for split, name in ((train, "train"), (test, "test")):
+        if len(split) == 0:
+            raise _bad(f"the {name} set is empty.", ref)
+        if not torch.isfinite(split.y).all():
+            raise _bad(f"{name} targets hold NaN or infinite values.", ref)
+    return Dataset(
+        str(parts.get("name") or ref.path.stem),
+        train,
+        test,
+        int(train.y.shape[1]),
+        [],
+        augment=bool(parts.get("augment", False)),
+        kind="image" if train.x.dim() == 4 else "audio",
     )
 
 
@@ -119,8 +152,14 @@ def to_split(data: Any, name: str, ref: UserRef) -> Split:
             raise _bad(f"{name} items are {_shape(x)}; they must be C x H x W or C x L.", ref)
     else:
         x, y = _stack_items(data, name, ref)
+    if y.is_floating_point() and y.dim() == 2 and y.shape[0] == x.shape[0]:
+        return Split(_on_grid(x, name, ref), y.float())  # regression: a vector per item
     if y.dim() != 1 or y.shape[0] != x.shape[0] or y.is_floating_point():
-        raise _bad(f"{name} labels must be one class number per item.", ref)
+        raise _bad(
+            f"{name} labels must be one class number per item (or, for regression, one "
+            "float vector per item: N x D).",
+            ref,
+        )
     return Split(_on_grid(x, name, ref), y.long())
 
 
@@ -128,7 +167,7 @@ def _stack_items(data: Any, name: str, ref: UserRef) -> tuple[torch.Tensor, torc
     if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
         raise _bad(f"{name} is a {type(data).__name__}; it needs len() and [i].", ref)
     xs: list[torch.Tensor] = []
-    ys: list[int] = []
+    ys: list[Any] = []
     for i in range(len(data)):
         try:
             item = data[i]
@@ -144,10 +183,31 @@ def _stack_items(data: Any, name: str, ref: UserRef) -> tuple[torch.Tensor, torc
                 ref,
             )
         xs.append(x)
-        ys.append(int(item[1]))
+        ys.append(_target(item[1], f"{name}[{i}]", ref))
     if not xs:
         raise _bad(f"the {name} set is empty.", ref)
+    if isinstance(ys[0], torch.Tensor):
+        if any(not isinstance(v, torch.Tensor) or v.shape != ys[0].shape for v in ys):
+            raise _bad(f"{name} targets differ in kind or length: give all vectors alike.", ref)
+        return torch.stack(xs), torch.stack(ys)
+    if any(isinstance(v, torch.Tensor) for v in ys):
+        raise _bad(f"{name} mixes class numbers and vectors as targets.", ref)
     return torch.stack(xs), torch.tensor(ys)
+
+
+def _target(value: Any, where: str, ref: UserRef) -> int | torch.Tensor:
+    """A class number, or (regression) a float vector."""
+    arr = np.asarray(value)
+    if arr.ndim == 1 and arr.dtype.kind == "f":
+        return torch.from_numpy(arr.astype(np.float32))
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise _bad(
+            f"{where}'s target is {arr.dtype} {tuple(arr.shape)}: give a class number or a "
+            "float vector.",
+            ref,
+        ) from None
 
 
 def _on_grid(x: torch.Tensor, name: str, ref: UserRef) -> torch.Tensor:

@@ -74,8 +74,6 @@ def _weights(layer: Layer) -> torch.Tensor:
 def _module(layer: Layer, fused_pool: bool) -> nn.Module | None:
     if layer.operation == "none":
         return None
-    if layer.binary:
-        raise _unsupported(layer, "binary (+/-1) weights")
     if layer.spec.bypass:
         raise _unsupported(layer, "kernel bypass")
     pool: dict[str, object] = {}
