@@ -36,6 +36,7 @@ from edgesynth.targets.base import (
 )
 
 if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.cpu.program import CpuProgram
     from edgesynth.targets.max7800x.description.network import Network
     from edgesynth.targets.max7800x.lower import Description, HwLayer
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
@@ -51,7 +52,9 @@ DATASET = "network"
 PROJECT = "project"  # the C project's folder inside the emitted folder
 
 
-def synthesis_options(device_name: str, base_dir: Path = Path(".")) -> Max7800xOptions:
+def synthesis_options(
+    device_name: str, base_dir: Path = Path("."), cpu_part: bool = False
+) -> Max7800xOptions:
     """What the core is told for a compiled program: the vendor's defaults for this device,
     `network.yaml` as the description (in `base_dir` when read back), edgesynth's own path
     (not write for write): the one place a compiled program's options are made."""
@@ -61,7 +64,7 @@ def synthesis_options(device_name: str, base_dir: Path = Path(".")) -> Max7800xO
 
     return Max7800xOptions(
         build=BuildOptions(device=get_device(device_name), base_dir=base_dir),
-        project=ProjectOptions(config_file=NETWORK_FILE),
+        project=ProjectOptions(config_file=NETWORK_FILE, cpu_part=cpu_part),
     )
 
 
@@ -87,6 +90,7 @@ class Max7800xProgram(Program):
     built: Built | None = None  # how `network` was built (None: loaded from a folder)
     description: Description | None = None  # what emit writes (None: loaded from a folder)
     plan: Max7800xPlan | None = None
+    cpu: CpuProgram | None = None  # the layers after the accelerator's, on the Cortex-M4
 
 
 def _write_description(
@@ -146,6 +150,10 @@ def _simulate_network(program: Max7800xProgram, inputs: list[np.ndarray]) -> lis
     outs = []
     for sample in batch:
         out = simulate(program.network, sample)[-1].output
+        if program.cpu is not None:
+            from edgesynth.targets.max7800x.cpu.simulate import simulate as run_cpu
+
+            out = run_cpu(program.cpu, out[None])[0]
         outs.append(out.reshape(want))
     return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
 
@@ -156,10 +164,12 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
+        from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output, cpu_part, find_split
         from edgesynth.targets.max7800x.device import get_device
         from edgesynth.targets.max7800x.lower import describe, fuse
 
         device = get_device(self.device_name)
+        cpu, float_graph = None, graph
         warnings: list[str] = list(graph.warnings)
         model = str(graph.meta.get("path") or graph.source or graph.name)
         if not graph.is_integer:
@@ -172,23 +182,32 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                     "typical inputs)",
                     key="--calibration",
                 )
+            split = find_split(graph, device)
+            if split is not None:
+                graph = split.prefix
             graph = quantize(graph, options.calibration, device)
             warnings += graph.warnings
+            if split is not None:
+                cpu = cpu_part(float_graph, split, options.calibration, graph, device)
+                warnings += cpu_notes(split, cpu, device)
         layers = fuse(graph)
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
         warnings += desc.warnings
         in_t = graph.tensors[graph.inputs[0]]
         in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
         sample = _known_answer_input(in_format, options, in_t.shape)
-        synthesis = synthesis_options(self.device_name)
+        synthesis = synthesis_options(self.device_name, cpu_part=cpu is not None)
         built = self._build(desc, sample, model, synthesis)
         out_t = graph.tensors[graph.outputs[0]]
+        out_format = TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)
+        if cpu is not None:
+            out_format = cpu_output(cpu, float_graph)
         return Max7800xProgram(
             target=self.name,
             graph=graph,
             layers=layers,
             inputs=[in_format],
-            outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
+            outputs=[out_format],
             warnings=warnings,
             network=built.network,
             sample=built.sample,
@@ -196,6 +215,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             model=model,
             built=built,
             description=desc,
+            cpu=cpu,
         )
 
     def _build(
@@ -293,6 +313,10 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         folder = Path(folder)
         files = _write_description(folder, program.description, program.sample, plan.placement)
         texts = render_project(plan.project, program.options, PROJECT)
+        if program.cpu is not None:
+            from edgesynth.targets.max7800x.cpu.hook import emit_cpu_part
+
+            files += emit_cpu_part(program.cpu, plan.result.output, folder, texts, self.device_name)
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():
             (folder / PROJECT / name).write_text(text)
@@ -315,6 +339,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Max7800xProgram:
         """The program an emitted folder holds, for `edgesynth run` (its `network.yaml`)."""
+        from edgesynth.targets.max7800x.cpu.program import CpuProgram
         from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
 
         options = synthesis_options(self.device_name, base_dir=Path(folder))
@@ -332,6 +357,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             sample=sample,
             options=options,
             model=str(folder),
+            cpu=CpuProgram.load(Path(folder)),
         )
 
     def run(self, loaded: Max7800xProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -1,0 +1,138 @@
+"""The CPU part of a split network (`split.Split`) quantized to integer layers (`program`).
+
+Per tensor one scale (real value = code x scale), from the largest magnitude the calibration
+batch gives it (the float graph run on it). The input's scale is the accelerator's output's.
+- Linear: int8 weights on one scale (the largest |w| is 127 codes), the bias in accumulator
+  units (int32); the output is requantized to int8 by a multiplier and a shift (the ratio of
+  scales, 15 bits of precision), except the network's result, which stays the 32-bit
+  accumulator (as the accelerator's own last layer does). A ReLU right after a Linear sets
+  the Linear's output scale (its range is what survives).
+- ReLU keeps its input's scale; sigmoid and tanh are 256-entry tables (`simulate`).
+- Flatten/Reshape change nothing in the channel-major buffer; a final Softmax is the project's
+  softmax.c on the result (not part of the known answer, as without a CPU part).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir import graph as g
+from edgesynth.sim.graph import evaluate
+from edgesynth.targets.max7800x.cpu.program import CpuLayer, CpuProgram
+from edgesynth.targets.max7800x.cpu.simulate import TABLE_SCALE, activation_table
+from edgesynth.targets.max7800x.cpu.split import Split
+
+QMAX = 127
+MULT_BITS = 15
+
+
+def ranges(graph: g.Graph, data: np.ndarray, wanted: set[str], chunk: int = 64) -> dict[str, float]:
+    """The largest |value| of each `wanted` tensor of the float graph over the batch."""
+    maxabs = dict.fromkeys(wanted, 0.0)
+    for start in range(0, len(data), chunk):
+        values = {graph.inputs[0]: np.asarray(data[start : start + chunk], dtype=np.float64)}
+        for node in graph.nodes:
+            values[node.output] = evaluate(node, *(values[t] for t in node.inputs))
+        for t in wanted:
+            if values[t].size:
+                maxabs[t] = max(maxabs[t], float(np.max(np.abs(values[t]))))
+    return maxabs
+
+
+def multiplier(ratio: float) -> tuple[int, int]:
+    """(mult, shift) with mult x 2**-shift close to `ratio`, mult of `MULT_BITS` bits."""
+    mantissa, exponent = math.frexp(ratio)
+    mult, shift = round(mantissa * (1 << MULT_BITS)), MULT_BITS - exponent
+    if mult == 1 << MULT_BITS:
+        mult, shift = mult >> 1, shift - 1
+    return mult, shift
+
+
+class _Lowering:
+    def __init__(self, split: Split, maxabs: dict[str, float], in_scale: float) -> None:
+        self.split = split
+        self.maxabs = maxabs
+        self.scale = {split.cut: in_scale}
+        self.bits = {split.cut: 0}
+        self.layers: list[CpuLayer] = []
+        nodes = split.suffix
+        self.result = nodes[-2].output if isinstance(nodes[-1], g.Softmax) else nodes[-1].output
+
+    def code_scale(self, t: str) -> float:
+        m = self.maxabs.get(t, 0.0)
+        return m / QMAX if m > 0 else 1.0 / QMAX
+
+    def add(self, node: g.Node, size: int) -> None:
+        src = node.inputs[0]
+        if isinstance(node, g.Flatten | g.Reshape | g.Softmax):
+            self.scale[node.output], self.bits[node.output] = self.scale[src], self.bits[src]
+            return
+        if self.bits[src] == 32:
+            raise EdgesynthError(
+                f"operator `{node.name}` ({node.op}) reads a 32-bit accumulator; the Cortex-M4 "
+                "part reads 8-bit codes (not supported yet)"
+            )
+        if isinstance(node, g.Linear):
+            layer = self.linear(node, size)
+        elif node.kind == "relu":
+            layer = CpuLayer(node.output, "relu", size, self.bits[src] or 8)
+            self.scale[node.output] = self.scale[src]
+        else:
+            table = activation_table(node.kind, self.scale[src])
+            layer = CpuLayer(node.output, "lut", size, function=node.kind, table=table)
+            self.scale[node.output] = TABLE_SCALE
+        layer.nodes = [node.name]
+        self.bits[node.output] = layer.out_bits
+        self.layers.append(layer)
+
+    def linear(self, node: g.Linear, size: int) -> CpuLayer:
+        s_in = self.scale[node.inputs[0]]
+        w = np.asarray(node.weight, dtype=np.float64)
+        w_max = float(np.abs(w).max(initial=0.0))
+        s_w = w_max / QMAX if w_max > 0 else 1.0
+        w_q = np.clip(np.floor(w / s_w + 0.5), -128, 127).astype(np.int64)
+        s_acc = s_in * s_w
+        bias = np.zeros(size) if node.bias is None else np.asarray(node.bias, np.float64)
+        b_q = np.floor(bias / s_acc + 0.5).astype(np.int64)
+        if int(np.abs(w_q).sum(1).max(initial=0)) * 128 + int(np.abs(b_q).max(initial=0)) >= 2**31:
+            raise EdgesynthError(
+                f"operator `{node.name}` (linear): its 32-bit accumulator could overflow "
+                "on the Cortex-M4 (too many inputs or too large a bias)"
+            )
+        layer = CpuLayer(node.output, "linear", size, weight=w_q, bias=b_q)
+        if node.output == self.result:
+            layer.out_bits, self.scale[node.output] = 32, s_acc
+            return layer
+        readers = [n for n in self.split.suffix if node.output in n.inputs]
+        ranged = readers[0].output if len(readers) == 1 and _is_relu(readers[0]) else node.output
+        s_out = self.code_scale(ranged)
+        layer.mult, layer.shift = multiplier(s_acc / s_out)
+        self.scale[node.output] = s_out
+        return layer
+
+
+def _is_relu(node: g.Node) -> bool:
+    return isinstance(node, g.Activation) and node.kind == "relu"
+
+
+def lower_suffix(
+    graph: g.Graph, split: Split, calibration: np.ndarray, in_qtype: g.QType
+) -> CpuProgram:
+    """The CPU program of `split`'s suffix; `in_qtype`: the accelerator's output codes."""
+    data = np.asarray(calibration, dtype=np.float64)
+    wanted = {t for n in split.suffix for t in n.outputs}
+    lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype.scale or 1.0)
+    lowering.bits[split.cut] = in_qtype.bits
+    for node in split.suffix:
+        lowering.add(node, int(np.prod(graph.tensors[node.output].shape)))
+    return CpuProgram(
+        in_shape=graph.tensors[split.cut].shape,
+        in_bits=in_qtype.bits,
+        in_scale=in_qtype.scale or 1.0,
+        layers=lowering.layers,
+        out_scale=lowering.scale[lowering.result],
+        softmax=isinstance(split.suffix[-1], g.Softmax),
+    )
