@@ -1,0 +1,171 @@
+"""Networks the MAX7800x accelerator cannot finish: the rest runs on the Cortex-M4 (issue 25).
+
+Small float graphs built operator by operator (random weights, no training): the graph splits
+at the first operator the accelerator cannot run, the generated cpu_part.c built for this PC
+equals the CPU part's simulator value for value, the project cross-compiles for the Cortex-M4
+with -Wall -Wextra -Werror, and bad input is refused with one message naming the node or the
+tensor. (The trained MNIST classifier: test_cpu_fallback_mnist.py.)
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import needs
+from edgesynth.errors import EdgesynthError
+from edgesynth.flow import compile_to
+from edgesynth.ir import graph as g
+from edgesynth.targets.max7800x.cpu.program import CpuProgram
+from edgesynth.targets.max7800x.cpu.simulate import simulate
+
+CC = shutil.which("gcc") or "gcc"
+
+
+def head_graph(tail: list[tuple[str, int]], softmax: bool = True) -> g.Graph:
+    """Conv(1->4, 3x3) -> ReLU -> MaxPool 2 -> Flatten (64), then `tail`: ("linear", outputs)
+    or (activation, 0), then a Softmax; random float weights."""
+    rng = np.random.default_rng(5)
+    graph = g.Graph("head")
+    graph.add_input("x", (1, 8, 8))
+    w = rng.normal(0, 0.5, (4, 1, 3, 3))
+    graph.add(g.Conv(name="conv", inputs=["x"], outputs=["c"], weight=w,
+                     bias=rng.normal(0, 0.1, 4), pads=(1, 1, 1, 1)), (4, 8, 8))  # fmt: skip
+    graph.add(g.Activation(name="relu", inputs=["c"], outputs=["r"], kind="relu"), (4, 8, 8))
+    graph.add(g.Pool(name="pool", inputs=["r"], outputs=["p"], kind="max", kernel=(2, 2),
+                     stride=(2, 2), method="float"), (4, 4, 4))  # fmt: skip
+    graph.add(g.Flatten(name="flat", inputs=["p"], outputs=["f"]), (64,))
+    t, size = "f", 64
+    for i, (kind, outputs) in enumerate(tail):
+        name = f"{kind}{i}"
+        if kind == "linear":
+            weight = rng.normal(0, 1 / np.sqrt(size), (outputs, size))
+            node: g.Node = g.Linear(name=name, inputs=[t], outputs=[name], weight=weight,
+                                    bias=rng.normal(0, 0.1, outputs))  # fmt: skip
+            size = outputs
+        else:
+            node = g.Activation(name=name, inputs=[t], outputs=[name], kind=kind)
+        graph.add(node, (size,))
+        t = name
+    if softmax:
+        graph.add(g.Softmax(name="softmax", inputs=[t], outputs=["y"]), (size,))
+        t = "y"
+    graph.outputs = [t]
+    return graph
+
+
+def calibration(n: int = 32) -> np.ndarray:
+    return np.random.default_rng(6).normal(0, 1, (n, 1, 8, 8))
+
+
+WIDE = [("linear", 2048), ("relu", 0), ("linear", 10)]
+TABLES = [("linear", 1500), ("sigmoid", 0), ("linear", 64), ("tanh", 0), ("linear", 10)]
+
+
+def test_a_wide_linear_splits_the_network() -> None:
+    program, _ = compile_to(head_graph(WIDE), "max78000", calibration=calibration())
+    assert program.cpu is not None
+    assert [layer.kind for layer in program.cpu.layers] == ["linear", "relu", "linear"]
+    assert [layer.out_bits for layer in program.cpu.layers] == [8, 8, 32]
+    assert program.cpu.in_shape == (4, 4, 4) and program.cpu.softmax
+    notes = " ".join(program.warnings)
+    assert "`linear0` (linear): 2,048 outputs, more than the accelerator's 1,024" in notes
+    assert "the Cortex-M4 runs `flat`, `linear0`, `relu1`, `linear2`, `softmax`" in notes
+    assert "estimated" in notes and "not a measurement" in notes
+    assert program.outputs[0].shape == (10,) and program.outputs[0].bits == 32
+
+
+def test_a_network_the_accelerator_runs_whole_is_not_split() -> None:
+    program, _ = compile_to(head_graph([("linear", 10)]), "max78000", calibration=calibration())
+    assert program.cpu is None
+    assert not program.options.project.cpu_part
+
+
+def _host_driver(project: Path, work: Path) -> Path:
+    """cpu_part.c built for this PC with a driver: unloaded words on stdin, results out."""
+    needs.tool("gcc")
+    (work / "cnn.h").write_text(
+        "#include <stdint.h>\ntypedef int32_t q31_t;\ntypedef int16_t q15_t;\n"
+        "typedef int8_t q7_t;\n#define CNN_OK 1\n#define CNN_FAIL 0\n"
+        "void softmax_q17p14_q15(const q31_t *, const uint16_t, q15_t *);\n"
+        "void softmax_q7_q15(const q7_t *, const uint16_t, q15_t *);\n"
+    )
+    (work / "mxc.h").write_text("")
+    (work / "driver.c").write_text(
+        '#include <stdio.h>\n#include <stdint.h>\n#include "cpu_part.h"\n'
+        "static uint32_t in[(CPU_PART_INPUTS + 3) / 4 * 4];\n"
+        "int main(void) {\n  unsigned v; int i, n = 0;\n"
+        "  for (;;) {\n    for (i = 0; i < (int) (sizeof in / sizeof in[0]); i++)\n"
+        '      if (scanf("%u", &v) != 1) return n == 0; else in[i] = v;\n'
+        "    const void *out = cpu_part_forward(in);\n"
+        "    for (i = 0; i < CPU_PART_OUTPUTS; i++)\n"
+        '      printf("%d ", CPU_PART_WIDE ? ((const int32_t *) out)[i] '
+        ": ((const int8_t *) out)[i]);\n"
+        '    printf("\\n");\n    n++;\n  }\n}\n'
+    )
+    for name in ("cpu_part.c", "cpu_part.h", "softmax.c"):  # beside the stand-in cnn.h
+        shutil.copy(project / name, work / name)
+    binary = work / "driver"
+    subprocess.run(
+        [CC, "-O2", "-Wall", "-Wextra", "-Werror", f"-I{work}", str(work / "cpu_part.c"),
+         str(work / "softmax.c"), str(work / "driver.c"), "-o", str(binary)],
+        check=True,
+    )  # fmt: skip
+    return binary
+
+
+@pytest.mark.parametrize("tail", [WIDE, TABLES], ids=["relu", "sigmoid-tanh"])
+def test_host_build_equals_the_simulator(tail, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    compile_to(head_graph(tail), "max78000", calibration=calibration(), out=out)
+    cpu = CpuProgram.load(out)
+    assert cpu is not None
+    binary = _host_driver(out / "project", tmp_path)
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (40, cpu.in_size))
+    x[:, : cpu.in_size // 2] = np.maximum(x[:, : cpu.in_size // 2], 0)  # ReLU'd inputs too
+    words = (x.astype(np.int8).view(np.uint8).reshape(len(x), -1, 4).astype(np.uint32)
+             << np.array([0, 8, 16, 24], np.uint32)).sum(2)  # fmt: skip
+    padded = np.zeros((len(x), (cpu.in_size + 3) // 4 * 4), np.uint32)
+    padded[:, : words.shape[1]] = words
+    stdin = "\n".join(" ".join(map(str, row)) for row in padded)
+    done = subprocess.run([str(binary)], input=stdin, capture_output=True, text=True, check=True)
+    got = np.array([line.split() for line in done.stdout.splitlines()], dtype=np.int64)
+    want = simulate(cpu, x)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want.argmax(1))) > 1  # the outputs are not all alike
+
+
+def test_the_project_builds_for_the_cortex_m4(tmp_path: Path) -> None:
+    needs.tool("arm-none-eabi-gcc")
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    out = tmp_path / "out"
+    compile_to(head_graph(TABLES), "max78000", calibration=calibration(), out=out)
+    assert "cpu_part.c" in (out / "project" / "Makefile").read_text()
+    assert "cpu_part(" in (out / "project" / "main.c").read_text()
+    result = build_project(out / "project")  # -Wall -Wextra -Werror
+    assert result.elf.is_file()
+
+
+def test_an_operator_neither_side_runs_is_named() -> None:
+    graph = head_graph([("linear", 2048), ("abs", 0), ("linear", 10)])
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(graph, "max78000", calibration=calibration())
+    message = str(err.value)
+    assert "operator `abs1` (activation abs): neither the MAX78000's CNN accelerator nor" in message
+    assert "\n" not in message
+
+
+def test_a_cpu_part_larger_than_the_sram_is_refused_naming_the_tensor() -> None:
+    graph = head_graph([("linear", 30000)], softmax=False)  # 120,000 bytes of accumulators
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(graph, "max78000", calibration=calibration(8))
+    assert "tensor `linear0` (120,000 bytes) does not fit the MAX78000's SRAM" in str(err.value)
+    program, _ = compile_to(graph, "max78002", calibration=calibration(8))  # 384 KiB: it fits
+    assert program.cpu is not None
