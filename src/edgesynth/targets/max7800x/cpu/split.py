@@ -33,9 +33,7 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
     if isinstance(node, g.Linear):
         out_features, in_features = node.weight.shape
         if out_features > device.max_channels:
-            return (
-                f"{out_features:,} outputs, more than the accelerator's {device.max_channels:,}"
-            )
+            return f"{out_features:,} outputs, more than the accelerator's {device.max_channels:,}"
         if in_features > device.max_linear_features:
             return (
                 f"{in_features:,} inputs, more than the accelerator's "

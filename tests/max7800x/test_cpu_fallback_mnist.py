@@ -1,0 +1,54 @@
+"""A float MNIST classifier ending in a 2,048-wide Linear, a Linear to 10 and a Softmax (issue
+25): the accelerator runs the convolutions, the Cortex-M4 the rest. Trained briefly on the first
+8,000 t10k images, calibrated on 200 others (8,000-8,199), compiled with `edgesynth compile -t
+max78000`; on images 9,000-9,999 the combined bit-exact output (`edgesynth run`) agrees with
+ONNX Runtime's float top-1 on at least 98%, and the virtual device runs the accelerator part
+with every known-answer word right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import needs
+from cpu_models import wide_head_onnx
+from edgesynth.cli import main
+from mnist_lenet import EVAL, load_mnist
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_wide_head_on_max78000_agrees_with_onnx_runtime(tmp_path: Path, capsys) -> None:
+    ort = needs.module("onnxruntime")
+    x, y = load_mnist()
+    model = tmp_path / "wide_head.onnx"
+    wide_head_onnx((x, y), model)
+    xe = x[EVAL]
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    float_top1 = session.run(None, {"input": xe})[0].argmax(1)
+    assert (float_top1 == y[EVAL]).mean() >= 0.9
+
+    np.save(tmp_path / "calibration.npy", x[8000:8200])
+    out = tmp_path / "compiled"
+    args = ["compile", str(model), "-t", "max78000"]
+    args += ["--calibration", str(tmp_path / "calibration.npy"), "-o", str(out)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "2,048 outputs, more than the accelerator's 1,024: the network is split" in err
+    assert (out / "project" / "cpu_part.c").is_file()
+
+    np.save(tmp_path / "x.npy", xe)
+    assert (
+        main(["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]) == 0
+    )
+    top1 = np.load(tmp_path / "y.npy").reshape(len(xe), -1).argmax(1)
+    agree = float((top1 == float_top1).mean())
+    assert agree >= 0.98, agree
+
+    needs.tool("gcc")  # device run records the project (cpu_part.c included) with the host compiler
+    assert main(["device", "run", str(out / "project")]) == 0
+    report = capsys.readouterr().out
+    assert "known answer: all" in report and "hazard:" not in report
+    print(f"wide head: accelerator + Cortex-M4 top-1 agreement with ONNX Runtime {agree:.3f}")
