@@ -82,7 +82,7 @@ def test_a_wide_linear_splits_the_network() -> None:
 def test_a_network_the_accelerator_runs_whole_is_not_split() -> None:
     program, _ = compile_to(head_graph([("linear", 10)]), "max78000", calibration=calibration())
     assert program.cpu is None
-    assert not program.options.project.cpu_part
+    assert not program.options.cpu_part
 
 
 def _host_driver(project: Path, work: Path) -> Path:

@@ -84,7 +84,6 @@ class ProjectOptions:
     riscv_exclusive: bool = False  # --riscv-exclusive: SRAM exclusive to the RISC-V core
     softmax: bool = False  # --softmax: a software softmax on the output
     unload: bool = True  # --unload: generate cnn_unload()
-    cpu_part: bool = False  # main.c runs cpu_part.c on the unloaded output (a split network)
     generate_kat: bool = True  # the known-answer check (--no-kat: none)
     timer: int | None = None  # --timer: time the inference with this timer
     energy: bool = False  # --energy: energy-measurement instrumentation
@@ -121,6 +120,7 @@ class Max7800xOptions:
     plan: PlanOptions = field(default_factory=PlanOptions)
     project: ProjectOptions = field(default_factory=ProjectOptions)
     write_for_write: bool = False
+    cpu_part: bool = False  # main.c runs cpu_part.c on the unloaded output (a split network)
 
     def __post_init__(self) -> None:
         # The device's defaults for what was left open (None).

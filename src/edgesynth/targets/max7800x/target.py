@@ -64,7 +64,8 @@ def synthesis_options(
 
     return Max7800xOptions(
         build=BuildOptions(device=get_device(device_name), base_dir=base_dir),
-        project=ProjectOptions(config_file=NETWORK_FILE, cpu_part=cpu_part),
+        project=ProjectOptions(config_file=NETWORK_FILE),
+        cpu_part=cpu_part,
     )
 
 
