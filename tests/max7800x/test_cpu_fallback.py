@@ -72,10 +72,14 @@ def test_a_wide_linear_splits_the_network() -> None:
     assert [layer.kind for layer in program.cpu.layers] == ["linear", "relu", "linear"]
     assert [layer.out_bits for layer in program.cpu.layers] == [8, 8, 32]
     assert program.cpu.in_shape == (4, 4, 4) and program.cpu.softmax
-    notes = " ".join(program.warnings)
-    assert "`linear0` (linear): 2,048 outputs, more than the accelerator's 1,024" in notes
-    assert "the Cortex-M4 runs `flat`, `linear0`, `relu1`, `linear2`, `softmax`" in notes
-    assert "estimated" in notes and "not a measurement" in notes
+    notes = program.notes
+    assert notes[0] == "split at `linear0` (2,048 outputs, more than the accelerator's 1,024):"
+    assert notes[1] == "  CNN accelerator: `conv`, `relu`, `pool`"
+    cpu = [line.split(":")[0].strip() for line in notes if line.startswith("    ")]
+    assert cpu == ["`flat` (flatten)", "`linear0` (linear)", "`relu1` (activation)",
+                   "`linear2` (linear)", "`softmax` (softmax)"]  # fmt: skip
+    assert "`linear0` (linear): ~" + f"{64 * 2048 * 6 + 2048 * 20:,} cycles" in notes[4]
+    assert "Cortex-M4 estimate:" in notes[-1] and "not a measurement" in notes[-1]
     assert program.outputs[0].shape == (10,) and program.outputs[0].bits == 32
 
 

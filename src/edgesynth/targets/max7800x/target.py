@@ -170,7 +170,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.lower import describe, fuse
 
         device = get_device(self.device_name)
-        cpu, float_graph = None, graph
+        cpu, float_graph, notes = None, graph, []
         warnings: list[str] = list(graph.warnings)
         model = str(graph.meta.get("path") or graph.source or graph.name)
         if not graph.is_integer:
@@ -190,7 +190,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             warnings += graph.warnings
             if split is not None:
                 cpu = cpu_part(float_graph, split, options.calibration, graph, device)
-                warnings += cpu_notes(split, cpu, device)
+                notes = cpu_notes(split, cpu, device)
         layers = fuse(graph)
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
         warnings += desc.warnings
@@ -210,6 +210,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             inputs=[in_format],
             outputs=[out_format],
             warnings=warnings,
+            notes=notes,
             network=built.network,
             sample=built.sample,
             options=synthesis,
@@ -274,6 +275,10 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
         program.network = net
         program.plan = Max7800xPlan(placement, result, make_plan(result, opts))
+        if program.cpu is not None:
+            from edgesynth.targets.max7800x.cpu.hook import accelerator_note
+
+            program.notes[2:2] = accelerator_note(program.plan.project, opts, self.device_name)
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return _simulate_network(_own(program), inputs)

@@ -4,6 +4,7 @@ checks, the partition it reports, and the CPU part's files in the emitted folder
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,10 @@ from edgesynth.targets.max7800x.cpu.memory import check_memory
 from edgesynth.targets.max7800x.cpu.program import CpuProgram
 from edgesynth.targets.max7800x.cpu.split import Split, find_split
 from edgesynth.targets.max7800x.device import Device
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.options import Max7800xOptions
+    from edgesynth.targets.max7800x.plan.plan import Plan
 
 __all__ = ["cpu_notes", "cpu_output", "cpu_part", "emit_cpu_part", "find_split"]
 
@@ -42,21 +47,41 @@ def cpu_output(program: CpuProgram, graph: g.Graph) -> TensorFormat:
 
 
 def cpu_notes(split: Split, program: CpuProgram, device: Device) -> list[str]:
-    """Which operators run where, and the CPU part's estimated cycles."""
+    """What `compile` prints: where the network splits, which operators run where, and the
+    Cortex-M4 part's estimated cycles per layer and in all."""
     from edgesynth.targets.max7800x.commands.firmware import MEMORY
 
-    first = split.suffix[0]
-    moved = next((n for n in split.suffix if not isinstance(n, g.Flatten | g.Reshape)), first)
-    on_chip = ", ".join(f"`{n.name}`" for n in split.prefix.nodes)
-    on_cpu = ", ".join(f"`{n.name}`" for n in split.suffix)
-    cycles = sum(c.cycles for c in estimate(program))
+    moved = next((n for n in split.suffix if not isinstance(n, g.Flatten | g.Reshape)), None)
+    costs = {c.name: c for c in estimate(program)}
+    lines = [
+        f"split at `{moved.name if moved else split.cut}` ({split.reason}):",
+        "  CNN accelerator: " + ", ".join(f"`{n.name}`" for n in split.prefix.nodes),
+        f"  Cortex-M4 (project/cpu_part.c, reading `{split.cut}` as cnn_unload() leaves it):",
+    ]
+    for node in split.suffix:
+        cost = costs.get("softmax" if isinstance(node, g.Softmax) else node.name)
+        what = f"~{cost.cycles:,} cycles" if cost else "no code (the buffer is read as it is)"
+        lines.append(f"    `{node.name}` ({node.op}): {what}")
+    cycles = sum(c.cycles for c in costs.values())
     mhz = MEMORY[device.name].core_clock / 1e6
+    lines.append(
+        f"  Cortex-M4 estimate: {cycles:,} cycles, {cycles / mhz / 1000:.2f} ms at {mhz:g} MHz "
+        "(an instruction-count model of the generated loops, not a measurement)"
+    )
+    return lines
+
+
+def accelerator_note(project: Plan, options: Max7800xOptions, device: str) -> list[str]:
+    """The accelerator part's estimated cycles (the latency model; MAX78000 only)."""
+    from edgesynth.targets.max7800x.emit.project import clocking
+
+    if project.latency is None:
+        return []
+    clock = clocking(options, device)
+    cycles = project.latency.total
     return [
-        f"`{moved.name}` ({moved.op}): {split.reason}: the network is split there; the CNN "
-        f"accelerator runs {on_chip}; the Cortex-M4 runs {on_cpu} (project/cpu_part.c, on the "
-        f"accelerator's output `{split.cut}` as cnn_unload() leaves it)",
-        f"the Cortex-M4 part takes an estimated {cycles:,} cycles ({cycles / mhz / 1000:.2f} ms "
-        f"at {mhz:g} MHz; an instruction-count model of its loops, not a measurement)",
+        f"  CNN accelerator estimate: {cycles:,} cycles, {cycles / clock.mhz / 1000:.3f} ms at "
+        f"{clock.mhz:g} MHz (the accelerator's latency model)"
     ]
 
 
