@@ -52,8 +52,11 @@ def multiplier(ratio: float) -> tuple[int, int]:
 
 
 class _Lowering:
-    def __init__(self, split: Split, maxabs: dict[str, float], in_scale: float) -> None:
+    def __init__(
+        self, split: Split, maxabs: dict[str, float], in_scale: float, sizes: dict[str, int]
+    ) -> None:
         self.split = split
+        self.sizes = sizes
         self.maxabs = maxabs
         self.scale = {split.cut: in_scale}
         self.bits = {split.cut: 0}
@@ -70,13 +73,10 @@ class _Lowering:
         if isinstance(node, g.Flatten | g.Reshape | g.Softmax):
             self.scale[node.output], self.bits[node.output] = self.scale[src], self.bits[src]
             return
-        if self.bits[src] == 32:
-            raise EdgesynthError(
-                f"operator `{node.name}` ({node.op}) reads a 32-bit accumulator; the Cortex-M4 "
-                "part reads 8-bit codes (not supported yet)"
-            )
+        if self.bits[src] == 32 and not _is_relu(node):
+            src = self.narrowed(src)
         if isinstance(node, g.Linear):
-            layer = self.linear(node, size)
+            layer = self.linear(node, src, size)
         elif node.kind == "relu":
             layer = CpuLayer(node.output, "relu", size, self.bits[src] or 8)
             self.scale[node.output] = self.scale[src]
@@ -88,8 +88,19 @@ class _Lowering:
         self.bits[node.output] = layer.out_bits
         self.layers.append(layer)
 
-    def linear(self, node: g.Linear, size: int) -> CpuLayer:
-        s_in = self.scale[node.inputs[0]]
+    def narrowed(self, src: str) -> str:
+        """A 32-bit tensor requantized to int8 codes on its calibrated range (a `requantize`
+        layer); returns the name of the 8-bit tensor."""
+        name = f"{src}/int8"
+        s_out = self.code_scale(src)
+        mult, shift = multiplier(self.scale[src] / s_out)
+        layer = CpuLayer(name, "requantize", self.sizes[src], mult=mult, shift=shift, nodes=[name])
+        self.layers.append(layer)
+        self.scale[name], self.bits[name] = s_out, 8
+        return name
+
+    def linear(self, node: g.Linear, src: str, size: int) -> CpuLayer:
+        s_in = self.scale[src]
         w = np.asarray(node.weight, dtype=np.float64)
         w_max = float(np.abs(w).max(initial=0.0))
         s_w = w_max / QMAX if w_max > 0 else 1.0
@@ -123,11 +134,12 @@ def lower_suffix(
 ) -> CpuProgram:
     """The CPU program of `split`'s suffix; `in_qtype`: the accelerator's output codes."""
     data = np.asarray(calibration, dtype=np.float64)
-    wanted = {t for n in split.suffix for t in n.outputs}
-    lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype.scale or 1.0)
+    wanted = {t for n in split.suffix for t in n.outputs} | {split.cut}
+    sizes = {t: int(np.prod(graph.tensors[t].shape)) for t in wanted}
+    lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype.scale or 1.0, sizes)
     lowering.bits[split.cut] = in_qtype.bits
     for node in split.suffix:
-        lowering.add(node, int(np.prod(graph.tensors[node.output].shape)))
+        lowering.add(node, sizes[node.output])
     return CpuProgram(
         in_shape=graph.tensors[split.cut].shape,
         in_bits=in_qtype.bits,

@@ -4,6 +4,8 @@ Each layer reads the previous layer's output (the first reads the accelerator's 
 `cnn_unload` leaves it: channel-major, 8-bit codes or 32-bit accumulators). Kinds:
 - `linear`: acc = bias + sum(w x) (int8 weights, int32 bias); `wide`: the accumulator is the
   output (int32); else out = clamp((acc x mult + 2**(shift-1)) >> shift, -128, 127).
+- `requantize`: a 32-bit input (the accelerator's accumulator) to int8 codes, as a linear
+  layer's output is requantized.
 - `relu`: max(x, 0).
 - `lut`: an int8 -> int8 table (sigmoid, tanh; see `simulate.activation_table`).
 Files (`save`, `load`): `cpu_part.json` (the layers) and `cpu_part.npz` (their arrays).
@@ -24,11 +26,11 @@ ARRAYS_FILE = "cpu_part.npz"
 @dataclass
 class CpuLayer:
     name: str  # the graph operator it computes (messages, comments)
-    kind: str  # linear | relu | lut
+    kind: str  # linear | requantize | relu | lut
     size: int  # output values
     out_bits: int = 8  # 8, or 32 for a wide linear output
     function: str = ""  # lut: sigmoid | tanh
-    mult: int = 0  # linear, not wide: the requantization multiplier ...
+    mult: int = 0  # requantize, linear not wide: the requantization multiplier ...
     shift: int = 0  # ... and right shift (rounding half up)
     weight: np.ndarray | None = None  # linear: (out, in) int8
     bias: np.ndarray | None = None  # linear: (out,) int32
@@ -50,6 +52,11 @@ class CpuProgram:
     @property
     def in_size(self) -> int:
         return int(np.prod(self.in_shape))
+
+    @property
+    def in_words(self) -> int:
+        """32-bit words the unloaded input takes."""
+        return self.in_size if self.in_bits == 32 else (self.in_size + 3) // 4
 
     @property
     def out_bits(self) -> int:
