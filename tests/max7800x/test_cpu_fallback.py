@@ -47,6 +47,8 @@ def head_graph(tail: list[tuple[str, int]], softmax: bool = True) -> g.Graph:
             node: g.Node = g.Linear(name=name, inputs=[t], outputs=[name], weight=weight,
                                     bias=rng.normal(0, 0.1, outputs))  # fmt: skip
             size = outputs
+        elif kind == "leaky_relu":
+            node = g.LeakyRelu(name=name, inputs=[t], outputs=[name], alpha=0.1)
         else:
             node = g.Activation(name=name, inputs=[t], outputs=[name], kind=kind)
         graph.add(node, (size,))
@@ -63,6 +65,7 @@ def calibration(n: int = 32) -> np.ndarray:
 
 
 WIDE = [("linear", 2048), ("relu", 0), ("linear", 10)]
+LEAKY = [("linear", 1200), ("leaky_relu", 0), ("linear", 10)]
 TABLES = [("linear", 1500), ("sigmoid", 0), ("linear", 64), ("tanh", 0), ("linear", 10)]
 
 
@@ -123,7 +126,7 @@ def _host_driver(project: Path, work: Path) -> Path:
     return binary
 
 
-@pytest.mark.parametrize("tail", [WIDE, TABLES], ids=["relu", "sigmoid-tanh"])
+@pytest.mark.parametrize("tail", [WIDE, LEAKY, TABLES], ids=["relu", "leaky", "sigmoid-tanh"])
 def test_host_build_equals_the_simulator(tail, tmp_path: Path) -> None:
     out = tmp_path / "out"
     compile_to(head_graph(tail), "max78000", calibration=calibration(), out=out)
@@ -191,3 +194,13 @@ def test_a_sigmoid_after_the_accelerators_accumulator(tmp_path: Path) -> None:
     done = subprocess.run([str(binary)], input=stdin, capture_output=True, text=True, check=True)
     got = np.array([line.split() for line in done.stdout.splitlines()], dtype=np.int64)
     np.testing.assert_array_equal(got, simulate(cpu, x))
+
+
+def test_a_leaky_relu_leaves_the_accelerator() -> None:
+    """LeakyReLU, which the accelerator lacks, is where the network splits (even before a
+    Linear it could run)."""
+    graph = head_graph([("linear", 32), ("leaky_relu", 0), ("linear", 10)])
+    program, _ = compile_to(graph, "max78000", calibration=calibration())
+    assert program.cpu is not None
+    assert program.notes[0] == "split at `leaky_relu1` (the accelerator has no leaky ReLU):"
+    assert [layer.kind for layer in program.cpu.layers] == ["requantize", "leaky", "linear"]

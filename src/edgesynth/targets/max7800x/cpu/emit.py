@@ -21,7 +21,8 @@ CYCLES = {
     "mac": 6,  # linear inner loop: two byte loads, a multiply-accumulate, the loop's add/branch
     "linear_out": 20,  # per output: the bias, the 64-bit requantization, saturation, the store
     "requantize": 14,  # per value: load, 64-bit multiply and add, shift, saturation, store
-    "relu": 5,  # per value: load, compare, select, store, loop
+    "relu": 5,
+    "leaky": 12,  # per value: load, compare, multiply and shift when negative, store  # per value: load, compare, select, store, loop
     "lut": 6,  # per value: load, add, table load, store, loop
     "softmax": 150,  # per value: the project's softmax.c (exponent, sums, division)
 }
@@ -72,7 +73,7 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
     if layer.kind == "linear":
         args = f"{source}, {inputs}, weight_{i}, bias_{i}, {layer.size}, "
         args += f"{out}" if bits == "32" else f"{layer.mult}, {layer.shift}, {out}"
-    elif layer.kind == "requantize":
+    elif layer.kind in ("requantize", "leaky"):
         args = f"{source}, {layer.size}, {layer.mult}, {layer.shift}, {out}"
     elif layer.kind == "lut":
         args = f"{source}, {layer.size}, table_{i}, {out}"

@@ -7,7 +7,8 @@ batch gives it (the float graph run on it). The input's scale is the accelerator
   scales, 15 bits of precision), except the network's result, which stays the 32-bit
   accumulator (as the accelerator's own last layer does). A ReLU right after a Linear sets
   the Linear's output scale (its range is what survives).
-- ReLU keeps its input's scale; sigmoid and tanh are 256-entry tables (`simulate`).
+- ReLU and LeakyReLU keep their input's scale (the negative slope a multiplier and a shift);
+  sigmoid and tanh are 256-entry tables (`simulate`).
 - Flatten/Reshape change nothing in the channel-major buffer; a final Softmax is the project's
   softmax.c on the result (not part of the known answer, as without a CPU part).
 """
@@ -42,12 +43,18 @@ def ranges(graph: g.Graph, data: np.ndarray, wanted: set[str], chunk: int = 64) 
     return maxabs
 
 
-def multiplier(ratio: float) -> tuple[int, int]:
-    """(mult, shift) with mult x 2**-shift close to `ratio`, mult of `MULT_BITS` bits."""
+def multiplier(ratio: float, what: str = "") -> tuple[int, int]:
+    """(mult, shift) with mult x 2**-shift close to `ratio`, mult of `MULT_BITS` bits; `what`
+    names the operator in the refusal of a ratio out of reach (2**-46 .. 2**14)."""
     mantissa, exponent = math.frexp(ratio)
     mult, shift = round(mantissa * (1 << MULT_BITS)), MULT_BITS - exponent
     if mult == 1 << MULT_BITS:
         mult, shift = mult >> 1, shift - 1
+    if ratio != 0 and not 1 <= shift <= 62:
+        raise EdgesynthError(
+            f"operator `{what}`: its scale ratio {ratio:.3g} is out of the Cortex-M4 part's "
+            "reach (2**-46 .. 2**14)"
+        )
     return mult, shift
 
 
@@ -77,6 +84,10 @@ class _Lowering:
             src = self.narrowed(src)
         if isinstance(node, g.Linear):
             layer = self.linear(node, src, size)
+        elif isinstance(node, g.LeakyRelu):
+            mult, shift = multiplier(node.alpha, node.name)
+            layer = CpuLayer(node.output, "leaky", size, mult=mult, shift=shift)
+            self.scale[node.output] = self.scale[src]
         elif node.kind == "relu":
             layer = CpuLayer(node.output, "relu", size, self.bits[src] or 8)
             self.scale[node.output] = self.scale[src]
@@ -93,7 +104,7 @@ class _Lowering:
         layer); returns the name of the 8-bit tensor."""
         name = f"{src}/int8"
         s_out = self.code_scale(src)
-        mult, shift = multiplier(self.scale[src] / s_out)
+        mult, shift = multiplier(self.scale[src] / s_out, src)
         layer = CpuLayer(name, "requantize", self.sizes[src], mult=mult, shift=shift, nodes=[name])
         self.layers.append(layer)
         self.scale[name], self.bits[name] = s_out, 8
@@ -120,7 +131,7 @@ class _Lowering:
         readers = [n for n in self.split.suffix if node.output in n.inputs]
         ranged = readers[0].output if len(readers) == 1 and _is_relu(readers[0]) else node.output
         s_out = self.code_scale(ranged)
-        layer.mult, layer.shift = multiplier(s_acc / s_out)
+        layer.mult, layer.shift = multiplier(s_acc / s_out, node.name)
         self.scale[node.output] = s_out
         return layer
 

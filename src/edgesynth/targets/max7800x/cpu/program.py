@@ -7,6 +7,7 @@ Each layer reads the previous layer's output (the first reads the accelerator's 
 - `requantize`: a 32-bit input (the accelerator's accumulator) to int8 codes, as a linear
   layer's output is requantized.
 - `relu`: max(x, 0).
+- `leaky`: x where x >= 0, else clamp((x x mult + 2**(shift-1)) >> shift) (x alpha).
 - `lut`: an int8 -> int8 table (sigmoid, tanh; see `simulate.activation_table`).
 Files (`save`, `load`): `cpu_part.json` (the layers) and `cpu_part.npz` (their arrays).
 """
@@ -26,11 +27,11 @@ ARRAYS_FILE = "cpu_part.npz"
 @dataclass
 class CpuLayer:
     name: str  # the graph operator it computes (messages, comments)
-    kind: str  # linear | requantize | relu | lut
+    kind: str  # linear | requantize | relu | leaky | lut
     size: int  # output values
     out_bits: int = 8  # 8, or 32 for a wide linear output
     function: str = ""  # lut: sigmoid | tanh
-    mult: int = 0  # requantize, linear not wide: the requantization multiplier ...
+    mult: int = 0  # requantize, leaky, linear not wide: the multiplier ...
     shift: int = 0  # ... and right shift (rounding half up)
     weight: np.ndarray | None = None  # linear: (out, in) int8
     bias: np.ndarray | None = None  # linear: (out,) int32

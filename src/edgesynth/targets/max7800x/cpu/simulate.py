@@ -45,6 +45,8 @@ def run_layer(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
         return requantize(x, layer.mult, layer.shift)
     if layer.kind == "relu":
         return np.maximum(x, 0)
+    if layer.kind == "leaky":
+        return np.where(x >= 0, x, requantize(x, layer.mult, layer.shift))
     if layer.kind == "lut":
         assert layer.table is not None
         return np.asarray(layer.table, np.int64)[x + 128]

@@ -15,7 +15,9 @@ from edgesynth.ir import graph as g
 from edgesynth.targets.max7800x.device import Device
 
 CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
-CPU_OPERATORS = "Linear (Gemm/MatMul), ReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
+CPU_OPERATORS = (
+    "Linear (Gemm/MatMul), ReLU, LeakyReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
+)
 
 
 @dataclass
@@ -30,6 +32,8 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
     """Why the accelerator cannot run `node` (None: it may; its own rules decide the rest)."""
     if isinstance(node, g.Activation) and node.kind not in ("relu", "abs"):
         return f"the accelerator has no {node.kind} activation"
+    if isinstance(node, g.LeakyRelu):
+        return "the accelerator has no leaky ReLU"
     if isinstance(node, g.Linear):
         out_features, in_features = node.weight.shape
         if out_features > device.max_channels:
@@ -48,7 +52,7 @@ def cpu_runs(node: g.Node, last: bool) -> bool:
         return node.kind in CPU_ACTIVATIONS
     if isinstance(node, g.Softmax):
         return last and not node.log
-    return isinstance(node, g.Linear | g.Flatten | g.Reshape)
+    return isinstance(node, g.Linear | g.LeakyRelu | g.Flatten | g.Reshape)
 
 
 def find_split(graph: g.Graph, device: Device) -> Split | None:
