@@ -21,8 +21,8 @@ CYCLES = {
     "mac": 6,  # linear inner loop: two byte loads, a multiply-accumulate, the loop's add/branch
     "linear_out": 20,  # per output: the bias, the 64-bit requantization, saturation, the store
     "requantize": 14,  # per value: load, 64-bit multiply and add, shift, saturation, store
-    "relu": 5,
-    "leaky": 12,  # per value: load, compare, multiply and shift when negative, store  # per value: load, compare, select, store, loop
+    "relu": 5,  # per value: load, compare, select, store, loop
+    "leaky": 12,  # per value: load, compare, multiply and shift when negative, store
     "lut": 6,  # per value: load, add, table load, store, loop
     "softmax": 150,  # per value: the project's softmax.c (exponent, sums, division)
 }
