@@ -33,6 +33,27 @@ def wide_head():  # type: ignore[no-untyped-def]
     )
 
 
+def leaky_head():  # type: ignore[no-untyped-def]
+    """A CNN whose classifier has a LeakyReLU between its two Linear layers (the accelerator
+    has none)."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 128),
+        nn.LeakyReLU(0.1),
+        nn.Linear(128, 10),
+    )
+
+
 def export(model, path: Path) -> None:  # type: ignore[no-untyped-def]
     """`model` followed by a Softmax, as torch.onnx writes it (opset 13)."""
     torch.onnx.export(
@@ -47,5 +68,9 @@ def export(model, path: Path) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-def wide_head_onnx(mnist, path: Path) -> None:  # type: ignore[no-untyped-def]
-    export(trained("wide_head", wide_head, mnist, epochs=1), path)
+MODELS = {"wide_head": wide_head, "leaky_head": leaky_head}
+
+
+def model_onnx(name: str, mnist, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The model `name` of `MODELS`, trained one epoch (cached), written to `path`."""
+    export(trained(name, MODELS[name], mnist, epochs=1), path)
