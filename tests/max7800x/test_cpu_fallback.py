@@ -148,12 +148,17 @@ def test_host_build_equals_the_simulator(tail, tmp_path: Path) -> None:
     assert len(np.unique(want.argmax(1))) > 1  # the outputs are not all alike
 
 
-def test_the_project_builds_for_the_cortex_m4(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("tail", "softmax"),
+    [(TABLES, True), ([("linear", 10), ("sigmoid", 0)], False)],
+    ids=["8-bit-unload", "32-bit-unload"],
+)
+def test_the_project_builds_for_the_cortex_m4(tail, softmax: bool, tmp_path: Path) -> None:
     needs.tool("arm-none-eabi-gcc")
     from edgesynth.targets.max7800x.commands.firmware import build_project
 
     out = tmp_path / "out"
-    compile_to(head_graph(TABLES), "max78000", calibration=calibration(), out=out)
+    compile_to(head_graph(tail, softmax), "max78000", calibration=calibration(), out=out)
     assert "cpu_part.c" in (out / "project" / "Makefile").read_text()
     assert "cpu_part(" in (out / "project" / "main.c").read_text()
     result = build_project(out / "project")  # -Wall -Wextra -Werror
