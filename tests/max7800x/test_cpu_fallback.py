@@ -60,6 +60,44 @@ def head_graph(tail: list[tuple[str, int]], softmax: bool = True) -> g.Graph:
     return graph
 
 
+def mid_graph(activation: str) -> g.Graph:
+    """Conv(1->4) -> ReLU -> MaxPool 2 (the accelerator), then `activation`, Conv(4->6, 3x3,
+    pad 1) -> ReLU -> AvgPool 2 -> Conv(6->8, 1x1, groups 2) -> global max pool -> Flatten ->
+    Linear(8->10) -> Softmax (the Cortex-M4 from `activation` on)."""
+    graph = head_graph([], softmax=False)
+    graph.nodes.pop()  # the flatten
+    del graph.tensors["f"]
+    rng = np.random.default_rng(9)
+
+    def add(node: g.Node, shape: tuple[int, ...]) -> None:
+        graph.add(node, shape)
+
+    def conv(name: str, src: str, cin: int, cout: int, k: int, hw: int, groups: int = 1) -> None:
+        w = rng.normal(0, 1 / np.sqrt(cin * k * k / groups), (cout, cin // groups, k, k))
+        pad = k // 2
+        add(g.Conv(name=name, inputs=[src], outputs=[name], weight=w, bias=rng.normal(0, 0.1, cout),
+                   pads=(pad,) * 4, groups=groups), (cout, hw, hw))  # fmt: skip
+
+    act: g.Node = (
+        g.LeakyRelu(name="act", inputs=["p"], outputs=["act"], alpha=0.05)
+        if activation == "leaky_relu"
+        else g.Activation(name="act", inputs=["p"], outputs=["act"], kind=activation)
+    )
+    add(act, (4, 4, 4))
+    conv("conv2", "act", 4, 6, 3, 4)
+    add(g.Activation(name="relu2", inputs=["conv2"], outputs=["r2"], kind="relu"), (6, 4, 4))
+    add(g.Pool(name="avg", inputs=["r2"], outputs=["a"], kind="avg", kernel=(2, 2), stride=(2, 2),
+               method="float"), (6, 2, 2))  # fmt: skip
+    conv("conv3", "a", 6, 8, 1, 2, groups=2)
+    add(g.GlobalPool(name="gmax", inputs=["conv3"], outputs=["gm"], kind="max"), (8, 1, 1))
+    add(g.Flatten(name="flat2", inputs=["gm"], outputs=["f2"]), (8,))
+    add(g.Linear(name="fc", inputs=["f2"], outputs=["fc"], weight=rng.normal(0, 0.4, (10, 8)),
+                 bias=rng.normal(0, 0.1, 10)), (10,))  # fmt: skip
+    add(g.Softmax(name="softmax", inputs=["fc"], outputs=["y"]), (10,))
+    graph.outputs = ["y"]
+    return graph
+
+
 def calibration(n: int = 32) -> np.ndarray:
     return np.random.default_rng(6).normal(0, 1, (n, 1, 8, 8))
 
@@ -126,10 +164,14 @@ def _host_driver(project: Path, work: Path) -> Path:
     return binary
 
 
-@pytest.mark.parametrize("tail", [WIDE, LEAKY, TABLES], ids=["relu", "leaky", "sigmoid-tanh"])
-def test_host_build_equals_the_simulator(tail, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "graph",
+    [head_graph(WIDE), head_graph(LEAKY), head_graph(TABLES), mid_graph("sigmoid")],
+    ids=["relu", "leaky", "sigmoid-tanh", "conv-pool"],
+)
+def test_host_build_equals_the_simulator(graph: g.Graph, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    compile_to(head_graph(tail), "max78000", calibration=calibration(), out=out)
+    compile_to(graph, "max78000", calibration=calibration(), out=out)
     cpu = CpuProgram.load(out)
     assert cpu is not None
     binary = _host_driver(out / "project", tmp_path)
@@ -149,16 +191,16 @@ def test_host_build_equals_the_simulator(tail, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("tail", "softmax"),
-    [(TABLES, True), ([("linear", 10), ("sigmoid", 0)], False)],
-    ids=["8-bit-unload", "32-bit-unload"],
+    "graph",
+    [head_graph(TABLES), head_graph([("linear", 10), ("sigmoid", 0)], False), mid_graph("tanh")],
+    ids=["8-bit-unload", "32-bit-unload", "conv-pool"],
 )
-def test_the_project_builds_for_the_cortex_m4(tail, softmax: bool, tmp_path: Path) -> None:
+def test_the_project_builds_for_the_cortex_m4(graph: g.Graph, tmp_path: Path) -> None:
     needs.tool("arm-none-eabi-gcc")
     from edgesynth.targets.max7800x.commands.firmware import build_project
 
     out = tmp_path / "out"
-    compile_to(head_graph(tail, softmax), "max78000", calibration=calibration(), out=out)
+    compile_to(graph, "max78000", calibration=calibration(), out=out)
     assert "cpu_part.c" in (out / "project" / "Makefile").read_text()
     assert "cpu_part(" in (out / "project" / "main.c").read_text()
     result = build_project(out / "project")  # -Wall -Wextra -Werror
@@ -209,3 +251,21 @@ def test_a_leaky_relu_leaves_the_accelerator() -> None:
     assert program.cpu is not None
     assert program.notes[0] == "split at `leaky_relu1` (the accelerator has no leaky ReLU):"
     assert [layer.kind for layer in program.cpu.layers] == ["requantize", "leaky", "linear"]
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "leaky_relu"])
+def test_an_activation_in_the_middle_moves_the_rest_to_the_cortex_m4(activation: str) -> None:
+    """Stage 1 runs everything after the split on the Cortex-M4: convolutions and pooling too
+    (back to the accelerator is stage 2)."""
+    program, _ = compile_to(mid_graph(activation), "max78000", calibration=calibration())
+    assert program.cpu is not None
+    kinds = [layer.kind for layer in program.cpu.layers]
+    first = "lut" if activation == "sigmoid" else "leaky"
+    assert kinds == [first, "conv", "relu", "pool", "conv", "pool", "linear"]
+    x = np.random.default_rng(3).normal(0, 1, (16, 1, 8, 8))
+    from edgesynth.flow import run_program
+    from edgesynth.sim.graph import run
+
+    codes = run_program(program, x).codes
+    want = run(mid_graph(activation), x, keep=True)["fc"]
+    assert (codes.argmax(1) == want.argmax(1)).mean() >= 0.8

@@ -20,6 +20,8 @@ from edgesynth.targets.max7800x.cpu.program import CpuLayer, CpuProgram
 CYCLES = {
     "mac": 6,  # linear inner loop: two byte loads, a multiply-accumulate, the loop's add/branch
     "linear_out": 20,  # per output: the bias, the 64-bit requantization, saturation, the store
+    "conv_tap": 14,  # convolution: the bounds checks and index arithmetic of a tap, then the MAC
+    "pool_tap": 8,  # pooling: index arithmetic, load, add, compare per window value
     "requantize": 14,  # per value: load, 64-bit multiply and add, shift, saturation, store
     "relu": 5,  # per value: load, compare, select, store, loop
     "leaky": 12,  # per value: load, compare, multiply and shift when negative, store
@@ -42,6 +44,12 @@ def estimate(program: CpuProgram) -> list[LayerCost]:
     for layer in program.layers:
         if layer.kind == "linear":
             cycles = inputs * layer.size * CYCLES["mac"] + layer.size * CYCLES["linear_out"]
+        elif layer.kind == "conv":
+            assert layer.weight is not None
+            taps = int(np.prod(layer.weight.shape[1:]))
+            cycles = layer.size * (taps * CYCLES["conv_tap"] + CYCLES["linear_out"])
+        elif layer.kind == "pool":
+            cycles = layer.size * (layer.kernel[0] * layer.kernel[1] * CYCLES["pool_tap"] + 10)
         else:
             cycles = layer.size * CYCLES[layer.kind]
         costs.append(LayerCost(layer.nodes[0] if layer.nodes else layer.name, layer.kind, cycles))
@@ -66,13 +74,31 @@ def _lines(values: np.ndarray, per_line: int = 16) -> list[str]:
     return [", ".join(flat[i : i + per_line]) + "," for i in range(0, len(flat), per_line)]
 
 
+def _shape(layer: CpuLayer) -> str:
+    """The `shape_t` initializer of a convolution or pooling layer."""
+    c, h, w = layer.in_shape
+    o, oh, ow = layer.out_shape
+    (kh, kw), (sh, sw), (dh, dw) = layer.kernel, layer.stride, layer.dilation
+    values = [c, h, w, o, oh, ow, kh, kw, sh, sw, layer.pads[0], layer.pads[1], dh, dw]
+    return ", ".join(str(int(v)) for v in [*values, layer.groups])
+
+
 def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[str, Any]:
     bits = "32" if layer.out_bits == 32 else "8"
     kind = f"{layer.kind}{bits}"
     out = f"out_{i}"
+    shape = ""
+    if layer.kind in ("conv", "pool"):
+        shape = _shape(layer)
     if layer.kind == "linear":
         args = f"{source}, {inputs}, weight_{i}, bias_{i}, {layer.size}, "
         args += f"{out}" if bits == "32" else f"{layer.mult}, {layer.shift}, {out}"
+    elif layer.kind == "conv":
+        args = f"{source}, &shape_{i}, weight_{i}, bias_{i}, "
+        args += f"{out}" if bits == "32" else f"{layer.mult}, {layer.shift}, {out}"
+    elif layer.kind == "pool":
+        avg = int(layer.pool == "avg")
+        args = f"{source}, &shape_{i}, {avg}, {layer.mult}, {layer.shift or 1}, {out}"
     elif layer.kind in ("requantize", "leaky"):
         args = f"{source}, {layer.size}, {layer.mult}, {layer.shift}, {out}"
     elif layer.kind == "lut":
@@ -88,6 +114,7 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
         "type": _c_type(layer.out_bits),
         "function": layer.function,
         "call": f"{kind}({args})",
+        "shape": shape,
     }
     if layer.weight is not None and layer.bias is not None:
         ctx["weight_lines"] = _lines(layer.weight)

@@ -60,10 +60,15 @@ def multiplier(ratio: float, what: str = "") -> tuple[int, int]:
 
 class _Lowering:
     def __init__(
-        self, split: Split, maxabs: dict[str, float], in_scale: float, sizes: dict[str, int]
+        self,
+        split: Split,
+        maxabs: dict[str, float],
+        in_scale: float,
+        shapes: dict[str, tuple[int, ...]],
     ) -> None:
         self.split = split
-        self.sizes = sizes
+        self.shapes = shapes
+        self.sizes = {t: int(np.prod(shape)) for t, shape in shapes.items()}
         self.maxabs = maxabs
         self.scale = {split.cut: in_scale}
         self.bits = {split.cut: 0}
@@ -82,8 +87,10 @@ class _Lowering:
             return
         if self.bits[src] == 32 and not _is_relu(node):
             src = self.narrowed(src)
-        if isinstance(node, g.Linear):
-            layer = self.linear(node, src, size)
+        if isinstance(node, g.Linear | g.Conv):
+            layer = self.weighted(node, src, size)
+        elif isinstance(node, g.Pool | g.GlobalPool):
+            layer = self.pooling(node, src, size)
         elif isinstance(node, g.LeakyRelu):
             mult, shift = multiplier(node.alpha, node.name)
             layer = CpuLayer(node.output, "leaky", size, mult=mult, shift=shift)
@@ -110,21 +117,42 @@ class _Lowering:
         self.scale[name], self.bits[name] = s_out, 8
         return name
 
-    def linear(self, node: g.Linear, src: str, size: int) -> CpuLayer:
+    def pooling(self, node: g.Pool | g.GlobalPool, src: str, size: int) -> CpuLayer:
+        """Max or average pooling (its input's scale); a global pool is one window."""
+        shape = self.shapes[src]
+        kernel = list(node.kernel if isinstance(node, g.Pool) else shape[1:])
+        stride = list(node.stride if isinstance(node, g.Pool) else shape[1:])
+        dilation = list(node.dilation if isinstance(node, g.Pool) else (1, 1))
+        out = self.shapes[node.output]
+        layer = CpuLayer(node.output, "pool", size, pool=node.kind, kernel=kernel, stride=stride,
+                         dilation=dilation, pads=[0, 0, 0, 0], in_shape=list(shape),
+                         out_shape=list(out) if len(out) == 3 else [shape[0], 1, 1])  # fmt: skip
+        if node.kind == "avg":
+            layer.mult, layer.shift = multiplier(1 / (kernel[0] * kernel[1]), node.name)
+        self.scale[node.output] = self.scale[src]
+        return layer
+
+    def weighted(self, node: g.Linear | g.Conv, src: str, size: int) -> CpuLayer:
+        """A linear or convolution layer: int8 weights, int32 bias, requantized output (or the
+        accumulator, for the result)."""
         s_in = self.scale[src]
         w = np.asarray(node.weight, dtype=np.float64)
         w_max = float(np.abs(w).max(initial=0.0))
         s_w = w_max / QMAX if w_max > 0 else 1.0
         w_q = np.clip(np.floor(w / s_w + 0.5), -128, 127).astype(np.int64)
         s_acc = s_in * s_w
-        bias = np.zeros(size) if node.bias is None else np.asarray(node.bias, np.float64)
+        outputs = w.shape[0]
+        bias = np.zeros(outputs) if node.bias is None else np.asarray(node.bias, np.float64)
         b_q = np.floor(bias / s_acc + 0.5).astype(np.int64)
-        if int(np.abs(w_q).sum(1).max(initial=0)) * 128 + int(np.abs(b_q).max(initial=0)) >= 2**31:
+        worst = int(np.abs(w_q).reshape(outputs, -1).sum(1).max(initial=0)) * 128
+        if worst + int(np.abs(b_q).max(initial=0)) >= 2**31:
             raise EdgesynthError(
-                f"operator `{node.name}` (linear): its 32-bit accumulator could overflow "
+                f"operator `{node.name}` ({node.op}): its 32-bit accumulator could overflow "
                 "on the Cortex-M4 (too many inputs or too large a bias)"
             )
-        layer = CpuLayer(node.output, "linear", size, weight=w_q, bias=b_q)
+        layer = CpuLayer(node.output, node.op, size, weight=w_q, bias=b_q)
+        if isinstance(node, g.Conv):
+            self.geometry(layer, node, src)
         if node.output == self.result:
             layer.out_bits, self.scale[node.output] = 32, s_acc
             return layer
@@ -134,6 +162,12 @@ class _Lowering:
         layer.mult, layer.shift = multiplier(s_acc / s_out, node.name)
         self.scale[node.output] = s_out
         return layer
+
+    def geometry(self, layer: CpuLayer, node: g.Conv, src: str) -> None:
+        layer.in_shape, layer.out_shape = list(self.shapes[src]), list(self.shapes[node.output])
+        layer.kernel, layer.stride = list(node.kernel), list(node.stride)
+        layer.dilation, layer.groups = list(node.dilation), node.groups
+        layer.pads = list(node.pads)  # begins (top, left), then ends (bottom, right)
 
 
 def _is_relu(node: g.Node) -> bool:
@@ -146,11 +180,11 @@ def lower_suffix(
     """The CPU program of `split`'s suffix; `in_qtype`: the accelerator's output codes."""
     data = np.asarray(calibration, dtype=np.float64)
     wanted = {t for n in split.suffix for t in n.outputs} | {split.cut}
-    sizes = {t: int(np.prod(graph.tensors[t].shape)) for t in wanted}
-    lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype.scale or 1.0, sizes)
+    shapes = {t: graph.tensors[t].shape for t in wanted}
+    lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype.scale or 1.0, shapes)
     lowering.bits[split.cut] = in_qtype.bits
     for node in split.suffix:
-        lowering.add(node, sizes[node.output])
+        lowering.add(node, lowering.sizes[node.output])
     return CpuProgram(
         in_shape=graph.tensors[split.cut].shape,
         in_bits=in_qtype.bits,

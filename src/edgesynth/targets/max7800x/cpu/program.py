@@ -9,6 +9,9 @@ Each layer reads the previous layer's output (the first reads the accelerator's 
 - `relu`: max(x, 0).
 - `leaky`: x where x >= 0, else clamp((x x mult + 2**(shift-1)) >> shift) (x alpha).
 - `lut`: an int8 -> int8 table (sigmoid, tanh; see `simulate.activation_table`).
+- `conv`: a 2-D convolution of a (C, H, W) tensor (zero padding, strides, dilation, groups),
+  its accumulator requantized as a linear layer's (or kept, `wide`).
+- `pool`: max, or average (the window's sum requantized by mult/shift ~ 1 / window size).
 Files (`save`, `load`): `cpu_part.json` (the layers) and `cpu_part.npz` (their arrays).
 """
 
@@ -27,7 +30,7 @@ ARRAYS_FILE = "cpu_part.npz"
 @dataclass
 class CpuLayer:
     name: str  # the graph operator it computes (messages, comments)
-    kind: str  # linear | requantize | relu | leaky | lut
+    kind: str  # linear | requantize | relu | leaky | lut | conv | pool
     size: int  # output values
     out_bits: int = 8  # 8, or 32 for a wide linear output
     function: str = ""  # lut: sigmoid | tanh
@@ -37,6 +40,15 @@ class CpuLayer:
     bias: np.ndarray | None = None  # linear: (out,) int32
     table: np.ndarray | None = None  # lut: 256 int8, indexed by code + 128
     nodes: list[str] = field(default_factory=list)  # the graph operators it computes
+    # conv, pool: the geometry ((C, H, W) in and out; pads top, left, bottom, right)
+    in_shape: list[int] = field(default_factory=list)
+    out_shape: list[int] = field(default_factory=list)
+    kernel: list[int] = field(default_factory=list)
+    stride: list[int] = field(default_factory=list)
+    pads: list[int] = field(default_factory=list)
+    dilation: list[int] = field(default_factory=list)
+    groups: int = 1
+    pool: str = ""  # max | avg
 
 
 @dataclass

@@ -47,10 +47,26 @@ def run_layer(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
         return np.maximum(x, 0)
     if layer.kind == "leaky":
         return np.where(x >= 0, x, requantize(x, layer.mult, layer.shift))
+    if layer.kind in ("conv", "pool"):
+        return _spatial(layer, x)
     if layer.kind == "lut":
         assert layer.table is not None
         return np.asarray(layer.table, np.int64)[x + 128]
     raise ValueError(f"unknown CPU layer kind {layer.kind}")
+
+
+def _spatial(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
+    """A convolution or pooling on flat (N, C x H x W) values, flat again."""
+    from edgesynth.targets.max7800x.cpu.spatial import conv2d, pool2d
+
+    x = x.reshape(len(x), *layer.in_shape)
+    if layer.kind == "conv":
+        acc = conv2d(layer, x)
+        out = acc if layer.out_bits == 32 else requantize(acc, layer.mult, layer.shift)
+    else:
+        out = pool2d(layer, x)
+        out = out if layer.pool == "max" else requantize(out, layer.mult, layer.shift)
+    return out.reshape(len(x), -1)
 
 
 def simulate(program: CpuProgram, x: np.ndarray) -> np.ndarray:

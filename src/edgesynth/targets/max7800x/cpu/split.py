@@ -16,7 +16,8 @@ from edgesynth.targets.max7800x.device import Device
 
 CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
 CPU_OPERATORS = (
-    "Linear (Gemm/MatMul), ReLU, LeakyReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
+    "Linear (Gemm/MatMul), 2-D convolution, max/average pooling (unpadded), global pooling, "
+    "ReLU, LeakyReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
 )
 
 
@@ -34,6 +35,8 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
         return f"the accelerator has no {node.kind} activation"
     if isinstance(node, g.LeakyRelu):
         return "the accelerator has no leaky ReLU"
+    if isinstance(node, g.Conv) and node.out_channels > device.max_channels:
+        return f"{node.out_channels:,} output channels, more than the accelerator's {device.max_channels:,}"
     if isinstance(node, g.Linear):
         out_features, in_features = node.weight.shape
         if out_features > device.max_channels:
@@ -52,6 +55,13 @@ def cpu_runs(node: g.Node, last: bool) -> bool:
         return node.kind in CPU_ACTIVATIONS
     if isinstance(node, g.Softmax):
         return last and not node.log
+    if isinstance(node, g.Conv):
+        return node.rank == 2 and not node.transposed
+    if isinstance(node, g.Pool):
+        return (len(node.kernel) == 2 and node.kind in ("max", "avg") and not any(node.pads)
+                and not node.ceil)  # fmt: skip
+    if isinstance(node, g.GlobalPool):
+        return node.kind in ("max", "avg")
     return isinstance(node, g.Linear | g.LeakyRelu | g.Flatten | g.Reshape)
 
 
