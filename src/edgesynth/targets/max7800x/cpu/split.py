@@ -36,7 +36,8 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
     if isinstance(node, g.LeakyRelu):
         return "the accelerator has no leaky ReLU"
     if isinstance(node, g.Conv) and node.out_channels > device.max_channels:
-        return f"{node.out_channels:,} output channels, more than the accelerator's {device.max_channels:,}"
+        limit = device.max_channels
+        return f"{node.out_channels:,} output channels, more than the accelerator's {limit:,}"
     if isinstance(node, g.Linear):
         out_features, in_features = node.weight.shape
         if out_features > device.max_channels:
