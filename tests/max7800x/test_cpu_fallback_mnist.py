@@ -3,10 +3,12 @@ with `edgesynth compile`: the accelerator runs the convolutions (and what else i
 Cortex-M4 the rest. `wide_head` ends in a 2,048-wide Linear, a Linear to 10 and a Softmax (the
 split is at the wide Linear, read from the accelerator's 8-bit output); `leaky_head` has a
 LeakyReLU between its two Linear layers (the split is at the LeakyReLU, read from the
-accelerator's 32-bit accumulator). Trained one epoch on the first 8,000 t10k images (cached),
+accelerator's 32-bit accumulator); `sigmoid_mid` has a Sigmoid after its second convolution (the
+Cortex-M4 runs the rest: pooling, a convolution, the classifier). Trained one epoch on the first 8,000 t10k images (cached),
 calibrated on 200 others (8,000-8,199); on images 9,000-9,999 the combined bit-exact output
 (`edgesynth run`) agrees with ONNX Runtime's float top-1 on at least 98%, and the virtual
-device runs the project's accelerator part with every known-answer word right."""
+device runs the project's accelerator part with every known-answer word right; the project
+builds for the Cortex-M4 with -Wall -Wextra -Werror."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from mnist_lenet import EVAL, load_mnist
 SPLITS = {
     "wide_head": "split at `/0/0.10/Gemm` (2,048 outputs, more than the accelerator's 1,024)",
     "leaky_head": "split at `/0/0.11/LeakyRelu` (the accelerator has no leaky ReLU)",
+    "sigmoid_mid": "split at `/0/0.4/Sigmoid` (the accelerator has no sigmoid activation)",
 }
 
 
@@ -60,4 +63,8 @@ def test_split_classifier_agrees_with_onnx_runtime(name: str, tmp_path: Path, ca
     assert main(["device", "run", str(out / "project")]) == 0
     report = capsys.readouterr().out
     assert "known answer: all" in report and "hazard:" not in report
+    needs.tool("arm-none-eabi-gcc")  # the whole project, cpu_part.c included, -Werror
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    assert build_project(out / "project").elf.is_file()
     print(f"{name}: accelerator + Cortex-M4 top-1 agreement with ONNX Runtime {agree:.3f}")

@@ -118,6 +118,7 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
     }
     if layer.weight is not None and layer.bias is not None:
         ctx["weight_lines"] = _lines(layer.weight)
+        ctx["weights"], ctx["biases"] = layer.weight.size, layer.bias.size
         ctx["bias_lines"] = _lines(layer.bias, 8)
     if layer.table is not None:
         ctx["table_lines"] = _lines(layer.table)
