@@ -1,14 +1,19 @@
 """Float MNIST classifiers the accelerator cannot finish (issue 25), compiled for the MAX78000
 with `edgesynth compile`: the accelerator runs the convolutions (and what else it can), the
-Cortex-M4 the rest. `wide_head` ends in a 2,048-wide Linear, a Linear to 10 and a Softmax (the
-split is at the wide Linear, read from the accelerator's 8-bit output); `leaky_head` has a
-LeakyReLU between its two Linear layers (the split is at the LeakyReLU, read from the
-accelerator's 32-bit accumulator); `sigmoid_mid` has a Sigmoid after its second convolution (the
-Cortex-M4 runs the rest: pooling, a convolution, the classifier). Trained one epoch on the first 8,000 t10k images (cached),
-calibrated on 200 others (8,000-8,199); on images 9,000-9,999 the combined bit-exact output
-(`edgesynth run`) agrees with ONNX Runtime's float top-1 on at least 98%, and the virtual
-device runs the project's accelerator part with every known-answer word right; the project
-builds for the Cortex-M4 with -Wall -Wextra -Werror."""
+Cortex-M4 the rest.
+
+- `wide_head` ends in a 2,048-wide Linear, a Linear to 10 and a Softmax: the split is at the
+  wide Linear, read from the accelerator's 8-bit output.
+- `leaky_head` has a LeakyReLU between its two Linear layers: the split is at the LeakyReLU,
+  read from the accelerator's 32-bit accumulator.
+- `sigmoid_mid` has a Sigmoid after its second convolution: the Cortex-M4 runs the rest
+  (pooling, a convolution, the classifier).
+
+Trained briefly on the first 8,000 t10k images (cached), calibrated on 200 others
+(8,000-8,199); on images 9,000-9,999 the combined bit-exact output (`edgesynth run`) agrees with
+ONNX Runtime's float top-1 on at least 98%, the virtual device runs the project's accelerator
+part with every known-answer word right, and the project builds for the Cortex-M4 with -Wall
+-Wextra -Werror."""
 
 from __future__ import annotations
 
