@@ -29,12 +29,23 @@ class Split:
     reason: str  # why the first CPU operator left the accelerator
 
 
+# What the accelerator's quantizer takes from a float graph (the rest of its rules decide later)
+_ACCELERATOR = (g.Conv, g.Linear, g.Pool, g.GlobalPool, g.Flatten, g.Reshape, g.Concat, g.Slice)
+
+
 def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | None:
     """Why the accelerator cannot run `node` (None: it may; its own rules decide the rest)."""
-    if isinstance(node, g.Activation) and node.kind not in ("relu", "abs"):
+    if isinstance(node, g.Activation) and node.kind != "relu":
         return f"the accelerator has no {node.kind} activation"
     if isinstance(node, g.LeakyRelu):
         return "the accelerator has no leaky ReLU"
+    runs = isinstance(node, _ACCELERATOR) or (
+        isinstance(node, g.Eltwise) and node.kind in ("add", "sub")
+    )
+    if not runs and not isinstance(node, g.Activation | g.Clip):
+        return f"the accelerator has no `{node.op}` here"
+    if isinstance(node, g.Clip) and node.lo > 0:
+        return "the accelerator has no clip above zero"
     if isinstance(node, g.Conv) and node.out_channels > device.max_channels:
         limit = device.max_channels
         return f"{node.out_channels:,} output channels, more than the accelerator's {limit:,}"
@@ -81,22 +92,24 @@ def find_split(graph: g.Graph, device: Device) -> Split | None:
     )
     if first is None or not cpu_runs(nodes[first], first == last):
         return None
+    refused = nodes[first]
     while first > 0 and isinstance(nodes[first - 1], g.Flatten | g.Reshape):
         first -= 1
     for i in range(first, len(nodes)):
         if not cpu_runs(nodes[i], i == last):
-            raise _neither(graph, nodes[i], device)
+            raise _neither(graph, nodes[i], refused, device)
     suffix = nodes[first:]
     cut = _cut_tensor(graph, first)
     return Split(_prefix(graph, first, cut), suffix, cut, reason)
 
 
-def _neither(graph: g.Graph, node: g.Node, device: Device) -> EdgesynthError:
+def _neither(graph: g.Graph, node: g.Node, first: g.Node, device: Device) -> EdgesynthError:
+    """`node`, after the split at `first`, is one the Cortex-M4 part does not run."""
+    kind = f" {node.kind}" if isinstance(node, g.Activation | g.Pool | g.Eltwise) else ""
     return EdgesynthError(
-        f"operator `{node.name}` ({node.op}"
-        + (f" {node.kind}" if isinstance(node, g.Activation) else "")
-        + f"): neither the {device.name}'s CNN accelerator nor its Cortex-M4 part runs it here "
-        f"(the Cortex-M4 part runs {CPU_OPERATORS}, after the accelerator's layers)",
+        f"operator `{node.name}` ({node.op}{kind}): neither the {device.name}'s CNN accelerator "
+        f"nor its Cortex-M4 part runs it here: the network leaves the accelerator at "
+        f"`{first.name}`, and the Cortex-M4 part, which runs the rest, runs {CPU_OPERATORS}",
         file=graph.source or None,
     )
 
