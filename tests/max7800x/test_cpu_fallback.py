@@ -273,3 +273,17 @@ def test_an_activation_in_the_middle_moves_the_rest_to_the_cortex_m4(activation:
     codes = run_program(program, x).codes
     want = run(mid_graph(activation), x, keep=True)["fc"]
     assert (codes.argmax(1) == want.argmax(1)).mean() >= 0.8
+
+
+def test_a_network_returning_an_accelerator_tensor_too_is_refused() -> None:
+    """The Cortex-M4 part returns the network's one result; a second output before the split
+    is refused, naming the operator where the network would leave the accelerator."""
+    graph = head_graph([("linear", 2048), ("linear", 10)], softmax=False)
+    graph.outputs = ["p", "linear1"]
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(graph, "max78000", calibration=calibration(8))
+    assert str(err.value).startswith(
+        "operator `linear0` (linear): the network would leave the accelerator here, but the "
+        "operators from here on read 1 tensor of the accelerator's part, and the network "
+        "returns 1 of them too"
+    )

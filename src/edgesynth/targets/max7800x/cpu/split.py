@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.targets.max7800x.device import Device
+from edgesynth.wording import plural
 
 CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
 CPU_OPERATORS = (
@@ -99,7 +100,7 @@ def find_split(graph: g.Graph, device: Device) -> Split | None:
         if not cpu_runs(nodes[i], i == last):
             raise _neither(graph, nodes[i], refused, device)
     suffix = nodes[first:]
-    cut = _cut_tensor(graph, first)
+    cut = _cut_tensor(graph, first, refused)
     return Split(_prefix(graph, first, cut), suffix, cut, reason)
 
 
@@ -114,19 +115,19 @@ def _neither(graph: g.Graph, node: g.Node, first: g.Node, device: Device) -> Edg
     )
 
 
-def _cut_tensor(graph: g.Graph, first: int) -> str:
-    """The one tensor of the prefix the suffix reads."""
+def _cut_tensor(graph: g.Graph, first: int, node: g.Node) -> str:
+    """The one tensor of the prefix the suffix (from `first`, split at `node`) reads."""
     made = set(graph.inputs) | {t for n in graph.nodes[first:] for t in n.outputs}
     read = {t for n in graph.nodes[first:] for t in n.inputs if t not in made}
     read |= {t for t in graph.inputs if any(t in n.inputs for n in graph.nodes[first:])}
     kept = {t for t in graph.outputs if t not in made}
     if len(read) != 1 or kept:
-        node = graph.nodes[first]
+        also = f", and the network returns {len(kept)} of them too" if kept else ""
+        tensors = plural(len(read), "tensor")
         raise EdgesynthError(
-            f"operator `{node.name}` ({node.op}): the Cortex-M4 part reads one tensor of the "
-            f"accelerator's; from `{node.name}` on the network reads {len(read)} "
-            + (f"and returns {len(kept)} earlier ones" if kept else "")
-            + " (not supported yet)",
+            f"operator `{node.name}` ({node.op}): the network would leave the accelerator here, "
+            f"but the operators from here on read {tensors} of the accelerator's "
+            f"part{also}; the Cortex-M4 part reads exactly one, its result (not supported yet)",
             file=graph.source or None,
         )
     return read.pop()
