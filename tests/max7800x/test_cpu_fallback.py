@@ -134,6 +134,7 @@ def test_a_network_the_accelerator_runs_whole_is_not_split() -> None:
 def _host_driver(project: Path, work: Path) -> Path:
     """cpu_part.c built for this PC with a driver: unloaded words on stdin, results out."""
     needs.tool("gcc")
+    work.mkdir(exist_ok=True)
     (work / "cnn.h").write_text(
         "#include <stdint.h>\ntypedef int32_t q31_t;\ntypedef int16_t q15_t;\n"
         "typedef int8_t q7_t;\n#define CNN_OK 1\n#define CNN_FAIL 0\n"
@@ -287,3 +288,51 @@ def test_a_network_returning_an_accelerator_tensor_too_is_refused() -> None:
         "operators from here on read 1 tensor of the accelerator's part, and the network "
         "returns 1 of them too"
     )
+
+
+HARNESS = Path(__file__).parent / "harness" / "kat_harness.c"
+
+
+@pytest.mark.corpus  # the devtrace headers of ../shared/tools
+@pytest.mark.parametrize("graph", [head_graph(WIDE), mid_graph("tanh")], ids=["8-bit", "32-bit"])
+def test_cnn_unload_feeds_the_cpu_part(graph: g.Graph, tmp_path: Path) -> None:
+    """The project's own cnn.c on the PC (tests/max7800x/harness): with the accelerator's known
+    answer in data memory, cnn_unload() leaves exactly what the CPU part's simulator reads, and
+    cpu_part.c on that buffer computes the network's result."""
+    from edgesynth.targets.max7800x.emit.unload import output_layers
+    from edgesynth.targets.max7800x.plan.kat import expected_words
+
+    include = needs.devtrace() / "include"
+    out = tmp_path / "out"
+    program, _ = compile_to(graph, "max78000", calibration=calibration(), out=out)
+    assert program.plan is not None and program.cpu is not None
+    plan, result, project = program.plan.project, program.plan.result, out / "project"
+    s = plan.settings
+    (last,) = [s.by_index[i] for i in output_layers(plan)]
+    words = expected_words(last, s, result.layers[last.index].output)
+    np.asarray([(a, v) for _, a, v in words], "<u4").tofile(tmp_path / "out.memory")
+    unload_bytes = program.cpu.in_words * 4
+    binary = tmp_path / "harness"
+    flags = [CC, "-O0", "-w", "-fno-builtin", f"-I{include}", f"-I{project}"]
+    main_o = tmp_path / "main.o"  # main.c calls cpu_part(): it links as it does on the chip
+    subprocess.run([*flags, "-Dmain=generated_main", "-c", str(project / "main.c"), "-o",
+                    str(main_o)], check=True)  # fmt: skip
+    sources = [project / name for name in ("cnn.c", "softmax.c", "cpu_part.c")]
+    subprocess.run(
+        [*flags, '-DSAMPLE_OUTPUT_HEADER="sampleoutput.h"', f"-DUNLOAD_BYTES={unload_bytes}",
+         str(HARNESS), str(main_o), *map(str, sources), "-no-pie", "-o", str(binary), "-lm"],
+        check=True,
+    )  # fmt: skip
+    run = subprocess.run([str(binary), str(tmp_path / "out")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    raw = (tmp_path / "out.unload").read_bytes()[:unload_bytes]
+    unloaded = np.frombuffer(raw, "<u4")
+    kind = "<i4" if program.cpu.in_bits == 32 else np.int8
+    values = np.frombuffer(raw, kind)[: program.cpu.in_size].astype(np.int64)
+    np.testing.assert_array_equal(values, result.output.reshape(-1))
+
+    driver = _host_driver(project, tmp_path / "driver")
+    stdin = " ".join(str(int(v)) for v in unloaded)
+    done = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, check=True)
+    got = np.array(done.stdout.split(), dtype=np.int64)
+    np.testing.assert_array_equal(got, simulate(program.cpu, values[None])[0])
