@@ -59,19 +59,22 @@ def multiplier(ratio: float, what: str = "") -> tuple[int, int]:
 
 
 class _Lowering:
+    """The CPU layers of a suffix, operator by operator (`add`); each tensor's scale and width
+    (8-bit codes or 32-bit accumulators) as it goes."""
+
     def __init__(
         self,
         split: Split,
         maxabs: dict[str, float],
-        in_scale: float,
+        cut: g.QType,
         shapes: dict[str, tuple[int, ...]],
     ) -> None:
         self.split = split
         self.shapes = shapes
         self.sizes = {t: int(np.prod(shape)) for t, shape in shapes.items()}
         self.maxabs = maxabs
-        self.scale = {split.cut: in_scale}
-        self.bits = {split.cut: 0}
+        self.scale = {split.cut: cut.scale or 1.0}
+        self.bits = {split.cut: cut.bits}
         self.layers: list[CpuLayer] = []
         nodes = split.suffix
         self.result = nodes[-2].output if isinstance(nodes[-1], g.Softmax) else nodes[-1].output
@@ -95,10 +98,11 @@ class _Lowering:
             mult, shift = multiplier(node.alpha, node.name)
             layer = CpuLayer(node.output, "leaky", size, mult=mult, shift=shift)
             self.scale[node.output] = self.scale[src]
-        elif node.kind == "relu":
+        elif _is_relu(node):
             layer = CpuLayer(node.output, "relu", size, self.bits[src] or 8)
             self.scale[node.output] = self.scale[src]
         else:
+            assert isinstance(node, g.Activation)  # sigmoid or tanh (`split.cpu_runs`)
             table = activation_table(node.kind, self.scale[src])
             layer = CpuLayer(node.output, "lut", size, function=node.kind, table=table)
             self.scale[node.output] = TABLE_SCALE
@@ -181,8 +185,7 @@ def lower_suffix(
     data = np.asarray(calibration, dtype=np.float64)
     wanted = {t for n in split.suffix for t in n.outputs} | {split.cut}
     shapes = {t: graph.tensors[t].shape for t in wanted}
-    lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype.scale or 1.0, shapes)
-    lowering.bits[split.cut] = in_qtype.bits
+    lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype, shapes)
     for node in split.suffix:
         lowering.add(node, lowering.sizes[node.output])
     return CpuProgram(
