@@ -125,6 +125,19 @@ def test_a_wide_linear_splits_the_network() -> None:
     assert program.outputs[0].shape == (10,) and program.outputs[0].bits == 32
 
 
+def test_the_summary_adds_the_cortex_m4_estimate() -> None:
+    from edgesynth.targets.base import get_target
+    from edgesynth.targets.max7800x.cpu.emit import estimate
+
+    program, _ = compile_to(head_graph(WIDE), "max78000", calibration=calibration())
+    assert program.cpu is not None and program.plan is not None
+    summary = get_target("max78000").summarize(program)
+    latency = program.plan.project.latency
+    assert latency is not None and summary.clock_hz == 100_000_000
+    cpu = sum(c.cycles for c in estimate(program.cpu))
+    assert summary.cycles == latency.total * 2 + cpu  # the CNN clock is 50 MHz
+
+
 def test_a_network_the_accelerator_runs_whole_is_not_split() -> None:
     program, _ = compile_to(head_graph([("linear", 10)]), "max78000", calibration=calibration())
     assert program.cpu is None

@@ -286,7 +286,8 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     # -- the summary ----------------------------------------------------------------------
     def summarize(self, program: Program) -> TargetSummary:
         """Kernel memory and data memory used against the chip's, and the vendor's latency
-        estimate (MAX78000 only) at the CNN clock the project runs."""
+        estimate (MAX78000 only) at the CNN clock the project runs; with a Cortex-M4 part, the
+        two estimates one after the other, in cycles of the Cortex-M4's clock."""
         from edgesynth.targets.max7800x.emit.project import clocking
         from edgesynth.targets.max7800x.summary import data_memory_used, kernel_memory
 
@@ -296,6 +297,13 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         used, capacity = kernel_memory(plan.project)
         latency = plan.project.latency
         clock = clocking(program.options, self.device_name)
+        cycles, clock_hz = (
+            (None, None) if latency is None else (latency.total, round(clock.mhz * 1_000_000))
+        )
+        if program.cpu is not None and cycles is not None and clock_hz is not None:
+            from edgesynth.targets.max7800x.cpu.hook import split_latency
+
+            cycles, clock_hz = split_latency(cycles, clock_hz, program.cpu, self.device_name)
         return TargetSummary(
             macs=graph_macs(program.graph),
             weight_bytes=used,
@@ -304,8 +312,8 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             activation_bytes=data_memory_used(plan.placement, device),
             activation_capacity=device.data_memory_bytes,
             activation_memory="data memory",
-            cycles=None if latency is None else latency.total,
-            clock_hz=None if latency is None else round(clock.mhz * 1_000_000),
+            cycles=cycles,
+            clock_hz=clock_hz,
         )
 
     # -- emit, load -----------------------------------------------------------------------

@@ -85,6 +85,18 @@ def accelerator_note(project: Plan, options: Max7800xOptions, device: str) -> li
     ]
 
 
+def split_latency(
+    cnn_cycles: int, cnn_hz: int, program: CpuProgram, device: str
+) -> tuple[int, int]:
+    """The accelerator's estimate and the Cortex-M4 part's, one after the other, as cycles of
+    the Cortex-M4's clock (and that clock)."""
+    from edgesynth.targets.max7800x.commands.firmware import MEMORY
+
+    cpu_hz = MEMORY[device].core_clock
+    cpu_cycles = sum(c.cycles for c in estimate(program))
+    return round(cnn_cycles * cpu_hz / cnn_hz) + cpu_cycles, cpu_hz
+
+
 def emit_cpu_part(
     program: CpuProgram, accelerator_output: np.ndarray, folder: Path, texts: dict[str, str],
     device: str,
