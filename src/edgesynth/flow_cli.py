@@ -38,6 +38,8 @@ def compile_cmd(args: argparse.Namespace) -> int:
         f"{plural(len(program.layers), 'hardware layer')}, "
         f"input {'x'.join(map(str, fmt.shape))} {kind}"
     )
+    for note in program.notes:
+        print(note)
     if program.proof is not None:
         print(program.proof.line)
     print(f"wrote {', '.join(files)} in {args.output}")

@@ -338,9 +338,9 @@ def _refused(path: Path, match: str) -> str:
 
 
 def test_unsupported_operator_names_node_and_supported_list(tmp_path: Path) -> None:
-    nodes = [n("LeakyRelu", ["x"], ["y"], name="leaky_1", alpha=0.1)]
+    nodes = [n("Elu", ["x"], ["y"], name="elu_1", alpha=0.1)]
     path = _save(tmp_path, nodes, [], {"x": ["N", 4]})
-    message = _refused(path, r"ONNX node `leaky_1` \(LeakyRelu\): operator not supported")
+    message = _refused(path, r"ONNX node `elu_1` \(Elu\): operator not supported")
     assert all(op in message for op in SUPPORTED_OPS)
 
 
@@ -389,3 +389,12 @@ def test_dynamic_spatial_dimension_and_bad_file(tmp_path: Path) -> None:
     _refused(bad, "not an ONNX model: it is a text file")
     with pytest.raises(EdgesynthError, match="no such file"):
         load_onnx(tmp_path / "missing.onnx")
+
+
+def test_leaky_relu_is_read_with_its_slope(tmp_path: Path) -> None:
+    nodes = [n("LeakyRelu", ["x"], ["y"], name="leaky_1", alpha=0.2)]
+    graph = load_onnx(_save(tmp_path, nodes, [], {"x": ["N", 4]}))
+    (node,) = graph.nodes
+    assert isinstance(node, g.LeakyRelu) and node.alpha == pytest.approx(0.2)
+    x = np.array([[-2.0, -0.5, 0.0, 3.0]])
+    np.testing.assert_allclose(run(graph, x, keep=False)["y"], [[-0.4, -0.1, 0.0, 3.0]])

@@ -356,6 +356,14 @@ class Softmax(Node):
     log: bool = False
 
 
+@dataclass(kw_only=True)
+class LeakyRelu(Node):
+    """Float graphs: x where x >= 0, else `alpha` x (ONNX LeakyRelu)."""
+
+    op: ClassVar[str] = "leaky_relu"
+    alpha: float = 0.01
+
+
 OPERATORS: dict[str, type[Node]] = {
     cls.op: cls
     for cls in (
@@ -377,6 +385,7 @@ OPERATORS: dict[str, type[Node]] = {
         Quantize,
         Dequantize,
         Softmax,
+        LeakyRelu,
     )
 }
 

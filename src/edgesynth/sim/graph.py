@@ -228,6 +228,7 @@ _EVAL: dict[type[g.Node], Callable[..., np.ndarray]] = {
     g.ShiftScaleBias: _shift_scale_bias,
     g.Clip: lambda n, x: np.clip(x, n.lo, n.hi),
     g.Activation: _activation,
+    g.LeakyRelu: lambda node, x: np.where(x >= 0, x, x * node.alpha),
     g.BatchNorm: _batchnorm,
     g.Flatten: lambda n, x: x.reshape(x.shape[0], -1),
     g.Reshape: lambda n, x: x.reshape(x.shape[0], *n.shape),

@@ -136,6 +136,7 @@ class Program:
     inputs: list[TensorFormat]
     outputs: list[TensorFormat]
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what `compile` prints about the program
     # What the host computes on the dequantized outputs: fully-connected layers (float),
     # then "softmax", "logsoftmax" or None.
     host_post: str | None = None

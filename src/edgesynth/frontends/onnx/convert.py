@@ -106,6 +106,7 @@ class Converter:
             "Identity": self.identity,
             "Softmax": self.softmax,
             "LogSoftmax": self.softmax,
+            "LeakyRelu": self.leaky_relu,
             **{op: self.activation for op in ACTIVATIONS},
             **{op: self.elementwise for op in ELEMENTWISE},
         }
@@ -432,6 +433,10 @@ class Converter:
         shape = self.shape(n.input[0])
         self.make(g.Activation, n, [n.input[0]], shape, kind=ACTIVATIONS[n.op_type])
 
+    def leaky_relu(self, n: Any, a: dict[str, Any]) -> None:
+        shape = self.shape(n.input[0])
+        self.make(g.LeakyRelu, n, [n.input[0]], shape, alpha=float(a.get("alpha", 0.01)))
+
     def clip(self, n: Any, a: dict[str, Any]) -> None:
         shape = self.shape(n.input[0])
         lo, hi = float(a.get("min", -np.inf)), float(a.get("max", np.inf))
@@ -703,6 +708,7 @@ SUPPORTED_OPS = (
     "Sigmoid",
     "Tanh",
     "Abs",
+    "LeakyRelu",
     "Clip",
     "MaxPool",
     "AveragePool",

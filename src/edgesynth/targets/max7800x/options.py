@@ -120,6 +120,7 @@ class Max7800xOptions:
     plan: PlanOptions = field(default_factory=PlanOptions)
     project: ProjectOptions = field(default_factory=ProjectOptions)
     write_for_write: bool = False
+    cpu_part: bool = False  # main.c runs cpu_part.c on the unloaded output (a split network)
 
     def __post_init__(self) -> None:
         # The device's defaults for what was left open (None).

@@ -36,6 +36,7 @@ from edgesynth.targets.base import (
 )
 
 if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.cpu.program import CpuProgram
     from edgesynth.targets.max7800x.description.network import Network
     from edgesynth.targets.max7800x.lower import Description, HwLayer
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
@@ -52,7 +53,9 @@ DATASET = "network"
 PROJECT = "project"  # the C project's folder inside the emitted folder
 
 
-def synthesis_options(device_name: str, base_dir: Path = Path(".")) -> Max7800xOptions:
+def synthesis_options(
+    device_name: str, base_dir: Path = Path("."), cpu_part: bool = False
+) -> Max7800xOptions:
     """What the core is told for a compiled program: the vendor's defaults for this device,
     `network.yaml` as the description (in `base_dir` when read back), edgesynth's own path
     (not write for write): the one place a compiled program's options are made."""
@@ -63,6 +66,7 @@ def synthesis_options(device_name: str, base_dir: Path = Path(".")) -> Max7800xO
     return Max7800xOptions(
         build=BuildOptions(device=get_device(device_name), base_dir=base_dir),
         project=ProjectOptions(config_file=NETWORK_FILE),
+        cpu_part=cpu_part,
     )
 
 
@@ -88,6 +92,7 @@ class Max7800xProgram(Program):
     built: Built | None = None  # how `network` was built (None: loaded from a folder)
     description: Description | None = None  # what emit writes (None: loaded from a folder)
     plan: Max7800xPlan | None = None
+    cpu: CpuProgram | None = None  # the layers after the accelerator's, on the Cortex-M4
 
 
 def _write_description(
@@ -147,6 +152,10 @@ def _simulate_network(program: Max7800xProgram, inputs: list[np.ndarray]) -> lis
     outs = []
     for sample in batch:
         out = simulate(program.network, sample)[-1].output
+        if program.cpu is not None:
+            from edgesynth.targets.max7800x.cpu.simulate import simulate as run_cpu
+
+            out = run_cpu(program.cpu, out[None])[0]
         outs.append(out.reshape(want))
     return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
 
@@ -158,10 +167,12 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
         from edgesynth.targets.max7800x.copies import with_copies
+        from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output, cpu_part, find_split
         from edgesynth.targets.max7800x.device import get_device
         from edgesynth.targets.max7800x.lower import describe, fuse
 
         device = get_device(self.device_name)
+        cpu, float_graph, notes = None, graph, []
         warnings: list[str] = list(graph.warnings)
         model = str(graph.meta.get("path") or graph.source or graph.name)
         if not graph.is_integer:
@@ -174,30 +185,41 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                     "typical inputs)",
                     key="--calibration",
                 )
+            split = find_split(graph, device)
+            if split is not None:
+                graph = split.prefix
             graph = quantize(graph, options.calibration, device)
             warnings += graph.warnings
+            if split is not None:
+                cpu = cpu_part(float_graph, split, options.calibration, graph, device)
+                notes = cpu_notes(split, cpu, device)
         layers = with_copies(graph, fuse(graph), device)
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
         warnings += desc.warnings
         in_t = graph.tensors[graph.inputs[0]]
         in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
         sample = _known_answer_input(in_format, options, in_t.shape)
-        synthesis = synthesis_options(self.device_name)
+        synthesis = synthesis_options(self.device_name, cpu_part=cpu is not None)
         built = self._build(desc, sample, model, synthesis)
         out_t = graph.tensors[graph.outputs[0]]
+        out_format = TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)
+        if cpu is not None:
+            out_format = cpu_output(cpu, float_graph)
         return Max7800xProgram(
             target=self.name,
             graph=graph,
             layers=layers,
             inputs=[in_format],
-            outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
+            outputs=[out_format],
             warnings=warnings,
+            notes=notes,
             network=built.network,
             sample=built.sample,
             options=synthesis,
             model=model,
             built=built,
             description=desc,
+            cpu=cpu,
         )
 
     def _build(
@@ -255,6 +277,10 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
         program.network = net
         program.plan = Max7800xPlan(placement, result, make_plan(result, opts))
+        if program.cpu is not None:
+            from edgesynth.targets.max7800x.cpu.hook import accelerator_note
+
+            program.notes[2:2] = accelerator_note(program.plan.project, opts, self.device_name)
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return _simulate_network(_own(program), inputs)
@@ -262,7 +288,8 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     # -- the summary ----------------------------------------------------------------------
     def summarize(self, program: Program) -> TargetSummary:
         """Kernel memory and data memory used against the chip's, and the vendor's latency
-        estimate (MAX78000 only) at the CNN clock the project runs."""
+        estimate (MAX78000 only) at the CNN clock the project runs; with a Cortex-M4 part, the
+        two estimates one after the other, in cycles of the Cortex-M4's clock."""
         from edgesynth.targets.max7800x.emit.project import clocking
         from edgesynth.targets.max7800x.summary import data_memory_used, kernel_memory
 
@@ -272,6 +299,13 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         used, capacity = kernel_memory(plan.project)
         latency = plan.project.latency
         clock = clocking(program.options, self.device_name)
+        cycles, clock_hz = (
+            (None, None) if latency is None else (latency.total, round(clock.mhz * 1_000_000))
+        )
+        if program.cpu is not None and cycles is not None and clock_hz is not None:
+            from edgesynth.targets.max7800x.cpu.hook import split_latency
+
+            cycles, clock_hz = split_latency(cycles, clock_hz, program.cpu, self.device_name)
         return TargetSummary(
             macs=graph_macs(program.graph),
             weight_bytes=used,
@@ -280,8 +314,8 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             activation_bytes=data_memory_used(plan.placement, device),
             activation_capacity=device.data_memory_bytes,
             activation_memory="data memory",
-            cycles=None if latency is None else latency.total,
-            clock_hz=None if latency is None else round(clock.mhz * 1_000_000),
+            cycles=cycles,
+            clock_hz=clock_hz,
         )
 
     def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
@@ -302,6 +336,10 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         folder = Path(folder)
         files = _write_description(folder, program.description, program.sample, plan.placement)
         texts = render_project(plan.project, program.options, PROJECT)
+        if program.cpu is not None:
+            from edgesynth.targets.max7800x.cpu.hook import emit_cpu_part
+
+            files += emit_cpu_part(program.cpu, plan.result.output, folder, texts, self.device_name)
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():
             (folder / PROJECT / name).write_text(text)
@@ -324,6 +362,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Max7800xProgram:
         """The program an emitted folder holds, for `edgesynth run` (its `network.yaml`)."""
+        from edgesynth.targets.max7800x.cpu.program import CpuProgram
         from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
 
         options = synthesis_options(self.device_name, base_dir=Path(folder))
@@ -341,6 +380,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             sample=sample,
             options=options,
             model=str(folder),
+            cpu=CpuProgram.load(Path(folder)),
         )
 
     def run(self, loaded: Max7800xProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -189,6 +189,8 @@ def build_project(
     arm_sources = [project / "main.c", standins / "startup.c"]
     if not riscv:
         arm_sources += [project / "cnn.c", project / "softmax.c"]
+        if (project / "cpu_part.c").exists():  # the layers the Cortex-M4 runs
+            arm_sources.append(project / "cpu_part.c")
     elf = build / f"{name}.elf"
     mem = MEMORY[device]
     sram = (mem.riscv_sram_origin - mem.sram_origin) if riscv else mem.sram_length

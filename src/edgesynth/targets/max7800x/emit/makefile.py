@@ -13,7 +13,8 @@ def sources(opts: Max7800xOptions) -> tuple[list[str], list[str]]:
     main = f"{opts.project.c_filename}.c"
     if opts.rules.riscv:
         return [main], [f"{opts.project.c_filename}_riscv.c", api, "softmax.c"]
-    return [main, api, "softmax.c"], []
+    cpu = ["cpu_part.c"] if opts.cpu_part else []
+    return [main, api, "softmax.c", *cpu], []
 
 
 def makefile(plan: Plan, opts: Max7800xOptions, name: str) -> str:

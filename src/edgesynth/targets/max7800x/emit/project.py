@@ -344,6 +344,7 @@ def _main_source(
         softmax=bool(opts.project.softmax),
         softmax_shift=(8 - term.bits) if not term.bypass else 0,
         unload=bool(opts.project.unload),
+        cpu_part=opts.cpu_part,
         output_width=term.output_width,
         forever=bool(opts.project.forever),
         riscv_debug=bool(opts.project.riscv_debug),

@@ -78,8 +78,9 @@ def _stage(project: Path, work: Path) -> list[tuple[Path, list[str]]]:
     recorder = work / "recorder.c"
     recorder.write_text(files(__package__).joinpath("recorder.c").read_text())
     sources = [(cnn_host, []), (main_host, ["-Dmain=project_main"]), (recorder, [])]
-    if (project / "softmax.c").is_file():
-        sources.append((project / "softmax.c", []))
+    for name in ("softmax.c", "cpu_part.c"):  # cpu_part.c: the layers the Cortex-M4 runs
+        if (project / name).is_file():
+            sources.append((project / name, []))
     return sources
 
 

@@ -1,0 +1,77 @@
+"""The CPU part's integer arithmetic in NumPy: the reference the generated C must equal value
+for value (`cpu_part.c`; tests/max7800x/test_cpu_fallback.py builds it for the host).
+
+Rounding: a linear layer's requantization is (acc x mult + 2**(shift-1)) >> shift with an
+arithmetic (flooring) shift, then saturation to -128..127: round half up, as the accelerator's
+output shift rounds. Sigmoid and tanh are one 256-entry table each (`activation_table`), made
+here once and written into the C as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgesynth.targets.max7800x.cpu.program import CpuLayer, CpuProgram
+
+TABLE_SCALE = 1.0 / 127  # the output step of a sigmoid or tanh table (1.0 is code 127)
+
+
+def activation_table(function: str, in_scale: float) -> np.ndarray:
+    """The int8 output code of `function` for each int8 input code -128..127 (index code + 128):
+    round half up of f(code x in_scale) / TABLE_SCALE."""
+    x = np.arange(-128, 128, dtype=np.float64) * in_scale
+    if function == "sigmoid":
+        y = 1.0 / (1.0 + np.exp(-x))
+    elif function == "tanh":
+        y = np.tanh(x)
+    else:
+        raise ValueError(f"no table for {function}")
+    return np.clip(np.floor(y / TABLE_SCALE + 0.5), -128, 127).astype(np.int64)
+
+
+def requantize(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
+    """clamp((acc x mult + 2**(shift-1)) >> shift, -128, 127) in 64-bit integers."""
+    v = (np.asarray(acc, dtype=np.int64) * mult + (1 << (shift - 1))) >> shift
+    return np.clip(v, -128, 127)
+
+
+def run_layer(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
+    """One layer on a batch (N, size) of int64 codes."""
+    if layer.kind == "linear":
+        assert layer.weight is not None and layer.bias is not None
+        acc = x @ np.asarray(layer.weight, np.int64).T + np.asarray(layer.bias, np.int64)
+        return acc if layer.out_bits == 32 else requantize(acc, layer.mult, layer.shift)
+    if layer.kind == "requantize":
+        return requantize(x, layer.mult, layer.shift)
+    if layer.kind == "relu":
+        return np.maximum(x, 0)
+    if layer.kind == "leaky":
+        return np.where(x >= 0, x, requantize(x, layer.mult, layer.shift))
+    if layer.kind in ("conv", "pool"):
+        return _spatial(layer, x)
+    if layer.kind == "lut":
+        assert layer.table is not None
+        return np.asarray(layer.table, np.int64)[x + 128]
+    raise ValueError(f"unknown CPU layer kind {layer.kind}")
+
+
+def _spatial(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
+    """A convolution or pooling on flat (N, C x H x W) values, flat again."""
+    from edgesynth.targets.max7800x.cpu.spatial import conv2d, pool2d
+
+    x = x.reshape(len(x), *layer.in_shape)
+    if layer.kind == "conv":
+        acc = conv2d(layer, x)
+        out = acc if layer.out_bits == 32 else requantize(acc, layer.mult, layer.shift)
+    else:
+        out = pool2d(layer, x)
+        out = out if layer.pool == "max" else requantize(out, layer.mult, layer.shift)
+    return out.reshape(len(x), -1)
+
+
+def simulate(program: CpuProgram, x: np.ndarray) -> np.ndarray:
+    """The CPU part on a batch of accelerator outputs (N, *in_shape): (N, out_size) int64."""
+    values = np.asarray(x, dtype=np.int64).reshape(len(x), -1)
+    for layer in program.layers:
+        values = run_layer(layer, values)
+    return values

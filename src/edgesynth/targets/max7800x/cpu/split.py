@@ -1,0 +1,146 @@
+"""Where a float network leaves the MAX7800x accelerator: the first operator it cannot run (or
+whose size is beyond its limits). The operators before it (less a trailing flatten, which the
+CPU reads for free) are the accelerator's prefix; the rest, read from one tensor of the prefix,
+runs on the Cortex-M4. A network the accelerator runs whole is not split (it compiles as
+before), nor is one whose first refused operator the CPU part cannot run either (the
+accelerator's own refusal names it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgesynth.errors import EdgesynthError
+from edgesynth.ir import graph as g
+from edgesynth.targets.max7800x.device import Device
+from edgesynth.wording import plural
+
+CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+CPU_OPERATORS = (
+    "Linear (Gemm/MatMul), 2-D convolution, max/average pooling (unpadded), global pooling, "
+    "ReLU, LeakyReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
+)
+
+
+@dataclass
+class Split:
+    prefix: g.Graph  # the accelerator's part (float), its output the cut tensor
+    suffix: list[g.Node]  # the CPU's part, in order
+    cut: str  # the tensor the CPU part reads
+    reason: str  # why the first CPU operator left the accelerator
+
+
+# What the accelerator's quantizer takes from a float graph (the rest of its rules decide later)
+_ACCELERATOR = (g.Conv, g.Linear, g.Pool, g.GlobalPool, g.Flatten, g.Reshape, g.Concat, g.Slice)
+
+
+def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | None:
+    """Why the accelerator cannot run `node` (None: it may; its own rules decide the rest)."""
+    if isinstance(node, g.Activation) and node.kind != "relu":
+        return f"the accelerator has no {node.kind} activation"
+    if isinstance(node, g.LeakyRelu):
+        return "the accelerator has no leaky ReLU"
+    runs = isinstance(node, _ACCELERATOR) or (
+        isinstance(node, g.Eltwise) and node.kind in ("add", "sub")
+    )
+    if not runs and not isinstance(node, g.Activation | g.Clip):
+        return f"the accelerator has no `{node.op}` here"
+    if isinstance(node, g.Clip) and node.lo > 0:
+        return "the accelerator has no clip above zero"
+    if isinstance(node, g.Conv) and node.out_channels > device.max_channels:
+        limit = device.max_channels
+        return f"{node.out_channels:,} output channels, more than the accelerator's {limit:,}"
+    if isinstance(node, g.Linear):
+        out_features, in_features = node.weight.shape
+        if out_features > device.max_channels:
+            return f"{out_features:,} outputs, more than the accelerator's {device.max_channels:,}"
+        if in_features > device.max_linear_features:
+            return (
+                f"{in_features:,} inputs, more than the accelerator's "
+                f"{device.max_linear_features:,}"
+            )
+    return None
+
+
+def cpu_runs(node: g.Node, last: bool) -> bool:
+    """Can the CPU part run `node` (`last`: the network's final operator)?"""
+    if isinstance(node, g.Activation):
+        return node.kind in CPU_ACTIVATIONS
+    if isinstance(node, g.Softmax):
+        return last and not node.log
+    if isinstance(node, g.Conv):
+        return node.rank == 2 and not node.transposed
+    if isinstance(node, g.Pool):
+        return (len(node.kernel) == 2 and node.kind in ("max", "avg") and not any(node.pads)
+                and not node.ceil)  # fmt: skip
+    if isinstance(node, g.GlobalPool):
+        return node.kind in ("max", "avg")
+    return isinstance(node, g.Linear | g.LeakyRelu | g.Flatten | g.Reshape)
+
+
+def find_split(graph: g.Graph, device: Device) -> Split | None:
+    """The split of a float graph (None: the accelerator runs it whole, or refuses it itself)."""
+    nodes = graph.nodes
+    last = len(nodes) - 1
+    first, reason = next(
+        (
+            (i, why)
+            for i, n in enumerate(nodes)
+            if not (i == last and isinstance(n, g.Softmax))
+            and (why := accelerator_refusal(graph, n, device))
+        ),
+        (None, ""),
+    )
+    if first is None or not cpu_runs(nodes[first], first == last):
+        return None
+    refused = nodes[first]
+    while first > 0 and isinstance(nodes[first - 1], g.Flatten | g.Reshape):
+        first -= 1
+    for i in range(first, len(nodes)):
+        if not cpu_runs(nodes[i], i == last):
+            raise _neither(graph, nodes[i], refused, device)
+    suffix = nodes[first:]
+    cut = _cut_tensor(graph, first, refused)
+    return Split(_prefix(graph, first, cut), suffix, cut, reason)
+
+
+def _neither(graph: g.Graph, node: g.Node, first: g.Node, device: Device) -> EdgesynthError:
+    """`node`, after the split at `first`, is one the Cortex-M4 part does not run."""
+    kind = f" {node.kind}" if isinstance(node, g.Activation | g.Pool | g.Eltwise) else ""
+    return EdgesynthError(
+        f"operator `{node.name}` ({node.op}{kind}): neither the {device.name}'s CNN accelerator "
+        f"nor its Cortex-M4 part runs it here: the network leaves the accelerator at "
+        f"`{first.name}`, and the Cortex-M4 part, which runs the rest, runs {CPU_OPERATORS}",
+        file=graph.source or None,
+    )
+
+
+def _cut_tensor(graph: g.Graph, first: int, node: g.Node) -> str:
+    """The one tensor of the prefix the suffix (from `first`, split at `node`) reads."""
+    made = set(graph.inputs) | {t for n in graph.nodes[first:] for t in n.outputs}
+    read = {t for n in graph.nodes[first:] for t in n.inputs if t not in made}
+    read |= {t for t in graph.inputs if any(t in n.inputs for n in graph.nodes[first:])}
+    kept = {t for t in graph.outputs if t not in made}
+    if len(read) != 1 or kept:
+        also = f", and the network returns {len(kept)} of them too" if kept else ""
+        tensors = plural(len(read), "tensor")
+        raise EdgesynthError(
+            f"operator `{node.name}` ({node.op}): the network would leave the accelerator here, "
+            f"but the operators from here on read {tensors} of the accelerator's "
+            f"part{also}; the Cortex-M4 part reads exactly one, its result (not supported yet)",
+            file=graph.source or None,
+        )
+    return read.pop()
+
+
+def _prefix(graph: g.Graph, first: int, cut: str) -> g.Graph:
+    """The float graph of the first `first` operators, returning `cut`."""
+    prefix = g.Graph(name=graph.name, source=graph.source)
+    prefix.hints, prefix.meta = dict(graph.hints), dict(graph.meta)
+    prefix.warnings = list(graph.warnings)
+    for t in graph.inputs:
+        prefix.add_input(t, graph.tensors[t].shape, graph.tensors[t].qtype)
+    for node in graph.nodes[:first]:
+        prefix.add(node, graph.tensors[node.output].shape, graph.tensors[node.output].qtype)
+    prefix.outputs = [cut]
+    return prefix

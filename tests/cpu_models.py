@@ -1,0 +1,96 @@
+"""Small float MNIST CNNs the MAX7800x accelerator cannot finish (tests/max7800x/test_cpu_*):
+trained briefly on the first 8,000 t10k images (cached, tests/mnist_lenet.py) and exported by
+torch.onnx with a Softmax at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import needs
+from mnist_lenet import trained
+
+torch = needs.module("torch")
+
+
+def wide_head():  # type: ignore[no-untyped-def]
+    """A CNN ending in a Linear with 2,048 outputs (beyond the accelerator's 1,024), then a
+    Linear to the 10 classes."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 2048),
+        nn.ReLU(),
+        nn.Linear(2048, 10),
+    )
+
+
+def leaky_head():  # type: ignore[no-untyped-def]
+    """A CNN whose classifier has a LeakyReLU between its two Linear layers (the accelerator
+    has none)."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 128),
+        nn.LeakyReLU(0.1),
+        nn.Linear(128, 10),
+    )
+
+
+def sigmoid_mid():  # type: ignore[no-untyped-def]
+    """A CNN with a Sigmoid after its second convolution (the accelerator has none): the rest,
+    convolution and pooling included, runs on the Cortex-M4."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.Sigmoid(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 10),
+    )
+
+
+def export(model, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`model` followed by a Softmax, as torch.onnx writes it (opset 13)."""
+    torch.onnx.export(
+        torch.nn.Sequential(model, torch.nn.Softmax(dim=1)).eval(),
+        (torch.zeros(1, 1, 28, 28),),
+        str(path),
+        dynamo=False,
+        opset_version=13,
+        input_names=["input"],
+        output_names=["output"],
+        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+    )
+
+
+MODELS = {"wide_head": wide_head, "leaky_head": leaky_head, "sigmoid_mid": sigmoid_mid}
+EPOCHS = {"sigmoid_mid": 3}  # the sigmoid trains slower; the others train one epoch
+
+
+def model_onnx(name: str, mnist, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The model `name` of `MODELS`, trained briefly (cached), written to `path`."""
+    export(trained(name, MODELS[name], mnist, epochs=EPOCHS.get(name, 1)), path)

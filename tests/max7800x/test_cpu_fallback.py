@@ -1,0 +1,351 @@
+"""Networks the MAX7800x accelerator cannot finish: the rest runs on the Cortex-M4 (issue 25).
+
+Small float graphs built operator by operator (random weights, no training): the graph splits
+at the first operator the accelerator cannot run, the generated cpu_part.c built for this PC
+equals the CPU part's simulator value for value, the project cross-compiles for the Cortex-M4
+with -Wall -Wextra -Werror, and bad input is refused with one message naming the node or the
+tensor. (The trained MNIST classifier: test_cpu_fallback_mnist.py.)
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import needs
+from edgesynth.errors import EdgesynthError
+from edgesynth.flow import compile_to
+from edgesynth.ir import graph as g
+from edgesynth.targets.max7800x.cpu.program import CpuProgram
+from edgesynth.targets.max7800x.cpu.simulate import simulate
+
+CC = shutil.which("gcc") or "gcc"
+
+
+def head_graph(tail: list[tuple[str, int]], softmax: bool = True) -> g.Graph:
+    """Conv(1->4, 3x3) -> ReLU -> MaxPool 2 -> Flatten (64), then `tail`: ("linear", outputs)
+    or (activation, 0), then a Softmax; random float weights."""
+    rng = np.random.default_rng(5)
+    graph = g.Graph("head")
+    graph.add_input("x", (1, 8, 8))
+    w = rng.normal(0, 0.5, (4, 1, 3, 3))
+    graph.add(g.Conv(name="conv", inputs=["x"], outputs=["c"], weight=w,
+                     bias=rng.normal(0, 0.1, 4), pads=(1, 1, 1, 1)), (4, 8, 8))  # fmt: skip
+    graph.add(g.Activation(name="relu", inputs=["c"], outputs=["r"], kind="relu"), (4, 8, 8))
+    graph.add(g.Pool(name="pool", inputs=["r"], outputs=["p"], kind="max", kernel=(2, 2),
+                     stride=(2, 2), method="float"), (4, 4, 4))  # fmt: skip
+    graph.add(g.Flatten(name="flat", inputs=["p"], outputs=["f"]), (64,))
+    t, size = "f", 64
+    for i, (kind, outputs) in enumerate(tail):
+        name = f"{kind}{i}"
+        if kind == "linear":
+            weight = rng.normal(0, 1 / np.sqrt(size), (outputs, size))
+            node: g.Node = g.Linear(name=name, inputs=[t], outputs=[name], weight=weight,
+                                    bias=rng.normal(0, 0.1, outputs))  # fmt: skip
+            size = outputs
+        elif kind == "leaky_relu":
+            node = g.LeakyRelu(name=name, inputs=[t], outputs=[name], alpha=0.1)
+        else:
+            node = g.Activation(name=name, inputs=[t], outputs=[name], kind=kind)
+        graph.add(node, (size,))
+        t = name
+    if softmax:
+        graph.add(g.Softmax(name="softmax", inputs=[t], outputs=["y"]), (size,))
+        t = "y"
+    graph.outputs = [t]
+    return graph
+
+
+def mid_graph(activation: str) -> g.Graph:
+    """Conv(1->4) -> ReLU -> MaxPool 2 (the accelerator), then `activation`, Conv(4->6, 3x3,
+    pad 1) -> ReLU -> AvgPool 2 -> Conv(6->8, 1x1, groups 2) -> global max pool -> Flatten ->
+    Linear(8->10) -> Softmax (the Cortex-M4 from `activation` on)."""
+    graph = head_graph([], softmax=False)
+    graph.nodes.pop()  # the flatten
+    del graph.tensors["f"]
+    rng = np.random.default_rng(9)
+
+    def add(node: g.Node, shape: tuple[int, ...]) -> None:
+        graph.add(node, shape)
+
+    def conv(name: str, src: str, cin: int, cout: int, k: int, hw: int, groups: int = 1) -> None:
+        w = rng.normal(0, 1 / np.sqrt(cin * k * k / groups), (cout, cin // groups, k, k))
+        pad = k // 2
+        add(g.Conv(name=name, inputs=[src], outputs=[name], weight=w, bias=rng.normal(0, 0.1, cout),
+                   pads=(pad,) * 4, groups=groups), (cout, hw, hw))  # fmt: skip
+
+    act: g.Node = (
+        g.LeakyRelu(name="act", inputs=["p"], outputs=["act"], alpha=0.05)
+        if activation == "leaky_relu"
+        else g.Activation(name="act", inputs=["p"], outputs=["act"], kind=activation)
+    )
+    add(act, (4, 4, 4))
+    conv("conv2", "act", 4, 6, 3, 4)
+    add(g.Activation(name="relu2", inputs=["conv2"], outputs=["r2"], kind="relu"), (6, 4, 4))
+    add(g.Pool(name="avg", inputs=["r2"], outputs=["a"], kind="avg", kernel=(2, 2), stride=(2, 2),
+               method="float"), (6, 2, 2))  # fmt: skip
+    conv("conv3", "a", 6, 8, 1, 2, groups=2)
+    add(g.GlobalPool(name="gmax", inputs=["conv3"], outputs=["gm"], kind="max"), (8, 1, 1))
+    add(g.Flatten(name="flat2", inputs=["gm"], outputs=["f2"]), (8,))
+    add(g.Linear(name="fc", inputs=["f2"], outputs=["fc"], weight=rng.normal(0, 0.4, (10, 8)),
+                 bias=rng.normal(0, 0.1, 10)), (10,))  # fmt: skip
+    add(g.Softmax(name="softmax", inputs=["fc"], outputs=["y"]), (10,))
+    graph.outputs = ["y"]
+    return graph
+
+
+def calibration(n: int = 32) -> np.ndarray:
+    return np.random.default_rng(6).normal(0, 1, (n, 1, 8, 8))
+
+
+WIDE = [("linear", 2048), ("relu", 0), ("linear", 10)]
+LEAKY = [("linear", 1200), ("leaky_relu", 0), ("linear", 10)]
+TABLES = [("linear", 1500), ("sigmoid", 0), ("linear", 64), ("tanh", 0), ("linear", 10)]
+
+
+def test_a_wide_linear_splits_the_network() -> None:
+    program, _ = compile_to(head_graph(WIDE), "max78000", calibration=calibration())
+    assert program.cpu is not None
+    assert [layer.kind for layer in program.cpu.layers] == ["linear", "relu", "linear"]
+    assert [layer.out_bits for layer in program.cpu.layers] == [8, 8, 32]
+    assert program.cpu.in_shape == (4, 4, 4) and program.cpu.softmax
+    notes = program.notes
+    assert notes[0] == "split at `linear0` (2,048 outputs, more than the accelerator's 1,024):"
+    assert notes[1] == "  CNN accelerator: `conv`, `relu`, `pool`"
+    cpu = [line.split(":")[0].strip() for line in notes if line.startswith("    ")]
+    assert cpu == ["`flat` (flatten)", "`linear0` (linear)", "`relu1` (activation)",
+                   "`linear2` (linear)", "`softmax` (softmax)"]  # fmt: skip
+    assert f"    `linear0` (linear): ~{64 * 2048 * 6 + 2048 * 20:,} cycles" in notes
+    assert notes[2].startswith("  CNN accelerator estimate: ")
+    assert "Cortex-M4 estimate:" in notes[-1] and "not a measurement" in notes[-1]
+    assert program.outputs[0].shape == (10,) and program.outputs[0].bits == 32
+
+
+def test_the_summary_adds_the_cortex_m4_estimate() -> None:
+    from edgesynth.targets.base import get_target
+    from edgesynth.targets.max7800x.cpu.emit import estimate
+
+    program, _ = compile_to(head_graph(WIDE), "max78000", calibration=calibration())
+    assert program.cpu is not None and program.plan is not None
+    summary = get_target("max78000").summarize(program)
+    latency = program.plan.project.latency
+    assert latency is not None and summary.clock_hz == 100_000_000
+    cpu = sum(c.cycles for c in estimate(program.cpu))
+    assert summary.cycles == latency.total * 2 + cpu  # the CNN clock is 50 MHz
+
+
+def test_a_network_the_accelerator_runs_whole_is_not_split() -> None:
+    program, _ = compile_to(head_graph([("linear", 10)]), "max78000", calibration=calibration())
+    assert program.cpu is None
+    assert not program.options.cpu_part
+
+
+def _host_driver(project: Path, work: Path) -> Path:
+    """cpu_part.c built for this PC with a driver: unloaded words on stdin, results out."""
+    needs.tool("gcc")
+    work.mkdir(exist_ok=True)
+    (work / "cnn.h").write_text(
+        "#include <stdint.h>\ntypedef int32_t q31_t;\ntypedef int16_t q15_t;\n"
+        "typedef int8_t q7_t;\n#define CNN_OK 1\n#define CNN_FAIL 0\n"
+        "void softmax_q17p14_q15(const q31_t *, const uint16_t, q15_t *);\n"
+        "void softmax_q7_q15(const q7_t *, const uint16_t, q15_t *);\n"
+    )
+    (work / "mxc.h").write_text("")
+    (work / "driver.c").write_text(
+        '#include <stdio.h>\n#include <stdint.h>\n#include "cpu_part.h"\n'
+        "static uint32_t in[CPU_PART_INPUT_WORDS];\n"
+        "int main(void) {\n  unsigned v; int i, n = 0;\n"
+        "  for (;;) {\n    for (i = 0; i < (int) (sizeof in / sizeof in[0]); i++)\n"
+        '      if (scanf("%u", &v) != 1) return n == 0; else in[i] = v;\n'
+        "    const void *out = cpu_part_forward(in);\n"
+        "    for (i = 0; i < CPU_PART_OUTPUTS; i++)\n"
+        '      printf("%d ", CPU_PART_WIDE ? ((const int32_t *) out)[i] '
+        ": ((const int8_t *) out)[i]);\n"
+        '    printf("\\n");\n    n++;\n  }\n}\n'
+    )
+    for name in ("cpu_part.c", "cpu_part.h", "softmax.c"):  # beside the stand-in cnn.h
+        shutil.copy(project / name, work / name)
+    binary = work / "driver"
+    subprocess.run(
+        [CC, "-O2", "-Wall", "-Wextra", "-Werror", f"-I{work}", str(work / "cpu_part.c"),
+         str(work / "softmax.c"), str(work / "driver.c"), "-o", str(binary)],
+        check=True,
+    )  # fmt: skip
+    return binary
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [head_graph(WIDE), head_graph(LEAKY), head_graph(TABLES), mid_graph("sigmoid")],
+    ids=["relu", "leaky", "sigmoid-tanh", "conv-pool"],
+)
+def test_host_build_equals_the_simulator(graph: g.Graph, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    compile_to(graph, "max78000", calibration=calibration(), out=out)
+    cpu = CpuProgram.load(out)
+    assert cpu is not None
+    binary = _host_driver(out / "project", tmp_path)
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (40, cpu.in_size))
+    x[:, : cpu.in_size // 2] = np.maximum(x[:, : cpu.in_size // 2], 0)  # ReLU'd inputs too
+    words = (x.astype(np.int8).view(np.uint8).reshape(len(x), -1, 4).astype(np.uint32)
+             << np.array([0, 8, 16, 24], np.uint32)).sum(2)  # fmt: skip
+    assert words.shape[1] == cpu.in_words
+    stdin = "\n".join(" ".join(map(str, row)) for row in words)
+    done = subprocess.run([str(binary)], input=stdin, capture_output=True, text=True, check=True)
+    got = np.array([line.split() for line in done.stdout.splitlines()], dtype=np.int64)
+    want = simulate(cpu, x)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want.argmax(1))) > 1  # the outputs are not all alike
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [head_graph(TABLES), head_graph([("linear", 10), ("sigmoid", 0)], False), mid_graph("tanh")],
+    ids=["8-bit-unload", "32-bit-unload", "conv-pool"],
+)
+def test_the_project_builds_for_the_cortex_m4(graph: g.Graph, tmp_path: Path) -> None:
+    needs.tool("arm-none-eabi-gcc")
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    out = tmp_path / "out"
+    compile_to(graph, "max78000", calibration=calibration(), out=out)
+    assert "cpu_part.c" in (out / "project" / "Makefile").read_text()
+    assert "cpu_part(" in (out / "project" / "main.c").read_text()
+    result = build_project(out / "project")  # -Wall -Wextra -Werror
+    assert result.elf.is_file()
+
+
+def test_an_operator_neither_side_runs_is_named() -> None:
+    graph = head_graph([("linear", 2048), ("abs", 0), ("linear", 10)])
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(graph, "max78000", calibration=calibration())
+    message = str(err.value)
+    assert message.startswith(
+        "operator `abs1` (activation abs): neither the MAX78000's CNN accelerator nor its "
+        "Cortex-M4 part runs it here: the network leaves the accelerator at `linear0`, and the "
+        "Cortex-M4 part, which runs the rest, runs Linear (Gemm/MatMul), 2-D convolution"
+    )
+    assert "\n" not in message
+
+
+def test_a_cpu_part_larger_than_the_sram_is_refused_naming_the_tensor() -> None:
+    graph = head_graph([("linear", 30000)], softmax=False)  # 120,000 bytes of accumulators
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(graph, "max78000", calibration=calibration(8))
+    assert "tensor `linear0` (120,000 bytes) does not fit the MAX78000's SRAM" in str(err.value)
+    program, _ = compile_to(graph, "max78002", calibration=calibration(8))  # 384 KiB: it fits
+    assert program.cpu is not None
+
+
+def test_a_sigmoid_after_the_accelerators_accumulator(tmp_path: Path) -> None:
+    """The accelerator's last layer keeps its 32-bit accumulator; the Cortex-M4 requantizes it
+    to 8 bits for the sigmoid's table."""
+    graph = head_graph([("linear", 10), ("sigmoid", 0)], softmax=False)
+    out = tmp_path / "out"
+    program, _ = compile_to(graph, "max78000", calibration=calibration(), out=out)
+    assert program.cpu is not None and program.cpu.in_bits == 32
+    assert [layer.kind for layer in program.cpu.layers] == ["requantize", "lut"]
+    cpu = CpuProgram.load(out)
+    assert cpu is not None
+    binary = _host_driver(out / "project", tmp_path)
+    x = np.random.default_rng(8).integers(-(2**20), 2**20, (30, cpu.in_size))
+    stdin = "\n".join(" ".join(str(int(v) & 0xFFFFFFFF) for v in row) for row in x)
+    done = subprocess.run([str(binary)], input=stdin, capture_output=True, text=True, check=True)
+    got = np.array([line.split() for line in done.stdout.splitlines()], dtype=np.int64)
+    np.testing.assert_array_equal(got, simulate(cpu, x))
+
+
+def test_a_leaky_relu_leaves_the_accelerator() -> None:
+    """LeakyReLU, which the accelerator lacks, is where the network splits (even before a
+    Linear it could run)."""
+    graph = head_graph([("linear", 32), ("leaky_relu", 0), ("linear", 10)])
+    program, _ = compile_to(graph, "max78000", calibration=calibration())
+    assert program.cpu is not None
+    assert program.notes[0] == "split at `leaky_relu1` (the accelerator has no leaky ReLU):"
+    assert [layer.kind for layer in program.cpu.layers] == ["requantize", "leaky", "linear"]
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "leaky_relu"])
+def test_an_activation_in_the_middle_moves_the_rest_to_the_cortex_m4(activation: str) -> None:
+    """Stage 1 runs everything after the split on the Cortex-M4: convolutions and pooling too
+    (back to the accelerator is stage 2)."""
+    program, _ = compile_to(mid_graph(activation), "max78000", calibration=calibration())
+    assert program.cpu is not None
+    kinds = [layer.kind for layer in program.cpu.layers]
+    first = "lut" if activation == "sigmoid" else "leaky"
+    assert kinds == [first, "conv", "relu", "pool", "conv", "pool", "linear"]
+    x = np.random.default_rng(3).normal(0, 1, (16, 1, 8, 8))
+    from edgesynth.flow import run_program
+    from edgesynth.sim.graph import run
+
+    codes = run_program(program, x).codes
+    want = run(mid_graph(activation), x, keep=True)["fc"]
+    assert (codes.argmax(1) == want.argmax(1)).mean() >= 0.8
+
+
+def test_a_network_returning_an_accelerator_tensor_too_is_refused() -> None:
+    """The Cortex-M4 part returns the network's one result; a second output before the split
+    is refused, naming the operator where the network would leave the accelerator."""
+    graph = head_graph([("linear", 2048), ("linear", 10)], softmax=False)
+    graph.outputs = ["p", "linear1"]
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(graph, "max78000", calibration=calibration(8))
+    assert str(err.value).startswith(
+        "operator `linear0` (linear): the network would leave the accelerator here, but the "
+        "operators from here on read 1 tensor of the accelerator's part, and the network "
+        "returns 1 of them too"
+    )
+
+
+HARNESS = Path(__file__).parent / "harness" / "kat_harness.c"
+
+
+@pytest.mark.corpus  # the devtrace headers of ../shared/tools
+@pytest.mark.parametrize("graph", [head_graph(WIDE), mid_graph("tanh")], ids=["8-bit", "32-bit"])
+def test_cnn_unload_feeds_the_cpu_part(graph: g.Graph, tmp_path: Path) -> None:
+    """The project's own cnn.c on the PC (tests/max7800x/harness): with the accelerator's known
+    answer in data memory, cnn_unload() leaves exactly what the CPU part's simulator reads, and
+    cpu_part.c on that buffer computes the network's result."""
+    from edgesynth.targets.max7800x.emit.unload import output_layers
+    from edgesynth.targets.max7800x.plan.kat import expected_words
+
+    include = needs.devtrace() / "include"
+    out = tmp_path / "out"
+    program, _ = compile_to(graph, "max78000", calibration=calibration(), out=out)
+    assert program.plan is not None and program.cpu is not None
+    plan, result, project = program.plan.project, program.plan.result, out / "project"
+    s = plan.settings
+    (last,) = [s.by_index[i] for i in output_layers(plan)]
+    words = expected_words(last, s, result.layers[last.index].output)
+    np.asarray([(a, v) for _, a, v in words], "<u4").tofile(tmp_path / "out.memory")
+    unload_bytes = program.cpu.in_words * 4
+    binary = tmp_path / "harness"
+    flags = [CC, "-O0", "-w", "-fno-builtin", f"-I{include}", f"-I{project}"]
+    main_o = tmp_path / "main.o"  # main.c calls cpu_part(): it links as it does on the chip
+    subprocess.run([*flags, "-Dmain=generated_main", "-c", str(project / "main.c"), "-o",
+                    str(main_o)], check=True)  # fmt: skip
+    sources = [project / name for name in ("cnn.c", "softmax.c", "cpu_part.c")]
+    subprocess.run(
+        [*flags, '-DSAMPLE_OUTPUT_HEADER="sampleoutput.h"', f"-DUNLOAD_BYTES={unload_bytes}",
+         str(HARNESS), str(main_o), *map(str, sources), "-no-pie", "-o", str(binary), "-lm"],
+        check=True,
+    )  # fmt: skip
+    run = subprocess.run([str(binary), str(tmp_path / "out")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    raw = (tmp_path / "out.unload").read_bytes()[:unload_bytes]
+    unloaded = np.frombuffer(raw, "<u4")
+    kind = "<i4" if program.cpu.in_bits == 32 else np.int8
+    values = np.frombuffer(raw, kind)[: program.cpu.in_size].astype(np.int64)
+    np.testing.assert_array_equal(values, result.output.reshape(-1))
+
+    driver = _host_driver(project, tmp_path / "driver")
+    stdin = " ".join(str(int(v)) for v in unloaded)
+    done = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, check=True)
+    got = np.array(done.stdout.split(), dtype=np.int64)
+    np.testing.assert_array_equal(got, simulate(program.cpu, values[None])[0])

@@ -1,0 +1,75 @@
+"""Float MNIST classifiers the accelerator cannot finish (issue 25), compiled for the MAX78000
+with `edgesynth compile`: the accelerator runs the convolutions (and what else it can), the
+Cortex-M4 the rest.
+
+- `wide_head` ends in a 2,048-wide Linear, a Linear to 10 and a Softmax: the split is at the
+  wide Linear, read from the accelerator's 8-bit output.
+- `leaky_head` has a LeakyReLU between its two Linear layers: the split is at the LeakyReLU,
+  read from the accelerator's 32-bit accumulator.
+- `sigmoid_mid` has a Sigmoid after its second convolution: the Cortex-M4 runs the rest
+  (pooling, a convolution, the classifier).
+
+Trained briefly on the first 8,000 t10k images (cached), calibrated on 200 others
+(8,000-8,199); on images 9,000-9,999 the combined bit-exact output (`edgesynth run`) agrees with
+ONNX Runtime's float top-1 on at least 98%, the virtual device runs the project's accelerator
+part with every known-answer word right, and the project builds for the Cortex-M4 with -Wall
+-Wextra -Werror."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import needs
+from cpu_models import model_onnx
+from edgesynth.cli import main
+from mnist_lenet import EVAL, load_mnist
+
+SPLITS = {
+    "wide_head": "split at `/0/0.10/Gemm` (2,048 outputs, more than the accelerator's 1,024)",
+    "leaky_head": "split at `/0/0.11/LeakyRelu` (the accelerator has no leaky ReLU)",
+    "sigmoid_mid": "split at `/0/0.4/Sigmoid` (the accelerator has no sigmoid activation)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.train
+@pytest.mark.parametrize("name", sorted(SPLITS))
+def test_split_classifier_agrees_with_onnx_runtime(name: str, tmp_path: Path, capsys) -> None:
+    ort = needs.module("onnxruntime")
+    x, y = load_mnist()
+    model = tmp_path / f"{name}.onnx"
+    model_onnx(name, (x, y), model)
+    xe = x[EVAL]
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    float_top1 = session.run(None, {"input": xe})[0].argmax(1)
+    assert (float_top1 == y[EVAL]).mean() >= 0.9
+
+    np.save(tmp_path / "calibration.npy", x[8000:8200])
+    out = tmp_path / "compiled"
+    args = ["compile", str(model), "-t", "max78000"]
+    args += ["--calibration", str(tmp_path / "calibration.npy"), "-o", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert SPLITS[name] in printed and "Cortex-M4 estimate:" in printed
+    assert (out / "project" / "cpu_part.c").is_file()
+
+    np.save(tmp_path / "x.npy", xe)
+    assert (
+        main(["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]) == 0
+    )
+    top1 = np.load(tmp_path / "y.npy").reshape(len(xe), -1).argmax(1)
+    agree = float((top1 == float_top1).mean())
+    assert agree >= 0.98, agree
+
+    needs.tool("gcc")  # device run records the project (cpu_part.c included) with the host compiler
+    assert main(["device", "run", str(out / "project")]) == 0
+    report = capsys.readouterr().out
+    assert "known answer: all" in report and "hazard:" not in report
+    needs.tool("arm-none-eabi-gcc")  # the whole project, cpu_part.c included, -Werror
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    assert build_project(out / "project").elf.is_file()
+    print(f"{name}: accelerator + Cortex-M4 top-1 agreement with ONNX Runtime {agree:.3f}")
