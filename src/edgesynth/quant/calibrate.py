@@ -2,8 +2,10 @@
 
 `minmax`: the smallest and largest value the tensor takes over the whole batch; `percentile`:
 the p-th and (100 - p)-th percentiles instead (outliers are clipped rather than stretching the
-scale). Any post-training quantizer can use these; the calibration data is checked against the
-graph's input first (`check_calibration`), so a wrong array is refused naming the input.
+scale). Every post-training quantizer observes through `observe` (the first step of the one
+quantization pass: then `quant.ties`, then the steps of `quant.numformat`); the calibration data
+is checked against the graph's input first (`check_calibration`), so a wrong array is refused
+naming the input.
 """
 
 from __future__ import annotations
@@ -48,6 +50,26 @@ def check_calibration(graph: g.Graph, data: np.ndarray) -> np.ndarray:
     return x.astype(np.float64)
 
 
+def observe(graph: g.Graph, x: np.ndarray, chunk: int = BATCH) -> dict[str, tuple[float, float]]:
+    """(smallest, largest) value of every tensor of the float `graph` (its input included) over
+    the batch `x`, evaluated by the graph's reference (`sim.graph`) `chunk` samples at a time.
+    An empty tensor's range is (0, 0)."""
+    ranges: dict[str, tuple[float, float]] = {}
+    for start in range(0, len(x), chunk):
+        for name, value in run(graph, x[start : start + chunk], keep=True).items():
+            v = np.asarray(value, dtype=np.float64)
+            lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
+            if name in ranges:
+                lo, hi = min(ranges[name][0], lo), max(ranges[name][1], hi)
+            ranges[name] = (lo, hi)
+    return ranges
+
+
+def maxabs(ranges: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """The largest magnitude of each range."""
+    return {name: max(-lo, hi, 0.0) for name, (lo, hi) in ranges.items()}
+
+
 def tensor_ranges(
     graph: g.Graph, x: np.ndarray, method: str = "minmax", percentile: float = 99.99
 ) -> dict[str, tuple[float, float]]:
@@ -61,6 +83,8 @@ def tensor_ranges(
         raise EdgesynthError(
             f"percentile {percentile} must be above 50 and at most 100", key="--option percentile"
         )
+    if method == "minmax" or percentile == 100.0:
+        return observe(graph, x)
     chunks: dict[str, list[np.ndarray]] = {}
     for start in range(0, len(x), BATCH):
         values = run(graph, x[start : start + BATCH], keep=True)
@@ -68,10 +92,6 @@ def tensor_ranges(
             chunks.setdefault(name, []).append(np.asarray(value, dtype=np.float64).reshape(-1))
     ranges: dict[str, tuple[float, float]] = {}
     for name, parts in chunks.items():
-        flat = np.concatenate(parts)
-        if method == "minmax" or percentile == 100.0:
-            ranges[name] = (float(flat.min()), float(flat.max()))
-        else:
-            lo, hi = np.percentile(flat, [100.0 - percentile, percentile])
-            ranges[name] = (float(lo), float(hi))
+        lo, hi = np.percentile(np.concatenate(parts), [100.0 - percentile, percentile])
+        ranges[name] = (float(lo), float(hi))
     return ranges
