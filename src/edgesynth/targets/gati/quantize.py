@@ -7,6 +7,8 @@
 * Requantization: acc * QuantScale >> QuantShift with QuantScale < 2**16 and QuantShift < 2**5,
   rounding half up, saturating to int8 (`requantize`). The largest shift that keeps
   QuantScale in 16 bits is used, so the multiplier keeps 15 to 16 significant bits.
+  These are `device.NUMBER_FORMAT`; steps and multipliers are the one quantization pass's
+  (`quant.numformat`).
 * The last layer keeps its 32-bit accumulators (QuantEn = 0) unless it ends in sigmoid/tanh,
   whose lookup takes int8 at a power-of-two scale (ActParam is that power).
 """
@@ -19,6 +21,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
+from edgesynth.quant import numformat
 from edgesynth.sim.graph import evaluate
 from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain
@@ -26,7 +29,8 @@ from edgesynth.targets.gati.check import pad_sides
 from edgesynth.targets.gati.floatref import calibration_ranges
 from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 
-QMAX = 127
+FORMAT = device.NUMBER_FORMAT
+QMAX = numformat.largest_code(FORMAT.weight_bits[0])
 SCALE_MAX = isa.TAIL.by_name["QuantScale"].max
 SHIFT_MAX = isa.TAIL.by_name["QuantShift"].max
 ACC_MAX = (1 << (device.ACC_BITS - 1)) - 1
@@ -40,12 +44,8 @@ def fit_multiplier(m: float, where: str) -> tuple[int, int]:
     """(QuantScale, QuantShift) with QuantScale / 2**QuantShift closest to `m`."""
     if not (m > 0 and math.isfinite(m)):
         raise EdgesynthError(f"{where}: requantization multiplier {m} is not positive")
-    for shift in range(SHIFT_MAX, -1, -1):
-        scale = int(round_half_up(m * 2.0**shift))
-        if scale <= SCALE_MAX:
-            break
-    else:  # pragma: no cover - the loop always breaks at shift 0 or raises below
-        scale = SCALE_MAX + 1
+    mul, shift = numformat.fit_multiplier(m, FORMAT)
+    scale = int(mul)
     if scale > SCALE_MAX:
         raise EdgesynthError(
             f"{where}: requantization multiplier {m:.6g} exceeds QuantScale's 16 bits"
@@ -65,7 +65,7 @@ def quantize_input(x: np.ndarray, scale: float) -> np.ndarray:
 
 
 def _qscale(maxabs: float) -> float:
-    return maxabs / QMAX if maxabs > 0 else 1.0 / QMAX
+    return numformat.step(maxabs, FORMAT, FORMAT.activation_bits[0])
 
 
 def _act_exponent(pre_max: float) -> int:
