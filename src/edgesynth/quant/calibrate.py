@@ -52,9 +52,10 @@ def check_calibration(graph: g.Graph, data: np.ndarray) -> np.ndarray:
 
 def observe(graph: g.Graph, x: np.ndarray, chunk: int = BATCH) -> dict[str, tuple[float, float]]:
     """(smallest, largest) value of every tensor of the float `graph` (its input included) over
-    the batch `x`, evaluated by the graph's reference (`sim.graph`) `chunk` samples at a time.
-    An empty tensor's range is (0, 0)."""
+    the batch `x`, evaluated by the graph's reference (`sim.graph`) `chunk` samples at a time
+    (the whole batch at once for 0). An empty tensor's range is (0, 0)."""
     ranges: dict[str, tuple[float, float]] = {}
+    chunk = chunk if chunk > 0 else max(len(x), 1)
     for start in range(0, len(x), chunk):
         for name, value in run(graph, x[start : start + chunk], keep=True).items():
             v = np.asarray(value, dtype=np.float64)

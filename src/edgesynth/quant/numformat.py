@@ -51,9 +51,9 @@ class NumberFormat:
     - `ties`: operators whose inputs and output share one step, by `op` name (`eltwise:add`
       names one kind of an operator with kinds); targets that tie fused commands rather than
       graph operators name those;
-    - `calibration_chunk`: samples evaluated at once while observing ranges (a batched
-      product's float results can depend on the split; each target keeps the split its
-      recorded outputs were made with).
+    - `calibration_chunk`: samples evaluated at once while observing ranges, 0 for the whole
+      batch (a batched product's float results can depend on the split; each target keeps
+      the split its recorded outputs were made with).
     """
 
     name: str

@@ -31,7 +31,9 @@ import numpy as np
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.unionfind import UnionFind
-from edgesynth.sim.graph import run
+from edgesynth.quant.calibrate import maxabs, observe
+from edgesynth.quant.numformat import threshold
+from edgesynth.quant.ties import group_maxabs, tie
 from edgesynth.targets.base import HostDense
 from edgesynth.targets.xdnn import device as dev
 from edgesynth.targets.xdnn.layers import XLayer
@@ -104,8 +106,8 @@ def lower(
     host: list[HostDense] = []
     if fc_on_host:
         fused, host = _host_tail_layers(graph, fused)
-    values = run(graph, calib)
-    low = _quantize(graph, fused, values, bits, keep_shape=bool(host))
+    ranges = maxabs(observe(graph, calib, dev.NUMBER_FORMAT.calibration_chunk))
+    low = _quantize(graph, fused, ranges, bits, keep_shape=bool(host))
     low.host_layers = host
     return low
 
@@ -329,14 +331,14 @@ def _per_branch_concats(fused: list[_Fused], final: str) -> set[str]:
 def _quantize(
     graph: g.Graph,
     fused_info: tuple[list[_Fused], dict[str, str], str | None, str],
-    values: dict[str, np.ndarray],
+    ranges: dict[str, float],
     bits: int,
     keep_shape: bool = False,
 ) -> Lowered:
     fused, _alias, host_tail, final = fused_info
     x_name = graph.inputs[0]
     warnings: list[str] = []
-    steps = _steps(graph, fused, final, values, bits, warnings)
+    steps = _steps(graph, fused, final, ranges, bits, warnings)
     low = _Lowering(graph, steps, bits, warnings)
     for f in fused:
         low.command(f)
@@ -395,7 +397,7 @@ def _steps(
     graph: g.Graph,
     fused: list[_Fused],
     final: str,
-    values: dict[str, np.ndarray],
+    ranges: dict[str, float],
     bits: int,
     warnings: list[str],
 ) -> _Steps:
@@ -406,7 +408,7 @@ def _steps(
     per_branch = _per_branch_concats(fused, final)
     groups = _step_groups(x_name, fused, per_branch)
     stored = [x_name] + [f.output for f in fused]
-    thresholds = _group_thresholds(groups, stored, values, bits, warnings)
+    thresholds = _group_thresholds(groups, stored, ranges, bits, warnings)
     steps = _Steps(bits, groups, thresholds, {})
     for f in fused:
         if f.output in per_branch:
@@ -416,35 +418,31 @@ def _steps(
 
 
 def _step_groups(x_name: str, fused: list[_Fused], per_branch: set[str]) -> UnionFind:
-    """Tensors joined by an Add, a max pool or a shared-step concatenation: one group each."""
-    groups = UnionFind()
-    groups.find(x_name)
-    for f in fused:
-        groups.find(f.output)
-        if f.kind in ("maxpool", "add") or (f.kind == "concat" and f.output not in per_branch):
-            groups.union(f.output, *f.inputs)  # an average pool rescales
-    return groups
+    """Tensors joined by an Add, a max pool or a shared-step concatenation (the format's
+    `ties`): one group each. An average pool rescales."""
+    links = [
+        (f.output, f.inputs)
+        for f in fused
+        if f.kind in dev.NUMBER_FORMAT.ties and f.output not in per_branch
+    ]
+    return tie(links, [x_name] + [f.output for f in fused])
 
 
 def _group_thresholds(
     groups: UnionFind,
     stored: list[str],
-    values: dict[str, np.ndarray],
+    ranges: dict[str, float],
     bits: int,
     warnings: list[str],
 ) -> dict[str, float]:
     """Each group's threshold: the largest magnitude of its tensors over the calibration batch
-    (1 for an all-zero group, with a warning); doubled for 16 bits."""
-    th: dict[str, float] = {}
-    for t in stored:
-        r = groups.find(t)
-        th[r] = max(th.get(r, 0.0), float(np.abs(values[t]).max(initial=0.0)))
-    for r, v in list(th.items()):
+    (1 for an all-zero group, with a warning); doubled for 16 bits (the format's headroom, so
+    (acc >> pre) never saturates: see quantfile.py)."""
+    th = group_maxabs(groups, ranges, stored)
+    for r, v in th.items():
         if v == 0.0:
-            v = 1.0
             warnings.append(f"tensor group of `{r}` is zero on the whole calibration batch")
-        # 16-bit: one bit of headroom, so (acc >> pre) never saturates (see quantfile.py)
-        th[r] = 2 * v if bits == 16 else v
+        th[r] = threshold(v, dev.NUMBER_FORMAT, bits)
     return th
 
 
