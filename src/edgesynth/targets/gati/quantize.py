@@ -21,6 +21,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
+from edgesynth.ir.intrange import accumulator_range, int_range
 from edgesynth.quant import numformat
 from edgesynth.sim.graph import evaluate
 from edgesynth.targets.gati import device, isa
@@ -33,7 +34,7 @@ FORMAT = device.NUMBER_FORMAT
 QMAX = numformat.largest_code(FORMAT.weight_bits[0])
 SCALE_MAX = isa.TAIL.by_name["QuantScale"].max
 SHIFT_MAX = isa.TAIL.by_name["QuantShift"].max
-ACC_MAX = (1 << (device.ACC_BITS - 1)) - 1
+ACC_MIN, ACC_MAX = int_range(device.ACC_BITS, True)
 
 
 def round_half_up(x: np.ndarray | float) -> np.ndarray:
@@ -56,6 +57,17 @@ def fit_multiplier(m: float, where: str) -> tuple[int, int]:
             "(QuantShift has 5 bits)"
         )
     return scale, shift
+
+
+def check_accumulator(w: np.ndarray, b: np.ndarray, where: str) -> None:
+    """Refuse a layer whose 32-bit accumulator can overflow on some int8 input (the exact
+    bound of `ir.intrange.accumulator_range`)."""
+    lo, hi = accumulator_range(w, b, -128, 127, padded=True)
+    if lo < ACC_MIN or hi > ACC_MAX:
+        raise EdgesynthError(
+            f"{where}: the 32-bit accumulator could overflow (it reaches {lo}..{hi} on some "
+            "int8 input)"
+        )
 
 
 def quantize_input(x: np.ndarray, scale: float) -> np.ndarray:
@@ -137,12 +149,7 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
                     f"at this layer's scale"
                 )
             qb = qb.astype(np.int64)
-            bound = np.abs(qw).reshape(qw.shape[0], -1).sum(axis=1) * 128 + np.abs(qb)
-            if bound.max(initial=0) > ACC_MAX:
-                raise EdgesynthError(
-                    f"{where}: the 32-bit accumulator could overflow ({int(bound.max())} "
-                    "worst case)"
-                )
+            check_accumulator(qw, qb, where)
             gl.weights, gl.bias = qw, qb
             gl.bias_width = (
                 8 if np.abs(qb).max(initial=0) <= 127 and qb.min(initial=0) >= -128 else 32

@@ -31,6 +31,7 @@ import yaml
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.intrange import int_range
 from edgesynth.targets.max7800x.device import Device
 
 INPUT_LAYER = -1
@@ -394,7 +395,8 @@ def weight_bits(w: np.ndarray) -> int:
     weights take less kernel memory and compute the same."""
     lo, hi = int(w.min(initial=0)), int(w.max(initial=0))
     for bits in (1, 2, 4):
-        if -(1 << (bits - 1)) <= lo and hi <= (1 << (bits - 1)) - 1:
+        low, high = int_range(bits, True)
+        if low <= lo and hi <= high:
             return bits
     return 8
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.intrange import int_range
 from edgesynth.ir.unionfind import UnionFind
 from edgesynth.quant.calibrate import maxabs, observe
 from edgesynth.quant.numformat import threshold
@@ -454,8 +455,8 @@ class _Lowering:
         self.graph = graph
         self.steps = steps
         self.bits = bits
-        self.top = (1 << (bits - 1)) - 1
-        self.lo, self.hi = -self.top - 1, self.top
+        self.lo, self.hi = int_range(bits, True)
+        self.top = self.hi
         x_name = graph.inputs[0]
         self.ig = g.Graph(graph.name, source=graph.source)
         self.ig.add_input(x_name, _shape3(graph, x_name), steps.qtype(x_name))
