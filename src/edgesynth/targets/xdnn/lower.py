@@ -30,6 +30,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.fusion import Matcher, Pattern, pattern
 from edgesynth.ir.intrange import int_range
 from edgesynth.ir.unionfind import UnionFind
 from edgesynth.quant.calibrate import maxabs, observe
@@ -49,6 +50,20 @@ from edgesynth.targets.xdnn.quantfile import (
 
 HOST_TAILS = (g.Softmax,)
 VIEW_OPS = (g.Flatten, g.Reshape)
+
+# What one engine command runs (`ir.fusion`), by the command's kind.
+FUSION_PATTERNS: dict[str, Pattern] = {
+    p.name: p
+    for p in (
+        pattern("conv", "conv [batchnorm] [activation:relu]"),
+        pattern("fc", "linear [activation:relu]"),
+        pattern("maxpool", "pool:max [activation:relu]"),
+        pattern("avgpool", "pool:avg"),
+        pattern("global_avgpool", "global_pool:avg"),
+        pattern("add", "eltwise:add [activation:relu]"),
+        pattern("concat", "concat"),
+    )
+}
 
 
 @dataclass
@@ -160,14 +175,11 @@ def _fuse(graph: g.Graph) -> tuple[list[_Fused], dict[str, str], str | None, str
 
 class _Fuser:
     """Walks the float graph in order, folding each node's BatchNormalization and Relu into its
-    engine command; the nodes taken so are marked `done`."""
+    engine command (`FUSION_PATTERNS`); the nodes taken so are marked `done`."""
 
     def __init__(self, graph: g.Graph) -> None:
         self.graph = graph
-        self.consumers: dict[str, list[g.Node]] = {}
-        for n in graph.nodes:
-            for t in n.inputs:
-                self.consumers.setdefault(t, []).append(n)
+        self.matcher = Matcher(graph)
         self.alias: dict[str, str] = {}
         self.done: set[str] = set()
         self.out: list[_Fused] = []
@@ -181,22 +193,12 @@ class _Fuser:
             t = self.alias[t]
         return t
 
-    def only_next(self, t: str, kind: type[g.Node]) -> g.Node | None:
-        """The one reader of `t` when it is a `kind` and `t` is not a network output."""
-        cs = self.consumers.get(t, [])
-        if len(cs) == 1 and isinstance(cs[0], kind) and t not in self.graph.outputs:
-            return cs[0]
-        return None
-
-    def relu_after(self, t: str) -> g.Node | None:
-        n = self.only_next(t, g.Activation)
-        return n if n is not None and n.kind == "relu" else None  # type: ignore[attr-defined]
-
-    def take(self, n: g.Node, sources: list[str]) -> str:
-        """Fold `n` into the command being built: its output is what the command stores."""
-        self.done.add(n.name)
-        sources.append(n.name)
-        return n.output
+    def chain(self, head: g.Node, kind: str) -> list[g.Node]:
+        """The operators the command of `kind` headed by `head` takes after it (its pattern),
+        marked `done`."""
+        rest = self.matcher.follow(head, FUSION_PATTERNS[kind], self.done)[1:]
+        self.done.update(n.name for n in rest)
+        return rest
 
     def node(self, node: g.Node) -> None:
         if isinstance(node, g.Conv):
@@ -210,8 +212,7 @@ class _Fuser:
         elif isinstance(node, g.Eltwise):
             self.eltwise(node)
         elif isinstance(node, g.Concat):
-            inputs = [self.real(i) for i in node.inputs]
-            self.out.append(_Fused("concat", node, inputs, node.output, sources=[node.name]))
+            self.append("concat", node, self.chain(node, "concat"))
         elif isinstance(node, VIEW_OPS):
             self.alias[node.output] = node.inputs[0]
         elif isinstance(node, g.Activation) and node.kind == "relu":
@@ -234,45 +235,28 @@ class _Fuser:
             self.errors.append(_err(node, "only plain 2-D convolutions run on xDNN"))
             return
         w, b = _float_weights(node)
-        srcs = [node.name]
-        t = node.output
-        bn = self.only_next(t, g.BatchNorm)
-        if bn is not None:
-            w, b = _fold_bn(w, b, bn)  # type: ignore[arg-type]
-            t = self.take(bn, srcs)
-        r = self.relu_after(t)
-        if r is not None:
-            t = self.take(r, srcs)
-        inputs = [self.real(node.inputs[0])]
-        self.out.append(_Fused("conv", node, inputs, t, w, b, r is not None, srcs))
+        rest = self.chain(node, "conv")
+        for bn in rest:
+            if isinstance(bn, g.BatchNorm):
+                w, b = _fold_bn(w, b, bn)
+        self.append("conv", node, rest, w, b)
 
     def linear(self, node: g.Linear) -> None:
         """Gemm/MatMul (+ Relu)."""
         w, b = _float_weights(node)
-        srcs = [node.name]
-        t = node.output
-        r = self.relu_after(t)
-        if r is not None:
-            t = self.take(r, srcs)
-        inputs = [self.real(node.inputs[0])]
-        self.out.append(_Fused("fc", node, inputs, t, w, b, r is not None, srcs))
+        self.append("fc", node, self.chain(node, "fc"), w, b)
 
     def pool(self, node: g.Pool) -> None:
         """MaxPool (+ Relu) or AveragePool."""
         kind = "maxpool" if node.kind == "max" else "avgpool"
-        srcs, t = [node.name], node.output
-        r = self.relu_after(t)
-        if r is not None and kind == "maxpool":
-            t = self.take(r, srcs)  # checked later: the pool's input must be non-negative
-        inputs = [self.real(node.inputs[0])]
-        self.out.append(_Fused(kind, node, inputs, t, relu=r is not None, sources=srcs))
+        # a Relu after a max pool is checked later: the pool's input must be non-negative
+        self.append(kind, node, self.chain(node, kind))
 
     def global_pool(self, node: g.GlobalPool) -> None:
         if node.kind != "avg":
             self.errors.append(_err(node, "global max pooling does not run on xDNN"))
             return
-        inputs = [self.real(node.inputs[0])]
-        self.out.append(_Fused("avgpool", node, inputs, node.output, sources=[node.name]))
+        self.append("avgpool", node, self.chain(node, "global_avgpool"))
 
     def eltwise(self, node: g.Eltwise) -> None:
         """A two-input Add (+ Relu)."""
@@ -285,12 +269,22 @@ class _Fuser:
                 )
             )
             return
-        srcs, t = [node.name], node.output
-        r = self.relu_after(t)
-        if r is not None:
-            t = self.take(r, srcs)
-        inputs = [self.real(i) for i in node.inputs]
-        self.out.append(_Fused("add", node, inputs, t, relu=r is not None, sources=srcs))
+        self.append("add", node, self.chain(node, "add"))
+
+    def append(
+        self,
+        kind: str,
+        head: g.Node,
+        rest: list[g.Node],
+        weight: np.ndarray | None = None,
+        bias: np.ndarray | None = None,
+    ) -> None:
+        """One engine command: `head` and the operators it fused (`rest`)."""
+        relu = any(isinstance(n, g.Activation) for n in rest)
+        out = rest[-1].output if rest else head.output
+        inputs = [self.real(i) for i in head.inputs]
+        srcs = [head.name] + [n.name for n in rest]
+        self.out.append(_Fused(kind, head, inputs, out, weight, bias, relu, srcs))
 
 
 def _float_weights(node: g.Conv | g.Linear) -> tuple[np.ndarray, np.ndarray]:
