@@ -2,8 +2,8 @@
 
 `minmax`: the smallest and largest value the tensor takes over the whole batch; `percentile`:
 the p-th and (100 - p)-th percentiles instead (outliers are clipped rather than stretching the
-scale). Every post-training quantizer observes through `observe` (the first step of the one
-quantization pass: then `quant.ties`, then the steps of `quant.numformat`); the calibration data
+scale). Every post-training quantizer observes through `sim.observe` (the first step of the one
+quantization pass: then `ir.ties`, then the steps of `ir.numformat`); the calibration data
 is checked against the graph's input first (`check_calibration`), so a wrong array is refused
 naming the input.
 """
@@ -15,9 +15,9 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
+from edgesynth.sim.observe import BATCH, observe
 
 METHODS = ("minmax", "percentile")
-BATCH = 256  # samples evaluated at once (bounded memory for every tensor of a big batch)
 
 
 def check_calibration(graph: g.Graph, data: np.ndarray) -> np.ndarray:
@@ -48,27 +48,6 @@ def check_calibration(graph: g.Graph, data: np.ndarray) -> np.ndarray:
     if not np.isfinite(x).all():
         raise EdgesynthError("calibration data holds NaN or infinite values", key="--calibration")
     return x.astype(np.float64)
-
-
-def observe(graph: g.Graph, x: np.ndarray, chunk: int = BATCH) -> dict[str, tuple[float, float]]:
-    """(smallest, largest) value of every tensor of the float `graph` (its input included) over
-    the batch `x`, evaluated by the graph's reference (`sim.graph`) `chunk` samples at a time
-    (the whole batch at once for 0). An empty tensor's range is (0, 0)."""
-    ranges: dict[str, tuple[float, float]] = {}
-    chunk = chunk if chunk > 0 else max(len(x), 1)
-    for start in range(0, len(x), chunk):
-        for name, value in run(graph, x[start : start + chunk], keep=True).items():
-            v = np.asarray(value, dtype=np.float64)
-            lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
-            if name in ranges:
-                lo, hi = min(ranges[name][0], lo), max(ranges[name][1], hi)
-            ranges[name] = (lo, hi)
-    return ranges
-
-
-def maxabs(ranges: dict[str, tuple[float, float]]) -> dict[str, float]:
-    """The largest magnitude of each range."""
-    return {name: max(-lo, hi, 0.0) for name, (lo, hi) in ranges.items()}
 
 
 def tensor_ranges(

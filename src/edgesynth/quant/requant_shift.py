@@ -14,7 +14,7 @@ Weights: symmetric, `bits` wide ([-(2**(bits-1) - 1), 2**(bits-1) - 1]), per out
 per layer. Activations: unsigned 8-bit after a ReLU, signed 8-bit otherwise; the network's
 output signed `output_bits` wide. These are `FORMAT`, the number format of the dialect (the
 one GAP8 declares, `targets/pulp/device.py`); steps and multipliers are the one quantization
-pass's (`quant.numformat`).
+pass's (`ir.numformat`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.ir import numformat
 from edgesynth.ir.intrange import int_range
-from edgesynth.quant import numformat
-from edgesynth.quant.numformat import NumberFormat
+from edgesynth.ir.numformat import NumberFormat
 
 FORMAT = NumberFormat(
     name="requant_shift",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgesynth.quant.numformat import NumberFormat
+from edgesynth.ir.numformat import NumberFormat
 
 ENGINES = 8  # compute engines: each takes one input channel per channel iteration
 ENGINE_ROWS = 9  # kernel taps per engine column (a 3x3 filter is one column)

@@ -8,7 +8,7 @@
   rounding half up, saturating to int8 (`requantize`). The largest shift that keeps
   QuantScale in 16 bits is used, so the multiplier keeps 15 to 16 significant bits.
   These are `device.NUMBER_FORMAT`; steps and multipliers are the one quantization pass's
-  (`quant.numformat`).
+  (`ir.numformat`).
 * The last layer keeps its 32-bit accumulators (QuantEn = 0) unless it ends in sigmoid/tanh,
   whose lookup takes int8 at a power-of-two scale (ActParam is that power).
 """
@@ -21,8 +21,8 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
+from edgesynth.ir import numformat
 from edgesynth.ir.intrange import accumulator_range, int_range
-from edgesynth.quant import numformat
 from edgesynth.sim.graph import evaluate
 from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain

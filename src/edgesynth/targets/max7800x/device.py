@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgesynth.quant.numformat import NumberFormat
+from edgesynth.ir.numformat import NumberFormat
 
 # Operators whose inputs and output share one scale: the chip passes their codes through.
 SHARED_SCALE_OPS = ("pool", "global_pool", "flatten", "reshape", "concat", "slice")

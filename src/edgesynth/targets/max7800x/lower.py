@@ -31,6 +31,7 @@ import yaml
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.fusion import pattern
 from edgesynth.ir.intrange import int_range
 from edgesynth.targets.max7800x.device import Device
 
@@ -65,6 +66,13 @@ class HwLayer:
         if self.op.transposed:
             return "convtranspose2d"
         return "conv1d" if self.op.rank == 1 else "conv2d"
+
+
+# What one hardware layer runs from its operation forward (`ir.fusion`); what it reads before
+# the operation (concatenation, element-wise, pooling, flatten) is `_Fuser.inputs`'s.
+FUSION_PATTERNS = (
+    pattern("operation", "conv|linear [requantize] [activation:relu|activation:abs] [clip]"),
+)
 
 
 def _layer_name(node_name: str) -> str:

@@ -13,7 +13,7 @@ The chip's number format (the hardware documentation; ARITHMETIC.md):
 - average pooling truncates toward zero.
 Calibration runs the float graph's own reference (`sim.graph`) on the given batch; the ranges
 are the largest magnitudes seen. The steps are the one quantization pass's (`quant.calibrate`,
-`quant.ties`, `quant.numformat`) over the device's `number_format`.
+`ir.ties`, `ir.numformat`) over the device's `number_format`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.numformat import NumberFormat, fit_shift, step
+from edgesynth.ir.ties import graph_links, group_maxabs, tie
 from edgesynth.ir.unionfind import UnionFind
-from edgesynth.quant.calibrate import maxabs as range_maxabs
-from edgesynth.quant.calibrate import observe
-from edgesynth.quant.numformat import NumberFormat, fit_shift, step
-from edgesynth.quant.ties import graph_links, group_maxabs, tie
+from edgesynth.sim.observe import maxabs as range_maxabs
+from edgesynth.sim.observe import observe
 from edgesynth.targets.max7800x.device import Device
 
 QMAX = 127

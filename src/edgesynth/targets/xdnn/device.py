@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgesynth.errors import EdgesynthError, did_you_mean
-from edgesynth.quant import numformat
-from edgesynth.quant.numformat import NumberFormat
+from edgesynth.ir import numformat
+from edgesynth.ir.numformat import NumberFormat
 
 MiB = 1 << 20
 

@@ -32,10 +32,10 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.fusion import Matcher, Pattern, pattern
 from edgesynth.ir.intrange import int_range
+from edgesynth.ir.numformat import threshold
+from edgesynth.ir.ties import group_maxabs, tie
 from edgesynth.ir.unionfind import UnionFind
-from edgesynth.quant.calibrate import maxabs, observe
-from edgesynth.quant.numformat import threshold
-from edgesynth.quant.ties import group_maxabs, tie
+from edgesynth.sim.observe import maxabs, observe
 from edgesynth.targets.base import HostDense
 from edgesynth.targets.xdnn import device as dev
 from edgesynth.targets.xdnn.layers import XLayer

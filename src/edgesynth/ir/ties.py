@@ -1,5 +1,5 @@
 """Which tensors must share one step, and each group's largest magnitude: the second step of
-the quantization pass (after `quant.calibrate.observe`).
+the quantization pass (after `sim.observe`).
 
 Operators that pass codes through unchanged (pooling, reshapes, concatenation, an addition of
 codes) need their inputs and output on one step. A target names those operators in its number

@@ -1,7 +1,7 @@
 """How a target stores numbers, as data, and the arithmetic every quantizer shares.
 
 Each target declares one `NumberFormat` in its `device.py` (`NUMBER_FORMAT`, or a property of
-its device); the quantization pass (`quant.calibrate.observe` for the ranges, `quant.ties` for
+its device); the quantization pass (`sim.observe` for the ranges, `ir.ties` for
 the tensors that share a scale, and the functions here for steps and requantization factors)
 reads nothing else about the target. Where targets differ in a corner, the difference is a
 field below, not a branch in a target's code.
