@@ -10,10 +10,10 @@ trailing `*` one that may repeat (zero or more times). The first member is the c
 A chain follows the graph forward: each next operator is the only reader of the previous
 one's output, and that output is no graph output (a value read elsewhere must be stored).
 
-`follow` extends a chain from a head the fuser chose (the longest chain the pattern allows);
-`find` covers a graph with maximal non-overlapping chains in topological order (at each
-operator not yet taken, the longest chain of any pattern; the first pattern listed wins a
-tie). Each target lists its patterns as a table in its own lowering.
+`follow` extends a chain from a head the fuser chose (the longest chain the pattern allows),
+`longest` the longest of several patterns; `find` covers a graph with maximal non-overlapping
+chains in topological order (at each operator not yet taken, the longest chain of any pattern;
+the first pattern listed wins a tie). Each target lists its patterns as a table in its own lowering.
 """
 
 from __future__ import annotations
@@ -125,6 +125,18 @@ class Matcher:
                 options.append(skipped)
         return max(options, key=len) if options else None
 
+    def longest(
+        self, head: g.Node, patterns: Sequence[Pattern], taken: Collection[str] = ()
+    ) -> Match | None:
+        """The longest chain any of `patterns` makes from `head` (the first listed wins a tie),
+        None if none matches."""
+        best: Match | None = None
+        for pat in patterns:
+            chain = self.follow(head, pat, taken)
+            if chain and (best is None or len(chain) > len(best.nodes)):
+                best = Match(pat, tuple(chain))
+        return best
+
     def find(self, patterns: Sequence[Pattern], taken: Collection[str] = ()) -> list[Match]:
         """Maximal non-overlapping chains, in the graph's order (see the module docstring)."""
         used = set(taken)
@@ -132,11 +144,7 @@ class Matcher:
         for node in self.graph.nodes:
             if node.name in used:
                 continue
-            best: Match | None = None
-            for pat in patterns:
-                chain = self.follow(node, pat, used)
-                if chain and (best is None or len(chain) > len(best.nodes)):
-                    best = Match(pat, tuple(chain))
+            best = self.longest(node, patterns, used)
             if best is not None:
                 used.update(n.name for n in best.nodes)
                 matches.append(best)
