@@ -8,6 +8,8 @@ can depend on the split).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from edgesynth.ir import graph as g
@@ -23,13 +25,18 @@ def observe(graph: g.Graph, x: np.ndarray, chunk: int = BATCH) -> dict[str, tupl
     ranges: dict[str, tuple[float, float]] = {}
     chunk = chunk if chunk > 0 else max(len(x), 1)
     for start in range(0, len(x), chunk):
-        for name, value in run(graph, x[start : start + chunk], keep=True).items():
-            v = np.asarray(value, dtype=np.float64)
-            lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
-            if name in ranges:
-                lo, hi = min(ranges[name][0], lo), max(ranges[name][1], hi)
-            ranges[name] = (lo, hi)
+        widen(ranges, run(graph, x[start : start + chunk], keep=True))
     return ranges
+
+
+def widen(ranges: dict[str, tuple[float, float]], values: Mapping[str, np.ndarray]) -> None:
+    """Widen each name's range in `ranges` to hold its value in `values` (one chunk's)."""
+    for name, value in values.items():
+        v = np.asarray(value, dtype=np.float64)
+        lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
+        if name in ranges:
+            lo, hi = min(ranges[name][0], lo), max(ranges[name][1], hi)
+        ranges[name] = (lo, hi)
 
 
 def maxabs(ranges: dict[str, tuple[float, float]]) -> dict[str, float]:

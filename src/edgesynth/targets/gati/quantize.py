@@ -118,7 +118,7 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
         raise EdgesynthError("calibration data holds no samples")
     if not np.isfinite(x).all():
         raise EdgesynthError("calibration data holds NaN or infinite values")
-    in_max, pre_max, act_max = calibration_ranges(graph, x)
+    in_max, pre_max, act_max = calibration_ranges(graph, x, FORMAT.calibration_chunk)
     input_scale = _qscale(in_max)
 
     g_layers: list[GatiLayer] = []
