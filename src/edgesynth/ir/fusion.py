@@ -31,8 +31,7 @@ class Member:
     repeat: bool = False
 
     def takes(self, node: g.Node) -> bool:
-        kind = getattr(node, "kind", None)
-        return node.op in self.ops or (isinstance(kind, str) and f"{node.op}:{kind}" in self.ops)
+        return any(name in self.ops for name in node.op_names)
 
 
 @dataclass(frozen=True)

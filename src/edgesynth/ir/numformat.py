@@ -1,10 +1,10 @@
 """How a target stores numbers, as data, and the arithmetic every quantizer shares.
 
 Each target declares one `NumberFormat` in its `device.py` (`NUMBER_FORMAT`, or a property of
-its device); the quantization pass (`sim.observe` for the ranges, `ir.ties` for
-the tensors that share a scale, and the functions here for steps and requantization factors)
-reads nothing else about the target. Where targets differ in a corner, the difference is a
-field below, not a branch in a target's code.
+its device); the quantization pass (`sim.observe` for the ranges, `ir.ties` for the tensors
+that share a scale, and the functions here for steps and requantization factors) takes the
+target's numbers from it. Where targets' rules differ in a corner, the difference is a field
+below, not a branch in a target's code.
 
 A tensor's real value is code x step. A range's *threshold* is its largest magnitude (an
 all-zero range counts as 1, see `zero_step`), widened by `headroom_bits`; its step is the

@@ -16,16 +16,9 @@ from edgesynth.ir import graph as g
 from edgesynth.ir.unionfind import UnionFind
 
 
-def op_name(node: g.Node) -> str:
-    """The name `NumberFormat.ties` knows an operator by: its `op`, with its kind for the
-    operators that have kinds (`eltwise:add`, `activation:relu`)."""
-    kind = getattr(node, "kind", None)
-    return f"{node.op}:{kind}" if isinstance(kind, str) else node.op
-
-
 def shares_step(node: g.Node, ties: Sequence[str]) -> bool:
-    """Whether `node` is named in `ties`, by its `op` alone or with its kind."""
-    return node.op in ties or op_name(node) in ties
+    """Whether `node` is named in `ties`, by its `op` alone or with its kind (`Node.op_names`)."""
+    return any(name in ties for name in node.op_names)
 
 
 def graph_links(nodes: Iterable[g.Node], ties: Sequence[str]) -> list[tuple[str, list[str]]]:
