@@ -96,6 +96,13 @@ class Node:
     def output(self) -> str:
         return self.outputs[0]
 
+    @property
+    def op_names(self) -> tuple[str, ...]:
+        """The names tables of operators know it by: its `op`, and `op:kind` for operators with
+        kinds (`eltwise:add`, `activation:relu`): fusion patterns, number formats' ties."""
+        kind = getattr(self, "kind", None)
+        return (self.op, f"{self.op}:{kind}") if isinstance(kind, str) else (self.op,)
+
     def params(self) -> dict[str, object]:
         """The operator's parameters (everything but names and wiring), for printing."""
         skip = {"name", "inputs", "outputs", "source", "folded"}

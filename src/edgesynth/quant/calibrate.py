@@ -2,8 +2,10 @@
 
 `minmax`: the smallest and largest value the tensor takes over the whole batch; `percentile`:
 the p-th and (100 - p)-th percentiles instead (outliers are clipped rather than stretching the
-scale). Any post-training quantizer can use these; the calibration data is checked against the
-graph's input first (`check_calibration`), so a wrong array is refused naming the input.
+scale). Every post-training quantizer observes through `sim.observe` (the first step of the one
+quantization pass: then `ir.ties`, then the steps of `ir.numformat`); the calibration data
+is checked against the graph's input first (`check_calibration`), so a wrong array is refused
+naming the input.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
+from edgesynth.sim.observe import BATCH, observe
 
 METHODS = ("minmax", "percentile")
-BATCH = 256  # samples evaluated at once (bounded memory for every tensor of a big batch)
 
 
 def check_calibration(graph: g.Graph, data: np.ndarray) -> np.ndarray:
@@ -61,6 +63,8 @@ def tensor_ranges(
         raise EdgesynthError(
             f"percentile {percentile} must be above 50 and at most 100", key="--option percentile"
         )
+    if method == "minmax" or percentile == 100.0:
+        return observe(graph, x)
     chunks: dict[str, list[np.ndarray]] = {}
     for start in range(0, len(x), BATCH):
         values = run(graph, x[start : start + BATCH], keep=True)
@@ -68,10 +72,6 @@ def tensor_ranges(
             chunks.setdefault(name, []).append(np.asarray(value, dtype=np.float64).reshape(-1))
     ranges: dict[str, tuple[float, float]] = {}
     for name, parts in chunks.items():
-        flat = np.concatenate(parts)
-        if method == "minmax" or percentile == 100.0:
-            ranges[name] = (float(flat.min()), float(flat.max()))
-        else:
-            lo, hi = np.percentile(flat, [100.0 - percentile, percentile])
-            ranges[name] = (float(lo), float(hi))
+        lo, hi = np.percentile(np.concatenate(parts), [100.0 - percentile, percentile])
+        ranges[name] = (float(lo), float(hi))
     return ranges

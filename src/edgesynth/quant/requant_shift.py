@@ -12,7 +12,9 @@ activation rounded half up to its scale and clipped) value for value.
 
 Weights: symmetric, `bits` wide ([-(2**(bits-1) - 1), 2**(bits-1) - 1]), per output channel or
 per layer. Activations: unsigned 8-bit after a ReLU, signed 8-bit otherwise; the network's
-output signed `output_bits` wide.
+output signed `output_bits` wide. These are `FORMAT`, the number format of the dialect (the
+one GAP8 declares, `targets/pulp/device.py`); steps and multipliers are the one quantization
+pass's (`ir.numformat`).
 """
 
 from __future__ import annotations
@@ -23,20 +25,37 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.ir import numformat
+from edgesynth.ir.intrange import int_range
+from edgesynth.ir.numformat import NumberFormat
 
-WEIGHT_BITS = (8, 4, 2)
+FORMAT = NumberFormat(
+    name="requant_shift",
+    scale="mul_shift",
+    activation_bits=(8,),
+    weight_bits=(8, 4, 2),
+    bias_bits=32,
+    accumulator_bits=32,
+    weights="channel",
+    unsigned_activations=True,
+    mul_bits=16,  # the multiplier is fitted below 2**16: 15-16 significant bits
+    shift_max=40,
+    multiplier_rounding="up",  # mul / 2**shift >= the real factor: no weight is clipped
+    zero_step="one",
+)
+WEIGHT_BITS = FORMAT.weight_bits
 OUTPUT_BITS = (8, 16, 32)
 WEIGHT_GRANULARITY = ("channel", "layer")
-MUL_BITS = 16  # the multiplier is fitted below 2**16: 15-16 significant bits
-MAX_SHIFT = 40
+MUL_BITS = FORMAT.mul_bits
+MAX_SHIFT = FORMAT.shift_max
 
 
 @dataclass
 class PtqOptions:
     activations: str = "minmax"  # minmax | percentile (quant.calibrate.METHODS)
     percentile: float = 99.99
-    weights: str = "channel"  # channel | layer
-    weight_bits: int = 8
+    weights: str = FORMAT.weights  # channel | layer
+    weight_bits: int = FORMAT.weight_bits[0]
     output_bits: int = 16
 
     def check(self) -> None:
@@ -68,11 +87,11 @@ class QTensor:
 
     @property
     def lo(self) -> int:
-        return -(1 << (self.bits - 1)) if self.signed else 0
+        return int_range(self.bits, self.signed)[0]
 
     @property
     def hi(self) -> int:
-        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+        return int_range(self.bits, self.signed)[1]
 
     @property
     def levels(self) -> int:
@@ -83,10 +102,8 @@ def activation(name: str, lo: float, hi: float, bits: int, unsigned: bool) -> QT
     """The tensor type of a calibrated range: unsigned (codes 0..2**bits-1) when the values
     cannot be negative, else signed and symmetric (the scale from 2**(bits-1) - 1)."""
     if unsigned:
-        top = max(hi, 0.0)
-        return QTensor(name, top / ((1 << bits) - 1) if top > 0 else 1.0, bits, False)
-    top = max(abs(lo), abs(hi))
-    return QTensor(name, top / ((1 << (bits - 1)) - 1) if top > 0 else 1.0, bits, True)
+        return QTensor(name, numformat.step(max(hi, 0.0), FORMAT, bits, True), bits, False)
+    return QTensor(name, numformat.step(max(abs(lo), abs(hi)), FORMAT, bits), bits, True)
 
 
 def round_half_up(x: np.ndarray | float) -> np.ndarray:
@@ -102,10 +119,8 @@ def fit_multiplier(m: np.ndarray, where: str) -> tuple[np.ndarray, int]:
         raise EdgesynthError(f"{where}: requantization factor {top} is not finite")
     if top <= 0:
         return np.ones_like(m, dtype=np.int64), 0
-    shift = math.floor(math.log2(((1 << MUL_BITS) - 1) / top))
-    shift = min(max(shift, 0), MAX_SHIFT)
-    mul = np.maximum(np.ceil(m * 2.0**shift), 1).astype(np.int64)
-    return mul, shift
+    mul, shift = numformat.fit_multiplier(m, FORMAT)
+    return np.maximum(mul, 1), shift
 
 
 @dataclass

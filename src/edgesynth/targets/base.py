@@ -41,6 +41,10 @@ from edgesynth.ir.graph import Graph, QType
 from edgesynth.ir.intrange import int_range
 from edgesynth.proof import Proof
 
+if TYPE_CHECKING:
+    from edgesynth.ir.fusion import Pattern
+    from edgesynth.ir.numformat import NumberFormat
+
 # the registry (the targets are found through entry points), re-exported
 from edgesynth.targets.registry import load_object, target_references
 from edgesynth.targets.registry import target_names as target_names
@@ -286,6 +290,16 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
                     + did_you_mean(key, self.option_keys),
                     key="--option",
                 )
+
+    def number_format(self) -> NumberFormat:
+        """The numbers post-training quantization makes for this target, as its device
+        description declares them (`ir.numformat`)."""
+        raise NotImplementedError(f"target {self.name} declares no number format")
+
+    def fusion_patterns(self) -> tuple[Pattern, ...]:
+        """The operator chains one hardware layer runs, as its lowering lists them
+        (`ir.fusion`)."""
+        raise NotImplementedError(f"target {self.name} lists no fusion patterns")
 
     @abstractmethod
     def lower(self, graph: Graph, options: CompileOptions) -> ProgramT:

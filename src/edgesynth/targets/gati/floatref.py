@@ -13,6 +13,7 @@ import numpy as np
 
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import evaluate
+from edgesynth.sim.observe import maxabs, widen
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
 
@@ -100,15 +101,22 @@ def host_post(kind: str | None, y: np.ndarray) -> np.ndarray:
 
 
 def calibration_ranges(
-    graph: LayerChain, x: np.ndarray, chunk: int = 128
+    graph: LayerChain, x: np.ndarray, chunk: int
 ) -> tuple[float, list[float], list[float]]:
-    """(max |input|, per-layer max |pre-activation|, per-layer max |activation|).
+    """(max |input|, per-layer max |pre-activation|, per-layer max |activation|), observed
+    chunk by chunk as the one quantization pass observes (`sim.observe`).
 
     The activation is taken before pooling: that is where the tail block quantizes."""
+    ranges: dict[str, tuple[float, float]] = {"input": (0.0, 0.0)}
     n = len(graph.layers)
-    pre_max, act_max = [0.0] * n, [0.0] * n
     for start in range(0, x.shape[0], chunk):
+        values = {"input": x[start : start + chunk]}
         for i, (pre, act, _) in enumerate(iter_layers(graph, x[start : start + chunk])):
-            pre_max[i] = max(pre_max[i], float(np.abs(pre).max(initial=0.0)))
-            act_max[i] = max(act_max[i], float(np.abs(act).max(initial=0.0)))
-    return float(np.abs(x).max(initial=0.0)), pre_max, act_max
+            values[f"pre{i}"], values[f"act{i}"] = pre, act
+        widen(ranges, values)
+    m = maxabs(ranges)
+    return (
+        m["input"],
+        [m.get(f"pre{i}", 0.0) for i in range(n)],
+        [m.get(f"act{i}", 0.0) for i in range(n)],
+    )

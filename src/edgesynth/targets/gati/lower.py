@@ -27,8 +27,15 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.fusion import pattern
 from edgesynth.ir.passes import simplify
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
+
+# What one layer runs, from its megablock forward (`ir.fusion`): the tail's requantization,
+# activation and pooling (see the module docstring for the moves that make more graphs fit).
+FUSION_PATTERNS = (
+    pattern("megablock", "conv|linear [requantize] [activation|clip] [pool|global_pool]"),
+)
 
 GATI_OPS = (
     "Conv, Linear, BatchNorm/constant Add (folded), ReLU, sigmoid, tanh, max/average pooling, "

@@ -36,7 +36,12 @@ from edgesynth.targets.gati.chain import FusedLayer
 from edgesynth.targets.gati.check import check_all
 from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 from edgesynth.targets.gati.lower import Fused
-from edgesynth.targets.gati.quantize import ACC_MAX, fit_multiplier, set_geometry
+from edgesynth.targets.gati.quantize import (
+    ACC_MAX,
+    check_accumulator,
+    fit_multiplier,
+    set_geometry,
+)
 
 SCALE_MAX = isa.TAIL.by_name["QuantScale"].max
 SHIFT_MAX = isa.TAIL.by_name["QuantShift"].max
@@ -133,11 +138,7 @@ def _megablock(fl: FusedLayer, gl: GatiLayer, where: str) -> None:
         )
     if np.abs(b).max(initial=0) > ACC_MAX:
         raise EdgesynthError(f"{where}: the bias does not fit the 32-bit accumulator")
-    bound = np.abs(w).reshape(w.shape[0], -1).sum(axis=1) * 128 + np.abs(b)
-    if bound.max(initial=0) > ACC_MAX:
-        raise EdgesynthError(
-            f"{where}: the 32-bit accumulator could overflow ({int(bound.max())} worst case)"
-        )
+    check_accumulator(w, b, where)
     gl.weights, gl.bias = w.astype(np.int64), b.astype(np.int64)
 
 

@@ -7,6 +7,8 @@
 * Requantization: acc * QuantScale >> QuantShift with QuantScale < 2**16 and QuantShift < 2**5,
   rounding half up, saturating to int8 (`requantize`). The largest shift that keeps
   QuantScale in 16 bits is used, so the multiplier keeps 15 to 16 significant bits.
+  These are `device.NUMBER_FORMAT`; steps and multipliers are the one quantization pass's
+  (`ir.numformat`).
 * The last layer keeps its 32-bit accumulators (QuantEn = 0) unless it ends in sigmoid/tanh,
   whose lookup takes int8 at a power-of-two scale (ActParam is that power).
 * Element-wise add/subtract (`eltwise_operands`): both operands are brought to a common scale,
@@ -25,6 +27,8 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
+from edgesynth.ir import numformat
+from edgesynth.ir.intrange import accumulator_range, int_range
 from edgesynth.sim.graph import evaluate
 from edgesynth.targets.gati import device, isa
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain
@@ -33,10 +37,11 @@ from edgesynth.targets.gati.concat import concat_buffers
 from edgesynth.targets.gati.floatref import calibration_ranges
 from edgesynth.targets.gati.layers import GatiLayer, GatiModel
 
-QMAX = 127
+FORMAT = device.NUMBER_FORMAT
+QMAX = numformat.largest_code(FORMAT.weight_bits[0])
 SCALE_MAX = isa.TAIL.by_name["QuantScale"].max
 SHIFT_MAX = isa.TAIL.by_name["QuantShift"].max
-ACC_MAX = (1 << (device.ACC_BITS - 1)) - 1
+ACC_MIN, ACC_MAX = int_range(device.ACC_BITS, True)
 
 
 def round_half_up(x: np.ndarray | float) -> np.ndarray:
@@ -47,12 +52,8 @@ def fit_multiplier(m: float, where: str) -> tuple[int, int]:
     """(QuantScale, QuantShift) with QuantScale / 2**QuantShift closest to `m`."""
     if not (m > 0 and math.isfinite(m)):
         raise EdgesynthError(f"{where}: requantization multiplier {m} is not positive")
-    for shift in range(SHIFT_MAX, -1, -1):
-        scale = int(round_half_up(m * 2.0**shift))
-        if scale <= SCALE_MAX:
-            break
-    else:  # pragma: no cover - the loop always breaks at shift 0 or raises below
-        scale = SCALE_MAX + 1
+    mul, shift = numformat.fit_multiplier(m, FORMAT)
+    scale = int(mul)
     if scale > SCALE_MAX:
         raise EdgesynthError(
             f"{where}: requantization multiplier {m:.6g} exceeds QuantScale's 16 bits"
@@ -65,6 +66,17 @@ def fit_multiplier(m: float, where: str) -> tuple[int, int]:
     return scale, shift
 
 
+def check_accumulator(w: np.ndarray, b: np.ndarray, where: str) -> None:
+    """Refuse a layer whose 32-bit accumulator can overflow on some int8 input (the exact
+    bound of `ir.intrange.accumulator_range`)."""
+    lo, hi = accumulator_range(w, b, -128, 127, padded=True)
+    if lo < ACC_MIN or hi > ACC_MAX:
+        raise EdgesynthError(
+            f"{where}: the 32-bit accumulator could overflow (it reaches {lo}..{hi} on some "
+            "int8 input)"
+        )
+
+
 def quantize_input(x: np.ndarray, scale: float) -> np.ndarray:
     """Host side: float input to int8 (round half up, saturate): the graph's Quantize."""
     step = g.Quantize(name="input", inputs=["x"], outputs=["q"], scale=scale)
@@ -72,7 +84,7 @@ def quantize_input(x: np.ndarray, scale: float) -> np.ndarray:
 
 
 def _qscale(maxabs: float) -> float:
-    return maxabs / QMAX if maxabs > 0 else 1.0 / QMAX
+    return numformat.step(maxabs, FORMAT, FORMAT.activation_bits[0])
 
 
 def _act_exponent(pre_max: float) -> int:
@@ -151,7 +163,7 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
         raise EdgesynthError("calibration data holds no samples")
     if not np.isfinite(x).all():
         raise EdgesynthError("calibration data holds NaN or infinite values")
-    in_max, pre_max, act_max = calibration_ranges(graph, x)
+    in_max, pre_max, act_max = calibration_ranges(graph, x, FORMAT.calibration_chunk)
     input_scale = _qscale(in_max)
 
     g_layers: list[GatiLayer] = []
@@ -189,12 +201,7 @@ def quantize(graph: LayerChain, calibration: np.ndarray) -> GatiModel:
                     f"at this layer's scale"
                 )
             qb = qb.astype(np.int64)
-            bound = np.abs(qw).reshape(qw.shape[0], -1).sum(axis=1) * 128 + np.abs(qb)
-            if bound.max(initial=0) > ACC_MAX:
-                raise EdgesynthError(
-                    f"{where}: the 32-bit accumulator could overflow ({int(bound.max())} "
-                    "worst case)"
-                )
+            check_accumulator(qw, qb, where)
             gl.weights, gl.bias = qw, qb
             gl.bias_width = (
                 8 if np.abs(qb).max(initial=0) <= 127 and qb.min(initial=0) >= -128 else 32

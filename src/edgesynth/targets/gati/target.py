@@ -37,6 +37,8 @@ from edgesynth.targets.base import (
 from edgesynth.targets.gati import device
 
 if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.ir.fusion import Pattern
+    from edgesynth.ir.numformat import NumberFormat
     from edgesynth.targets.gati.layers import GatiLayer, GatiModel
     from edgesynth.targets.gati.plan import CompiledProgram
     from edgesynth.targets.report_model import TargetReport
@@ -143,6 +145,16 @@ class GatiTarget(Target[GatiProgram, GatiLoaded]):
         "Write Protocol stream"
     )
     option_keys: ClassVar[tuple[str, ...]] = ("dispatch", "on_chip_acc_bytes")
+
+    def number_format(self) -> NumberFormat:
+        from edgesynth.targets.gati.device import NUMBER_FORMAT
+
+        return NUMBER_FORMAT
+
+    def fusion_patterns(self) -> tuple[Pattern, ...]:
+        from edgesynth.targets.gati.lower import FUSION_PATTERNS
+
+        return FUSION_PATTERNS
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: Graph, options: CompileOptions) -> GatiProgram:

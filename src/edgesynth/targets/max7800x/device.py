@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edgesynth.ir.numformat import NumberFormat
+
+# Operators whose inputs and output share one scale: the chip passes their codes through.
+SHARED_SCALE_OPS = ("pool", "global_pool", "flatten", "reshape", "concat", "slice")
+SHARED_SCALE_OPS += ("activation", "clip", "eltwise:add", "eltwise:sub")
+
 
 @dataclass(frozen=True)
 class Device:
@@ -93,6 +99,24 @@ class Device:
     stream_delta2_bits: int = 12  # width of the streaming row-skip counter
     supports_stream_bias: bool = False  # a streaming first layer needs no bias work-around
     instance_banks: int = 1  # independently accessed banks per data-memory instance
+
+    @property
+    def number_format(self) -> NumberFormat:
+        """What post-training quantization makes (`quantize.py`): signed 8-bit data and
+        weights, one scale per tensor and per layer; the accumulator x 2**(shift - 7) with
+        the output shift within +-max_output_shift (`shift_range` holds shift - 7); 8-bit bias;
+        calibration in batches of 64."""
+        return NumberFormat(
+            name=self.name,
+            scale="power_of_two",
+            activation_bits=(self.activation_bits,),
+            weight_bits=(8,),
+            bias_bits=8,
+            accumulator_bits=32,
+            shift_range=(-self.max_output_shift + 1 - 7, self.max_output_shift - 7),
+            ties=SHARED_SCALE_OPS,
+            calibration_chunk=64,
+        )
 
     @property
     def instance_bytes(self) -> int:

@@ -31,6 +31,8 @@ import yaml
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.fusion import Matcher, pattern
+from edgesynth.ir.intrange import int_range
 from edgesynth.targets.max7800x.device import Device
 
 INPUT_LAYER = -1
@@ -67,6 +69,16 @@ class HwLayer:
         return "conv1d" if self.op.rank == 1 else "conv2d"
 
 
+# What one hardware layer runs from its operation (or, in a passthrough layer, its last pooling
+# or clip) forward (`ir.fusion`); what it reads before the operation (concatenation,
+# element-wise, pooling, flatten) is `_Fuser.inputs`'s. The activation must be a ReLU or Abs
+# and the clip must not narrow the int8 range of a ReLU (`_Fuser.outputs`).
+FUSION_PATTERNS = (
+    pattern("activated", "conv|linear|pool|clip [requantize] activation [clip]"),
+    pattern("operation", "conv|linear|pool|clip [requantize]"),
+)
+
+
 def _layer_name(node_name: str) -> str:
     """A hardware layer's name from its operator's: the first path part (`conv1` of
     `/conv1/Conv`, `layer3` of `layer3/conv2d`)."""
@@ -97,6 +109,7 @@ class _Fuser:
         self.used: set[str] = set()
         self.errors: list[EdgesynthError] = []  # every operator refused so far
         self.near_refused: set[str] = set()  # refused operators and their neighbours
+        self.matcher = Matcher(graph)
 
     def only_consumer(self, tensor: str, node: g.Node | None) -> bool:
         """Is `node` the one reader of `tensor` (None: `tensor` is the layer's own output)?"""
@@ -221,17 +234,21 @@ class _Fuser:
         return [source]
 
     # -- forward from the operation: requantization and activation ------------------------
-    def outputs(self, layer: HwLayer, acc: str) -> None:
-        layer.output = acc
-        consumers = self.graph.consumers(acc)
-        rq = consumers[0] if len(consumers) == 1 and acc not in self.graph.outputs else None
-        if isinstance(rq, g.Requantize):
+    def outputs(self, layer: HwLayer, last: g.Node) -> None:
+        """What follows the layer's operation (or its last pooling or clip, `last`): its
+        `FUSION_PATTERNS`, checked."""
+        match = self.matcher.longest(last, FUSION_PATTERNS)
+        chain = list(match.nodes[1:]) if match is not None else []
+        layer.output = last.output
+        if chain and isinstance(chain[0], g.Requantize):
+            rq = chain.pop(0)
             self.requantize(layer, rq)
             self.take(layer, rq)
             layer.output = rq.output
         elif layer.op is not None:
             layer.wide = True
-        self.activation(layer)
+        if chain:
+            self.activation(layer, chain)
 
     def requantize(self, layer: HwLayer, rq: g.Requantize) -> None:
         mul, div, add = (np.asarray(v) for v in (rq.mul, rq.div, rq.add))
@@ -246,23 +263,18 @@ class _Fuser:
             )
         layer.shift = up - down + 7
 
-    def activation(self, layer: HwLayer) -> None:
-        consumers = self.graph.consumers(layer.output)
-        act = (
-            consumers[0] if len(consumers) == 1 and layer.output not in self.graph.outputs else None
-        )
-        if not isinstance(act, g.Activation):
-            return
+    def activation(self, layer: HwLayer, chain: list[g.Node]) -> None:
+        """The activation and the clip after it (`chain`)."""
+        act = chain[0]
+        assert isinstance(act, g.Activation)
         if act.kind not in ("relu", "abs"):
             raise _fail(act, f"activation `{act.kind}` has no MAX7800x equivalent (ReLU, Abs)")
         self.take(layer, act)
         layer.activation, layer.output = act.kind, act.output
-        nxt = self.graph.consumers(act.output)
-        if len(nxt) == 1 and isinstance(nxt[0], g.Clip) and act.output not in self.graph.outputs:
-            clip = nxt[0]
-            if clip.lo <= 0 and clip.hi >= 127:  # the hardware saturates at 127 anyway
-                self.take(layer, clip)
-                layer.output = clip.output
+        clip = chain[1] if len(chain) > 1 else None
+        if isinstance(clip, g.Clip) and clip.lo <= 0 and clip.hi >= 127:  # saturates at 127
+            self.take(layer, clip)  # anyway
+            layer.output = clip.output
 
     def copy_layer(self, tensor: str) -> HwLayer:
         """A graph whose output is its input computes nothing: one passthrough layer copies the
@@ -301,7 +313,7 @@ class _Fuser:
             self.sources(layer, [source])  # the chip cannot pool and flatten at once:
         else:  # the pooling becomes a passthrough layer of its own (below)
             self.inputs(layer, source, reader)
-        self.outputs(layer, node.output)
+        self.outputs(layer, node)
         return layer
 
     def passthrough(self, node: g.Pool | g.Clip) -> HwLayer:
@@ -310,7 +322,7 @@ class _Fuser:
         self.inputs(layer, node.output, None)
         if not layer.nodes:
             raise _fail(node, "a lone clip has no MAX7800x layer")
-        self.outputs(layer, node.output)
+        self.outputs(layer, node)
         return layer
 
     def attempt(self, node: g.Node, build: Callable[[Any], HwLayer]) -> HwLayer | None:
@@ -395,7 +407,8 @@ def weight_bits(w: np.ndarray) -> int:
     weights take less kernel memory and compute the same."""
     lo, hi = int(w.min(initial=0)), int(w.max(initial=0))
     for bits in (1, 2, 4):
-        if -(1 << (bits - 1)) <= lo and hi <= (1 << (bits - 1)) - 1:
+        low, high = int_range(bits, True)
+        if low <= lo and hi <= high:
             return bits
     return 8
 

@@ -12,37 +12,24 @@ The chip's number format (the hardware documentation; ARITHMETIC.md):
   weights use the full 8 bits and the output's scale is s_in x s_w.
 - average pooling truncates toward zero.
 Calibration runs the float graph's own reference (`sim.graph`) on the given batch; the ranges
-are the largest magnitudes seen.
+are the largest magnitudes seen. The steps are the one quantization pass's (`quant.calibrate`,
+`ir.ties`, `ir.numformat`) over the device's `number_format`.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.numformat import NumberFormat, fit_shift, step
+from edgesynth.ir.ties import graph_links, group_maxabs, tie
 from edgesynth.ir.unionfind import UnionFind
-from edgesynth.sim.graph import evaluate
+from edgesynth.sim.observe import maxabs as range_maxabs
+from edgesynth.sim.observe import observe
 from edgesynth.targets.max7800x.device import Device
 
 QMAX = 127
-_SHARE_SCALE = (g.Pool, g.GlobalPool, g.Flatten, g.Reshape, g.Concat, g.Slice, g.Activation, g.Clip)
-
-
-def calibrate(graph: g.Graph, data: np.ndarray, chunk: int = 64) -> dict[str, float]:
-    """The largest |value| of every tensor over the calibration batch (run in chunks)."""
-    maxabs: dict[str, float] = {}
-    name = graph.inputs[0]
-    for start in range(0, len(data), chunk):
-        values = {name: np.asarray(data[start : start + chunk], dtype=np.float64)}
-        for node in graph.nodes:
-            values[node.output] = evaluate(node, *(values[t] for t in node.inputs))
-        for t, v in values.items():
-            m = float(np.max(np.abs(v))) if v.size else 0.0
-            maxabs[t] = max(maxabs.get(t, 0.0), m)
-    return maxabs
 
 
 def _check_calibration(graph: g.Graph, data: np.ndarray) -> np.ndarray:
@@ -74,8 +61,7 @@ def _check_calibration(graph: g.Graph, data: np.ndarray) -> np.ndarray:
 def _shift_for(w_max: float, s_in: float, s_out: float, device: Device) -> int:
     if w_max == 0:
         return -device.max_output_shift
-    shift = math.ceil(math.log2(w_max / QMAX * s_in / s_out)) + 7
-    return int(min(max(shift, -device.max_output_shift + 1), device.max_output_shift))
+    return fit_shift(w_max / QMAX * s_in / s_out, device.number_format) + 7
 
 
 def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph:
@@ -83,8 +69,9 @@ def quantize(graph: g.Graph, calibration: np.ndarray, device: Device) -> g.Graph
     nodes, outputs, warnings = _host_softmax(graph)
     _raise_refusals(graph, nodes, device)
     data = _check_calibration(graph, calibration)
-    maxabs = calibrate(graph, data)
-    q = _Quantizer(graph, _shared_scales(nodes, maxabs), nodes, outputs, device, warnings)
+    fmt = device.number_format
+    maxabs = range_maxabs(observe(graph, data, fmt.calibration_chunk))
+    q = _Quantizer(graph, _shared_scales(nodes, maxabs, fmt), nodes, outputs, device, warnings)
     for node in nodes:
         q.add(node)
     q.out.outputs = outputs
@@ -157,32 +144,25 @@ class _Scales:
     """One scale per group of tensors that must share it: the group's largest calibrated
     magnitude (or a clip's range) mapped to 127 codes."""
 
-    def __init__(self, groups: UnionFind, group_max: dict[str, float]) -> None:
+    def __init__(self, groups: UnionFind, group_max: dict[str, float], fmt: NumberFormat) -> None:
         self.groups = groups
         self.group_max = group_max
+        self.fmt = fmt
 
     def __call__(self, t: str) -> float:
         m = self.group_max.get(self.groups.find(t), 0.0)
-        return m / QMAX if m > 0 else 1.0 / QMAX
+        return step(m, self.fmt, self.fmt.activation_bits[0])
 
 
-def _shared_scales(nodes: list[g.Node], maxabs: dict[str, float]) -> _Scales:
-    """Operators that pass codes through put their inputs and output in one group."""
-    groups = UnionFind()  # tensors that must share one scale
-    for node in nodes:
-        if isinstance(node, _SHARE_SCALE) or (
-            isinstance(node, g.Eltwise) and node.kind in ("add", "sub")
-        ):
-            for t in node.inputs:
-                groups.union(node.output, t)
-    group_max: dict[str, float] = {}
-    for t, m in maxabs.items():
-        root = groups.find(t)
-        group_max[root] = max(group_max.get(root, 0.0), m)
+def _shared_scales(nodes: list[g.Node], maxabs: dict[str, float], fmt: NumberFormat) -> _Scales:
+    """Operators that pass codes through (the format's `ties`) put their inputs and output in
+    one group."""
+    groups = tie(graph_links(nodes, fmt.ties))  # tensors that must share one scale
+    group_max = group_maxabs(groups, maxabs)
     for node in nodes:  # a clip bounds its tensor: that range mapped to 127 codes makes the
         if isinstance(node, g.Clip) and node.lo <= 0 < node.hi:  # chip's saturation the clip
             group_max[groups.find(node.output)] = max(float(node.hi), -float(node.lo))
-    return _Scales(groups, group_max)
+    return _Scales(groups, group_max, fmt)
 
 
 class _Quantizer:

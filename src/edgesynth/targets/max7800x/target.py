@@ -36,6 +36,8 @@ from edgesynth.targets.base import (
 )
 
 if TYPE_CHECKING:
+    from edgesynth.ir.fusion import Pattern
+    from edgesynth.ir.numformat import NumberFormat
     from edgesynth.targets.max7800x.cpu.program import CpuProgram
     from edgesynth.targets.max7800x.description.network import Network
     from edgesynth.targets.max7800x.lower import Description, HwLayer
@@ -163,6 +165,16 @@ def _simulate_network(program: Max7800xProgram, inputs: list[np.ndarray]) -> lis
 class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     device_name: ClassVar[str]
     takes_sample: ClassVar[bool] = True  # the project's known answer: --sample-input's array
+
+    def number_format(self) -> NumberFormat:
+        from edgesynth.targets.max7800x.device import get_device
+
+        return get_device(self.device_name).number_format
+
+    def fusion_patterns(self) -> tuple[Pattern, ...]:
+        from edgesynth.targets.max7800x.lower import FUSION_PATTERNS
+
+        return FUSION_PATTERNS
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:

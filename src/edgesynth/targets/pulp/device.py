@@ -12,6 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edgesynth.quant.requant_shift import FORMAT
+
+# The number format float models are quantized to for GAP8 (`quantize.py`): the RequantShift
+# dialect's (8-bit activations, unsigned after a ReLU; 8/4/2-bit weights per output channel;
+# 32-bit bias and accumulators; mul < 2**16 and shift <= 40, the multiplier rounded up).
+NUMBER_FORMAT = FORMAT
+
 
 @dataclass(frozen=True)
 class Device:

@@ -27,6 +27,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.fusion import Matcher, Pattern, pattern
 from edgesynth.ir.intrange import accumulator_range, int_range
 from edgesynth.sim.rounding import divide
 from edgesynth.targets.pulp.concat import expand_concats
@@ -36,6 +37,19 @@ WIDE = 1 << 62  # a requantization bound that does not clip
 SAFE = 1 << 62  # every int64 intermediate of the generated C stays below this
 ALIAS_OPS = (g.Flatten, g.Reshape)
 STEP_OPS = (g.Requantize, g.Clip, g.Activation)
+
+# What one layer fuses (`ir.fusion`): a convolution, fully connected layer or pooling, an
+# element-wise operation, or a requantization of its own, each with the requantizations and
+# clips (ReLU) that follow it.
+_STEPS = "[requantize|clip|activation:relu]*"
+FUSION_PATTERNS: dict[str, Pattern] = {
+    p.name: p
+    for p in (
+        pattern("layer", f"conv|linear|pool {_STEPS}"),
+        pattern("addition", f"eltwise {_STEPS}"),
+        pattern("requantization", f"requantize|clip|activation {_STEPS}"),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -202,6 +216,7 @@ class Lowering:
         self.errors: list[EdgesynthError] = []
         self.warnings: list[str] = []
         self.saturate_additions = False  # DORY's 8-bit storage of unclipped additions
+        self.matcher = Matcher(graph)
 
     def where(self, node: g.Node) -> str:
         return f"ONNX node {node.source or node.name}"
@@ -230,18 +245,10 @@ class Lowering:
             return users[0]
         return None
 
-    def chain(self, tensor: str, taken: set[str]) -> tuple[list[g.Node], str]:
-        """The requantization/clip nodes that follow `tensor` one after another, each the only
-        reader of the previous value."""
-        nodes: list[g.Node] = []
-        while (nxt := self.single_consumer(tensor)) is not None and isinstance(nxt, STEP_OPS):
-            if nxt.name in taken:
-                break
-            if isinstance(nxt, g.Activation) and nxt.kind != "relu":
-                break
-            nodes.append(nxt)
-            tensor = nxt.output
-        return nodes, tensor
+    def chain(self, head: g.Node, kind: str, taken: set[str]) -> list[g.Node]:
+        """The requantization/clip nodes that follow `head` one after another, each the only
+        reader of the previous value (the pattern `kind` of `FUSION_PATTERNS`)."""
+        return self.matcher.follow(head, FUSION_PATTERNS[kind], taken)[1:]
 
     def bits(self, tensor: str) -> int:
         t = self.graph.tensors[tensor]
@@ -326,7 +333,7 @@ def lower_graph(
             taken.add(node.name)
     for node in graph.nodes:
         if isinstance(node, g.Conv | g.Linear | g.Pool):
-            chain, _ = lw.chain(node.output, taken)
+            chain = lw.chain(node, "layer", taken)
             chain = lw.cut_before_eltwise(node.output, chain)
             taken.update(n.name for n in chain)
             taken.add(node.name)
@@ -347,14 +354,14 @@ def lower_graph(
                     reader, p = p, lw.producer.get(p.inputs[0])
                 taken.update(n.name for n in steps)
                 pre.append(steps)
-            chain, _ = lw.chain(node.output, taken)
+            chain = lw.chain(node, "addition", taken)
             chain = addition_chain(chain)
             taken.update(n.name for n in chain)
             taken.add(node.name)
             groups.append((node, pre, chain))
     for node in graph.nodes:
         if isinstance(node, STEP_OPS) and node.name not in taken:
-            chain, _ = lw.chain(node.output, taken)
+            chain = lw.chain(node, "requantization", taken)
             chain = addition_chain([node, *chain])
             taken.update(n.name for n in chain)
             groups.append((node, [], chain))

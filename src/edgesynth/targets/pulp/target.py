@@ -27,6 +27,8 @@ from edgesynth.targets.base import (
 from edgesynth.targets.pulp.quantize import PTQ_KEYS
 
 if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.ir.fusion import Pattern
+    from edgesynth.ir.numformat import NumberFormat
     from edgesynth.targets.pulp.lower import PulpLayer
     from edgesynth.targets.pulp.plan import Plan, PlanOptions
     from edgesynth.targets.report_model import TargetReport
@@ -123,6 +125,16 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     option_keys = (*PLAN_KEYS, "saturate_additions", *PTQ_KEYS)
     graph_kinds = ("integer", "float")
     exports_integer_onnx = True
+
+    def number_format(self) -> NumberFormat:
+        from edgesynth.targets.pulp.device import NUMBER_FORMAT
+
+        return NUMBER_FORMAT
+
+    def fusion_patterns(self) -> tuple[Pattern, ...]:
+        from edgesynth.targets.pulp.lower import FUSION_PATTERNS
+
+        return tuple(FUSION_PATTERNS.values())
 
     def lower(self, graph: Graph, options: CompileOptions) -> Gap8Program:
         from edgesynth.targets.pulp.lower import lower_graph

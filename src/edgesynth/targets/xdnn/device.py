@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from edgesynth.errors import EdgesynthError, did_you_mean
+from edgesynth.ir import numformat
+from edgesynth.ir.numformat import NumberFormat
 
 MiB = 1 << 20
 
@@ -90,6 +90,29 @@ DDR_ALIGN = 64  # edgesynth: every DDR block starts on a 64-byte boundary (one A
 
 BITS = (8, 16)  # quantization modes: values in 8 or 16 bits, always stored as 16-bit words
 
+# What quantization makes (`lower.py`): signed symmetric activations and weights in 8 or 16
+# bits, weights per output channel, a 16-bit bias, the 48-bit accumulator. A convolution's
+# requantization is ml-suite's (pre-shift, scale, post-shift) triple (`quantfile.solve`); the
+# average pool's is an 8-bit scale and a 4-bit post-shift (`mul_bits`, `shift_max`), rounded
+# half up. The 16-bit activations keep one bit of headroom. Tensors joined by a max pool, an
+# Add or a concatenation of one step share it (`ties` names those fused commands); the ranges
+# are observed over the whole calibration batch at once.
+NUMBER_FORMAT = NumberFormat(
+    name="xdnn",
+    scale="mul_shift",
+    activation_bits=BITS,
+    weight_bits=BITS,
+    bias_bits=BIAS_BITS,
+    accumulator_bits=ACC_BITS,
+    weights="channel",
+    mul_bits=SCALE_BITS,
+    shift_max=POSTSHIFT_MAX,
+    multiplier_rounding="half_up",
+    headroom_bits={16: 1},
+    ties=("maxpool", "add", "concat"),
+    calibration_chunk=0,
+)
+
 
 def avgpool_multiplier(count: int, rescale: float = 1.0) -> tuple[int, int]:
     """(m, s) with m / 2**s ~ 1 / count: the average pool multiplies a window's sum by an
@@ -97,9 +120,5 @@ def avgpool_multiplier(count: int, rescale: float = 1.0) -> tuple[int, int]:
     post-shift stages (edgesynth's choice; ml-suite's host library has the same
     sum x scale >> post-shift form). `rescale` = input step / output step folds a change of
     scale into it. The largest shift whose scale fits wins."""
-    best = (0, 0)
-    for s in range(POSTSHIFT_MAX + 1):
-        m = int(np.floor((1 << s) * rescale / count + 0.5))
-        if m <= SCALE_MAX:
-            best = (m, s)
-    return best
+    mul, shift = numformat.fit_multiplier(rescale / count, NUMBER_FORMAT)
+    return (int(mul), shift) if mul <= SCALE_MAX else (0, 0)

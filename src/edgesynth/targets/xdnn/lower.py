@@ -30,8 +30,12 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.ir.fusion import Matcher, Pattern, pattern
+from edgesynth.ir.intrange import int_range
+from edgesynth.ir.numformat import threshold
+from edgesynth.ir.ties import group_maxabs, tie
 from edgesynth.ir.unionfind import UnionFind
-from edgesynth.sim.graph import run
+from edgesynth.sim.observe import maxabs, observe
 from edgesynth.targets.base import HostDense
 from edgesynth.targets.xdnn import device as dev
 from edgesynth.targets.xdnn.layers import XLayer
@@ -46,6 +50,20 @@ from edgesynth.targets.xdnn.quantfile import (
 
 HOST_TAILS = (g.Softmax,)
 VIEW_OPS = (g.Flatten, g.Reshape)
+
+# What one engine command runs (`ir.fusion`), by the command's kind.
+FUSION_PATTERNS: dict[str, Pattern] = {
+    p.name: p
+    for p in (
+        pattern("conv", "conv [batchnorm] [activation:relu]"),
+        pattern("fc", "linear [activation:relu]"),
+        pattern("maxpool", "pool:max [activation:relu]"),
+        pattern("avgpool", "pool:avg"),
+        pattern("global_avgpool", "global_pool:avg"),
+        pattern("add", "eltwise:add [activation:relu]"),
+        pattern("concat", "concat"),
+    )
+}
 
 
 @dataclass
@@ -104,8 +122,8 @@ def lower(
     host: list[HostDense] = []
     if fc_on_host:
         fused, host = _host_tail_layers(graph, fused)
-    values = run(graph, calib)
-    low = _quantize(graph, fused, values, bits, keep_shape=bool(host))
+    ranges = maxabs(observe(graph, calib, dev.NUMBER_FORMAT.calibration_chunk))
+    low = _quantize(graph, fused, ranges, bits, keep_shape=bool(host))
     low.host_layers = host
     return low
 
@@ -157,14 +175,11 @@ def _fuse(graph: g.Graph) -> tuple[list[_Fused], dict[str, str], str | None, str
 
 class _Fuser:
     """Walks the float graph in order, folding each node's BatchNormalization and Relu into its
-    engine command; the nodes taken so are marked `done`."""
+    engine command (`FUSION_PATTERNS`); the nodes taken so are marked `done`."""
 
     def __init__(self, graph: g.Graph) -> None:
         self.graph = graph
-        self.consumers: dict[str, list[g.Node]] = {}
-        for n in graph.nodes:
-            for t in n.inputs:
-                self.consumers.setdefault(t, []).append(n)
+        self.matcher = Matcher(graph)
         self.alias: dict[str, str] = {}
         self.done: set[str] = set()
         self.out: list[_Fused] = []
@@ -178,22 +193,12 @@ class _Fuser:
             t = self.alias[t]
         return t
 
-    def only_next(self, t: str, kind: type[g.Node]) -> g.Node | None:
-        """The one reader of `t` when it is a `kind` and `t` is not a network output."""
-        cs = self.consumers.get(t, [])
-        if len(cs) == 1 and isinstance(cs[0], kind) and t not in self.graph.outputs:
-            return cs[0]
-        return None
-
-    def relu_after(self, t: str) -> g.Node | None:
-        n = self.only_next(t, g.Activation)
-        return n if n is not None and n.kind == "relu" else None  # type: ignore[attr-defined]
-
-    def take(self, n: g.Node, sources: list[str]) -> str:
-        """Fold `n` into the command being built: its output is what the command stores."""
-        self.done.add(n.name)
-        sources.append(n.name)
-        return n.output
+    def chain(self, head: g.Node, kind: str) -> list[g.Node]:
+        """The operators the command of `kind` headed by `head` takes after it (its pattern),
+        marked `done`."""
+        rest = self.matcher.follow(head, FUSION_PATTERNS[kind], self.done)[1:]
+        self.done.update(n.name for n in rest)
+        return rest
 
     def node(self, node: g.Node) -> None:
         if isinstance(node, g.Conv):
@@ -207,8 +212,7 @@ class _Fuser:
         elif isinstance(node, g.Eltwise):
             self.eltwise(node)
         elif isinstance(node, g.Concat):
-            inputs = [self.real(i) for i in node.inputs]
-            self.out.append(_Fused("concat", node, inputs, node.output, sources=[node.name]))
+            self.append("concat", node, self.chain(node, "concat"))
         elif isinstance(node, VIEW_OPS):
             self.alias[node.output] = node.inputs[0]
         elif isinstance(node, g.Activation) and node.kind == "relu":
@@ -231,45 +235,28 @@ class _Fuser:
             self.errors.append(_err(node, "only plain 2-D convolutions run on xDNN"))
             return
         w, b = _float_weights(node)
-        srcs = [node.name]
-        t = node.output
-        bn = self.only_next(t, g.BatchNorm)
-        if bn is not None:
-            w, b = _fold_bn(w, b, bn)  # type: ignore[arg-type]
-            t = self.take(bn, srcs)
-        r = self.relu_after(t)
-        if r is not None:
-            t = self.take(r, srcs)
-        inputs = [self.real(node.inputs[0])]
-        self.out.append(_Fused("conv", node, inputs, t, w, b, r is not None, srcs))
+        rest = self.chain(node, "conv")
+        for bn in rest:
+            if isinstance(bn, g.BatchNorm):
+                w, b = _fold_bn(w, b, bn)
+        self.append("conv", node, rest, w, b)
 
     def linear(self, node: g.Linear) -> None:
         """Gemm/MatMul (+ Relu)."""
         w, b = _float_weights(node)
-        srcs = [node.name]
-        t = node.output
-        r = self.relu_after(t)
-        if r is not None:
-            t = self.take(r, srcs)
-        inputs = [self.real(node.inputs[0])]
-        self.out.append(_Fused("fc", node, inputs, t, w, b, r is not None, srcs))
+        self.append("fc", node, self.chain(node, "fc"), w, b)
 
     def pool(self, node: g.Pool) -> None:
         """MaxPool (+ Relu) or AveragePool."""
         kind = "maxpool" if node.kind == "max" else "avgpool"
-        srcs, t = [node.name], node.output
-        r = self.relu_after(t)
-        if r is not None and kind == "maxpool":
-            t = self.take(r, srcs)  # checked later: the pool's input must be non-negative
-        inputs = [self.real(node.inputs[0])]
-        self.out.append(_Fused(kind, node, inputs, t, relu=r is not None, sources=srcs))
+        # a Relu after a max pool is checked later: the pool's input must be non-negative
+        self.append(kind, node, self.chain(node, kind))
 
     def global_pool(self, node: g.GlobalPool) -> None:
         if node.kind != "avg":
             self.errors.append(_err(node, "global max pooling does not run on xDNN"))
             return
-        inputs = [self.real(node.inputs[0])]
-        self.out.append(_Fused("avgpool", node, inputs, node.output, sources=[node.name]))
+        self.append("avgpool", node, self.chain(node, "global_avgpool"))
 
     def eltwise(self, node: g.Eltwise) -> None:
         """A two-input Add (+ Relu)."""
@@ -282,12 +269,22 @@ class _Fuser:
                 )
             )
             return
-        srcs, t = [node.name], node.output
-        r = self.relu_after(t)
-        if r is not None:
-            t = self.take(r, srcs)
-        inputs = [self.real(i) for i in node.inputs]
-        self.out.append(_Fused("add", node, inputs, t, relu=r is not None, sources=srcs))
+        self.append("add", node, self.chain(node, "add"))
+
+    def append(
+        self,
+        kind: str,
+        head: g.Node,
+        rest: list[g.Node],
+        weight: np.ndarray | None = None,
+        bias: np.ndarray | None = None,
+    ) -> None:
+        """One engine command: `head` and the operators it fused (`rest`)."""
+        relu = any(isinstance(n, g.Activation) for n in rest)
+        out = rest[-1].output if rest else head.output
+        inputs = [self.real(i) for i in head.inputs]
+        srcs = [head.name] + [n.name for n in rest]
+        self.out.append(_Fused(kind, head, inputs, out, weight, bias, relu, srcs))
 
 
 def _float_weights(node: g.Conv | g.Linear) -> tuple[np.ndarray, np.ndarray]:
@@ -329,14 +326,14 @@ def _per_branch_concats(fused: list[_Fused], final: str) -> set[str]:
 def _quantize(
     graph: g.Graph,
     fused_info: tuple[list[_Fused], dict[str, str], str | None, str],
-    values: dict[str, np.ndarray],
+    ranges: dict[str, float],
     bits: int,
     keep_shape: bool = False,
 ) -> Lowered:
     fused, _alias, host_tail, final = fused_info
     x_name = graph.inputs[0]
     warnings: list[str] = []
-    steps = _steps(graph, fused, final, values, bits, warnings)
+    steps = _steps(graph, fused, final, ranges, bits, warnings)
     low = _Lowering(graph, steps, bits, warnings)
     for f in fused:
         low.command(f)
@@ -395,7 +392,7 @@ def _steps(
     graph: g.Graph,
     fused: list[_Fused],
     final: str,
-    values: dict[str, np.ndarray],
+    ranges: dict[str, float],
     bits: int,
     warnings: list[str],
 ) -> _Steps:
@@ -406,7 +403,7 @@ def _steps(
     per_branch = _per_branch_concats(fused, final)
     groups = _step_groups(x_name, fused, per_branch)
     stored = [x_name] + [f.output for f in fused]
-    thresholds = _group_thresholds(groups, stored, values, bits, warnings)
+    thresholds = _group_thresholds(groups, stored, ranges, bits, warnings)
     steps = _Steps(bits, groups, thresholds, {})
     for f in fused:
         if f.output in per_branch:
@@ -416,35 +413,31 @@ def _steps(
 
 
 def _step_groups(x_name: str, fused: list[_Fused], per_branch: set[str]) -> UnionFind:
-    """Tensors joined by an Add, a max pool or a shared-step concatenation: one group each."""
-    groups = UnionFind()
-    groups.find(x_name)
-    for f in fused:
-        groups.find(f.output)
-        if f.kind in ("maxpool", "add") or (f.kind == "concat" and f.output not in per_branch):
-            groups.union(f.output, *f.inputs)  # an average pool rescales
-    return groups
+    """Tensors joined by an Add, a max pool or a shared-step concatenation (the format's
+    `ties`): one group each. An average pool rescales."""
+    links = [
+        (f.output, f.inputs)
+        for f in fused
+        if f.kind in dev.NUMBER_FORMAT.ties and f.output not in per_branch
+    ]
+    return tie(links, [x_name] + [f.output for f in fused])
 
 
 def _group_thresholds(
     groups: UnionFind,
     stored: list[str],
-    values: dict[str, np.ndarray],
+    ranges: dict[str, float],
     bits: int,
     warnings: list[str],
 ) -> dict[str, float]:
     """Each group's threshold: the largest magnitude of its tensors over the calibration batch
-    (1 for an all-zero group, with a warning); doubled for 16 bits."""
-    th: dict[str, float] = {}
-    for t in stored:
-        r = groups.find(t)
-        th[r] = max(th.get(r, 0.0), float(np.abs(values[t]).max(initial=0.0)))
-    for r, v in list(th.items()):
+    (1 for an all-zero group, with a warning); doubled for 16 bits (the format's headroom, so
+    (acc >> pre) never saturates: see quantfile.py)."""
+    th = group_maxabs(groups, ranges, stored)
+    for r, v in th.items():
         if v == 0.0:
-            v = 1.0
             warnings.append(f"tensor group of `{r}` is zero on the whole calibration batch")
-        # 16-bit: one bit of headroom, so (acc >> pre) never saturates (see quantfile.py)
-        th[r] = 2 * v if bits == 16 else v
+        th[r] = threshold(v, dev.NUMBER_FORMAT, bits)
     return th
 
 
@@ -456,8 +449,8 @@ class _Lowering:
         self.graph = graph
         self.steps = steps
         self.bits = bits
-        self.top = (1 << (bits - 1)) - 1
-        self.lo, self.hi = -self.top - 1, self.top
+        self.lo, self.hi = int_range(bits, True)
+        self.top = self.hi
         x_name = graph.inputs[0]
         self.ig = g.Graph(graph.name, source=graph.source)
         self.ig.add_input(x_name, _shape3(graph, x_name), steps.qtype(x_name))

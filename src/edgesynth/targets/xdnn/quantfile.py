@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.ir.intrange import int_range
 from edgesynth.targets.xdnn import device as dev
 
 
@@ -110,7 +111,7 @@ def effective(pre: np.ndarray, scale: np.ndarray, post: np.ndarray) -> np.ndarra
 # -- the file -------------------------------------------------------------------------------
 def step(threshold: float | np.ndarray, bits: int) -> float | np.ndarray:
     """ml-suite's scale factor: threshold / (2**(bits - 1) - 1)."""
-    return np.asarray(threshold, dtype=np.float64) / ((1 << (bits - 1)) - 1)
+    return np.asarray(threshold, dtype=np.float64) / int_range(bits, True)[1]
 
 
 @dataclass

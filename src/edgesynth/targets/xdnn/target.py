@@ -25,6 +25,8 @@ from edgesynth.targets.base import (
 from edgesynth.targets.xdnn.files import FILES
 
 if TYPE_CHECKING:  # what the steps import when they run
+    from edgesynth.ir.fusion import Pattern
+    from edgesynth.ir.numformat import NumberFormat
     from edgesynth.targets.report_model import TargetReport
     from edgesynth.targets.xdnn.device import Engine
     from edgesynth.targets.xdnn.imem import ImemPlan
@@ -83,6 +85,16 @@ class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
 
     option_keys: ClassVar[tuple[str, ...]] = ("engine", "bits", "fc_on_host")
     graph_kinds: ClassVar[tuple[str, ...]] = ("float",)
+
+    def number_format(self) -> NumberFormat:
+        from edgesynth.targets.xdnn.device import NUMBER_FORMAT
+
+        return NUMBER_FORMAT
+
+    def fusion_patterns(self) -> tuple[Pattern, ...]:
+        from edgesynth.targets.xdnn.lower import FUSION_PATTERNS
+
+        return tuple(FUSION_PATTERNS.values())
 
     def lower(self, graph: Graph, options: CompileOptions) -> XdnnProgram:
         from edgesynth.targets.xdnn.lower import lower

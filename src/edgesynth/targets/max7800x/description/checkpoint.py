@@ -53,6 +53,7 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.frontends.torchfile import read_torch_file
+from edgesynth.ir.intrange import int_range
 
 __all__ = [
     "Checkpoint",
@@ -163,7 +164,7 @@ def check_weight_range(
                 **_where(name, layer),
             )
         return
-    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    low, high = int_range(bits, True)
     if lo < low or hi > high:
         raise EdgesynthError(
             f"weights range from {lo} to {hi}, which does not fit {bits}-bit weights "
