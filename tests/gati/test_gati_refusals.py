@@ -57,10 +57,19 @@ def _refused(path: Path, shape: tuple[int, ...], match: str) -> EdgesynthError:
 def test_unsupported_operator(tmp_path: Path) -> None:
     nodes = [
         _conv("conv_a", "x", "c", "w"),
+        helper.make_node("Elu", ["c"], ["y"], name="elu_1", alpha=0.1),
+    ]
+    path = _save(tmp_path, nodes, [_w("w", 4, 1, 3, 3)], ["N", 1, 8, 8])
+    _refused(path, (1, 8, 8), r"ONNX node `elu_1` \(Elu\): operator not supported")
+
+
+def test_an_operator_the_graph_has_but_gati_lacks(tmp_path: Path) -> None:
+    nodes = [
+        _conv("conv_a", "x", "c", "w"),
         helper.make_node("LeakyRelu", ["c"], ["y"], name="leaky_1", alpha=0.1),
     ]
     path = _save(tmp_path, nodes, [_w("w", 4, 1, 3, 3)], ["N", 1, 8, 8])
-    _refused(path, (1, 8, 8), r"ONNX node `leaky_1` \(LeakyRelu\): operator not supported")
+    _refused(path, (1, 8, 8), r"ONNX node `leaky_1` \(LeakyRelu\): `leaky_relu` has no Gati")
 
 
 def test_kernel_larger_than_the_engine(tmp_path: Path) -> None:
