@@ -232,6 +232,16 @@ COMMANDS = [
     ),
     Command("targets", lambda out: ["targets"], None, bad_value=["extra"], required=False),
     Command(
+        "report",
+        lambda out: ["report", "compiled-max78000", "-o", out],
+        "file",
+        input_folder="compiled-max78000",
+        input_file="compiled-max78000/compiled.json",
+        swapped=["report", SAMPLE, "-o", "page.html"],
+        bad_value=["--results"],
+        suffix=".html",
+    ),
+    Command(
         "validate",
         lambda out: [
             "validate",

@@ -96,13 +96,22 @@ def _validated_target(program: Program, model: Path) -> TargetReport:
     return target
 
 
+def _read_files(folder: Path, page: Path) -> list[Path]:
+    """The files of the folder the page is drawn from (never an output), less an earlier page
+    (which the report does not read)."""
+    if not folder.is_dir():
+        return []
+    earlier = page.resolve() if page.name == PAGE else None
+    return [p for p in folder.rglob("*") if p.is_file() and p.resolve() != earlier]
+
+
 def report_cmd(args: argparse.Namespace) -> int:
     """Read the folder (refusing one no command wrote), render, write OUT/report.html."""
     from edgesynth.outputs import check_output_file
     from edgesynth.report.collect import folder_report
 
     path = report_file(args.folder, args.output)
-    inputs = [args.results]
+    inputs = [args.results, *_read_files(Path(args.folder), path)]
     check_output_file(path, overwrite=args.overwrite, inputs=inputs, option="--output")
     report = folder_report(args.folder, args.results)
     written = write_report(report, path, overwrite=args.overwrite, inputs=inputs)
