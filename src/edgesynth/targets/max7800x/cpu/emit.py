@@ -44,7 +44,7 @@ def estimate(program: CpuProgram) -> list[LayerCost]:
     for layer in program.layers:
         if layer.kind == "linear":
             cycles = inputs * layer.size * CYCLES["mac"] + layer.size * CYCLES["linear_out"]
-        elif layer.kind == "conv":
+        elif layer.kind in ("conv", "convt"):
             assert layer.weight is not None
             taps = int(np.prod(layer.weight.shape[1:]))
             cycles = layer.size * (taps * CYCLES["conv_tap"] + CYCLES["linear_out"])
@@ -88,12 +88,12 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
     kind = f"{layer.kind}{bits}"
     out = f"out_{i}"
     shape = ""
-    if layer.kind in ("conv", "pool"):
+    if layer.kind in ("conv", "convt", "pool"):
         shape = _shape(layer)
     if layer.kind == "linear":
         args = f"{source}, {inputs}, weight_{i}, bias_{i}, {layer.size}, "
         args += f"{out}" if bits == "32" else f"{layer.mult}, {layer.shift}, {out}"
-    elif layer.kind == "conv":
+    elif layer.kind in ("conv", "convt"):
         args = f"{source}, &shape_{i}, weight_{i}, bias_{i}, "
         args += f"{out}" if bits == "32" else f"{layer.mult}, {layer.shift}, {out}"
     elif layer.kind == "pool":
