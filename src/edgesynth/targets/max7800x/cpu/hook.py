@@ -52,7 +52,6 @@ def cpu_notes(split: Split, program: CpuProgram, device: Device) -> list[str]:
     from edgesynth.targets.max7800x.commands.firmware import MEMORY
 
     moved = next((n for n in split.suffix if not isinstance(n, g.Flatten | g.Reshape)), None)
-    moved = next((n for n in split.suffix if n.name == split.refused), moved)
     costs = {c.name: c for c in estimate(program)}
     lines = [
         f"split at `{moved.name if moved else split.cut}` ({split.reason}):",

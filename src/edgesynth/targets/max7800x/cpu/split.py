@@ -28,7 +28,6 @@ class Split:
     suffix: list[g.Node]  # the CPU's part, in order
     cut: str  # the tensor the CPU part reads
     reason: str  # why the first CPU operator left the accelerator
-    refused: str = ""  # that operator
 
 
 # What the accelerator's quantizer takes from a float graph (the rest of its rules decide later)
@@ -102,30 +101,27 @@ def split_at_refusal(
     naming operators or hardware layers; `layers`: each hardware layer's operators), when the
     Cortex-M4 part can run it and the rest (None: the refusal stands)."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
-    found = []  # (the first operator to move, the one refused, why)
+    found = []  # (the operator's place in the graph, why)
     for one in err.errors if isinstance(err, MultipleErrors) else [err]:
-        names = [n for n in [getattr(one, "node", None)] if n in order]
-        if one.layer is not None and 0 <= one.layer < len(layers):
-            names += [n for n in layers[one.layer] if n in order]  # its operator first
-        if names:
-            found.append((min(order[n] for n in names), names[0], one.message.rstrip(".")))
+        name = getattr(one, "node", None)
+        if name is None and one.layer is not None and 0 <= one.layer < len(layers):
+            name = layers[one.layer][0]  # the hardware layer's operator (a split there moves
+            # a pool fused before it too, should the refusal be the pool's: the next try's)
+        if name in order:
+            found.append((order[name], one.message.rstrip(".")))
     if not found:
         return None
-    first, refused, message = min(found)
-    why = f"the accelerator refuses it: {message}"
-    return _split_from(graph, first, device, why, refused)
+    first, message = min(found)
+    return _split_from(graph, first, device, f"the accelerator refuses it: {message}")
 
 
-def _split_from(
-    graph: g.Graph, first: int, device: Device, reason: str, refused: str = ""
-) -> Split | None:
+def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Split | None:
     """The split moving operators `first`.. (and a flatten before them) to the Cortex-M4
-    (None: it cannot run the first of them either); `refused`: the operator refused, when
-    `first` is another one of its hardware layer."""
+    (None: it cannot run the first of them either)."""
     nodes = graph.nodes
     last = len(nodes) - 1
-    node = next((n for n in nodes if n.name == refused), nodes[first])
-    if not cpu_runs(node, node is nodes[last]):
+    node = nodes[first]
+    if not cpu_runs(node, first == last):
         return None
     while first > 0 and isinstance(nodes[first - 1], g.Flatten | g.Reshape):
         first -= 1
@@ -134,7 +130,7 @@ def _split_from(
             raise _neither(graph, nodes[i], node, device)
     suffix = nodes[first:]
     cut = _cut_tensor(graph, first, node)
-    return Split(_prefix(graph, first, cut), suffix, cut, reason, node.name)
+    return Split(_prefix(graph, first, cut), suffix, cut, reason)
 
 
 def _neither(graph: g.Graph, node: g.Node, first: g.Node, device: Device) -> EdgesynthError:
