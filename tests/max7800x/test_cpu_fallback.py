@@ -359,7 +359,11 @@ HARNESS = Path(__file__).parent / "harness" / "kat_harness.c"
 
 
 @pytest.mark.corpus  # the devtrace headers of ../shared/tools
-@pytest.mark.parametrize("graph", [head_graph(WIDE), mid_graph("tanh")], ids=["8-bit", "32-bit"])
+@pytest.mark.parametrize(
+    "graph",
+    [head_graph(WIDE), mid_graph("tanh"), upsample_graph(2, 2, 0)],
+    ids=["8-bit", "32-bit", "convtranspose"],
+)
 def test_cnn_unload_feeds_the_cpu_part(graph: g.Graph, tmp_path: Path) -> None:
     """The project's own cnn.c on the PC (tests/max7800x/harness): with the accelerator's known
     answer in data memory, cnn_unload() leaves exactly what the CPU part's simulator reads, and
