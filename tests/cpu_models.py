@@ -73,6 +73,27 @@ def sigmoid_mid():  # type: ignore[no-untyped-def]
     )
 
 
+def upsample_mid():  # type: ignore[no-untyped-def]
+    """A CNN that halves the image twice, doubles it again with a 2x2 stride-2 transposed
+    convolution (which the accelerator cannot run in this configuration), then classifies."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.ConvTranspose2d(32, 16, 2, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(4),
+        nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 10),
+    )
+
+
 def export(model, path: Path) -> None:  # type: ignore[no-untyped-def]
     """`model` followed by a Softmax, as torch.onnx writes it (opset 13)."""
     torch.onnx.export(
@@ -87,7 +108,12 @@ def export(model, path: Path) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-MODELS = {"wide_head": wide_head, "leaky_head": leaky_head, "sigmoid_mid": sigmoid_mid}
+MODELS = {
+    "wide_head": wide_head,
+    "leaky_head": leaky_head,
+    "sigmoid_mid": sigmoid_mid,
+    "upsample_mid": upsample_mid,
+}
 EPOCHS = {"sigmoid_mid": 3}  # the sigmoid trains slower; the others train one epoch
 
 

@@ -98,6 +98,29 @@ def mid_graph(activation: str) -> g.Graph:
     return graph
 
 
+def upsample_graph(k: int, stride: int, pad: int, groups: int = 1) -> g.Graph:
+    """Conv(1->4) -> ReLU -> MaxPool 2 (4x4x4), then ConvTranspose(4->6, k x k, `stride`, padding
+    `pad`, `groups`) -> ReLU -> Flatten -> Linear(->10) -> Softmax."""
+    graph = head_graph([], softmax=False)
+    graph.nodes.pop()  # the flatten
+    del graph.tensors["f"]
+    rng = np.random.default_rng(11)
+    hw = 3 * stride - 2 * pad + k
+    # the convolution form: (out, in / groups, k, k), padded by k - 1 - pad after the stuffing
+    w = rng.normal(0, 1 / np.sqrt(4 * k * k / groups), (6, 4 // groups, k, k))
+    graph.add(g.Conv(name="up", inputs=["p"], outputs=["up"], weight=w, bias=rng.normal(0, 0.1, 6),
+                     stride=(stride, stride), pads=(k - 1 - pad,) * 4, groups=groups,
+                     transposed=True), (6, hw, hw))  # fmt: skip
+    graph.add(g.Activation(name="relu2", inputs=["up"], outputs=["r2"], kind="relu"), (6, hw, hw))
+    graph.add(g.Flatten(name="flat2", inputs=["r2"], outputs=["f2"]), (6 * hw * hw,))
+    graph.add(g.Linear(name="fc", inputs=["f2"], outputs=["fc"], bias=rng.normal(0, 0.1, 10),
+                       weight=rng.normal(0, 1 / np.sqrt(6 * hw * hw), (10, 6 * hw * hw))),
+              (10,))  # fmt: skip
+    graph.add(g.Softmax(name="softmax", inputs=["fc"], outputs=["y"]), (10,))
+    graph.outputs = ["y"]
+    return graph
+
+
 def calibration(n: int = 32) -> np.ndarray:
     return np.random.default_rng(6).normal(0, 1, (n, 1, 8, 8))
 
@@ -180,9 +203,10 @@ def _host_driver(project: Path, work: Path) -> Path:
 
 @pytest.mark.parametrize(
     "graph",
-    [head_graph(WIDE), head_graph(LEAKY), head_graph(TABLES), mid_graph("sigmoid")],
-    ids=["relu", "leaky", "sigmoid-tanh", "conv-pool"],
-)
+    [head_graph(WIDE), head_graph(LEAKY), head_graph(TABLES), mid_graph("sigmoid"),
+     upsample_graph(2, 2, 0), upsample_graph(3, 3, 1, groups=2)],
+    ids=["relu", "leaky", "sigmoid-tanh", "conv-pool", "convtranspose", "convtranspose-groups"],
+)  # fmt: skip
 def test_host_build_equals_the_simulator(graph: g.Graph, tmp_path: Path) -> None:
     out = tmp_path / "out"
     compile_to(graph, "max78000", calibration=calibration(), out=out)
@@ -206,9 +230,10 @@ def test_host_build_equals_the_simulator(graph: g.Graph, tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     "graph",
-    [head_graph(TABLES), head_graph([("linear", 10), ("sigmoid", 0)], False), mid_graph("tanh")],
-    ids=["8-bit-unload", "32-bit-unload", "conv-pool"],
-)
+    [head_graph(TABLES), head_graph([("linear", 10), ("sigmoid", 0)], False), mid_graph("tanh"),
+     upsample_graph(2, 2, 0)],
+    ids=["8-bit-unload", "32-bit-unload", "conv-pool", "convtranspose"],
+)  # fmt: skip
 def test_the_project_builds_for_the_cortex_m4(graph: g.Graph, tmp_path: Path) -> None:
     needs.tool("arm-none-eabi-gcc")
     from edgesynth.targets.max7800x.commands.firmware import build_project
@@ -289,6 +314,33 @@ def test_an_activation_in_the_middle_moves_the_rest_to_the_cortex_m4(activation:
     assert (codes.argmax(1) == want.argmax(1)).mean() >= 0.8
 
 
+@pytest.mark.parametrize(
+    ("k", "stride", "pad", "groups", "why"),
+    [(2, 2, 0, 1, "2x2 is not supported for ConvTranspose2d; the only kernel size is 3x3"),
+     (3, 3, 1, 2, "a transposed convolution upsamples by 2 only, not 3")],
+)  # fmt: skip
+def test_a_transposed_convolution_the_accelerator_refuses_runs_on_the_cortex_m4(
+    k: int, stride: int, pad: int, groups: int, why: str
+) -> None:
+    """The accelerator's rules refuse these transposed convolutions (a 2x2 kernel; a stride of
+    3): the network splits at the operator they name, and the Cortex-M4 part computes what the
+    float graph does."""
+    graph = upsample_graph(k, stride, pad, groups)
+    program, _ = compile_to(graph, "max78000", calibration=calibration())
+    assert program.cpu is not None
+    assert program.notes[0].startswith("split at `up` (the accelerator refuses it: ")
+    assert why in program.notes[0]
+    assert program.notes[1] == "  CNN accelerator: `conv`, `relu`, `pool`"
+    assert [layer.kind for layer in program.cpu.layers] == ["convt", "relu", "linear"]
+    x = np.random.default_rng(3).normal(0, 1, (32, 1, 8, 8))
+    from edgesynth.flow import run_program
+    from edgesynth.sim.graph import run
+
+    codes = run_program(program, x).codes
+    want = run(graph, x, keep=True)["fc"]
+    assert (codes.argmax(1) == want.argmax(1)).mean() >= 0.8
+
+
 def test_a_network_returning_an_accelerator_tensor_too_is_refused() -> None:
     """The Cortex-M4 part returns the network's one result; a second output before the split
     is refused, naming the operator where the network would leave the accelerator."""
@@ -307,7 +359,11 @@ HARNESS = Path(__file__).parent / "harness" / "kat_harness.c"
 
 
 @pytest.mark.corpus  # the devtrace headers of ../shared/tools
-@pytest.mark.parametrize("graph", [head_graph(WIDE), mid_graph("tanh")], ids=["8-bit", "32-bit"])
+@pytest.mark.parametrize(
+    "graph",
+    [head_graph(WIDE), mid_graph("tanh"), upsample_graph(2, 2, 0)],
+    ids=["8-bit", "32-bit", "convtranspose"],
+)
 def test_cnn_unload_feeds_the_cpu_part(graph: g.Graph, tmp_path: Path) -> None:
     """The project's own cnn.c on the PC (tests/max7800x/harness): with the accelerator's known
     answer in data memory, cnn_unload() leaves exactly what the CPU part's simulator reads, and

@@ -8,6 +8,9 @@ Cortex-M4 the rest.
   read from the accelerator's 32-bit accumulator.
 - `sigmoid_mid` has a Sigmoid after its second convolution: the Cortex-M4 runs the rest
   (pooling, a convolution, the classifier).
+- `upsample_mid` doubles its 7x7 features again with a 2x2 stride-2 transposed convolution,
+  which the accelerator's rules refuse (its only transposed kernel is 3x3): the Cortex-M4 runs
+  it and the rest.
 
 Trained briefly on the first 8,000 t10k images (cached), calibrated on 200 others
 (8,000-8,199); on images 9,000-9,999 the combined bit-exact output (`edgesynth run`) agrees with
@@ -31,6 +34,8 @@ SPLITS = {
     "wide_head": "split at `/0/0.10/Gemm` (2,048 outputs, more than the accelerator's 1,024)",
     "leaky_head": "split at `/0/0.11/LeakyRelu` (the accelerator has no leaky ReLU)",
     "sigmoid_mid": "split at `/0/0.4/Sigmoid` (the accelerator has no sigmoid activation)",
+    "upsample_mid": "split at `/0/0.6/ConvTranspose` (the accelerator refuses it: 2x2 is not "
+    "supported for ConvTranspose2d; the only kernel size is 3x3)",
 }
 
 

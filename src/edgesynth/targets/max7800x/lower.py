@@ -553,6 +553,10 @@ def describe(
                 entry["pad"] = _pair(pads[:n])
                 if not op.transposed and any(s > 1 for s in op.stride):
                     entry["stride"] = _pair(op.stride)
+                elif op.transposed and any(s != device.transpose_stride for s in op.stride):
+                    up = device.transpose_stride
+                    raise _fail(op, f"a transposed convolution upsamples by {up} only, not "
+                                    f"{_pair(op.stride)}")  # fmt: skip
                 if any(d > 1 for d in op.dilation):
                     entry["dilation"] = _pair(op.dilation)
                 if op.groups > 1:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from edgesynth.ir.fusion import Pattern
     from edgesynth.ir.numformat import NumberFormat
     from edgesynth.targets.max7800x.cpu.program import CpuProgram
+    from edgesynth.targets.max7800x.cpu.split import Split
     from edgesynth.targets.max7800x.description.network import Network
     from edgesynth.targets.max7800x.lower import Description, HwLayer
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
@@ -132,6 +133,13 @@ def _save_arrays(path: Path, arrays: list[np.ndarray]) -> None:
             np.save(handle, np.asarray(a, dtype=np.int64))
 
 
+def _sample(graph: g.Graph, options: CompileOptions) -> np.ndarray:
+    """The known answer's input of the (quantized) `graph`."""
+    in_t = graph.tensors[graph.inputs[0]]
+    in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
+    return _known_answer_input(in_format, options, in_t.shape)
+
+
 def _known_answer_input(
     in_format: TensorFormat, options: CompileOptions, shape: tuple[int, ...]
 ) -> np.ndarray:
@@ -188,8 +196,6 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         warnings: list[str] = list(graph.warnings)
         model = str(graph.meta.get("path") or graph.source or graph.name)
         if not graph.is_integer:
-            from edgesynth.targets.max7800x.quantize import quantize
-
             if options.calibration is None:
                 raise EdgesynthError(
                     f"{graph.source or graph.name} is a float model: {self.name} needs "
@@ -198,21 +204,20 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                     key="--calibration",
                 )
             split = find_split(graph, device)
-            if split is not None:
-                graph = split.prefix
-            graph = quantize(graph, options.calibration, device)
+            part = self._accelerator_part(graph, split, options)
+            graph, layers, desc, built, synthesis, split = part
             warnings += graph.warnings
             if split is not None:
                 cpu = cpu_part(float_graph, split, options.calibration, graph, device)
                 notes = cpu_notes(split, cpu, device)
-        layers = with_copies(graph, fuse(graph), device)
-        desc = describe(graph, layers, device, arch="test", dataset=DATASET)
+        else:
+            layers = with_copies(graph, fuse(graph), device)
+            desc = describe(graph, layers, device, arch="test", dataset=DATASET)
+            synthesis = synthesis_options(self.device_name)
+            built = self._build(desc, _sample(graph, options), model, synthesis)
         warnings += desc.warnings
         in_t = graph.tensors[graph.inputs[0]]
         in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
-        sample = _known_answer_input(in_format, options, in_t.shape)
-        synthesis = synthesis_options(self.device_name, cpu_part=cpu is not None)
-        built = self._build(desc, sample, model, synthesis)
         out_t = graph.tensors[graph.outputs[0]]
         out_format = TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)
         if cpu is not None:
@@ -233,6 +238,40 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             description=desc,
             cpu=cpu,
         )
+
+    def _accelerator_part(
+        self, graph: g.Graph, split: Split | None, options: CompileOptions
+    ) -> tuple[g.Graph, list[HwLayer], Description, Built, Max7800xOptions, Split | None]:
+        """The float `graph`'s accelerator part (all of it, or `split`'s prefix) quantized,
+        fused, described and built, and checked by the device rules no placement changes. Where
+        the lowering or those rules refuse an operator the Cortex-M4 part can run, the network
+        splits there instead."""
+        from edgesynth.targets.max7800x import rules
+        from edgesynth.targets.max7800x.copies import with_copies
+        from edgesynth.targets.max7800x.cpu.split import split_at_refusal
+        from edgesynth.targets.max7800x.device import get_device
+        from edgesynth.targets.max7800x.lower import describe, fuse
+        from edgesynth.targets.max7800x.quantize import quantize
+
+        device = get_device(self.device_name)
+        model = str(graph.meta.get("path") or graph.source or graph.name)
+        while True:
+            part = quantize(graph if split is None else split.prefix, options.calibration, device)
+            layers: list[HwLayer] = []
+            try:
+                layers = with_copies(part, fuse(part), device)
+                desc = describe(part, layers, device, arch="test", dataset=DATASET)
+                synthesis = synthesis_options(self.device_name, cpu_part=split is not None)
+                built = self._build(desc, _sample(part, options), model, synthesis)
+                found = rules.geometry_violations(built.network, device, synthesis.rules)
+                if found:
+                    raise found[0] if len(found) == 1 else MultipleErrors(found)
+                return part, layers, desc, built, synthesis, split
+            except EdgesynthError as err:
+                earlier = split_at_refusal(graph, err, [x.nodes for x in layers], device)
+                if earlier is None or (split and len(earlier.suffix) <= len(split.suffix)):
+                    raise
+                split = earlier
 
     def _build(
         self, desc: Description, sample: np.ndarray, model: str, options: Max7800xOptions

@@ -21,6 +21,7 @@ CYCLES = {
     "mac": 6,  # linear inner loop: two byte loads, a multiply-accumulate, the loop's add/branch
     "linear_out": 20,  # per output: the bias, the 64-bit requantization, saturation, the store
     "conv_tap": 14,  # convolution: the bounds checks and index arithmetic of a tap, then the MAC
+    "convt_skip": 6,  # transposed convolution: a tap on a stuffed zero (index test, branch)
     "pool_tap": 8,  # pooling: index arithmetic, load, add, compare per window value
     "requantize": 14,  # per value: load, 64-bit multiply and add, shift, saturation, store
     "relu": 5,  # per value: load, compare, select, store, loop
@@ -44,10 +45,12 @@ def estimate(program: CpuProgram) -> list[LayerCost]:
     for layer in program.layers:
         if layer.kind == "linear":
             cycles = inputs * layer.size * CYCLES["mac"] + layer.size * CYCLES["linear_out"]
-        elif layer.kind == "conv":
+        elif layer.kind in ("conv", "convt"):
             assert layer.weight is not None
             taps = int(np.prod(layer.weight.shape[1:]))
-            cycles = layer.size * (taps * CYCLES["conv_tap"] + CYCLES["linear_out"])
+            hits = taps if layer.kind == "conv" else -(-taps // int(np.prod(layer.stride)))
+            tap_cycles = hits * CYCLES["conv_tap"] + (taps - hits) * CYCLES["convt_skip"]
+            cycles = layer.size * (tap_cycles + CYCLES["linear_out"])
         elif layer.kind == "pool":
             cycles = layer.size * (layer.kernel[0] * layer.kernel[1] * CYCLES["pool_tap"] + 10)
         else:
@@ -88,12 +91,12 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
     kind = f"{layer.kind}{bits}"
     out = f"out_{i}"
     shape = ""
-    if layer.kind in ("conv", "pool"):
+    if layer.kind in ("conv", "convt", "pool"):
         shape = _shape(layer)
     if layer.kind == "linear":
         args = f"{source}, {inputs}, weight_{i}, bias_{i}, {layer.size}, "
         args += f"{out}" if bits == "32" else f"{layer.mult}, {layer.shift}, {out}"
-    elif layer.kind == "conv":
+    elif layer.kind in ("conv", "convt"):
         args = f"{source}, &shape_{i}, weight_{i}, bias_{i}, "
         args += f"{out}" if bits == "32" else f"{layer.mult}, {layer.shift}, {out}"
     elif layer.kind == "pool":

@@ -154,7 +154,8 @@ class _Lowering:
                 f"operator `{node.name}` ({node.op}): its 32-bit accumulator could overflow "
                 "on the Cortex-M4 (too many inputs or too large a bias)"
             )
-        layer = CpuLayer(node.output, node.op, size, weight=w_q, bias=b_q)
+        kind = "convt" if isinstance(node, g.Conv) and node.transposed else node.op
+        layer = CpuLayer(node.output, kind, size, weight=w_q, bias=b_q)
         if isinstance(node, g.Conv):
             self.geometry(layer, node, src)
         if node.output == self.result:
@@ -172,6 +173,10 @@ class _Lowering:
         layer.kernel, layer.stride = list(node.kernel), list(node.stride)
         layer.dilation, layer.groups = list(node.dilation), node.groups
         layer.pads = list(node.pads)  # begins (top, left), then ends (bottom, right)
+        if node.transposed:  # the pads after zero-stuffing by `stride`; output padding at the end
+            layer.pads[2:] = [
+                p + q for p, q in zip(node.pads[2:], node.output_padding, strict=True)
+            ]
 
 
 def _is_relu(node: g.Node) -> bool:

@@ -11,6 +11,8 @@ Each layer reads the previous layer's output (the first reads the accelerator's 
 - `lut`: an int8 -> int8 table (sigmoid, tanh; see `simulate.activation_table`).
 - `conv`: a 2-D convolution of a (C, H, W) tensor (zero padding, strides, dilation, groups),
   its accumulator requantized as a linear layer's (or kept, `wide`).
+- `convt`: a transposed 2-D convolution, as `conv` on the input zero-stuffed by `stride`
+  (stride 1 after the stuffing; the weight in convolution form, `pads` after the stuffing).
 - `pool`: max, or average (the window's sum requantized by mult/shift ~ 1 / window size).
 Files (`save`, `load`): `cpu_part.json` (the layers) and `cpu_part.npz` (their arrays).
 """
@@ -30,7 +32,7 @@ ARRAYS_FILE = "cpu_part.npz"
 @dataclass
 class CpuLayer:
     name: str  # the graph operator it computes (messages, comments)
-    kind: str  # linear | requantize | relu | leaky | lut | conv | pool
+    kind: str  # linear | requantize | relu | leaky | lut | conv | convt | pool
     size: int  # output values
     out_bits: int = 8  # 8, or 32 for a wide linear output
     function: str = ""  # lut: sigmoid | tanh

@@ -47,7 +47,7 @@ def run_layer(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
         return np.maximum(x, 0)
     if layer.kind == "leaky":
         return np.where(x >= 0, x, requantize(x, layer.mult, layer.shift))
-    if layer.kind in ("conv", "pool"):
+    if layer.kind in ("conv", "convt", "pool"):
         return _spatial(layer, x)
     if layer.kind == "lut":
         assert layer.table is not None
@@ -60,7 +60,7 @@ def _spatial(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
     from edgesynth.targets.max7800x.cpu.spatial import conv2d, pool2d
 
     x = x.reshape(len(x), *layer.in_shape)
-    if layer.kind == "conv":
+    if layer.kind in ("conv", "convt"):
         acc = conv2d(layer, x)
         out = acc if layer.out_bits == 32 else requantize(acc, layer.mult, layer.shift)
     else:

@@ -3,6 +3,8 @@ part of the reference `simulate` is (the generated C loops over the same windows
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from edgesynth.targets.max7800x.cpu.program import CpuLayer
@@ -22,8 +24,15 @@ def _windows(x: np.ndarray, layer: CpuLayer):  # type: ignore[no-untyped-def]
 
 
 def conv2d(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
-    """The accumulators (N, O, OH, OW): bias + the sum over the window and the group's inputs."""
+    """The accumulators (N, O, OH, OW): bias + the sum over the window and the group's inputs.
+    A transposed convolution (`convt`) is the convolution with stride 1 of the input zero-stuffed
+    by its `stride` (its weight is in convolution form)."""
     assert layer.weight is not None and layer.bias is not None
+    if layer.kind == "convt":
+        (sh, sw), (n, c, h, w) = layer.stride, x.shape
+        stuffed = np.zeros((n, c, (h - 1) * sh + 1, (w - 1) * sw + 1), np.int64)
+        stuffed[:, :, ::sh, ::sw] = x
+        x, layer = stuffed, replace(layer, stride=[1, 1])
     w = np.asarray(layer.weight, np.int64)
     out_c, per_group = w.shape[0], w.shape[1]
     per_out = out_c // layer.groups

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.wording import plural
 
 CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
 CPU_OPERATORS = (
-    "Linear (Gemm/MatMul), 2-D convolution, max/average pooling (unpadded), global pooling, "
-    "ReLU, LeakyReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
+    "Linear (Gemm/MatMul), 2-D convolution (transposed too), max/average pooling (unpadded), "
+    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
 )
 
 
@@ -69,7 +69,7 @@ def cpu_runs(node: g.Node, last: bool) -> bool:
     if isinstance(node, g.Softmax):
         return last and not node.log
     if isinstance(node, g.Conv):
-        return node.rank == 2 and not node.transposed
+        return node.rank == 2
     if isinstance(node, g.Pool):
         return (len(node.kernel) == 2 and node.kind in ("max", "avg") and not any(node.pads)
                 and not node.ceil)  # fmt: skip
@@ -91,16 +91,45 @@ def find_split(graph: g.Graph, device: Device) -> Split | None:
         ),
         (None, ""),
     )
-    if first is None or not cpu_runs(nodes[first], first == last):
+    return None if first is None else _split_from(graph, first, device, reason)
+
+
+def split_at_refusal(
+    graph: g.Graph, err: EdgesynthError, layers: list[list[str]], device: Device
+) -> Split | None:
+    """The split at the earliest operator the accelerator's lowering or rules refused (`err`,
+    naming operators or hardware layers; `layers`: each hardware layer's operators), when the
+    Cortex-M4 part can run it and the rest (None: the refusal stands)."""
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    found = []  # (the operator's place in the graph, why)
+    for one in err.errors if isinstance(err, MultipleErrors) else [err]:
+        name = getattr(one, "node", None)
+        if name is None and one.layer is not None and 0 <= one.layer < len(layers):
+            name = layers[one.layer][0]  # the hardware layer's operator (a split there moves
+            # a pool fused before it too, should the refusal be the pool's: the next try's)
+        if name in order:
+            found.append((order[name], one.message.rstrip(".")))
+    if not found:
         return None
-    refused = nodes[first]
+    first, message = min(found)
+    return _split_from(graph, first, device, f"the accelerator refuses it: {message}")
+
+
+def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Split | None:
+    """The split moving operators `first`.. (and a flatten before them) to the Cortex-M4
+    (None: it cannot run the first of them either)."""
+    nodes = graph.nodes
+    last = len(nodes) - 1
+    node = nodes[first]
+    if not cpu_runs(node, first == last):
+        return None
     while first > 0 and isinstance(nodes[first - 1], g.Flatten | g.Reshape):
         first -= 1
     for i in range(first, len(nodes)):
         if not cpu_runs(nodes[i], i == last):
-            raise _neither(graph, nodes[i], refused, device)
+            raise _neither(graph, nodes[i], node, device)
     suffix = nodes[first:]
-    cut = _cut_tensor(graph, first, refused)
+    cut = _cut_tensor(graph, first, node)
     return Split(_prefix(graph, first, cut), suffix, cut, reason)
 
 
