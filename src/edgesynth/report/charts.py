@@ -55,6 +55,28 @@ class Chart:
     width: float = WIDTH
     left: float = LEFT  # where the plot starts (the labels end)
     bands: list[tuple[float, float]] = field(default_factory=list)  # shaded rows: y, height
+    xlabel_y: float = 0  # the axis label's baseline (set by `finish`)
+    keys: list[tuple[float, float, str, str]] = field(default_factory=list)  # legend: x, y, ...
+
+
+CHAR = 7.2  # px: the mean width of a character at the pictures' 12 px font
+KEY_ROW = 18.0  # px: one row of the legend
+
+
+def finish(chart: Chart) -> Chart:
+    """Place the axis label at the foot of the plot and the legend (swatch and text per
+    series, in rows as wide as the picture) below it; grow the picture to hold them."""
+    chart.xlabel_y = chart.height - 8
+    x, y = chart.left, chart.height + 6
+    for colour, text in chart.legend:
+        width = 12 + 5 + CHAR * len(text) + 18
+        if x > chart.left and x + width > chart.width - RIGHT:
+            x, y = chart.left, y + KEY_ROW
+        chart.keys.append((x, y, colour, text))
+        x += width
+    if chart.keys:
+        chart.height = y + KEY_ROW + 4
+    return chart
 
 
 def nice_ticks(high: float, count: int = 5) -> list[float]:
@@ -129,7 +151,7 @@ def address_map(m: AddressMap) -> Chart:
             chart.texts.append((LEFT - 6, first[lane] + row_h * 0.7, text, "end"))
     _address_axis(chart, m)
     chart.legend = [(c, n) for n, c in fill.items()]
-    return chart
+    return finish(chart)
 
 
 def _title(m: AddressMap, r: Region) -> str:
@@ -209,7 +231,7 @@ def bars(labels: list[str], series: dict[str, list[float]], xlabel: str, fmt=siz
     chart.xticks = [Tick(LEFT + t * scale, fmt(t)) for t in ticks]
     chart.xlabel = xlabel
     chart.legend = [(c, n) for n, c in fill.items()] if groups > 1 else []
-    return chart
+    return finish(chart)
 
 
 def usage(u: UsageChart) -> Chart:
@@ -242,7 +264,7 @@ def line(labels: list[str], values: list[float], ylabel: str) -> Chart:
     chart.yticks = [Tick(top + height - t * scale, f"{t:.3g}") for t in ticks]
     chart.ylabel = ylabel
     chart.xlabel = "layer (tensor both graphs name)"
-    return chart
+    return finish(chart)
 
 
 def heat(matrix: list[list[int]], labels: list[str], rows: str) -> Chart:
@@ -266,4 +288,4 @@ def heat(matrix: list[list[int]], labels: list[str], rows: str) -> Chart:
     chart.xticks = [Tick(left + cell * (j + 0.5), labels[j]) for j in range(n)]
     chart.xlabel = "target's top-1 class"
     chart.ylabel = rows
-    return chart
+    return finish(chart)
