@@ -14,7 +14,7 @@ PLOT = WIDTH - LEFT - RIGHT
 # distinct colours (a qualitative palette); a tensor keeps its colour in every lane
 PALETTE = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
-    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#8c564b",
+    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#2f3e5c", "#a0cbe8",
 ]  # fmt: skip
 
 
@@ -47,6 +47,7 @@ class Chart:
     yticks: list[Tick] = field(default_factory=list)
     xlabel: str = ""
     ylabel: str = ""
+    ylabel_x: float = 16  # the rotated axis label's centre line
     legend: list[tuple[str, str]] = field(default_factory=list)  # colour, text
     polyline: str = ""  # "x,y x,y ..." for a line chart
     points: list[Rect] = field(default_factory=list)  # markers on the line, with titles
@@ -113,6 +114,18 @@ def size_text(n: float, unit: str = "B") -> str:
     return f"{n:,.0f} B"
 
 
+def ink(fill: str) -> str:
+    """The colour of a label inside a rectangle of colour `fill` ("#rrggbb"): dark on light
+    fills (yellow, light grey, light blue), white on the others."""
+    r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
+    return "#222" if 0.299 * r + 0.587 * g + 0.114 * b > 170 else "#fff"
+
+
+def short(label: str, chars: int) -> str:
+    """`label` cut to `chars` characters, an ellipsis marking the cut."""
+    return label if len(label) <= chars else label[: chars - 1] + "\u2026"
+
+
 def colours(names: list[str]) -> dict[str, str]:
     """Each distinct name its colour, in order of appearance."""
     distinct = list(dict.fromkeys(names))
@@ -127,7 +140,7 @@ def address_map(m: AddressMap) -> Chart:
              for lane in m.lanes}  # fmt: skip
     total = sum(count.values())
     row_h = 18.0 if total <= 24 else 12.0 if total <= 64 else 8.0
-    top = 34.0
+    top = 12.0
     first, y = {}, top
     for lane in m.lanes:
         first[lane], y = y, y + row_h * count[lane]
@@ -143,7 +156,8 @@ def address_map(m: AddressMap) -> Chart:
         w = max(PLOT * (r.end - r.start) / max(hi - lo, 1), 1.5)
         label = r.name if w > 7 * len(r.name) else ""
         top_y = first[r.lane] + row_h * rows[i] + 1
-        chart.rects.append(Rect(x, top_y, w, row_h - 2, fill[r.name], _title(m, r), label))
+        colour = fill[r.name]
+        chart.rects.append(Rect(x, top_y, w, row_h - 2, colour, _title(m, r), label, ink(colour)))
     every = 1 if row_h >= 14 else 4
     for i, lane in enumerate(m.lanes):
         if i % every == 0 or count[lane] > 1:
@@ -221,7 +235,7 @@ def bars(labels: list[str], series: dict[str, list[float]], xlabel: str, fmt=siz
     fill = colours(list(series))
     for i, label in enumerate(labels):
         y0 = top + group_h * i + 4
-        chart.texts.append((LEFT - 6, y0 + group_h / 2, label[:24], "end"))
+        chart.texts.append((LEFT - 6, y0 + group_h / 2, short(label, 26), "end"))
         for j, (name, values) in enumerate(series.items()):
             v = values[i]
             title = f"{label}: {name} {fmt(v)}"
@@ -259,10 +273,10 @@ def line(labels: list[str], values: list[float], ylabel: str) -> Chart:
         pts.append(f"{x:.1f},{y:.1f}")
         chart.points.append(Rect(x - 4, y - 4, 8, 8, PALETTE[2], f"{label}: {v:.4g}"))
         if len(values) <= 30 or i % max(len(values) // 30, 1) == 0:
-            chart.texts.append((x, top + height + 14, label[:14], "rot"))
+            chart.texts.append((x, top + height + 14, short(label, 14), "rot"))
     chart.polyline = " ".join(pts)
     chart.yticks = [Tick(top + height - t * scale, f"{t:.3g}") for t in ticks]
-    chart.ylabel = ylabel
+    chart.ylabel, chart.ylabel_x = ylabel, LEFT - 60
     chart.xlabel = "layer (tensor both graphs name)"
     return finish(chart)
 
