@@ -58,6 +58,7 @@ class Chart:
     bands: list[tuple[float, float]] = field(default_factory=list)  # shaded rows: y, height
     xlabel_y: float = 0  # the axis label's baseline (set by `finish`)
     keys: list[tuple[float, float, str, str]] = field(default_factory=list)  # legend: x, y, ...
+    caption: str = ""  # a line under the axis label, in place of a legend
 
 
 CHAR = 7.2  # px: the mean width of a character at the pictures' 12 px font
@@ -69,6 +70,8 @@ def finish(chart: Chart) -> Chart:
     series, in rows as wide as the picture) below it; grow the picture to hold them."""
     chart.xlabel_y = chart.height - 8
     x, y = chart.left, chart.height + 6
+    if chart.caption:
+        chart.keys.append((x, y, "", chart.caption))
     for colour, text in chart.legend:
         width = 12 + 5 + CHAR * len(text) + 18
         if x > chart.left and x + width > chart.width - RIGHT:
@@ -154,7 +157,7 @@ def address_map(m: AddressMap) -> Chart:
         lo, hi = spans[r.lane]
         x = LEFT + PLOT * (r.start - lo) / max(hi - lo, 1)
         w = max(PLOT * (r.end - r.start) / max(hi - lo, 1), 1.5)
-        label = r.name if w > 7 * len(r.name) else ""
+        label = r.name if w > 7 * len(r.name) and row_h >= 12 else ""  # 10 px text fits
         top_y = first[r.lane] + row_h * rows[i] + 1
         colour = fill[r.name]
         chart.rects.append(Rect(x, top_y, w, row_h - 2, colour, _title(m, r), label, ink(colour)))
@@ -164,7 +167,13 @@ def address_map(m: AddressMap) -> Chart:
             text = lane if m.shared_axis else f"{lane} ({_hex(spans[lane])})"
             chart.texts.append((LEFT - 6, first[lane] + row_h * 0.7, text, "end"))
     _address_axis(chart, m)
-    chart.legend = [(c, n) for n, c in fill.items()]
+    if len(fill) <= len(PALETTE):
+        chart.legend = [(c, n) for n, c in fill.items()]
+    else:  # colours repeat: a legend would name several tensors by one colour
+        chart.caption = (
+            f"{len(fill)} tensors; their colours repeat every {len(PALETTE)}: hover a rectangle "
+            "for its tensor and layer"
+        )
     return finish(chart)
 
 
