@@ -1,5 +1,6 @@
 """`edgesynth report OUT/`: the HTML page of an output folder, written next to its files
-(OUT/report.html), and the `--report` flag the other commands share (`write_report`)."""
+(OUT/report.html), or its pictures as files (`--picture`), and the `--report` flag the other
+commands share (`write_report`)."""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def _validated_target(program: Program, model: Path) -> TargetReport:
 
 
 def report_cmd(args: argparse.Namespace) -> int:
-    """Read the folder (refusing one no command wrote), render, write OUT/report.html."""
+    """Read the folder (refusing one no command wrote), render, write OUT/report.html; with
+    --picture the pictures instead (and the page too when -o names it)."""
     from edgesynth.outputs import check_output_file
     from edgesynth.report.collect import folder_report
 
