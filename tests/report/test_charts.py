@@ -38,3 +38,33 @@ def test_regions_sharing_addresses_take_their_own_rows(found: list) -> None:
         assert rect.x >= charts.LEFT and rect.x + rect.w <= charts.WIDTH
         assert chart.plot_top <= rect.y and rect.y + rect.h <= chart.plot_bottom
         assert rect.title.startswith("t")
+
+
+def test_a_legend_names_each_tensor_by_its_own_colour() -> None:
+    regions = [Region("a", 10 * i, 10 * i + 5, f"t{i % 3}", "layer") for i in range(6)]
+    chart = charts.address_map(AddressMap("m", ["a"], 100, regions))
+    assert [text for _, _, _, text in chart.keys] == ["t0", "t1", "t2"]
+    assert len({colour for _, _, colour, _ in chart.keys}) == 3
+    for x, y, _, text in chart.keys:  # below the axis label, inside the picture
+        assert y > chart.xlabel_y and y + 12 <= chart.height
+        assert x + 17 + charts.CHAR * len(text) <= chart.width
+
+
+def test_no_legend_where_colours_repeat() -> None:
+    many = len(charts.PALETTE) + 1
+    regions = [Region("a", i, i + 1, f"t{i}", "layer") for i in range(many)]
+    chart = charts.address_map(AddressMap("m", ["a"], 100, regions))
+    assert chart.legend == []
+    assert [(colour, text) for _, _, colour, text in chart.keys] == [("", chart.caption)]
+    assert f"{many} tensors" in chart.caption
+
+
+def test_labels_inside_rectangles_only_where_they_fit() -> None:
+    lanes = [f"l{i}" for i in range(80)]  # 8 px rows: no 10 px label inside
+    regions = [Region(lane, 0, 100, "t", "layer") for lane in lanes]
+    assert all(
+        r.label == "" for r in charts.address_map(AddressMap("m", lanes, 100, regions)).rects
+    )
+    one = charts.address_map(AddressMap("m", ["a"], 100, [Region("a", 0, 100, "t", "layer")]))
+    assert [r.label for r in one.rects] == ["t"]
+    assert charts.ink("#edc948") == "#222" and charts.ink("#4e79a7") == "#fff"

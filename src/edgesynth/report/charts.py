@@ -14,7 +14,7 @@ PLOT = WIDTH - LEFT - RIGHT
 # distinct colours (a qualitative palette); a tensor keeps its colour in every lane
 PALETTE = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
-    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#8c564b",
+    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#2f3e5c", "#a0cbe8",
 ]  # fmt: skip
 
 
@@ -47,6 +47,7 @@ class Chart:
     yticks: list[Tick] = field(default_factory=list)
     xlabel: str = ""
     ylabel: str = ""
+    ylabel_x: float = 16  # the rotated axis label's centre line
     legend: list[tuple[str, str]] = field(default_factory=list)  # colour, text
     polyline: str = ""  # "x,y x,y ..." for a line chart
     points: list[Rect] = field(default_factory=list)  # markers on the line, with titles
@@ -55,6 +56,31 @@ class Chart:
     width: float = WIDTH
     left: float = LEFT  # where the plot starts (the labels end)
     bands: list[tuple[float, float]] = field(default_factory=list)  # shaded rows: y, height
+    xlabel_y: float = 0  # the axis label's baseline (set by `finish`)
+    keys: list[tuple[float, float, str, str]] = field(default_factory=list)  # legend: x, y, ...
+    caption: str = ""  # a line under the axis label, in place of a legend
+
+
+CHAR = 7.2  # px: the mean width of a character at the pictures' 12 px font
+KEY_ROW = 18.0  # px: one row of the legend
+
+
+def finish(chart: Chart) -> Chart:
+    """Place the axis label at the foot of the plot and the legend (swatch and text per
+    series, in rows as wide as the picture) below it; grow the picture to hold them."""
+    chart.xlabel_y = chart.height - 8
+    x, y = chart.left, chart.height + 6
+    if chart.caption:
+        chart.keys.append((x, y, "", chart.caption))
+    for colour, text in chart.legend:
+        width = 12 + 5 + CHAR * len(text) + 18
+        if x > chart.left and x + width > chart.width - RIGHT:
+            x, y = chart.left, y + KEY_ROW
+        chart.keys.append((x, y, colour, text))
+        x += width
+    if chart.keys:
+        chart.height = y + KEY_ROW + 4
+    return chart
 
 
 def nice_ticks(high: float, count: int = 5) -> list[float]:
@@ -91,6 +117,18 @@ def size_text(n: float, unit: str = "B") -> str:
     return f"{n:,.0f} B"
 
 
+def ink(fill: str) -> str:
+    """The colour of a label inside a rectangle of colour `fill` ("#rrggbb"): dark on light
+    fills (yellow, light grey, light blue), white on the others."""
+    r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
+    return "#222" if 0.299 * r + 0.587 * g + 0.114 * b > 170 else "#fff"
+
+
+def short(label: str, chars: int) -> str:
+    """`label` cut to `chars` characters, an ellipsis marking the cut."""
+    return label if len(label) <= chars else label[: chars - 1] + "\u2026"
+
+
 def colours(names: list[str]) -> dict[str, str]:
     """Each distinct name its colour, in order of appearance."""
     distinct = list(dict.fromkeys(names))
@@ -105,7 +143,7 @@ def address_map(m: AddressMap) -> Chart:
              for lane in m.lanes}  # fmt: skip
     total = sum(count.values())
     row_h = 18.0 if total <= 24 else 12.0 if total <= 64 else 8.0
-    top = 34.0
+    top = 12.0
     first, y = {}, top
     for lane in m.lanes:
         first[lane], y = y, y + row_h * count[lane]
@@ -119,17 +157,24 @@ def address_map(m: AddressMap) -> Chart:
         lo, hi = spans[r.lane]
         x = LEFT + PLOT * (r.start - lo) / max(hi - lo, 1)
         w = max(PLOT * (r.end - r.start) / max(hi - lo, 1), 1.5)
-        label = r.name if w > 7 * len(r.name) else ""
+        label = r.name if w > 7 * len(r.name) and row_h >= 12 else ""  # 10 px text fits
         top_y = first[r.lane] + row_h * rows[i] + 1
-        chart.rects.append(Rect(x, top_y, w, row_h - 2, fill[r.name], _title(m, r), label))
+        colour = fill[r.name]
+        chart.rects.append(Rect(x, top_y, w, row_h - 2, colour, _title(m, r), label, ink(colour)))
     every = 1 if row_h >= 14 else 4
     for i, lane in enumerate(m.lanes):
         if i % every == 0 or count[lane] > 1:
             text = lane if m.shared_axis else f"{lane} ({_hex(spans[lane])})"
             chart.texts.append((LEFT - 6, first[lane] + row_h * 0.7, text, "end"))
     _address_axis(chart, m)
-    chart.legend = [(c, n) for n, c in fill.items()]
-    return chart
+    if len(fill) <= len(PALETTE):
+        chart.legend = [(c, n) for n, c in fill.items()]
+    else:  # colours repeat: a legend would name several tensors by one colour
+        chart.caption = (
+            f"{len(fill)} tensors; their colours repeat every {len(PALETTE)}: hover a rectangle "
+            "for its tensor and layer"
+        )
+    return finish(chart)
 
 
 def _title(m: AddressMap, r: Region) -> str:
@@ -199,7 +244,7 @@ def bars(labels: list[str], series: dict[str, list[float]], xlabel: str, fmt=siz
     fill = colours(list(series))
     for i, label in enumerate(labels):
         y0 = top + group_h * i + 4
-        chart.texts.append((LEFT - 6, y0 + group_h / 2, label[:24], "end"))
+        chart.texts.append((LEFT - 6, y0 + group_h / 2, short(label, 26), "end"))
         for j, (name, values) in enumerate(series.items()):
             v = values[i]
             title = f"{label}: {name} {fmt(v)}"
@@ -209,7 +254,7 @@ def bars(labels: list[str], series: dict[str, list[float]], xlabel: str, fmt=siz
     chart.xticks = [Tick(LEFT + t * scale, fmt(t)) for t in ticks]
     chart.xlabel = xlabel
     chart.legend = [(c, n) for n, c in fill.items()] if groups > 1 else []
-    return chart
+    return finish(chart)
 
 
 def usage(u: UsageChart) -> Chart:
@@ -237,12 +282,12 @@ def line(labels: list[str], values: list[float], ylabel: str) -> Chart:
         pts.append(f"{x:.1f},{y:.1f}")
         chart.points.append(Rect(x - 4, y - 4, 8, 8, PALETTE[2], f"{label}: {v:.4g}"))
         if len(values) <= 30 or i % max(len(values) // 30, 1) == 0:
-            chart.texts.append((x, top + height + 14, label[:14], "rot"))
+            chart.texts.append((x, top + height + 14, short(label, 14), "rot"))
     chart.polyline = " ".join(pts)
     chart.yticks = [Tick(top + height - t * scale, f"{t:.3g}") for t in ticks]
-    chart.ylabel = ylabel
+    chart.ylabel, chart.ylabel_x = ylabel, LEFT - 60
     chart.xlabel = "layer (tensor both graphs name)"
-    return chart
+    return finish(chart)
 
 
 def heat(matrix: list[list[int]], labels: list[str], rows: str) -> Chart:
@@ -266,4 +311,4 @@ def heat(matrix: list[list[int]], labels: list[str], rows: str) -> Chart:
     chart.xticks = [Tick(left + cell * (j + 0.5), labels[j]) for j in range(n)]
     chart.xlabel = "target's top-1 class"
     chart.ylabel = rows
-    return chart
+    return finish(chart)

@@ -1,5 +1,6 @@
 """`edgesynth report OUT/`: the HTML page of an output folder, written next to its files
-(OUT/report.html), and the `--report` flag the other commands share (`write_report`)."""
+(OUT/report.html), or its pictures as files (`--picture`), and the `--report` flag the other
+commands share (`write_report`)."""
 
 from __future__ import annotations
 
@@ -106,14 +107,21 @@ def _read_files(folder: Path, page: Path) -> list[Path]:
 
 
 def report_cmd(args: argparse.Namespace) -> int:
-    """Read the folder (refusing one no command wrote), render, write OUT/report.html."""
+    """Read the folder (refusing one no command wrote), render, write OUT/report.html; with
+    --picture the pictures instead (and the page too when -o names it)."""
     from edgesynth.outputs import check_output_file
     from edgesynth.report.collect import folder_report
 
+    page = args.picture is None or args.output is not None  # --picture alone: no page
     path = report_file(args.folder, args.output)
     inputs = [args.results, *_read_files(Path(args.folder), path)]
-    check_output_file(path, overwrite=args.overwrite, inputs=inputs, option="--output")
+    if page:
+        check_output_file(path, overwrite=args.overwrite, inputs=inputs, option="--output")
     report = folder_report(args.folder, args.results)
+    if args.picture is not None:
+        write_pictures(report, args.picture, overwrite=args.overwrite, inputs=inputs)
+    if not page:
+        return 0
     written = write_report(report, path, overwrite=args.overwrite, inputs=inputs)
     layers = sum(len(t.layers) for t in report.targets)
     print(
@@ -121,6 +129,45 @@ def report_cmd(args: argparse.Namespace) -> int:
         "browser (it needs no network)"
     )
     return 0
+
+
+def write_pictures(report: Report, destination: Path, *, overwrite: bool, inputs: list) -> None:
+    """`--picture`: every chart of the page as a standalone SVG or PNG file (pictures.py);
+    every file checked by the output rules before any is drawn, each written atomically."""
+    from edgesynth.errors import EdgesynthError
+    from edgesynth.outputs import check_output_file, write_file_atomic
+    from edgesynth.report import pictures
+
+    found = pictures.pictures(report)
+    if not found:
+        raise EdgesynthError(f"--picture: the page of {report.title!r} has no picture to write")
+    paths = pictures.files(destination, [p.name for p in found])
+    for path in paths:
+        check_output_file(path, overwrite=overwrite, inputs=inputs, option="--picture")
+    texts = [pictures.svg_text(p) for p in found]
+    data: list[str] | list[bytes] = texts
+    if paths[0].suffix.lower() == ".png":
+        from edgesynth.report.png import to_png
+
+        sizes = [pictures.size(p) for p in found]
+        data = to_png([(p.name, t, *wh) for p, t, wh in zip(found, texts, sizes, strict=True)])
+    for path, picture, content in zip(paths, found, data, strict=True):
+        write_file_atomic(path, content, overwrite=overwrite, inputs=inputs, option="--picture")
+        print(f"wrote {path}: {picture.title}")
+
+
+def picture_path(text: str) -> Path:
+    """--picture's argument: a folder (DIR/) or FILE.svg / FILE.png; anything else is a usage
+    error."""
+    from edgesynth.report.pictures import FORMATS, is_folder
+
+    path = Path(text)
+    if is_folder(path) or path.suffix.lower() in FORMATS:
+        return path
+    raise argparse.ArgumentTypeError(
+        f"{text}: a picture is FILE.svg or FILE.png, or a folder DIR/ for SVG files (got the "
+        f"suffix {path.suffix!r})"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -145,5 +192,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--output", "-o", type=Path, metavar="HTML", help=f"the page (default OUT/{PAGE})"
     )
-    add_overwrite(r, "the page")
+    r.add_argument(
+        "--picture",
+        type=picture_path,
+        metavar="DIR/|FILE.svg|FILE.png",
+        help="write the page's pictures as standalone files for documents instead of the page "
+        "(with -o, as well as the page): DIR/ gives DIR/NAME.svg per picture; FILE.svg or "
+        "FILE.png gives FILE-NAME.svg (.png) beside FILE (PNG through headless chromium)",
+    )
+    add_overwrite(r, "the page and the pictures")
     r.set_defaults(handler=report_cmd)
