@@ -1,7 +1,7 @@
-"""`edgesynth validate` on 1,000 real MNIST images with the third-party ONNX LeNet of tests/mnist_lenet.py
-(trained on the first 8,000 t10k images, cached): what it prints equals `edgesynth run` sample
-by sample, --per-layer names the layer of a deliberately wrong weight scale, and bad input is one
-message with nothing written."""
+"""`edgesynth validate` on 1,000 real MNIST images with the third-party ONNX LeNet of
+tests/mnist_lenet.py (trained on the first 8,000 t10k images, cached): what it prints equals
+`edgesynth run` sample by sample on every target, --per-layer names the layer of a deliberately
+wrong weight scale, and bad input is one message with nothing written."""
 
 from __future__ import annotations
 
