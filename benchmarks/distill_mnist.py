@@ -3,10 +3,12 @@
 The network and the loader are benchmarks/byo_network's (`MyNet`, the MNIST t10k IDX files in
 --data, the first 8,000 images to train, the last 2,000 to test). The teacher is `MyNet` width
 16 on all 8,000 training images (given with --teacher, or trained first: six epochs, QAT in the
-last two, as in docs/training.md). Each student is `MyNet` of --width on the first
---train-limit images, with the same seed, epochs, learning rate and QAT policy for both runs;
-the distilled one adds the teacher at --temperature with the distillation/student weights
-(and the T^2 factor unless --no-t2). Every run goes through the `edgesynth train` command line.
+last two, as in docs/training.md; with --teacher-limit N, on the first N images with the
+students' schedule, so that it knows no more images than they do). Each student is `MyNet` of
+--width on the first --train-limit images, with the same seed, epochs, learning rate and QAT
+policy for both runs; the distilled one adds the teacher at --temperature with the
+distillation/student weights (and the T^2 factor unless --no-t2). Every run goes through the
+`edgesynth train` command line.
 
 Two 8-bit test top-1 figures per run: the last QAT epoch's checkpoint, quantized and evaluated
 in 8-bit mode (nothing chosen on the test images), and the one `edgesynth train` prints (its
@@ -72,8 +74,14 @@ def teacher(opts: argparse.Namespace) -> Path:
     if opts.teacher is not None:
         return opts.teacher
     extra = ["--epochs", "6", "--batch-size", "64", "--lr", "3e-3", "--seed", "1"]
+    images = "all 8000 images"
+    if opts.teacher_limit is not None:  # the student's images and schedule
+        extra = ["--train-limit", str(opts.teacher_limit), "--epochs", str(opts.epochs)]
+        extra += ["--batch-size", str(opts.batch_size), "--lr", str(opts.lr), "--seed", "1"]
+        images = f"the first {opts.teacher_limit} images"
     out = train(opts, "teacher", TEACHER_WIDTH, extra)
-    print(f"teacher: MyNet width 16, 8-bit test top1 {top1('test top1', out):.2f}%", flush=True)
+    got = top1("8-bit \\(quantized\\) test top1", out)
+    print(f"teacher: MyNet width 16 on {images}, 8-bit test top1 {got:.2f}%", flush=True)
     return opts.out_dir / "teacher" / "qat_best.pth.tar"
 
 
@@ -98,6 +106,11 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, required=True, help="folder with the t10k IDX files")
     p.add_argument("--teacher", type=Path, help="a MyNet width 16 checkpoint (default: train one)")
+    p.add_argument(
+        "--teacher-limit",
+        type=int,
+        help="train the teacher on the first N images with the students' schedule instead",
+    )
     p.add_argument("--seeds", default="1,2,3", help="comma-separated (1,2,3)")
     p.add_argument("--width", type=int, default=8, help="the student's width (8)")
     p.add_argument("--train-limit", type=int, default=500, help="the student's images (500)")
