@@ -60,9 +60,10 @@ def test_student_trains_from_a_teacher_checkpoint_with_qat(tmp_path: Path, capsy
     capsys.readouterr()
     kd = ["--teacher", str(teacher), "--kd-temperature", "4", "--kd-distill-weight", "0.8"]
     kd += ["--kd-student-weight", "0.2"]
-    assert main([*common, "--epochs", "2", *kd, "--name", "student"]) == 0
+    assert main([*common, "--epochs", "2", *kd, "--kd-t2", "--name", "student"]) == 0
     out = capsys.readouterr().out
     assert f"Distillation: teacher {teacher}, temperature 4, distillation weight 0.8" in out
+    assert "student weight 0.2, divergence scaled by T^2\n" in out
     assert "epoch 1/1 QAT" in out and "8-bit (quantized) test top1" in out
     # the wrong architecture for the teacher's checkpoint is refused before anything is written
     bad = [*common, "--epochs", "1", *kd, "--teacher-model", "ai85net5", "--name", "bad"]
