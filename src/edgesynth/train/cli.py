@@ -370,6 +370,12 @@ def _add_distillation(p: argparse.ArgumentParser) -> None:
         default=0.5,
         help="weight of the student-labels loss (0.5)",
     )
+    kd.add_argument(
+        "--kd-t2",
+        action="store_true",
+        help="multiply the distillation term by T^2 (Hinton et al.; the vendor's loss has no "
+        "such factor, so it is off by default)",
+    )
 
 
 def _list_catalog_in_help(parser: argparse.ArgumentParser) -> None:

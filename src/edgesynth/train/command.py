@@ -94,6 +94,7 @@ class TrainArgs:
     kd_temperature: float = 1.0
     kd_distill_weight: float = 0.5
     kd_student_weight: float = 0.5
+    kd_t2: bool = False  # scale the distillation term by T^2 (Hinton et al.)
     loss: str | None = None  # ce, or a regression loss (default: by the dataset's targets)
     regression: bool = False  # the vendor's --regression: the targets are vectors
     slice_sample: bool = False  # --save-sample keeps the first 3 channels (RGB models)
@@ -568,6 +569,7 @@ def _teacher(args: TrainArgs) -> TeacherSpec | None:
         temperature=args.kd_temperature,
         distill_weight=args.kd_distill_weight,
         student_weight=args.kd_student_weight,
+        t2_scale=args.kd_t2,
     )
     check_spec(spec)
     return spec

@@ -4,8 +4,10 @@ The loss is the vendor's (ai8x-training's `--kd-*` options): student_weight time
 cross-entropy against the labels, plus distill_weight times the Kullback-Leibler divergence
 between the teacher's and the student's softmax at temperature T, summed over the classes and
 averaged over the batch (without a T^2 factor). Its defaults are the vendor's: T = 1, weights
-0.5 and 0.5. The teacher runs in float, without gradients; the student trains as usual (QAT from
-the policy's epoch on).
+0.5 and 0.5. With `t2_scale` (`--kd-t2`) the divergence is multiplied by T^2, Hinton et al.'s
+scaling, which keeps the soft targets' gradients about the size they have at T = 1. The
+teacher runs in float, without gradients; the student trains as usual (QAT from the policy's
+epoch on).
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ class TeacherSpec:
     temperature: float = 1.0
     distill_weight: float = 0.5
     student_weight: float = 0.5
+    t2_scale: bool = False  # multiply the divergence by T^2 (not the vendor's loss)
 
     def describe(self) -> str:
+        scaled = ", divergence scaled by T^2" if self.t2_scale else ""
         return (
             f"teacher {self.checkpoint}, temperature {self.temperature:g}, distillation "
-            f"weight {self.distill_weight:g}, student weight {self.student_weight:g}"
+            f"weight {self.distill_weight:g}, student weight {self.student_weight:g}{scaled}"
         )
 
 
@@ -51,6 +55,8 @@ def kd_loss(
         F.softmax(teacher.detach() / t, dim=1),
         reduction="batchmean",
     )
+    if spec.t2_scale:
+        soft = soft * (t * t)
     return spec.student_weight * hard + spec.distill_weight * soft
 
 
