@@ -79,6 +79,44 @@ def test_gatis_pattern_is_one_layer() -> None:
     assert len(layers) == 1 and set(layers[0].nodes) == {"conv", "relu", "pool"}
 
 
+def test_gatis_eltwise_pattern_is_one_layer() -> None:
+    """Its element-wise pattern (add of two maps, ReLU, pooling) fuses into one Gati layer."""
+    from edgesynth.ir.fusion import Matcher
+    from edgesynth.targets.gati.lower import FUSION_PATTERNS, fuse
+
+    gr = _float_line()
+    gr.add(g.Eltwise(name="add", inputs=["x", "c"], outputs=["s"], kind="add"), (4, 4, 4))
+    gr.add(g.Activation(name="relu", inputs=["s"], outputs=["r"], kind="relu"), (4, 4, 4))
+    pool = g.Pool(
+        name="pool", inputs=["r"], outputs=["y"], kind="max", kernel=(2, 2), stride=(2, 2)
+    )
+    gr.add(pool, (4, 2, 2))
+    gr.outputs = ["y"]
+    eltwise = next(p for p in FUSION_PATTERNS if p.name == "eltwise")
+    assert len(Matcher(gr).follow(gr.nodes[1], eltwise)) == 3
+    layers = fuse(gr).chain.layers
+    assert [(x.kind, x.nodes) for x in layers] == [
+        ("conv", ["conv"]),
+        ("eltwise", ["add", "relu", "pool"]),
+    ]
+
+
+def test_gatis_moves_go_on_with_the_pattern() -> None:
+    """A ReLU after a ReLU joins the layer (a move), and the pattern's pooling still follows."""
+    from edgesynth.targets.gati.lower import fuse
+
+    gr = _float_line()
+    gr.add(g.Activation(name="relu1", inputs=["c"], outputs=["r1"], kind="relu"), (4, 4, 4))
+    gr.add(g.Activation(name="relu2", inputs=["r1"], outputs=["r2"], kind="relu"), (4, 4, 4))
+    pool = g.Pool(
+        name="pool", inputs=["r2"], outputs=["y"], kind="max", kernel=(2, 2), stride=(2, 2)
+    )
+    gr.add(pool, (4, 2, 2))
+    gr.outputs = ["y"]
+    layers = fuse(gr).chain.layers
+    assert len(layers) == 1 and layers[0].nodes == ["conv", "relu1", "relu2", "pool"]
+
+
 def test_max7800xs_pattern_is_one_layer() -> None:
     """Its operation pattern (conv, requantize, ReLU, clip) fuses into one hardware layer."""
     from edgesynth.ir.fusion import Matcher

@@ -10,11 +10,20 @@ Into the megablock of a Conv/Linear the tail fuses, in graph order:
   activation of a layer (as in an integer graph written for MAX7800x, which pools before the
   next convolution) becomes that layer's tail pooling.
 
+Each layer's chain is found by the `ir.fusion` matcher over `FUSION_PATTERNS` when the layer
+opens; three Gati moves take more operators than the patterns do, each a small step that then
+follows the rest of the pattern from the operator it took (`_Fuser.extend`):
+
+* `relu(relu(x)) == relu(x)`: a ReLU (or a ReLU-like Clip) after the layer's ReLU joins it,
+* a monotonic activation after the layer's max pool moves in front of it (above),
+* a Flatten of the layer's output only renames it: the layer's tail goes on after it.
+
 What cannot fuse opens an identity layer (kind `none`: a 1x1 CONV or an FC with unit weights
-whose tail does the work). A trailing Softmax runs on the host. A tensor may be read by several
-layers; an element-wise add, subtract or multiply of two maps is an `eltwise` layer (the
-element-wise block, its tail fusing like a megablock's); a channel concatenation has no layer:
-its producers write adjacent channel ranges of one DRAM tensor (`plan`).
+whose tail does the work), whose chain is an `identity-*` pattern's. A trailing Softmax runs on
+the host. A tensor may be read by several layers; an element-wise add, subtract or multiply of
+two maps is an `eltwise` layer (the element-wise block, its tail fusing like a megablock's); a
+channel concatenation has no layer: its producers write adjacent channel ranges of one DRAM
+tensor (`plan`).
 """
 
 from __future__ import annotations
@@ -27,15 +36,26 @@ import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
-from edgesynth.ir.fusion import pattern
+from edgesynth.ir.fusion import Matcher, Member, Pattern, pattern
 from edgesynth.ir.passes import simplify
 from edgesynth.targets.gati.chain import FusedLayer, LayerChain, PoolSpec
 
-# What one layer runs, from its megablock forward (`ir.fusion`): the tail's requantization,
-# activation and pooling (see the module docstring for the moves that make more graphs fit).
+# What one layer runs, from its megablock (or element-wise block) forward (`ir.fusion`): the
+# tail's requantization, activation and pooling; an identity layer's chain starts in the tail.
+# The handlers check each operator taken (which activations and clips the tail block runs); see
+# the module docstring for the moves that make more graphs fit.
 FUSION_PATTERNS = (
     pattern("megablock", "conv|linear [requantize] [activation|clip] [pool|global_pool]"),
+    pattern(
+        "eltwise",
+        "eltwise:add|eltwise:sub|eltwise:mul [requantize] [activation|clip] [pool|global_pool]",
+    ),
+    pattern("identity-requantize", "requantize [activation|clip] [pool|global_pool]"),
+    pattern("identity-activation", "activation|clip [pool|global_pool]"),
+    pattern("identity-pool", "pool|global_pool"),
 )
+# The tail's members, in order (requantize, activation, pooling): what a move continues over.
+_TAIL = FUSION_PATTERNS[0].members[1:]
 
 GATI_OPS = (
     "Conv, Linear, BatchNorm/constant Add (folded), ReLU, sigmoid, tanh, max/average pooling, "
@@ -57,6 +77,8 @@ class _Fuser:
         self.host_post_node: g.Node | None = None
         self.requantize: dict[str, g.Requantize] = {}  # layer name -> its tail requantization
         self.node: g.Node | None = None
+        self.matcher = Matcher(graph)
+        self.chained: dict[str, FusedLayer] = {}  # a tail operator -> the layer its chain is
 
     # -- errors ---------------------------------------------------------------------------
     def fail(self, reason: str, node: g.Node | None = None) -> EdgesynthError:
@@ -175,8 +197,22 @@ class _Fuser:
         self.producers[output] = [next(i for i, kept in enumerate(self.layers) if kept is layer)]
 
     def open_layer(self, layer: FusedLayer, sources: list[list[int]]) -> None:
+        """Open `layer` at the current operator; the tail operators of its longest
+        `FUSION_PATTERNS` chain from there are to join it."""
         layer.sources = sources
         self.layers.append(layer)
+        assert self.node is not None
+        match = self.matcher.longest(self.node, FUSION_PATTERNS)
+        for node in match.nodes[1:] if match is not None else ():
+            self.chained[node.name] = layer
+
+    def extend(self, layer: FusedLayer, node: g.Node) -> None:
+        """After a move took `node` into `layer`: the rest of its chain follows from `node`, over
+        the tail members the layer has not passed yet."""
+        passed = {0: int(layer.name in self.requantize), 1: 2, 2: 3}[layer.stage]
+        rest = Pattern("rest", (Member(node.op_names), *_TAIL[passed:]))
+        for later in self.matcher.follow(node, rest)[1:]:
+            self.chained[later.name] = layer
 
     def producer(self, name: str) -> FusedLayer | None:
         """The layer whose tail can take the next operation on `name`: the one layer that
@@ -187,10 +223,11 @@ class _Fuser:
         layer = self.layers[src[0]]
         return layer if layer.output == name else None
 
-    def fusable(self, name: str, stage: int) -> FusedLayer | None:
-        """The layer producing `name` if its tail has not gone past `stage`."""
-        layer = self.producer(name)
-        return layer if layer is not None and layer.stage <= stage else None
+    def joined(self, node: g.Node) -> FusedLayer | None:
+        """The layer whose chain (`FUSION_PATTERNS`, or its rest after a move) takes `node`,
+        when that layer still writes `node`'s input."""
+        layer = self.producer(node.inputs[0])
+        return layer if layer is not None and self.chained.get(node.name) is layer else None
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.graph.tensors[name].shape
@@ -306,9 +343,7 @@ class _Fuser:
         """An integer graph's requantization: the tail's QuantScale/QuantShift step."""
         name = node.inputs[0]
         self.take(name)
-        layer = self.fusable(name, 0)
-        if layer is None or layer.name in self.requantize:
-            layer = self.open_identity(name)
+        layer = self.joined(node) or self.open_identity(name)
         self.requantize[layer.name] = node
         layer.nodes.append(node.name)
         self.advance(layer, node.output)
@@ -346,22 +381,22 @@ class _Fuser:
         name = node.inputs[0]
         self.take(name)
         layer = self.producer(name)
+        max_pool = layer is not None and layer.pool is not None and layer.pool.type == "max"
         if (
             layer is not None
             and layer.activation == kind == "relu"
             and layer.stage >= 1
-            and (layer.pool is None or layer.pool.type == "max")
+            and (layer.pool is None or max_pool)
         ):
-            layer.nodes.append(node.name)  # relu(relu(x)) == relu(x)
+            layer.nodes.append(node.name)  # move: relu(relu(x)) == relu(x)
             self.advance(layer, node.output)
+            self.extend(layer, node)
             return layer
-        if (
-            layer is not None
-            and layer.activation is None
-            and (layer.stage == 0 or (layer.stage == 2 and layer.pool and layer.pool.type == "max"))
-        ):
-            # after a max pool, a monotonic activation commutes with it: act(max(x)) ==
-            # max(act(x)), and the tail block applies the activation before pooling.
+        moved = layer is not None and layer.activation is None and layer.stage == 2 and max_pool
+        # move: after a max pool, a monotonic activation commutes with it: act(max(x)) ==
+        # max(act(x)), and the tail block applies the activation before pooling.
+        layer = self.joined(node) or (layer if moved else None)
+        if layer is not None:
             layer.activation, layer.activation_node = kind, node.name
             layer.stage = max(layer.stage, 1)
             layer.nodes.append(node.name)
@@ -410,7 +445,7 @@ class _Fuser:
             )
         out = self.shape_of(node)
         spec.in_hw, spec.out_hw = (h, w), (out[1], out[2])
-        layer = self.fusable(name, 1)
+        layer = self.joined(node)
         if layer is None or len(layer.conv_shape) != 3:
             layer = self.open_identity(name)
         layer.pool = spec
@@ -439,8 +474,9 @@ class _Fuser:
         elif name in self.flat:
             self.flat[node.output] = self.flat[name]
         layer = self.producer(name)
-        if layer is not None:  # the layer's output is known by its flattened name
+        if layer is not None:  # move: the layer's output is known by its flattened name
             self.advance(layer, node.output)
+            self.extend(layer, node)
         else:
             self.producers[node.output] = src
 
