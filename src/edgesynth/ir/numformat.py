@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
+
+if TYPE_CHECKING:  # NumPy is imported where the arithmetic runs: the targets' device modules
+    import numpy as np  # declare formats at import time, on the command line's fast path
 
 SCALE_KINDS = ("power_of_two", "mul_shift")
 GRANULARITY = ("layer", "channel")
@@ -110,6 +112,8 @@ def fit_multiplier(m: np.ndarray | float, fmt: NumberFormat) -> tuple[np.ndarray
     [0, fmt.shift_max] at which the largest factor x 2**shift, rounded as the format says,
     stays below 2**fmt.mul_bits (0 when none does); each mul is its factor x 2**shift rounded.
     Checking the result (a zero or too large multiplier) is the caller's."""
+    import numpy as np
+
     m = np.asarray(m, dtype=np.float64)
     top = float(m.max(initial=0.0))
     limit = (1 << fmt.mul_bits) - 1
@@ -132,10 +136,14 @@ def fit_shift(m: float, fmt: NumberFormat) -> int:
 
 
 def _round_half_up(x: np.ndarray | float) -> np.ndarray:
+    import numpy as np
+
     return np.floor(np.asarray(x, dtype=np.float64) + 0.5)
 
 
 def _round_up(x: np.ndarray | float) -> np.ndarray:
+    import numpy as np
+
     return np.ceil(np.asarray(x, dtype=np.float64))
 
 
