@@ -156,3 +156,25 @@ def test_a_tensor_in_two_concatenations_is_copied_for_the_second(tmp_path: Path)
     graph.outputs = [mixed]
     names = _proved(graph, tmp_path)
     assert names == ["first", "b", "c", "m1", "first_copy", "m2", "out"]
+
+
+def test_an_activation_after_an_addition_is_a_device_rule_not_a_planner_defect(
+    tmp_path: Path,
+) -> None:
+    """relu(y + conv(y)), the usual residual block: the addition is a layer without convolution,
+    which the chip cannot make apply an activation; refused before placement, naming the layer
+    (and the CPU part, which has no element-wise operation yet, does not take it either)."""
+    import pytest
+
+    from edgesynth.errors import EdgesynthError
+
+    graph = _graph()
+    y = _conv(graph, "a", "input")
+    total = _sum(graph, "s", y, _conv(graph, "b", y))
+    relu = g.Activation(name="s/relu", inputs=[total], outputs=[], kind="relu")
+    graph.outputs = [_conv(graph, "c", _add(graph, relu, SHAPE, ACT8))]
+    with pytest.raises(EdgesynthError) as info:
+        compile_to(graph, "max78000", options={"sample": np.zeros(SHAPE, np.int64)}, out=None)
+    message = str(info.value)
+    assert "a layer without convolution cannot apply an activation" in message
+    assert "defect" not in message

@@ -186,7 +186,9 @@ def flatten(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
         )
 
 
-def passthrough(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
+def passthrough_output(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
+    """What a layer without convolution cannot do, wherever it is placed: an activation, an
+    output wider than 8 bits."""
     if layer.operation != "none":
         return
     if layer.activation is not None:
@@ -202,6 +204,12 @@ def passthrough(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
             "output_width",
             f"{layer.output_width}: a layer without convolution writes 8-bit data only.",
         )
+
+
+def passthrough(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
+    if layer.operation != "none":
+        return
+    yield from passthrough_output(ctx, layer)
     p = input_passes(layer, ctx.max_proc)
     if layer.pool != (1, 1) and p > ctx.device.max_pool_passes and layer.pooled_dim != (1, 1):
         yield ctx.error(

@@ -53,7 +53,8 @@ def geometry_violations(
     net: Network, device: Device, options: RuleOptions | None = None
 ) -> list[EdgesynthError]:
     """Only the `GEOMETRY_RULES`: what no placement changes (kernel sizes, padding, strides,
-    dilation), for a network whose placement is still to be chosen."""
+    dilation, what a layer without convolution cannot do), for a network whose placement is
+    still to be chosen."""
     ctx = Context(net, device, rule_options(options))
     return [e for layer in ctx.layers for rule in GEOMETRY_RULES for e in rule(ctx, layer)]
 
@@ -224,6 +225,7 @@ GEOMETRY_RULES: list[LayerRule] = [
     convolution.transpose_padding,
     convolution.stride,
     convolution.dilation,
+    layers.passthrough_output,
 ]
 
 GLOBAL_RULES: list[NetworkRule] = [
