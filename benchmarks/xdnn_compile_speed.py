@@ -19,14 +19,12 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import onnx
+from compile_speed import wall  # the same timing of a whole command in a fresh process
 from onnx import TensorProto, helper, numpy_helper
 
 PROGRAM = (
@@ -107,17 +105,6 @@ def googlenet_onnx(program: Path, out: Path) -> tuple[int, ...]:
     onnx.checker.check_model(model)
     onnx.save(model, out)
     return shape
-
-
-def wall(argv: list[str]) -> float:
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "edgesynth", *argv, "-o", f"{tmp}/out"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        return time.perf_counter() - start
 
 
 def main() -> None:

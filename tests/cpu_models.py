@@ -12,21 +12,21 @@ from mnist_lenet import trained
 torch = needs.module("torch")
 
 
+def _features() -> list:
+    """Three 3x3 convolutions with ReLU and 2x2 max pooling, 28x28 -> 16 x 3 x 3, flattened."""
+    nn = torch.nn
+    layers: list = []
+    for cin, cout in ((1, 8), (8, 16), (16, 16)):
+        layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+    return [*layers, nn.Flatten()]
+
+
 def wide_head():  # type: ignore[no-untyped-def]
     """A CNN ending in a Linear with 2,048 outputs (beyond the accelerator's 1,024), then a
     Linear to the 10 classes."""
     nn = torch.nn
     return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
+        *_features(),
         nn.Linear(16 * 3 * 3, 2048),
         nn.ReLU(),
         nn.Linear(2048, 10),
@@ -38,16 +38,7 @@ def leaky_head():  # type: ignore[no-untyped-def]
     has none)."""
     nn = torch.nn
     return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
+        *_features(),
         nn.Linear(16 * 3 * 3, 128),
         nn.LeakyReLU(0.1),
         nn.Linear(128, 10),

@@ -12,12 +12,10 @@ import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import needs
 from cli_helpers import run_cli, snapshot
-from compile_all_models import cnn
 from edgesynth.report import charts, pictures, png
 from edgesynth.report.model import Report, Validation
 from edgesynth.targets.report_model import AddressMap, LayerRow, Region, TargetReport, UsageChart
@@ -118,21 +116,6 @@ def test_a_png_cut_to_its_first_rows() -> None:
     assert zlib.decompress(idat) == b"".join(b"\x00" + r for r in rows[:3])
     for kind, data in chunks:  # every chunk's CRC right
         assert cut.count(struct.pack(">I", zlib.crc32(kind + data)))
-
-
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CNN compiled for gap8 (fast: no proof run)."""
-    root = tmp_path_factory.mktemp("pictures")
-    model = cnn(root / "cnn.onnx")
-    rng = np.random.default_rng(0)
-    np.save(root / "cal.npy", rng.normal(0, 1, (32, 1, 28, 28)).astype(np.float32))
-    out = root / "gap8"
-    result = run_cli(
-        "compile", model, "-t", "gap8", "-c", root / "cal.npy", "-o", out, "--no-verify"
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    return out
 
 
 def test_a_folder_of_svg_and_no_page(compiled: Path, tmp_path: Path) -> None:

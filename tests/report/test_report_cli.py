@@ -7,26 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 from cli_helpers import run_cli, snapshot
-from compile_all_models import cnn
-
-
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CNN compiled for gap8 (fast: no proof run)."""
-    root = tmp_path_factory.mktemp("report_cli")
-    model = cnn(root / "cnn.onnx")
-    rng = np.random.default_rng(0)
-    np.save(root / "cal.npy", rng.normal(0, 1, (32, 1, 28, 28)).astype(np.float32))
-    out = root / "gap8"
-    result = run_cli(
-        "compile", model, "-t", "gap8", "-c", root / "cal.npy", "-o", out, "--no-verify"
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    return out
 
 
 def _refused(args: list, root: Path, *words: str) -> None:

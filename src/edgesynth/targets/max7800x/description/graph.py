@@ -55,7 +55,7 @@ class _Builder:
         self.act8 = g.QType(8, True, 1 / 128)
         # a description that leaves some placement out: the hints are the keys it gives (the
         # target places the rest); one that places every layer: the keys as the builder read them
-        self.given_only = any(net.spec.layers[i].processors is None for i in net.order)
+        self.given_only = net.spec.leaves_placement_out(net.order)
 
     # -- helpers --------------------------------------------------------------------------
     def add(self, layer: Layer, kind: str, node: g.Node, shape, qtype: g.QType) -> str:

@@ -98,3 +98,7 @@ class NetworkSpec:
     layers: list[LayerSpec] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=dict)  # global key -> line
     extra: dict[str, object] = field(default_factory=dict)
+
+    def leaves_placement_out(self, order: list[int]) -> bool:
+        """Some executed layer (of `order`) leaves `processors` to edgesynth."""
+        return any(self.layers[i].processors is None for i in order)

@@ -73,7 +73,7 @@ def chosen_values(placement: Placement) -> dict[int, dict[str, int]]:
 
 def needs_placement(spec: NetworkSpec, order: list[int]) -> bool:
     """Some executed layer leaves `processors` to edgesynth."""
-    return any(spec.layers[i].processors is None for i in order)
+    return spec.leaves_placement_out(order)
 
 
 def layer_placements(problem: Problem, solution: Solution) -> dict[int, LayerPlacement]:
