@@ -25,9 +25,10 @@ produces that operator's inputs: `x*` every input matches `x`; `x, y` one patter
 order, `_` a tensor taken as it is; no parentheses, every input is taken as it is. `[...]`
 marks an optional member with all below it: when it does not match (the whole of it), the
 tensor is taken as it is. After a member's operators come, in this order, `&` (its output may
-have other readers: its guard decides; without it, the only reader is the operator that reads
-it in the pattern, and it is no graph output), `?name` (a guard the target gives: a predicate
-that must accept the operator) and `!name` (a refusal the target gives, checked when the match
+have other readers and be a graph output, its guard if any decides; without `&` the operator
+reading it in the pattern is its only reader, however many times, and it is no graph output),
+`?name` (a guard the target gives: a predicate that must accept the operator, told the
+operators matched before it) and `!name` (a refusal the target gives, checked when the match
 is taken). The pattern's own trailing `*` matches each of several tensors (a layer's operands).
 
 `Matcher.match` gives the operators found (in pre-order: a member before what produces its

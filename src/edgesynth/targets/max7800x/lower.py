@@ -158,6 +158,8 @@ class _Fuser:
 
     def refuse(self, layer: HwLayer, name: str, node: g.Node) -> None:
         """`READ_PATTERNS`' refusals: an operator a layer would take but the chip cannot run."""
+        if name not in ("padless", "device", "alike"):
+            raise ValueError(f"no refusal `{name}` (padless, device, alike)")
         why = None
         if name == "padless" and isinstance(node, g.Pool) and (any(node.pads) or node.ceil):
             why = "in-flight pooling has no padding or ceil mode"
