@@ -36,7 +36,7 @@ from edgesynth.targets.base import (
 )
 
 if TYPE_CHECKING:
-    from edgesynth.ir.fusion import Pattern
+    from edgesynth.ir.fusion import Pattern, TreePattern
     from edgesynth.ir.numformat import NumberFormat
     from edgesynth.targets.max7800x.cpu.program import CpuProgram
     from edgesynth.targets.max7800x.cpu.split import Split
@@ -183,6 +183,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.lower import FUSION_PATTERNS
 
         return FUSION_PATTERNS
+
+    def read_patterns(self) -> tuple[TreePattern, ...]:
+        from edgesynth.targets.max7800x.lower import READ_PATTERNS
+
+        return READ_PATTERNS
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
