@@ -17,7 +17,7 @@ first calibration input, or the given sample.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -400,16 +400,24 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     # -- the proof --------------------------------------------------------------------------
     def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
         """The project's writes (`project/`, write for write) on the virtual device leave its
-        known answer (the program's sample, simulated) in data memory."""
-        from edgesynth.targets.max7800x.proof import prove_project
+        known answer (the program's sample, simulated) in data memory; with a Cortex-M4 part,
+        its C built for this PC equals its simulator on the accelerator's output
+        (`cpu/host.py`)."""
+        from edgesynth.targets.max7800x.proof import prove_run
 
-        plan = _planned(_own(program))
+        program = _own(program)
+        plan = _planned(program)
         remedy = (
             "Nothing was written. edgesynth chose this project's layout, so this is a defect in "
             "edgesynth: please report it with the model; --no-verify writes the project anyway "
             "(unproven)."
         )
-        return prove_project(plan.result, plan.project, self.device_name, remedy)
+        proof, run = prove_run(plan.result, plan.project, self.device_name, remedy)
+        if program.cpu is None:
+            return proof
+        from edgesynth.targets.max7800x.cpu.hook import prove_cpu
+
+        return replace(proof, more=(prove_cpu(program.cpu, Path(folder) / PROJECT, run),))
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Max7800xProgram:
         """The program an emitted folder holds, for `edgesynth run` (its `network.yaml`)."""
