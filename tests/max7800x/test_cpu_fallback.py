@@ -20,7 +20,6 @@ import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.flow import compile_to
 from edgesynth.ir import graph as g
-from edgesynth.targets.max7800x.cpu.program import CpuProgram
 from edgesynth.targets.max7800x.cpu.simulate import simulate
 
 CC = shutil.which("gcc") or "gcc"

@@ -18,9 +18,9 @@ from edgesynth.targets.max7800x.device import Device
 
 if TYPE_CHECKING:
     from edgesynth.proof import Proof
-    from edgesynth.targets.max7800x.vdevice.runner import RunResult
     from edgesynth.targets.max7800x.options import Max7800xOptions
     from edgesynth.targets.max7800x.plan.plan import Plan
+    from edgesynth.targets.max7800x.vdevice.runner import RunResult
 
 __all__ = ["cpu_notes", "cpu_output", "cpu_part", "emit_cpu_part", "find_split", "prove_cpu"]
 

@@ -50,7 +50,7 @@ void softmax_q7_q15(const q7_t *, const uint16_t, q15_t *);
 def driver_source(program: CpuProgram) -> str:
     """The driver's C: every input line's layers, one output line each."""
     prints = "".join(
-        f"    for (i = 0; i < {layer.size}; i++) printf(\"%d \", (int) out_{n}[i]);\n"
+        f'    for (i = 0; i < {layer.size}; i++) printf("%d ", (int) out_{n}[i]);\n'
         '    printf("\\n");\n'
         for n, layer in enumerate(program.layers)
     )
