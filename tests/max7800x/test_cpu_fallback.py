@@ -143,7 +143,8 @@ def test_a_wide_linear_splits_the_network() -> None:
                    "`linear2` (linear)", "`softmax` (softmax)"]  # fmt: skip
     assert f"    `linear0` (linear): ~{64 * 2048 * 6 + 2048 * 20:,} cycles" in notes
     assert notes[2].startswith("  CNN accelerator estimate: ")
-    assert "Cortex-M4 estimate:" in notes[-1] and "not a measurement" in notes[-1]
+    assert "Cortex-M4 estimate:" in notes[-2] and "not a measurement" in notes[-2]
+    assert notes[-1].startswith("  the whole network on the Cortex-M4 (--cpu-only): ~")
     assert program.outputs[0].shape == (10,) and program.outputs[0].bits == 32
 
 
@@ -405,3 +406,88 @@ def test_cnn_unload_feeds_the_cpu_part(graph: g.Graph, tmp_path: Path) -> None:
     (tmp_path / "driver").mkdir()
     got = run_layers(build(project, program.cpu, tmp_path / "driver"), program.cpu, values[None])
     np.testing.assert_array_equal(got[-1], simulate(program.cpu, values[None]))
+
+
+def test_riscv_runs_the_cpu_part_on_the_riscv_core(tmp_path: Path) -> None:
+    """`compile --riscv` (option `riscv`): the RISC-V core runs the network, the CPU part
+    included (main_riscv.c calls cpu_part()); `edgesynth build` cross-compiles cpu_part.c for it
+    with riscv64-unknown-elf-gcc -march=rv32imc -mabi=ilp32 -Wall -Wextra -Werror (the MSDK's
+    RISC-V flags) and links the Cortex-M4's main.c."""
+    needs.tool("arm-none-eabi-gcc")
+    needs.tool("riscv64-unknown-elf-gcc")
+    from edgesynth.targets.max7800x.commands.firmware import RISCV_FLAGS, WARNINGS, build_project
+    from edgesynth.targets.max7800x.target import RISCV_NOTE
+
+    out = tmp_path / "out"
+    program, _ = compile_to(head_graph(TABLES), "max78000", calibration=calibration(), out=out,
+                            options={"riscv": True}, verify=True)  # fmt: skip
+    assert program.proof is not None and len(program.proof.line.splitlines()) == 2
+    assert program.notes[-1] == RISCV_NOTE
+    project = out / "project"
+    assert "SRCS := main_riscv.c cnn.c softmax.c cpu_part.c\n" in (project / "Makefile").read_text()
+    assert "cpu_part(" in (project / "main_riscv.c").read_text()
+    assert "cpu_part(" not in (project / "main.c").read_text()
+    assert RISCV_FLAGS == ["-march=rv32imc", "-mabi=ilp32"] and "-Werror" in WARNINGS
+    result = build_project(project)
+    assert project / "build" / "riscv" / "cpu_part.o" in result.riscv_objects
+    assert result.riscv is not None and result.elf.is_file()
+
+
+def test_cpu_only_compiles_the_whole_network_for_the_cortex_m4(tmp_path: Path) -> None:
+    """`compile --cpu-only` (option `cpu_only`): every operator on the Cortex-M4, no accelerator
+    layers; the notes give each layer's estimated cycles and the accelerator's estimate beside
+    them; the proof builds cpu_part.c for the host; the project links for the Cortex-M4 with
+    -Wall -Wextra -Werror; `edgesynth run` is the simulator, close to the float graph."""
+    needs.tool("gcc")
+    from edgesynth.flow import run_folder
+    from edgesynth.sim.graph import run
+    from edgesynth.targets.base import get_target
+    from edgesynth.targets.max7800x.cpu.emit import estimate
+
+    graph, out = mid_graph("sigmoid"), tmp_path / "out"
+    program, files = compile_to(graph, "max78000", calibration=calibration(), out=out,
+                                options={"cpu_only": True}, verify=True)  # fmt: skip
+    assert program.cpu is not None and program.layers == [] and program.network is None
+    kinds = [layer.kind for layer in program.cpu.layers]
+    assert kinds == ["conv", "relu", "pool", "lut", "conv", "relu", "pool", "conv", "pool",
+                     "linear"]  # fmt: skip
+    assert program.cpu.in_shape == (1, 8, 8) and program.cpu.in_bits == 8
+    notes, total = program.notes, sum(c.cycles for c in estimate(program.cpu))
+    assert notes[0].startswith("--cpu-only: the whole network on the Cortex-M4")
+    assert notes[1] == f"    `conv` (conv): ~{estimate(program.cpu)[0].cycles:,} cycles"
+    assert notes[-2].startswith(f"  Cortex-M4 estimate: {total:,} cycles, ")
+    assert "not a measurement" in notes[-2]
+    assert notes[-1].startswith("  with the CNN accelerator (compile without --cpu-only): ")
+    assert "the Cortex-M4 part included): --cpu-only takes " in notes[-1]  # it splits
+    assert program.proof is not None and "\n" not in program.proof.line
+    assert program.proof.line.startswith("known answer reproduced on the host build of ")
+    assert "project/cnn.c" not in files and "network.yaml" not in files
+    summary = get_target("max78000").summarize(program)
+    assert summary.cycles == total and summary.clock_hz == 100_000_000
+
+    x = np.random.default_rng(3).normal(0, 1, (32, 1, 8, 8))
+    result = run_folder(out, x)
+    fmt = result.program.inputs[0]
+    np.testing.assert_array_equal(result.codes, simulate(program.cpu, fmt.quantize(x)))
+    want = run(graph, x, keep=True)["fc"]
+    assert (result.codes.argmax(1) == want.argmax(1)).mean() >= 0.8
+
+    needs.tool("arm-none-eabi-gcc")
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    assert build_project(out / "project").elf.is_file()  # -Wall -Wextra -Werror
+
+
+def test_cpu_only_refusals() -> None:
+    """An operator the Cortex-M4 part does not run is named; an integer network or one without
+    calibration data is refused naming --cpu-only."""
+    graph = head_graph([("linear", 16), ("abs", 0), ("linear", 10)])
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(graph, "max78000", calibration=calibration(), options={"cpu_only": True})
+    assert str(err.value).startswith(
+        "operator `abs1` (activation abs): --cpu-only runs the whole network on the MAX78000's "
+        "Cortex-M4, which runs Linear (Gemm/MatMul)"
+    )
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(head_graph(WIDE), "max78000", options={"cpu_only": True})
+    assert err.value.key == "--cpu-only" and "given no --calibration data" in str(err.value)

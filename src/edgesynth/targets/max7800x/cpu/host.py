@@ -26,7 +26,7 @@ CC = "gcc"
 RANDOM_INPUTS = 15  # beside the accelerator's output: pseudo-random inputs, the whole range
 FLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror"]
 EXECUTOR = (
-    f"the host build of project/cpu_part.c (every layer; the accelerator's output and "
+    f"the host build of project/cpu_part.c (every layer; its input from the proof and "
     f"{RANDOM_INPUTS} pseudo-random inputs)"
 )
 NO_GCC = (
@@ -34,17 +34,6 @@ NO_GCC = (
     "not installed (on Debian: apt-get install gcc); pass --no-verify to write the project "
     "unproven"
 )
-
-# What cpu_part.c and softmax.c take from the project's cnn.h and the MSDK's mxc.h
-STAND_IN = """#include <stdint.h>
-typedef int32_t q31_t;
-typedef int16_t q15_t;
-typedef int8_t q7_t;
-#define CNN_OK 1
-#define CNN_FAIL 0
-void softmax_q17p14_q15(const q31_t *, const uint16_t, q15_t *);
-void softmax_q7_q15(const q7_t *, const uint16_t, q15_t *);
-"""
 
 
 def driver_source(program: CpuProgram) -> str:
@@ -83,7 +72,9 @@ def build(project: Path, program: CpuProgram, work: Path) -> Path:
         raise EdgesynthError(NO_GCC)
     for name in ("cpu_part.c", "cpu_part.h", "softmax.c"):
         shutil.copy(project / name, work / name)
-    (work / "cnn.h").write_text(STAND_IN)
+    from edgesynth.targets.max7800x.emit.project import render
+
+    (work / "cnn.h").write_text(render("cnn_cpu.h.j2", name="host"))  # types, prototypes
     (work / "mxc.h").write_text("")
     (work / "driver.c").write_text(driver_source(program))
     binary = work / "cpu_part_driver"
@@ -128,11 +119,16 @@ def proof_inputs(program: CpuProgram, accelerator_output: np.ndarray) -> np.ndar
 
 
 def prove_cpu_part(
-    program: CpuProgram, project: Path, accelerator_output: np.ndarray, remedy: str
+    program: CpuProgram,
+    project: Path,
+    first: np.ndarray,
+    remedy: str,
+    what: str = "the accelerator's output from the proof run",
 ) -> Proof:
     """The host build of `project`'s cpu_part.c equals the simulator, layer by layer, value for
-    value; else ProofFailed naming the first layer and index that differ (and `remedy`)."""
-    x = proof_inputs(program, accelerator_output)
+    value, on `first` (`what` it is) and pseudo-random inputs; else ProofFailed naming the first
+    layer and index that differ (and `remedy`)."""
+    x = proof_inputs(program, first)
     with tempfile.TemporaryDirectory(prefix="edgesynth-cpu-proof-") as tmp:
         try:
             got = run_layers(build(Path(project), program, Path(tmp)), program, x)
@@ -147,9 +143,8 @@ def prove_cpu_part(
             raise ProofFailed(
                 f"the Cortex-M4 part (project/cpu_part.c), built with the host's gcc, does not "
                 f"compute the simulator's answer: CPU layer {i} (`{layer.name}`, {layer.kind}) "
-                f"is the first to differ: {detail} (index (input, value); input 0 is the "
-                f"accelerator's output from the proof run, 1-{RANDOM_INPUTS} pseudo-random "
-                f"inputs). {remedy}"
+                f"is the first to differ: {detail} (index (input, value); input 0 is {what}, "
+                f"1-{RANDOM_INPUTS} pseudo-random inputs). {remedy}"
             )
         compared += output.size
     return Proof(EXECUTOR, compared, compared, "values")
