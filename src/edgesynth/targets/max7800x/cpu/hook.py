@@ -19,8 +19,8 @@ from edgesynth.targets.max7800x.device import Device
 if TYPE_CHECKING:
     from edgesynth.proof import Proof
     from edgesynth.targets.max7800x.options import Max7800xOptions
+    from edgesynth.targets.max7800x.placement.verify import RunResult
     from edgesynth.targets.max7800x.plan.plan import Plan
-    from edgesynth.targets.max7800x.vdevice.runner import RunResult
 
 __all__ = ["cpu_notes", "cpu_output", "cpu_part", "emit_cpu_part", "find_split", "prove_cpu"]
 
@@ -118,7 +118,6 @@ def prove_cpu(program: CpuProgram, project: Path, run: RunResult) -> Proof:
     part's simulator computes on the accelerator's output from the proof run (`run`)."""
     from edgesynth.proof import DEFECT_REMEDY
     from edgesynth.targets.max7800x.cpu.host import prove_cpu_part
-    from edgesynth.targets.max7800x.vdevice.runner import network_output
+    from edgesynth.targets.max7800x.placement.verify import run_output
 
-    output = network_output(run)
-    return prove_cpu_part(program, project, output, DEFECT_REMEDY)
+    return prove_cpu_part(program, project, run_output(run), DEFECT_REMEDY)
