@@ -722,11 +722,20 @@ MISUSES = {
         ("`--option`", "max78000 has no option `bits`; it takes none"),
     ),
     "compile --cpu-only for a target without it": Misuse(
-        ["compile", "gati/model.onnx", "-t", "gati", "-c", "gati/calib.npy", "--cpu-only",
-         "-o", "res/g"],
+        [
+            "compile",
+            "gati/model.onnx",
+            "-t",
+            "gati",
+            "-c",
+            "gati/calib.npy",
+            "--cpu-only",
+            "-o",
+            "res/g",
+        ],
         2,
         ("--cpu-only is for -t max78000 or -t max78002, not -t gati",),
-    ),  # fmt: skip
+    ),
     "compile --riscv for a target without it": Misuse(
         ["compile", "pulp/network.onnx", "-t", "gap8", "--riscv", "-o", "res/p"],
         2,
