@@ -138,11 +138,12 @@ def prove_cpu_part(
     for i, (layer, output) in enumerate(zip(program.layers, got, strict=True)):
         values = run_layer(layer, values)
         if output.shape != values.shape or not np.array_equal(output, values):
+            node = layer.nodes[0] if layer.nodes else layer.name
             detail = (first_difference(values, output) if output.shape == values.shape
                       else f"an output of shape {output.shape}, not {values.shape}")  # fmt: skip
             raise ProofFailed(
                 f"the Cortex-M4 part (project/cpu_part.c), built with the host's gcc, does not "
-                f"compute the simulator's answer: CPU layer {i} (`{layer.name}`, {layer.kind}) "
+                f"compute the simulator's answer: CPU layer {i} (`{node}`, {layer.kind}) "
                 f"is the first to differ: {detail} (index (input, value); input 0 is {what}, "
                 f"1-{RANDOM_INPUTS} pseudo-random inputs). {remedy}"
             )
