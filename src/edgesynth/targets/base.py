@@ -275,6 +275,8 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
     # quantizes a float model into a RequantShift ONNX network it can write
     # (`compile --export-integer-onnx`)
     exports_integer_onnx: ClassVar[bool] = False
+    # the `compile` flags it takes (`--cpu-only` -> "cpu_only"), given to `lower` as options
+    compile_flags: ClassVar[tuple[str, ...]] = ()
 
     def check_option_keys(self, keys: Iterable[str]) -> None:
         """Refuse a `--option` key the target does not take, naming the ones it takes."""

@@ -129,9 +129,10 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
 
 
 def render_cpu_part(
-    program: CpuProgram, name: str, device: str, expected: np.ndarray | None
+    program: CpuProgram, name: str, device: str, expected: np.ndarray | None, alone: bool = False
 ) -> dict[str, str]:
-    """`cpu_part.c` and `cpu_part.h`; `expected`: the known answer's result (None: no check)."""
+    """`cpu_part.c` and `cpu_part.h`; `expected`: the known answer's result (None: no check);
+    `alone`: the whole network, no accelerator layers before it (--cpu-only)."""
     from edgesynth.targets.max7800x.emit.project import render
 
     layers = []
@@ -142,6 +143,7 @@ def render_cpu_part(
     context = {
         "name": name,
         "device": device,
+        "alone": alone,
         "program": program,
         "layers": layers,
         "kinds": {layer["key"] for layer in layers},

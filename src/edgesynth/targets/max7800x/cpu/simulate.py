@@ -1,5 +1,5 @@
 """The CPU part's integer arithmetic in NumPy: the reference the generated C must equal value
-for value (`cpu_part.c`; tests/max7800x/test_cpu_fallback.py builds it for the host).
+for value (`cpu_part.c`; compile's proof builds it for the host and compares, `host.py`).
 
 Rounding: a linear layer's requantization is (acc x mult + 2**(shift-1)) >> shift with an
 arithmetic (flooring) shift, then saturation to -128..127: round half up, as the accelerator's
