@@ -178,3 +178,5 @@ def test_what_a_layer_reads_is_refused_naming_the_operator(read, node, message) 
         fuse(_reading(read))
     first = caught.value.errors[0]
     assert (first.node, first.message) == (node, f"operator `{node}`: {message}")
+    texts = [str(e) for e in caught.value.errors]
+    assert len(texts) == len(set(texts)), texts  # each problem once

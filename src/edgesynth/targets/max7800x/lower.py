@@ -352,8 +352,11 @@ class _Fuser:
                 self.errors.append(
                     _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
                 )
-        if self.errors:
-            raise self.errors[0] if len(self.errors) == 1 else MultipleErrors(self.errors)
+        # A refused read is met again when its operator is tried as a passthrough layer: the
+        # same message once.
+        errors = list({str(e): e for e in self.errors}.values())
+        if errors:
+            raise errors[0] if len(errors) == 1 else MultipleErrors(errors)
         if self.graph.outputs[0] in self.graph.inputs:
             layers.append((len(self.graph.nodes), self.copy_layer(self.graph.outputs[0])))
         ordered = [layer for _, layer in sorted(layers, key=lambda p: p[0])]
