@@ -104,8 +104,9 @@ def _pow2(value: int) -> int | None:
 
 
 class _Fuser:
-    def __init__(self, graph: g.Graph) -> None:
+    def __init__(self, graph: g.Graph, depthwise: bool = False) -> None:
         self.graph = graph
+        self.depthwise = depthwise  # identity convolutions are depthwise (`identity`)
         self.used: set[str] = set()
         self.errors: list[EdgesynthError] = []  # every operator refused so far
         self.near_refused: set[str] = set()  # refused operators and their neighbours
@@ -317,13 +318,41 @@ class _Fuser:
         return layer
 
     def passthrough(self, node: g.Pool | g.Clip) -> HwLayer:
-        """A layer of pooling and element-wise operations only, ending at `node`."""
+        """A layer of pooling and element-wise operations only, ending at `node`; with an
+        activation after it, a layer that convolves with identity kernels (`identity`)."""
         layer = HwLayer(name=_layer_name(node.name))
         self.inputs(layer, node.output, None)
         if not layer.nodes:
             raise _fail(node, "a lone clip has no MAX7800x layer")
         self.outputs(layer, node)
+        if layer.activation is not None:
+            self.identity(layer, node)
         return layer
+
+    def identity(self, layer: HwLayer, last: g.Node) -> None:
+        """The chip activates only a convolution's output: a layer of pooling and element-wise
+        operations with an activation (`relu(a + b)`, a residual block's sum) convolves its
+        combined operands (`last`'s output) with 1x1 identity kernels, depthwise where the
+        device runs depthwise convolutions. Each output channel is its own input channel times
+        1 (2-bit weights), shifted by 2**0 (total shift 7), so y = floor(x + 1/2) = x for every
+        int8 x, then the activation."""
+        shape = self.graph.tensors[last.output].shape
+        rank, channels = len(shape) - 1, shape[0]
+        if rank not in (1, 2):
+            return  # a vector: the device rules refuse the activation, naming the layer
+        ones = (1,) * rank
+        if self.depthwise:
+            weight, groups = np.ones((channels, 1, *ones), np.int64), channels
+        else:
+            weight, groups = np.eye(channels, dtype=np.int64).reshape(channels, channels, *ones), 1
+        nodes = [self.graph.node(n) for n in layer.nodes]
+        act = next(n for n in nodes if isinstance(n, g.Activation))
+        layer.op = g.Conv(
+            name=f"{last.name}/identity", inputs=[last.output], outputs=[], source=act.source,
+            weight=weight, stride=ones, pads=(0,) * 2 * rank, dilation=ones, groups=groups,
+        )  # fmt: skip
+        if not any(isinstance(n, g.Requantize) for n in nodes):
+            layer.shift = 7  # the accumulator as it is (a requantization sets its own)
 
     def attempt(self, node: g.Node, build: Callable[[Any], HwLayer]) -> HwLayer | None:
         """`build(node)`, or None with its refusal noted (the pass goes on to report them all);
@@ -381,8 +410,10 @@ class _Fuser:
         return ordered
 
 
-def fuse(graph: g.Graph) -> list[HwLayer]:
-    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc)."""
+def fuse(graph: g.Graph, device: Device | None = None) -> list[HwLayer]:
+    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc);
+    the identity convolutions a passthrough layer with an activation takes are depthwise where
+    `device` runs depthwise convolutions (without `device`, full 1x1 ones, which both run)."""
     if not graph.is_integer:
         raise EdgesynthError(
             f"graph {graph.name} is not quantized: MAX7800x runs integer graphs (quantize it "
@@ -392,7 +423,7 @@ def fuse(graph: g.Graph) -> list[HwLayer]:
         raise EdgesynthError(
             f"MAX7800x networks take one input; {graph.name} has {len(graph.inputs)}"
         )
-    return _Fuser(graph).run()
+    return _Fuser(graph, device is not None and device.supports_depthwise).run()
 
 
 # -- the vendor description ---------------------------------------------------------------------

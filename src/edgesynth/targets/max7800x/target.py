@@ -211,7 +211,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                 cpu = cpu_part(float_graph, split, options.calibration, graph, device)
                 notes = cpu_notes(split, cpu, device)
         else:
-            layers = with_copies(graph, fuse(graph), device)
+            layers = with_copies(graph, fuse(graph, device), device)
             desc = describe(graph, layers, device, arch="test", dataset=DATASET)
             synthesis = synthesis_options(self.device_name)
             built = self._build(desc, _sample(graph, options), model, synthesis)
@@ -259,7 +259,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             part = quantize(graph if split is None else split.prefix, options.calibration, device)
             layers: list[HwLayer] = []
             try:
-                layers = with_copies(part, fuse(part), device)
+                layers = with_copies(part, fuse(part, device), device)
                 desc = describe(part, layers, device, arch="test", dataset=DATASET)
                 synthesis = synthesis_options(self.device_name, cpu_part=split is not None)
                 built = self._build(desc, _sample(part, options), model, synthesis)
