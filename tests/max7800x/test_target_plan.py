@@ -184,25 +184,27 @@ def test_a_bad_document_value_names_the_model_layer_and_key_without_a_line() -> 
 def test_check_tells_a_rule_the_given_placement_breaks_without_placing(
     counted: list[Any],
 ) -> None:
-    """A pooling layer placed by the user (a vendor description's keys, as hints) whose output
-    runs past the end of data memory. `check` names the model, layer and key; nothing is
+    """Pooling then ReLU, placed by the user (a vendor description's keys, as hints): a layer
+    without convolution that activates. `check` names the model, layer and key; nothing is
     placed."""
-    graph = g.Graph(name="pool")
+    graph = g.Graph(name="pool-relu")
     graph.meta["path"] = "model.onnx"
     graph.add_input("input", (4, 8, 8), ACT8)
     pool = g.Pool(
-        name="p/pool", inputs=["input"], outputs=["y"], kind="max", kernel=(2, 2), stride=(2, 2)
+        name="p/pool", inputs=["input"], outputs=["p"], kind="max", kernel=(2, 2), stride=(2, 2)
     )
     graph.add(pool, (4, 4, 4), ACT8)
+    relu = g.Activation(name="p/relu", inputs=["p"], outputs=["y"], kind="relu")
+    graph.add(relu, (4, 4, 4), ACT8)
     graph.outputs = ["y"]
-    graph.hints["p"] = {"processors": 0xF, "output_processors": 0xF, "out_offset": 0x7FF0}
+    graph.hints["p"] = {"processors": 0xF, "output_processors": 0xF, "out_offset": 0x2000}
     target = get_target("max78000")
     x = RNG.integers(-128, 128, (4, 8, 8))
     program = target.lower(graph, CompileOptions(options={"sample": x}))
     with pytest.raises(EdgesynthError) as caught:
         target.check(program)
     assert str(caught.value).startswith(
-        "model.onnx: layer 0 (p): `out_offset`: 0x7ff0 + the 4-channel 4x4 output"
+        "model.onnx: layer 0 (p): `activation`: relu: a layer without convolution cannot apply "
+        "an activation"
     )
-    assert "past the 32,768-byte (8,192-word) data-memory instance" in str(caught.value)
     assert not counted

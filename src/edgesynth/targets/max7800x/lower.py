@@ -319,13 +319,15 @@ class _Fuser:
 
     def passthrough(self, node: g.Pool | g.Clip) -> HwLayer:
         """A layer of pooling and element-wise operations only, ending at `node`; with an
-        activation after it, a layer that convolves with identity kernels (`identity`)."""
+        activation after it, a layer that convolves with identity kernels (`identity`), unless
+        a vendor description gives the layer (its placement hints): that layer is the user's,
+        `operation: none`, and the device rules refuse its activation, naming it."""
         layer = HwLayer(name=_layer_name(node.name))
         self.inputs(layer, node.output, None)
         if not layer.nodes:
             raise _fail(node, "a lone clip has no MAX7800x layer")
         self.outputs(layer, node)
-        if layer.activation is not None:
+        if layer.activation is not None and layer.name not in self.graph.hints:
             self.identity(layer, node)
         return layer
 
