@@ -10,7 +10,9 @@ convolution or linear operation (or none), the output shift and an activation. T
     Conv | Linear  ->  Requantize (power of two, half up, int8)  ->  [Activation [Clip]]
 
 or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations (a graph
-whose output is its input: one passthrough layer that copies it). A concatenation, whole or
+whose output is its input: one passthrough layer that copies it). The chip activates only a
+convolution's output: a passthrough layer with an activation (`relu(a + b)`) convolves with 1x1
+identity kernels, exactly (`_Fuser.identity`). A concatenation, whole or
 sliced into equal operands, is the layer's reading of several `in_sequences`. An accumulator
 that is a graph output stays 32 bits wide (`output_width: 32`).
 
