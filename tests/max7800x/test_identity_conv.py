@@ -103,3 +103,29 @@ def _batches(draw: st.DrawFn) -> tuple[str, str, np.ndarray]:
 @given(_batches())
 def test_drawn_channels_sizes_and_data(case: tuple[str, str, np.ndarray]) -> None:
     _check(*case)
+
+
+@pytest.mark.parametrize(
+    ("device", "channels", "names"),
+    [
+        ("max78000", 96, ["s"]),  # 2 operands x 2 passes: the chip convolves the sum
+        ("max78000", 192, ["s", "s_relu"]),  # 3 passes: a data move, the identity apart
+        ("max78002", 192, ["s"]),
+    ],
+)
+def test_multi_pass_operands(device: str, channels: int, names: list[str], tmp_path: Path) -> None:
+    """Operands wider than the 64 processors: on the MAX78000 an element-wise operation of more
+    than 2 operands x 2 passes runs as a data move that cannot convolve, so the sum is a
+    passthrough layer and the identity convolution with the ReLU a layer of its own. Proved on
+    the virtual device; the simulator equals relu(clip(a + b))."""
+    rng = np.random.default_rng(channels)
+    x = rng.integers(-128, 128, (2, 2 * channels, 4, 4))
+    program, _ = compile_to(
+        _block(channels, 4, 4, "add"), device, options={"sample": x[0]}, out=tmp_path,
+        verify=True,
+    )  # fmt: skip
+    assert [layer.name for layer in program.layers] == names
+    assert program.proof is not None and program.proof.matched == program.proof.total > 0
+    got = get_target(device).simulate(program, [x])[0]
+    a, b = x[:, :channels], x[:, channels:]
+    np.testing.assert_array_equal(got.reshape(a.shape), np.maximum(np.clip(a + b, -128, 127), 0))

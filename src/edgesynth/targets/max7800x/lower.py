@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import yaml
@@ -35,9 +35,10 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.fusion import Matcher, pattern
 from edgesynth.ir.intrange import int_range
-from edgesynth.targets.max7800x.device import Device
+from edgesynth.targets.max7800x.device import Device, passes
 
 INPUT_LAYER = -1
+T = TypeVar("T")
 
 
 @dataclass
@@ -106,9 +107,9 @@ def _pow2(value: int) -> int | None:
 
 
 class _Fuser:
-    def __init__(self, graph: g.Graph, depthwise: bool = False) -> None:
+    def __init__(self, graph: g.Graph, device: Device | None = None) -> None:
         self.graph = graph
-        self.depthwise = depthwise  # identity convolutions are depthwise (`identity`)
+        self.device = device  # what the identity convolutions depend on (`identity`)
         self.used: set[str] = set()
         self.errors: list[EdgesynthError] = []  # every operator refused so far
         self.near_refused: set[str] = set()  # refused operators and their neighbours
@@ -319,19 +320,40 @@ class _Fuser:
         self.outputs(layer, node)
         return layer
 
-    def passthrough(self, node: g.Pool | g.Clip) -> HwLayer:
+    def passthrough(self, node: g.Pool | g.Clip) -> list[HwLayer]:
         """A layer of pooling and element-wise operations only, ending at `node`; with an
-        activation after it, a layer that convolves with identity kernels (`identity`), unless
-        a vendor description gives the layer (its placement hints): that layer is the user's,
-        `operation: none`, and the device rules refuse its activation, naming it."""
+        activation after it, a layer that convolves with identity kernels (`identity`), or two
+        (`apart`). Not where a vendor description gives the layer (its placement hints): that
+        layer is the user's, `operation: none`, and the device rules refuse its activation."""
         layer = HwLayer(name=_layer_name(node.name))
         self.inputs(layer, node.output, None)
         if not layer.nodes:
             raise _fail(node, "a lone clip has no MAX7800x layer")
+        ahead = len(layer.nodes)
         self.outputs(layer, node)
-        if layer.activation is not None and layer.name not in self.graph.hints:
-            self.identity(layer, node)
-        return layer
+        if layer.activation is None or layer.name in self.graph.hints:
+            return [layer]
+        self.identity(layer, node)
+        return self.apart(layer, ahead, node.output)
+
+    def apart(self, layer: HwLayer, ahead: int, combined: str) -> list[HwLayer]:
+        """The MAX78000 runs an element-wise operation over several passes, except 2 operands
+        x 2 passes, as a data move that cannot convolve: there the operation stays a
+        passthrough layer writing `combined` (its first `ahead` operators), and the identity
+        convolution with the activation is a layer of its own reading it."""
+        device, n = self.device, layer.operands
+        if device is None or not device.emulates_multipass_eltwise or n < 2 or layer.op is None:
+            return [layer]
+        p = passes(self.graph.tensors[combined].shape[0], device.processors)
+        if p < 2 or n * p == n + p:
+            return [layer]
+        assert layer.activation is not None
+        tail = HwLayer(name=f"{layer.name}_{layer.activation}", nodes=layer.nodes[ahead:],
+                       inputs=[combined], op=layer.op, shift=layer.shift,
+                       activation=layer.activation, output=layer.output)  # fmt: skip
+        layer.nodes, layer.op, layer.activation = layer.nodes[:ahead], None, None
+        layer.shift, layer.output = 0, combined
+        return [layer, tail]
 
     def identity(self, layer: HwLayer, last: g.Node) -> None:
         """The chip activates only a convolution's output: a layer of pooling and element-wise
@@ -345,7 +367,7 @@ class _Fuser:
         if rank not in (1, 2):
             return  # a vector: the device rules refuse the activation, naming the layer
         ones = (1,) * rank
-        if self.depthwise:
+        if self.device is not None and self.device.supports_depthwise:
             weight, groups = np.ones((channels, 1, *ones), np.int64), channels
         else:
             weight, groups = np.eye(channels, dtype=np.int64).reshape(channels, channels, *ones), 1
@@ -358,7 +380,7 @@ class _Fuser:
         if not any(isinstance(n, g.Requantize) for n in nodes):
             layer.shift = 7  # the accumulator as it is (a requantization sets its own)
 
-    def attempt(self, node: g.Node, build: Callable[[Any], HwLayer]) -> HwLayer | None:
+    def attempt(self, node: g.Node, build: Callable[[Any], T]) -> T | None:
         """`build(node)`, or None with its refusal noted (the pass goes on to report them all);
         the nodes next to a refused one are not refused again for having no layer."""
         try:
@@ -390,9 +412,8 @@ class _Fuser:
         # What no operation absorbed: passthrough layers (pooling and element-wise only).
         for node in reversed(self.graph.nodes):
             if node.name not in self.used and isinstance(node, g.Pool | g.Clip):
-                layer = self.attempt(node, self.passthrough)
-                if layer is not None:
-                    layers.append((position[node.name], layer))
+                parts = self.attempt(node, self.passthrough) or []
+                layers += [(position[node.name], layer) for layer in parts]
         for node in self.graph.nodes:
             if node.name in self.used or isinstance(node, g.Reshape | g.Flatten):
                 continue
@@ -427,7 +448,7 @@ def fuse(graph: g.Graph, device: Device | None = None) -> list[HwLayer]:
         raise EdgesynthError(
             f"MAX7800x networks take one input; {graph.name} has {len(graph.inputs)}"
         )
-    return _Fuser(graph, device is not None and device.supports_depthwise).run()
+    return _Fuser(graph, device).run()
 
 
 # -- the vendor description ---------------------------------------------------------------------
