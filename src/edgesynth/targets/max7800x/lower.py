@@ -337,15 +337,11 @@ class _Fuser:
         return self.apart(layer, ahead, node.output)
 
     def apart(self, layer: HwLayer, ahead: int, combined: str) -> list[HwLayer]:
-        """The MAX78000 runs an element-wise operation over several passes, except 2 operands
-        x 2 passes, as a data move that cannot convolve: there the operation stays a
-        passthrough layer writing `combined` (its first `ahead` operators), and the identity
-        convolution with the activation is a layer of its own reading it."""
-        device, n = self.device, layer.operands
-        if device is None or not device.emulates_multipass_eltwise or n < 2 or layer.op is None:
-            return [layer]
-        p = passes(self.graph.tensors[combined].shape[0], device.processors)
-        if p < 2 or n * p == n + p:
+        """Where the chip cannot convolve the combined operands in the same layer
+        (`convolves_operands`), the element-wise operation stays a passthrough layer writing
+        `combined` (its first `ahead` operators), and the identity convolution with the
+        activation is a layer of its own reading it."""
+        if layer.op is None or layer.operands < 2 or self.convolves_operands(layer, combined):
             return [layer]
         assert layer.activation is not None
         tail = HwLayer(name=f"{layer.name}_{layer.activation}", nodes=layer.nodes[ahead:],
@@ -355,18 +351,33 @@ class _Fuser:
         layer.shift, layer.output = 0, combined
         return [layer, tail]
 
+    def convolves_operands(self, layer: HwLayer, combined: str) -> bool:
+        """Can the layer's convolution read its combined operands? Not a Conv1d (1-D data), and
+        not on the MAX78000 over several passes, except 2 operands x 2 passes (the rest it runs
+        as a data move)."""
+        shape = self.graph.tensors[combined].shape
+        if len(shape) == 2:
+            return False
+        device = self.device
+        if device is None or not device.emulates_multipass_eltwise:
+            return True
+        n, p = layer.operands, passes(shape[0], device.processors)
+        return p < 2 or n * p == n + p
+
     def identity(self, layer: HwLayer, last: g.Node) -> None:
         """The chip activates only a convolution's output: a layer of pooling and element-wise
         operations with an activation (`relu(a + b)`, a residual block's sum) convolves its
         combined operands (`last`'s output) with 1x1 identity kernels, depthwise where the
         device runs depthwise convolutions. Each output channel is its own input channel times
         1 (2-bit weights), shifted by 2**0 (total shift 7), so y = floor(x + 1/2) = x for every
-        int8 x, then the activation."""
+        int8 x, then the activation. 1-D data takes weight 64 (8-bit weights, total shift 1):
+        a Conv1d over several passes with narrow weights misses its known answer on the virtual
+        MAX78000 (plain convolutions too: a defect outside this lowering)."""
         shape = self.graph.tensors[last.output].shape
         rank, channels = len(shape) - 1, shape[0]
         if rank not in (1, 2):
             return  # a vector: the device rules refuse the activation, naming the layer
-        ones = (1,) * rank
+        ones, one = (1,) * rank, 64 if rank == 1 else 1
         if self.device is not None and self.device.supports_depthwise:
             weight, groups = np.ones((channels, 1, *ones), np.int64), channels
         else:
@@ -375,10 +386,11 @@ class _Fuser:
         act = next(n for n in nodes if isinstance(n, g.Activation))
         layer.op = g.Conv(
             name=f"{last.name}/identity", inputs=[last.output], outputs=[], source=act.source,
-            weight=weight, stride=ones, pads=(0,) * 2 * rank, dilation=ones, groups=groups,
+            weight=weight * one, stride=ones, pads=(0,) * 2 * rank, dilation=ones, groups=groups,
         )  # fmt: skip
         if not any(isinstance(n, g.Requantize) for n in nodes):
             layer.shift = 7  # the accumulator as it is (a requantization sets its own)
+        layer.shift -= one.bit_length() - 1  # ... divided by the weight
 
     def attempt(self, node: g.Node, build: Callable[[Any], T]) -> T | None:
         """`build(node)`, or None with its refusal noted (the pass goes on to report them all);
