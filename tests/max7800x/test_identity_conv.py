@@ -4,7 +4,9 @@ convolved with 1x1 identity kernels (weight 1, 2-bit weights, `output_shift` 1: 
 of 7), then the ReLU. On the network simulator, whose output is
 clip(floor(acc * 2**shift / 128 + 1/2)) with shift = output_shift + 8 - weight bits, that is
 relu(clip(a op b)) exactly: for every pair of int8 operands, and for drawn channel counts
-(full 1x1 kernels on the MAX78000, depthwise on the MAX78002), 1-D and 2-D sizes and data."""
+(full 1x1 kernels on the MAX78000, depthwise on the MAX78002), 1-D and 2-D sizes and data
+(1-D: the operation, then the identity convolution in a layer of its own, weight 64 at 8
+bits, `output_shift` 1)."""
 
 from __future__ import annotations
 
