@@ -12,9 +12,9 @@ convolution or linear operation (or none), the output shift and an activation. T
 or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations (a graph
 whose output is its input: one passthrough layer that copies it). The chip activates only a
 convolution's output: a passthrough layer with an activation (`relu(a + b)`) convolves with 1x1
-identity kernels, exactly (`_Fuser.identity`). A concatenation, whole or
-sliced into equal operands, is the layer's reading of several `in_sequences`. An accumulator
-that is a graph output stays 32 bits wide (`output_width: 32`).
+identity kernels, exactly (`_Fuser.identity`). A concatenation, whole or sliced into equal
+operands, is the layer's reading of several `in_sequences`. An accumulator that is a graph
+output stays 32 bits wide (`output_width: 32`).
 
 Placement: what the graph's hints give (a vendor YAML's processors, offsets and write gaps) is
 kept, except a `processors` map too small for the layer on the whole chip (made for the vendor's
@@ -448,9 +448,11 @@ class _Fuser:
 
 
 def fuse(graph: g.Graph, device: Device | None = None) -> list[HwLayer]:
-    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc);
-    the identity convolutions a passthrough layer with an activation takes are depthwise where
-    `device` runs depthwise convolutions (without `device`, full 1x1 ones, which both run)."""
+    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc).
+    The identity convolution a passthrough layer with an activation takes depends on `device`:
+    depthwise where it runs depthwise convolutions, a layer of its own where it cannot convolve
+    the combined operands; without `device`, a full 1x1 convolution in the same layer (but for
+    1-D data)."""
     if not graph.is_integer:
         raise EdgesynthError(
             f"graph {graph.name} is not quantized: MAX7800x runs integer graphs (quantize it "
