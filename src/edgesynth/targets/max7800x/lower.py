@@ -10,9 +10,11 @@ convolution or linear operation (or none), the output shift and an activation. T
     Conv | Linear  ->  Requantize (power of two, half up, int8)  ->  [Activation [Clip]]
 
 or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations (a graph
-whose output is its input: one passthrough layer that copies it). A concatenation, whole or
-sliced into equal operands, is the layer's reading of several `in_sequences`. An accumulator
-that is a graph output stays 32 bits wide (`output_width: 32`).
+whose output is its input: one passthrough layer that copies it). The chip activates only a
+convolution's output: a passthrough layer with an activation (`relu(a + b)`) convolves with 1x1
+identity kernels, exactly (`_Fuser.identity`). A concatenation, whole or sliced into equal
+operands, is the layer's reading of several `in_sequences`. An accumulator that is a graph
+output stays 32 bits wide (`output_width: 32`).
 
 Placement: what the graph's hints give (a vendor YAML's processors, offsets and write gaps) is
 kept, except a `processors` map too small for the layer on the whole chip (made for the vendor's
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import yaml
@@ -33,9 +35,10 @@ from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.fusion import Edge, Guard, Matcher, TreePattern, pattern, tree
 from edgesynth.ir.intrange import int_range
-from edgesynth.targets.max7800x.device import Device
+from edgesynth.targets.max7800x.device import Device, passes
 
 INPUT_LAYER = -1
+T = TypeVar("T")
 
 
 @dataclass
@@ -123,8 +126,9 @@ def _pow2(value: int) -> int | None:
 
 
 class _Fuser:
-    def __init__(self, graph: g.Graph) -> None:
+    def __init__(self, graph: g.Graph, device: Device | None = None) -> None:
         self.graph = graph
+        self.device = device  # what the identity convolutions depend on (`identity`)
         self.used: set[str] = set()
         self.errors: list[EdgesynthError] = []  # every operator refused so far
         self.near_refused: set[str] = set()  # refused operators and their neighbours
@@ -301,16 +305,79 @@ class _Fuser:
         self.outputs(layer, node)
         return layer
 
-    def passthrough(self, node: g.Pool | g.Clip) -> HwLayer:
-        """A layer of pooling and element-wise operations only, ending at `node`."""
+    def passthrough(self, node: g.Pool | g.Clip) -> list[HwLayer]:
+        """A layer of pooling and element-wise operations only, ending at `node`; with an
+        activation after it, a layer that convolves with identity kernels (`identity`), or two
+        (`apart`). Not where a vendor description gives the layer (its placement hints): that
+        layer is the user's, `operation: none`, and the device rules refuse its activation."""
         layer = HwLayer(name=_layer_name(node.name))
         self.inputs(layer, Edge(node.output, None))
         if not layer.nodes:
             raise _fail(node, "a lone clip has no MAX7800x layer")
+        ahead = len(layer.nodes)
         self.outputs(layer, node)
-        return layer
+        if layer.activation is None or layer.name in self.graph.hints:
+            return [layer]
+        self.identity(layer, node)
+        return self.apart(layer, ahead, node.output)
 
-    def attempt(self, node: g.Node, build: Callable[[Any], HwLayer]) -> HwLayer | None:
+    def apart(self, layer: HwLayer, ahead: int, combined: str) -> list[HwLayer]:
+        """Where the chip cannot convolve the combined operands in the same layer
+        (`convolves_operands`), the element-wise operation stays a passthrough layer writing
+        `combined` (its first `ahead` operators), and the identity convolution with the
+        activation is a layer of its own reading it."""
+        if layer.op is None or layer.operands < 2 or self.convolves_operands(layer, combined):
+            return [layer]
+        assert layer.activation is not None
+        tail = HwLayer(name=f"{layer.name}_{layer.activation}", nodes=layer.nodes[ahead:],
+                       inputs=[combined], op=layer.op, shift=layer.shift,
+                       activation=layer.activation, output=layer.output)  # fmt: skip
+        layer.nodes, layer.op, layer.activation = layer.nodes[:ahead], None, None
+        layer.shift, layer.output = 0, combined
+        return [layer, tail]
+
+    def convolves_operands(self, layer: HwLayer, combined: str) -> bool:
+        """Can the layer's convolution read its combined operands? Not a Conv1d (1-D data), and
+        not on the MAX78000 over several passes, except 2 operands x 2 passes (the rest it runs
+        as a data move)."""
+        shape = self.graph.tensors[combined].shape
+        if len(shape) == 2:
+            return False
+        device = self.device
+        if device is None or not device.emulates_multipass_eltwise:
+            return True
+        n, p = layer.operands, passes(shape[0], device.processors)
+        return p < 2 or n * p == n + p
+
+    def identity(self, layer: HwLayer, last: g.Node) -> None:
+        """The chip activates only a convolution's output: a layer of pooling and element-wise
+        operations with an activation (`relu(a + b)`, a residual block's sum) convolves its
+        combined operands (`last`'s output) with 1x1 identity kernels, depthwise where the
+        device runs depthwise convolutions. Each output channel is its own input channel times
+        1 (2-bit weights), shifted by 2**0 (total shift 7), so y = floor(x + 1/2) = x for every
+        int8 x, then the activation. 1-D data takes weight 64 (8-bit weights, total shift 1):
+        a Conv1d over several passes with narrow weights misses its known answer on the virtual
+        MAX78000 (plain convolutions too: a defect outside this lowering)."""
+        shape = self.graph.tensors[last.output].shape
+        rank, channels = len(shape) - 1, shape[0]
+        if rank not in (1, 2):
+            return  # a vector: the device rules refuse the activation, naming the layer
+        ones, one = (1,) * rank, 64 if rank == 1 else 1
+        if self.device is not None and self.device.supports_depthwise:
+            weight, groups = np.ones((channels, 1, *ones), np.int64), channels
+        else:
+            weight, groups = np.eye(channels, dtype=np.int64).reshape(channels, channels, *ones), 1
+        nodes = [self.graph.node(n) for n in layer.nodes]
+        act = next(n for n in nodes if isinstance(n, g.Activation))
+        layer.op = g.Conv(
+            name=f"{last.name}/identity", inputs=[last.output], outputs=[], source=act.source,
+            weight=weight * one, stride=ones, pads=(0,) * 2 * rank, dilation=ones, groups=groups,
+        )  # fmt: skip
+        if not any(isinstance(n, g.Requantize) for n in nodes):
+            layer.shift = 7  # the accumulator as it is (a requantization sets its own)
+        layer.shift -= one.bit_length() - 1  # ... divided by the weight
+
+    def attempt(self, node: g.Node, build: Callable[[Any], T]) -> T | None:
         """`build(node)`, or None with its refusal noted (the pass goes on to report them all);
         the nodes next to a refused one are not refused again for having no layer."""
         try:
@@ -342,9 +409,8 @@ class _Fuser:
         # What no operation absorbed: passthrough layers (pooling and element-wise only).
         for node in reversed(self.graph.nodes):
             if node.name not in self.used and isinstance(node, g.Pool | g.Clip):
-                layer = self.attempt(node, self.passthrough)
-                if layer is not None:
-                    layers.append((position[node.name], layer))
+                parts = self.attempt(node, self.passthrough) or []
+                layers += [(position[node.name], layer) for layer in parts]
         for node in self.graph.nodes:
             if node.name in self.used or isinstance(node, g.Reshape | g.Flatten):
                 continue
@@ -369,8 +435,12 @@ class _Fuser:
         return ordered
 
 
-def fuse(graph: g.Graph) -> list[HwLayer]:
-    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc)."""
+def fuse(graph: g.Graph, device: Device | None = None) -> list[HwLayer]:
+    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc).
+    The identity convolution a passthrough layer with an activation takes depends on `device`:
+    depthwise where it runs depthwise convolutions, a layer of its own where it cannot convolve
+    the combined operands; without `device`, a full 1x1 convolution in the same layer (but for
+    1-D data)."""
     if not graph.is_integer:
         raise EdgesynthError(
             f"graph {graph.name} is not quantized: MAX7800x runs integer graphs (quantize it "
@@ -380,7 +450,7 @@ def fuse(graph: g.Graph) -> list[HwLayer]:
         raise EdgesynthError(
             f"MAX7800x networks take one input; {graph.name} has {len(graph.inputs)}"
         )
-    return _Fuser(graph).run()
+    return _Fuser(graph, device).run()
 
 
 # -- the vendor description ---------------------------------------------------------------------

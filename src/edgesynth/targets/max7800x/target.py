@@ -238,7 +238,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                 if options.options.get("riscv"):
                     notes.append(RISCV_NOTE)
         else:
-            layers = with_copies(graph, fuse(graph), device)
+            layers = with_copies(graph, fuse(graph, device), device)
             desc = describe(graph, layers, device, arch="test", dataset=DATASET)
             riscv = bool(options.options.get("riscv"))
             synthesis = synthesis_options(self.device_name, riscv=riscv)
@@ -334,7 +334,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             part = quantize(graph if split is None else split.prefix, options.calibration, device)
             layers: list[HwLayer] = []
             try:
-                layers = with_copies(part, fuse(part), device)
+                layers = with_copies(part, fuse(part, device), device)
                 desc = describe(part, layers, device, arch="test", dataset=DATASET)
                 riscv = bool(options.options.get("riscv"))
                 synthesis = synthesis_options(self.device_name, cpu_part=split is not None,
