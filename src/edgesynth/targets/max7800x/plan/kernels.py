@@ -33,6 +33,7 @@ from edgesynth.targets.max7800x.compat.kernel_packing import (
     initial_padding_bytes,
     output_slots,
     pad_bytes_when_no_input,
+    unit_has_input,
 )
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, ffs, fls, popcount
@@ -277,7 +278,10 @@ class KernelPlanner:
     # -- the byte stream ----------------------------------------------------------------------
     def _conv_stream(self, h: HwLayer, rows: np.ndarray, slots: Slots, q: int, n: int) -> _Stream:
         """Bytes of a (non-flattened) layer: one unit per slot and input pass, `ksize` bytes of
-        q packed kernels, or `ksize // q` zeros where the pass has no such input channel."""
+        q packed kernels (kernel `idx` of a slot: output channel `m + idx // passes`, pass
+        `idx % passes`). The vendor writes `ksize // q` zeros for a unit whose own pass number
+        has no such input channel (`compat.kernel_packing.unit_has_input`); edgesynth's own
+        path writes every unit whole, zero where a kernel's pass has no such input channel."""
         bits, in_exp, in_chan, thresh = h.bits, h.in_expand, h.input_chan, h.in_expand_thresh
         ksize = rows.shape[1]
         n_rows = rows.shape[0]
@@ -285,10 +289,18 @@ class KernelPlanner:
         m = slots.m[None, :, None]  # (1,S,1)
         ie = np.arange(in_exp)[None, None, :]  # (1,1,IE)
         src = ch + m * in_chan  # (P,S,1)
-        has_input = (ie * thresh + ch < in_chan) & (src < n_rows)  # (P,S,IE)
+        has_slot = src < n_rows  # (P,S,1)
         idx = np.arange(q)[None, None, None, :] + ie[..., None] * q  # (1,1,IE,q)
         koffs = src[..., None] + (idx % in_exp) * thresh + (idx // in_exp) * in_chan
-        valid = has_input[..., None] & (m[..., None] < h.output_chan) & (koffs < n_rows)
+        valid = (m[..., None] < h.output_chan) & (koffs < n_rows)
+        if self.opts.write_for_write:
+            has_input = unit_has_input(ie, ch, thresh, in_chan) & has_slot  # (P,S,IE)
+            valid &= has_input[..., None]
+        else:  # whole units; each kernel tested by its own pass
+            has_input = np.broadcast_to(has_slot, (n, m.shape[1], in_exp))
+            valid &= has_slot[..., None] & unit_has_input(
+                idx % in_exp, ch[..., None], thresh, in_chan
+            )
         vals = rows[np.where(valid, koffs, 0)] & ((1 << bits) - 1)  # (P,S,IE,q,ksize)
         vals = np.where(valid[..., None], vals, 0)
         shifts = (np.arange(q) * bits)[None, None, None, :, None]
