@@ -106,6 +106,7 @@ def test_own_path_writes_what_the_vendor_writes_where_it_is_right(
 ) -> None:
     monkeypatch.chdir(case)
     _, vendor, own = _plans(case, tmp_path)
+    assert not vendor.settings.kernels.dropped  # the vendor's packing leaves no kernel out
     ours, theirs = plan_trace(own), plan_trace(vendor)
     assert len(ours) == len(theirs)
     for phase, (a, b) in enumerate(zip(ours, theirs, strict=True)):

@@ -98,4 +98,6 @@ def test_compile_proves_the_description_izer_refuses(tmp_path: Path, capsys, mon
     err = capsys.readouterr().err
     assert err.count("edgesynth: error:") == 1 and "Traceback" not in err
     assert "misses its known answer on the virtual MAX78000" in err
+    assert "the vendor's tool packs layer 0's 2-bit kernels wrong" in err
+    assert "the kernels of processors 48, 49, 50, 51" in err
     assert not (tmp_path / "vendor" / "wide").exists()
