@@ -7,6 +7,7 @@ kernels of the sequence (output channel, pass), passes fastest. Where the last p
 the group of a processor without that input channel, kernels of earlier passes included
 (`compat.kernel_packing.unit_has_input`); `edgesynth izer` keeps that (write for write) and its
 project misses the known answer, edgesynth's own path (`compile`, `synth`) writes whole groups.
+A flattened layer cannot have a partial pass at all: it is refused (rule `flatten_passes`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 from edgesynth.cli import main
+from edgesynth.errors import EdgesynthError
 from edgesynth.flow import compile_to
 from edgesynth.ir import graph as g
 from edgesynth.ir.intrange import int_range
@@ -101,3 +103,20 @@ def test_compile_proves_the_description_izer_refuses(tmp_path: Path, capsys, mon
     assert "the vendor's tool packs layer 0's 2-bit kernels wrong" in err
     assert "the kernels of processors 48, 49, 50, 51" in err
     assert not (tmp_path / "vendor" / "wide").exists()
+
+
+def test_a_flattened_layer_with_a_partial_pass_is_refused(tmp_path: Path) -> None:
+    """A linear layer on 65 channels of 2x2 (flattened, two passes of 36 and 29 channels):
+    one clear refusal (the rule `flatten_passes`), not a crash of the kernel packing."""
+    graph = g.Graph(name="fc")
+    graph.add_input("input", (65, 2, 2), ACT8)
+    weight = np.ones((10, 260), dtype=np.int64)
+    graph.add(g.Linear(name="k/fc", inputs=["input"], outputs=["acc"], weight=weight), (10,), ACC)
+    graph.add(g.Requantize(name="k/rq", inputs=["acc"], outputs=["y"], mul=1, div=64), (10,), ACT8)
+    graph.outputs = ["y"]
+    sample = np.zeros((65, 2, 2), dtype=np.int64)
+    with pytest.raises(EdgesynthError) as info:
+        compile_to(graph, "max78000", options={"sample": sample}, out=tmp_path / "out")
+    assert "65 input channels in 2 passes of 36 processors" in str(info.value)
+    assert "a multiple of 8 channels (e.g. 72)" in str(info.value)
+    assert not (tmp_path / "out").exists()
