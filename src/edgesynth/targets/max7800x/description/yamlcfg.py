@@ -314,6 +314,7 @@ _LAYER_KEYS: dict[str, tuple[str, Convert | _Pair]] = {
     "buffer_insert": ("buffer_insert", _int(1)),
     "output_pad": ("output_padding", _Pair(0, 0)),
     "output_padding": ("output_padding", _Pair(0, 0)),
+    "cpu": ("cpu", _bool),  # edgesynth's own: the layer runs on the Cortex-M4 (`cpu_marks`)
 }
 
 _UNLOAD_KEYS: dict[str, tuple[str, Convert]] = {
