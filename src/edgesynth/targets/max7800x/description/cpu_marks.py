@@ -61,7 +61,7 @@ def refuse_marks(spec: NetworkSpec, command: str) -> None:
             KEY,
             f"`cpu: true` is edgesynth's own key (the layer runs on the Cortex-M4), which the "
             f"vendor's tool does not have; {command} reads the vendor's keys only: write the "
-            "project with `edgesynth synth NET.yaml --checkpoint CK ...`, or remove the key",
+            "project with `edgesynth synth NET.yaml CHECKPOINT -o OUT`, or remove the key",
         )
 
 
@@ -122,7 +122,7 @@ def _layer_problems(spec: NetworkSpec, ls: LayerSpec, last: bool) -> list[Edgesy
         problems.append(_unsupported(spec, ls, "activation", "Abs"))
     if ls.output_width == 32 and not last:
         problems.append(_unsupported(spec, ls, "output_width", "32 before the last layer"))
-    if ls.output_width == 32 and ls.activation not in (None, "none"):
+    if ls.output_width == 32 and ls.activation == "relu":
         problems.append(
             _unsupported(spec, ls, "activation", "an activation on a 32-bit output")
         )
