@@ -83,7 +83,6 @@ def test_mnist_mlp_on_the_cortex_m4_gives_the_corpus_answer(tmp_path: Path, caps
 
 
 @pytest.mark.corpus
-@pytest.mark.slow
 @pytest.mark.parametrize("count", [1, 2, 3])
 def test_cifar10_trailing_layers_on_the_cortex_m4(count: int, tmp_path: Path) -> None:
     """CIFAR-10's last 1, 2 or 3 layers (MLP; 1x1 conv with max pooling and ReLU; 3x3 conv
@@ -159,8 +158,8 @@ BAD = {
                   "`conv1d` on a layer marked"),
     "value": (1, ("cpu: true", "cpu: maybe"), 37, "layer 4", "`cpu`", "must be true or false"),
     "wide_before": (1, ("    out_offset: 0\n    processors: 0x0f",
-                                    "    output_width: 32\n    out_offset: 0\n    processors: 0x0f"),
-                    33, "layer 3", "`output_width`", "output_width must be 8 here"),
+                        "    output_width: 32\n    out_offset: 0\n    processors: 0x0f"), 33,
+                    "layer 3", "`output_width`", "output_width must be 8 here"),
 }  # fmt: skip
 
 

@@ -258,8 +258,8 @@ def write_project(
             "note: accepted, no effect on the embedded project: " + ", ".join(run.ignored),
             file=sys.stderr,
         )
-    if plan is not None and cpu is not None:
-        cpu.prove(result, plan, files, options.device.name, run.verify)
+    if plan is not None and cpu is not None and run.verify:
+        cpu.prove(result, plan, files, options.device.name)
     elif plan is not None:
         prove(result, plan, options.device.name, run.verify)
     with folder as out:

@@ -53,18 +53,14 @@ class CpuLayers:
         self.program, self.output = program, out.reshape(shape)
         print(_partition_line(result, self.first, program, device))
 
-    def prove(self, result: SynthesisResult, plan: Plan, files: dict[str, str], device: str,
-              verify: bool) -> None:  # fmt: skip
+    def prove(self, result: SynthesisResult, plan: Plan, files: dict[str, str], device: str
+              ) -> None:  # fmt: skip
         """The virtual device's run of the project's writes, then the host build of its
         cpu_part.c on the device's output (both lines printed; ProofFailed: nothing written)."""
-        from edgesynth.targets.max7800x.commands.izer import prove
         from edgesynth.targets.max7800x.cpu.host import prove_cpu_part
         from edgesynth.targets.max7800x.placement.verify import run_output
         from edgesynth.targets.max7800x.proof import IZER_REMEDY, prove_run
 
-        if not verify:
-            prove(result, plan, device, verify)  # its warning
-            return
         assert self.program is not None
         proof, run = prove_run(result, plan, device, IZER_REMEDY)
         print(proof.line)

@@ -69,12 +69,11 @@ def _pool(layer: Layer, shape: Shape, out: list[CpuLayer]) -> Shape:
     c, h, w = shape
     (ph, pw), (sh, sw) = layer.pool, layer.pool_stride
     pooled = (c, (h - ph) // sh + 1, (w - pw) // sw + 1)
-    out.append(
-        CpuLayer(f"{layer.name}/pool", "pool", int(np.prod(pooled)), pool="max",
-                 kernel=[ph, pw], stride=[sh, sw], dilation=[1, 1], pads=[0, 0, 0, 0],
-                 in_shape=list(shape), out_shape=list(pooled),
-                 nodes=[f"{layer.name} (max pool)"])  # fmt: skip
-    )
+    pool = CpuLayer(f"{layer.name}/pool", "pool", int(np.prod(pooled)), pool="max",
+                    kernel=[ph, pw], stride=[sh, sw], dilation=[1, 1], pads=[0, 0, 0, 0],
+                    in_shape=list(shape), out_shape=list(pooled),
+                    nodes=[f"{layer.name} (max pool)"])  # fmt: skip
+    out.append(pool)
     return pooled
 
 

@@ -35,8 +35,7 @@ _REFUSED = {
     "supported there",
     "next_sequence": "the Cortex-M4 part runs its layers in file order; next_sequence is not "
     "supported there",
-    "sequence": "the Cortex-M4 part runs its layers in file order; sequence is not supported "
-    "there",
+    "sequence": "the Cortex-M4 part runs its layers in file order; sequence is not supported there",
     "simulated_sequence": "not supported on the Cortex-M4",
     "in_crop": "in_crop is not supported on the Cortex-M4 yet",
     "buffer_shift": "data buffers are not supported on the Cortex-M4",
@@ -123,9 +122,7 @@ def _layer_problems(spec: NetworkSpec, ls: LayerSpec, last: bool) -> list[Edgesy
     if ls.output_width == 32 and not last:
         problems.append(_unsupported(spec, ls, "output_width", "32 before the last layer"))
     if ls.output_width == 32 and ls.activation == "relu":
-        problems.append(
-            _unsupported(spec, ls, "activation", "an activation on a 32-bit output")
-        )
+        problems.append(_unsupported(spec, ls, "activation", "an activation on a 32-bit output"))
     return problems
 
 
