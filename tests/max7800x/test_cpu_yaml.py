@@ -71,7 +71,8 @@ def test_mnist_mlp_on_the_cortex_m4_gives_the_corpus_answer(tmp_path: Path, caps
     yaml = mark(CASES / MNIST[0] / MNIST[1], tmp_path / "mnist.yaml", 1)
     assert synth(MNIST, yaml, tmp_path / "out") == 0
     printed = capsys.readouterr().out
-    assert "CNN accelerator runs layers 0 to 3; the Cortex-M4 (cpu_part.c) runs layer 4" in printed
+    split = "CNN accelerator runs layers 0 to 3; the Cortex-M4 (cpu_part.c) runs layer 4: ~"
+    assert split in printed
     assert "known answer reproduced on the virtual MAX78000" in printed
     assert "known answer reproduced on the host build of project/cpu_part.c" in printed
     expected = np.load(CASES / MNIST[0] / "expected_output.npy")
@@ -120,6 +121,56 @@ def host_build_output(yaml: Path, project: Path, first: int) -> np.ndarray:
     with tempfile.TemporaryDirectory() as tmp:
         binary = build(project, program, Path(tmp))
         return run_layers(binary, program, result.output.reshape(1, -1))[-1][0]
+
+
+SYNTHETIC = """arch: test
+dataset: syn
+layers:
+  - processors: 0x1
+    in_channels: 1
+    in_dim: [8, 8]
+    data_format: HWC
+    op: conv2d
+    kernel_size: 3x3
+    pad: 1
+    activate: ReLU
+  - op: mlp
+    cpu: true
+    flatten: true
+    activate: ReLU
+  - op: mlp
+    cpu: true
+    output_width: 32
+    activate: None
+"""
+
+
+def test_a_linear_wider_than_the_accelerator_runs_on_the_cortex_m4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Synthetic weights (`arch: test`): a 256 -> 1,500 linear layer (more outputs than the
+    accelerator's 1,024 channels; 8-bit output, ReLU), then 1,500 -> 10 (32-bit), marked: the
+    known answer is the accelerator's arithmetic on its first layer's output, computed here
+    with NumPy (the same YAML without the marked layers gives that output)."""
+    monkeypatch.chdir(tmp_path)  # tests/weights_syn.npy, as the vendor looks it up
+    rng = np.random.default_rng(1)
+    w1 = rng.integers(-128, 128, (1500, 256))
+    w2 = rng.integers(-128, 128, (10, 1500))
+    (tmp_path / "tests").mkdir()
+    with open(tmp_path / "tests" / "weights_syn.npy", "wb") as handle:
+        for w in (rng.integers(-128, 128, (4, 1, 3, 3)), w1, w2):
+            np.save(handle, w.astype(np.int64))
+    np.save(tmp_path / "tests" / "sample_syn.npy", rng.integers(-128, 128, (1, 8, 8)))
+    (tmp_path / "net.yaml").write_text(SYNTHETIC)
+    (tmp_path / "head.yaml").write_text(SYNTHETIC[: SYNTHETIC.index("  - op: mlp")])
+    answer = ["--izer-option=--sample-numpy-filename", "--izer-option=answer.npy"]
+    for name in ("net", "head"):
+        args = ["synth", str(tmp_path / f"{name}.yaml"), "-o", str(tmp_path / name), *answer,
+                "--sample-input", str(tmp_path / "tests" / "sample_syn.npy")]  # fmt: skip
+        assert main(args) == 0
+    head = np.load(tmp_path / "head" / "answer.npy").reshape(-1)
+    hidden = ops.activate(ops.requantize(w1 @ head, 0), "relu")
+    assert np.array_equal(np.load(tmp_path / "net" / "answer.npy").reshape(-1), w2 @ hidden)
 
 
 @pytest.mark.corpus

@@ -51,7 +51,8 @@ class CpuLayers:
         expected = out if options.project.generate_kat else None
         files.update(render_cpu_part(program, name, device, expected))
         self.program, self.output = program, out.reshape(shape)
-        print(_partition_line(result, self.first, program, device))
+        core = "RISC-V core" if options.rules.riscv else "Cortex-M4"
+        print(_partition_line(result, self.first, program, device, core))
 
     def prove(self, result: SynthesisResult, plan: Plan, files: dict[str, str], device: str
               ) -> None:  # fmt: skip
@@ -100,14 +101,17 @@ def with_cpu_layers(options: Max7800xOptions) -> tuple[Max7800xOptions, CpuLayer
     return replace(options, build=build, project=project, cpu_part=True), cpu
 
 
-def _partition_line(result: SynthesisResult, first: int, program: CpuProgram, device: str) -> str:
-    """Which layers run where, and the Cortex-M4 part's estimated cycles."""
+def _partition_line(
+    result: SynthesisResult, first: int, program: CpuProgram, device: str, core: str
+) -> str:
+    """Which layers run where, and the CPU part's estimated cycles (the Cortex-M4's model)."""
     from edgesynth.targets.max7800x.cpu.emit import estimate
 
     layers = result.network.layers
     cycles = sum(c.cycles for c in estimate(program))
     cpu = ", ".join(layer.name for layer in layers[first:])
+    runs = "layer 0" if first == 1 else f"layers 0 to {first - 1}"
     return (
-        f"{device}: CNN accelerator runs layers 0 to {first - 1}; the Cortex-M4 (cpu_part.c) "
-        f"runs {cpu}: ~{cycles:,} cycles (an instruction-count estimate)"
+        f"{device}: CNN accelerator runs {runs}; the {core} (cpu_part.c) "
+        f"runs {cpu}: ~{cycles:,} Cortex-M4 cycles (an instruction-count estimate)"
     )
