@@ -246,8 +246,19 @@ def test_izer_refuses_the_key_naming_its_line(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.corpus
-def test_stop_after_and_marks_together_are_refused(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        ("--izer-option=--stop-after=2", "--stop-after and layers marked `cpu: true` both choose"),
+        ("--izer-option=--output-width=32", "--output-width and layers marked `cpu: true`"),
+        ("--no-unload", "read the accelerator's output through cnn_unload(): drop --no-unload"),
+    ],
+)
+def test_options_that_contradict_the_marks_are_refused(
+    option: str, words: str, tmp_path: Path, capsys
+) -> None:
     yaml = mark(CASES / MNIST[0] / MNIST[1], tmp_path / "m.yaml", 1)
-    assert synth(MNIST, yaml, tmp_path / "out", "--izer-option=--stop-after=2") == 1
+    assert synth(MNIST, yaml, tmp_path / "out", option) == 1
     err = capsys.readouterr().err
-    assert "--stop-after and layers marked `cpu: true` both choose" in err
+    assert err.count("edgesynth: error:") == 1 and words in err
+    assert not (tmp_path / "out").exists()

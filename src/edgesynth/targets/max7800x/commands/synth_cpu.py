@@ -80,20 +80,30 @@ def with_cpu_layers(options: Max7800xOptions) -> tuple[Max7800xOptions, CpuLayer
 
     build = options.build
     path = Path(options.project.config_file)
-    spec = load_spec(path if path.is_absolute() else build.base_dir / path)
+    try:
+        spec = load_spec(path if path.is_absolute() else build.base_dir / path)
+    except EdgesynthError:
+        return options, None  # the run refuses it where it did (after the output folder's check)
     spec.path = options.project.config_file
     first = cpu_run(spec)
     if first is None:
         return options, None
     given = [opt for opt, value in (("--stop-after", build.stop_after),
-             ("--skip-yaml-layers", build.skip_yaml_layers), ("--start-layer", build.start_layer))
-             if value]  # fmt: skip
+             ("--skip-yaml-layers", build.skip_yaml_layers), ("--start-layer", build.start_layer),
+             ("--output-width", build.output_width)) if value]  # fmt: skip
     if given:
         raise EdgesynthError(
             f"{given[0]} and layers marked `cpu: true` both choose the layers the accelerator "
             "runs: give one of them",
             file=spec.path,
             key=given[0],
+        )
+    if not options.project.unload:
+        raise EdgesynthError(
+            "the layers marked `cpu: true` read the accelerator's output through cnn_unload(): "
+            "drop --no-unload",
+            file=spec.path,
+            key="--no-unload",
         )
     build = replace(build, stop_after=first - 1, cpu_layers=True)
     project = replace(options.project, softmax=False)  # cpu_part.c runs it, on its result

@@ -53,7 +53,8 @@ def _lower(layer: Layer, shape: Shape, out: list[CpuLayer]) -> Shape:
     """Append `layer`'s CPU layers to `out`; returns its output's shape."""
     name = layer.name
     if layer.spec.in_dim is not None:  # the same values viewed as other dimensions
-        shape = (int(np.prod(shape)) // int(np.prod(layer.in_dim)), *layer.in_dim)
+        dims = layer.spec.in_dim
+        shape = (int(np.prod(shape)) // int(np.prod(dims)), *dims)
     if layer.pool != (1, 1) or layer.pool_stride != (1, 1):
         shape = _pool(layer, shape, out)
     if layer.operation != "none":
