@@ -45,8 +45,8 @@ def mark(src: Path, dst: Path, count: int, value: str = "true") -> Path:
     return dst
 
 
-def synth(case: tuple[str, ...], yaml: Path, out: Path, *extra: str) -> int:
-    folder = needs.in_corpus(CASES / case[0])
+def synth(case: tuple[str, ...], yaml: Path, out: Path, *extra: str, root: Path = CASES) -> int:
+    folder = needs.in_corpus(root / case[0])
     args = ["synth", str(yaml), str(folder / case[2]), "--sample-input", str(folder / case[3]),
             "--softmax", "-o", str(out), "--izer-option=--sample-numpy-filename",
             "--izer-option=answer.npy", *extra]  # fmt: skip
@@ -103,6 +103,17 @@ def test_cifar10_trailing_layers_on_the_cortex_m4(count: int, tmp_path: Path) ->
     from edgesynth.targets.max7800x.commands.firmware import build_project
 
     assert build_project(out).elf.is_file()
+
+
+@pytest.mark.corpus
+def test_max78002_cifar10_last_three_layers_on_the_cortex_m4(tmp_path: Path) -> None:
+    """The MAX78002's CIFAR-10 case, its last three layers marked: the corpus's answer."""
+    root = CASES.parent / "MAX78002"
+    yaml = mark(needs.in_corpus(root / CIFAR[0]) / CIFAR[1], tmp_path / "cifar.yaml", 3)
+    out = tmp_path / "out"
+    assert synth(CIFAR, yaml, out, "--device", "MAX78002", root=root) == 0
+    expected = np.load(root / CIFAR[0] / "expected_output.npy")
+    assert np.array_equal(np.load(out / "answer.npy"), expected)
 
 
 def host_build_output(yaml: Path, project: Path, first: int) -> np.ndarray:
