@@ -25,6 +25,7 @@ from edgesynth.targets.max7800x.description.assemble import (
     checkpoint_takers,
 )
 from edgesynth.targets.max7800x.description.checkpoint import Checkpoint, CheckpointLayer
+from edgesynth.targets.max7800x.description.cpu_marks import refuse_marks
 from edgesynth.targets.max7800x.description.network import Network
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.description.yamlcfg import load_spec
@@ -338,6 +339,9 @@ def read_network(job: SynthesisJob) -> Built:
     opts = job.build
     spec = load_spec(_resolve(opts.base_dir, job.config_file))
     spec.path = job.shown_as or job.config_file
+    if not opts.cpu_layers:  # edgesynth's own `cpu: true`: `synth` alone reads it
+        command = "`edgesynth izer`" if job.options.write_for_write else "this command"
+        refuse_marks(spec, command)
     rules.check_spec(spec, opts.device)  # layer count and offsets: the vendor checks them first
     trained = (spec.arch or "").lower() != "test"
     if trained and not opts.checkpoint:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.outputs import output_folder
@@ -22,6 +24,9 @@ from edgesynth.targets.max7800x.pipeline import SynthesisJob, SynthesisResult, s
 from edgesynth.targets.max7800x.plan.plan import Plan
 from edgesynth.targets.max7800x.rules.options import RuleOptions
 from edgesynth.targets.max7800x.rules.text import layer_name
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.commands.synth_cpu import CpuLayers
 
 G = TypeVar("G")
 
@@ -221,9 +226,12 @@ def _check_result_numpy(opts: IzerOptions) -> None:
             )
 
 
-def write_project(options: Max7800xOptions, run: ProjectRun) -> SynthesisResult:
+def write_project(
+    options: Max7800xOptions, run: ProjectRun, cpu: CpuLayers | None = None
+) -> SynthesisResult:
     """Synthesize the network `options` describe and write its project as `run` says (the
-    output folder refused before any work where it exists without --overwrite)."""
+    output folder refused before any work where it exists without --overwrite); `cpu`: the
+    layers marked `cpu: true` (`synth`), in the project's cpu_part.c."""
     from edgesynth.targets.max7800x.codegen import project_files
 
     folder = output_folder(
@@ -241,6 +249,8 @@ def write_project(options: Max7800xOptions, run: ProjectRun) -> SynthesisResult:
     files: dict[str, str] = {}
     if run.embedded_code:
         plan, files = project_files(result, options, run.name)
+        if cpu is not None:
+            cpu.add_files(result, options, files, run.name)
     if run.verbose:
         _print_summary(result, plan)
     if run.ignored:
@@ -248,18 +258,21 @@ def write_project(options: Max7800xOptions, run: ProjectRun) -> SynthesisResult:
             "note: accepted, no effect on the embedded project: " + ", ".join(run.ignored),
             file=sys.stderr,
         )
-    if plan is not None:
+    if plan is not None and cpu is not None and run.verify:
+        cpu.prove(result, plan, files, options.device.name)
+    elif plan is not None:
         prove(result, plan, options.device.name, run.verify)
     with folder as out:
         for filename, text in files.items():
             out.write_text(filename, text)
         known_answer = None
         if run.result_numpy and options.project.generate_kat:
-            known_answer = out.write_npy(run.result_numpy, result.output)
+            answer = result.output if cpu is None or cpu.output is None else cpu.output
+            known_answer = out.write_npy(run.result_numpy, answer)
     if files:
         print(f"Project ({len(files)} files) -> {folder.path}")
     if known_answer is not None:
-        shape = "x".join(map(str, result.output.shape))
+        shape = "x".join(map(str, np.shape(answer)))
         print(f"Known-answer output ({shape}) -> {known_answer}")
     return result
 

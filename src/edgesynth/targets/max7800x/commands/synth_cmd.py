@@ -105,7 +105,10 @@ def run_synth(o: SynthOptions) -> None:
     out = Path(o.out)
     if not out.name:
         raise EdgesynthError("-o needs a folder name, e.g. -o out/mnist", key="-o")
+    from edgesynth.targets.max7800x.commands.synth_cpu import with_cpu_layers
+
     options, vendor = with_vendor_options(native_options(o), list(o.izer_options))
+    options, cpu = with_cpu_layers(options)
     inputs: list[Path | str | None] = [o.network, o.checkpoint, o.sample_input, Path("tests")]
     run = ProjectRun(
         folder=out,
@@ -117,7 +120,7 @@ def run_synth(o: SynthOptions) -> None:
         verify=o.verify,
     )
     page = _report_file(o, inputs)
-    result = write_project(options, run if vendor is None else vendor_run(run, vendor))
+    result = write_project(options, run if vendor is None else vendor_run(run, vendor), cpu)
     if page is not None:
         from edgesynth.targets.max7800x.report_data import write_page
 

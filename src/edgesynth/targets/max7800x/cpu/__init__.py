@@ -2,6 +2,6 @@
 chip's Cortex-M4: where the graph splits (`split`), the suffix quantized to CPU layers (`lower`,
 `program`), their bit-exact NumPy model (`simulate`, `spatial`), the generated C and its cycle
 estimate (`emit`), the SRAM and flash check (`memory`), the proof's host build of the C
-(`host`), the whole network on the Cortex-M4 (`alone`, --cpu-only), and what the target calls
-(`hook`).
+(`host`), the whole network on the Cortex-M4 (`alone`, --cpu-only), what the target calls
+(`hook`), and a YAML's layers marked `cpu: true` (`from_layers`, for `synth`).
 """

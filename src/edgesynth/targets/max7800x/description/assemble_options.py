@@ -43,4 +43,5 @@ class BuildOptions:
     synthesize_input: int | None = None  # --synthesize-input
     synthesize_words: int = 8  # --synthesize-words
     input_csv_format: int = 888  # --input-csv-format: 555/565 drop low bits of the sample
+    cpu_layers: bool = False  # layers marked `cpu: true` run on the Cortex-M4 (else refused)
     names: OptionNames = VENDOR  # how the command spells the options messages name

@@ -70,6 +70,7 @@ class LayerSpec:
     snoop_sequence: int | str | None = None
     simulated_sequence: int | str | None = None
     in_channel_skip: int | None = None
+    cpu: bool | None = None  # edgesynth's own key: the layer runs on the Cortex-M4 (`cpu_marks`)
     extra: dict[str, object] = field(default_factory=dict)  # other accepted vendor keys
 
 

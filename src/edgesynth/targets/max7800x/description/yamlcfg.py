@@ -314,7 +314,10 @@ _LAYER_KEYS: dict[str, tuple[str, Convert | _Pair]] = {
     "buffer_insert": ("buffer_insert", _int(1)),
     "output_pad": ("output_padding", _Pair(0, 0)),
     "output_padding": ("output_padding", _Pair(0, 0)),
+    "cpu": ("cpu", _bool),  # edgesynth's own: the layer runs on the Cortex-M4 (`cpu_marks`)
 }
+
+OWN_KEYS = ("cpu",)  # edgesynth's own keys, which the vendor's tool has not: not suggested
 
 _UNLOAD_KEYS: dict[str, tuple[str, Convert]] = {
     "processors": ("processors", _procmap),
@@ -410,9 +413,10 @@ class _Loader:
             line = _line(key_node)
             key = key_node.value if isinstance(key_node, ScalarNode) else _kind(key_node)
             if key not in table:
-                hint = did_you_mean(key, table)
+                vendor = [k for k in table if k not in OWN_KEYS]  # what the messages list
+                hint = did_you_mean(key, vendor)
                 if not hint:
-                    hint = " Accepted keys: " + ", ".join(sorted(table)) + "."
+                    hint = " Accepted keys: " + ", ".join(sorted(vendor)) + "."
                 self.error(f"unknown {what} key.{hint}", line, prefix + key, layer)
                 continue
             canonical, convert = table[key]
