@@ -17,7 +17,7 @@ first calibration input, or the given sample.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -96,6 +96,8 @@ class Max7800xProgram(Program):
     description: Description | None = None  # what emit writes (None: loaded from a folder)
     plan: Max7800xPlan | None = None
     cpu: CpuProgram | None = None  # the layers after the accelerator's, on the Cortex-M4
+    float_graph: g.Graph | None = None  # the float network it was lowered from (a split ...
+    compile_options: CompileOptions | None = None  # ... placement refuses is made again)
 
 
 def _write_description(
@@ -187,14 +189,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
         from edgesynth.targets.max7800x.copies import with_copies
-        from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output, cpu_part, find_split
+        from edgesynth.targets.max7800x.cpu.split import find_split
         from edgesynth.targets.max7800x.device import get_device
         from edgesynth.targets.max7800x.lower import describe, fuse
 
         device = get_device(self.device_name)
-        cpu, float_graph, notes = None, graph, []
-        warnings: list[str] = list(graph.warnings)
-        model = str(graph.meta.get("path") or graph.source or graph.name)
         if not graph.is_integer:
             if options.calibration is None:
                 raise EdgesynthError(
@@ -203,40 +202,68 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                     "typical inputs)",
                     key="--calibration",
                 )
-            split = find_split(graph, device)
-            part = self._accelerator_part(graph, split, options)
-            graph, layers, desc, built, synthesis, split = part
-            warnings += graph.warnings
-            if split is not None:
-                cpu = cpu_part(float_graph, split, options.calibration, graph, device)
-                notes = cpu_notes(split, cpu, device)
-        else:
-            layers = with_copies(graph, fuse(graph), device)
-            desc = describe(graph, layers, device, arch="test", dataset=DATASET)
-            synthesis = synthesis_options(self.device_name)
-            built = self._build(desc, _sample(graph, options), model, synthesis)
-        warnings += desc.warnings
+            return self._lower_float(graph, options, find_split(graph, device))
+        model = str(graph.meta.get("path") or graph.source or graph.name)
+        layers = with_copies(graph, fuse(graph), device)
+        desc = describe(graph, layers, device, arch="test", dataset=DATASET)
+        synthesis = synthesis_options(self.device_name)
+        built = self._build(desc, _sample(graph, options), model, synthesis)
         in_t = graph.tensors[graph.inputs[0]]
-        in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
         out_t = graph.tensors[graph.outputs[0]]
-        out_format = TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)
-        if cpu is not None:
-            out_format = cpu_output(cpu, float_graph)
         return Max7800xProgram(
             target=self.name,
             graph=graph,
             layers=layers,
-            inputs=[in_format],
-            outputs=[out_format],
-            warnings=warnings,
-            notes=notes,
+            inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
+            outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
+            warnings=[*graph.warnings, *desc.warnings],
+            notes=[],
             network=built.network,
             sample=built.sample,
             options=synthesis,
             model=model,
             built=built,
             description=desc,
+        )
+
+    def _lower_float(
+        self, graph: g.Graph, options: CompileOptions, split: Split | None
+    ) -> Max7800xProgram:
+        """A float `graph` lowered: its accelerator part (all of it, or `split`'s prefix, split
+        earlier where the accelerator refuses an operator), and the Cortex-M4 part of a split."""
+        from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output, cpu_part
+        from edgesynth.targets.max7800x.device import get_device
+
+        device = get_device(self.device_name)
+        part = self._accelerator_part(graph, split, options)
+        quantized, layers, desc, built, synthesis, split = part
+        cpu, notes = None, []
+        if split is not None:
+            cpu = cpu_part(graph, split, options.calibration, quantized, device)
+            notes = cpu_notes(split, cpu, device)
+        in_t = quantized.tensors[quantized.inputs[0]]
+        out_t = quantized.tensors[quantized.outputs[0]]
+        return Max7800xProgram(
+            target=self.name,
+            graph=quantized,
+            layers=layers,
+            inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
+            outputs=[
+                cpu_output(cpu, graph)
+                if cpu is not None
+                else TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)
+            ],
+            warnings=[*graph.warnings, *quantized.warnings, *desc.warnings],
+            notes=notes,
+            network=built.network,
+            sample=built.sample,
+            options=synthesis,
+            model=str(graph.meta.get("path") or graph.source or graph.name),
+            built=built,
+            description=desc,
             cpu=cpu,
+            float_graph=graph,
+            compile_options=options,
         )
 
     def _accelerator_part(
@@ -324,7 +351,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         opts = program.options
         # A placement the placer chooses, it checks by every device rule; one the description
         # gives in full, `check` checked.
-        net, placement = place_network(program.built, opts, prove=True)
+        try:
+            net, placement = place_network(program.built, opts, prove=True)
+        except EdgesynthError as err:
+            net, placement = self._place_earlier_split(program, err)
+            opts = program.options
         result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
         program.network = net
         program.plan = Max7800xPlan(placement, result, make_plan(result, opts))
@@ -332,6 +363,31 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             from edgesynth.targets.max7800x.cpu.hook import accelerator_note
 
             program.notes[2:2] = accelerator_note(program.plan.project, opts, self.device_name)
+
+    def _place_earlier_split(
+        self, program: Max7800xProgram, err: EdgesynthError
+    ) -> tuple[Network, Placement | None]:
+        """Where placement refuses a float network's accelerator part (`err`), the longest
+        prefix that places, the Cortex-M4 part running the rest: `program` becomes that split
+        (its placed network returned). No such split: `err` stands."""
+        from edgesynth.targets.max7800x.cpu.split import placement_splits
+        from edgesynth.targets.max7800x.device import get_device
+        from edgesynth.targets.max7800x.pipeline import place_network
+
+        source, options = program.float_graph, program.compile_options
+        if source is None or options is None:
+            raise err
+        device = get_device(self.device_name)
+        for split in placement_splits(source, [x.nodes for x in program.layers], err, device):
+            try:
+                shorter = self._lower_float(source, options, split)
+                placed = place_network(shorter.built, shorter.options, prove=True)
+            except EdgesynthError:  # it does not place either, or the Cortex-M4 part does not fit
+                continue
+            for f in fields(shorter):
+                setattr(program, f.name, getattr(shorter, f.name))
+            return placed
+        raise err
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return _simulate_network(_own(program), inputs)

@@ -8,6 +8,7 @@ accelerator's own refusal names it).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
@@ -113,6 +114,24 @@ def split_at_refusal(
         return None
     first, message = min(found)
     return _split_from(graph, first, device, f"the accelerator refuses it: {message}")
+
+
+def placement_splits(
+    graph: g.Graph, layers: list[list[str]], err: EdgesynthError, device: Device
+) -> Iterator[Split]:
+    """The splits to try, latest first, when placement refuses the accelerator's part (`err`;
+    `layers`: each hardware layer's operators): before each hardware layer but the first, where
+    the Cortex-M4 part can run the rest."""
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    starts = sorted({order[names[0]] for names in layers if names and names[0] in order})
+    reason = f"placement refuses the accelerator's part from here on: {err.message.rstrip('.')}"
+    for first in reversed(starts[1:]):
+        try:
+            split = _split_from(graph, first, device, reason)
+        except EdgesynthError:  # an operator after it neither side runs, or several cut tensors
+            continue
+        if split is not None:
+            yield split
 
 
 def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Split | None:
