@@ -19,7 +19,8 @@ from edgesynth.wording import plural
 CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
 CPU_OPERATORS = (
     "Linear (Gemm/MatMul), 2-D convolution (transposed too), max/average pooling (unpadded), "
-    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
+    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, Add/Sub/Mul of two tensors of one shape, "
+    "channel Concat, Flatten/Reshape and a final Softmax"
 )
 
 
@@ -63,8 +64,13 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
     return None
 
 
-def cpu_runs(node: g.Node, last: bool) -> bool:
-    """Can the CPU part run `node` (`last`: the network's final operator)?"""
+def cpu_runs(graph: g.Graph, node: g.Node, last: bool) -> bool:
+    """Can the CPU part run `node` of `graph` (`last`: the network's final operator)?"""
+    if isinstance(node, g.Eltwise):  # two tensors of one shape
+        shapes = {graph.tensors[t].shape for t in node.inputs}
+        return node.kind in ("add", "sub", "mul") and len(node.inputs) == 2 and len(shapes) == 1
+    if isinstance(node, g.Concat):
+        return all(len(graph.tensors[t].shape) in (1, 3) for t in node.inputs)
     if isinstance(node, g.Activation):
         return node.kind in CPU_ACTIVATIONS
     if isinstance(node, g.Softmax):
@@ -140,12 +146,12 @@ def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Spli
     nodes = graph.nodes
     last = len(nodes) - 1
     node = nodes[first]
-    if not cpu_runs(node, first == last):
+    if not cpu_runs(graph, node, first == last):
         return None
     while first > 0 and isinstance(nodes[first - 1], g.Flatten | g.Reshape):
         first -= 1
     for i in range(first, len(nodes)):
-        if not cpu_runs(nodes[i], i == last):
+        if not cpu_runs(graph, nodes[i], i == last):
             raise _neither(graph, nodes[i], node, device)
     suffix = nodes[first:]
     cut = _cut_tensor(graph, first, node)

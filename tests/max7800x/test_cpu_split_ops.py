@@ -1,0 +1,233 @@
+"""The MAX7800x split (issue 25) where placement refuses the accelerator's part, and the
+element-wise and concatenation operators on the Cortex-M4: random-weight float graphs built
+operator by operator; the host build of the generated cpu_part.c equals the CPU part's
+simulator value for value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import needs
+from cpu_host import host_build, host_outputs
+from edgesynth.errors import EdgesynthError
+from edgesynth.flow import compile_to, run_program
+from edgesynth.ir import graph as g
+from edgesynth.sim.graph import run
+from edgesynth.targets.max7800x.cpu.program import CpuProgram
+from edgesynth.targets.max7800x.cpu.simulate import simulate
+
+
+class Builder:
+    """A float graph, one operator at a time, with random weights."""
+
+    def __init__(self, shape: tuple[int, ...], seed: int = 5) -> None:
+        self.graph = g.Graph("net")
+        self.graph.add_input("x", shape)
+        self.rng = np.random.default_rng(seed)
+        self.t = "x"
+
+    def shape(self, t: str | None = None) -> tuple[int, ...]:
+        return self.graph.tensors[t or self.t].shape
+
+    def add(self, node: g.Node, shape: tuple[int, ...]) -> str:
+        self.graph.add(node, shape)
+        self.t = node.output
+        return self.t
+
+    def conv(self, name: str, cout: int, k: int = 3, src: str | None = None) -> str:
+        src = src or self.t
+        cin, h, w = self.shape(src)
+        weight = self.rng.normal(0, 1 / np.sqrt(cin * k * k), (cout, cin, k, k))
+        return self.add(g.Conv(name=name, inputs=[src], outputs=[name], weight=weight,
+                               bias=self.rng.normal(0, 0.1, cout), pads=(k // 2,) * 4),
+                        (cout, h, w))  # fmt: skip
+
+    def act(self, name: str, kind: str, src: str | None = None) -> str:
+        src = src or self.t
+        return self.add(g.Activation(name=name, inputs=[src], outputs=[name], kind=kind),
+                        self.shape(src))  # fmt: skip
+
+    def pool(self, name: str) -> str:
+        c, h, w = self.shape()
+        return self.add(g.Pool(name=name, inputs=[self.t], outputs=[name], kind="max",
+                               kernel=(2, 2), stride=(2, 2), method="float"),
+                        (c, h // 2, w // 2))  # fmt: skip
+
+    def eltwise(self, name: str, kind: str, a: str, b: str) -> str:
+        node = g.Eltwise(name=name, inputs=[a, b], outputs=[name], kind=kind)
+        return self.add(node, self.shape(a))
+
+    def concat(self, name: str, *srcs: str) -> str:
+        c = sum(self.shape(t)[0] for t in srcs)
+        node = g.Concat(name=name, inputs=list(srcs), outputs=[name])
+        return self.add(node, (c, *self.shape(srcs[0])[1:]))
+
+    def head(self, *widths: int) -> g.Graph:
+        """Flatten, Linear(-> width) + ReLU for each width but the last, then a Softmax."""
+        self.add(g.Flatten(name="flat", inputs=[self.t], outputs=["flat"]),
+                 (int(np.prod(self.shape())),))  # fmt: skip
+        for i, width in enumerate(widths):
+            size = self.shape()[0]
+            weight = self.rng.normal(0, 1 / np.sqrt(size), (width, size))
+            self.add(g.Linear(name=f"fc{i}", inputs=[self.t], outputs=[f"fc{i}"], weight=weight,
+                              bias=self.rng.normal(0, 0.1, width)), (width,))  # fmt: skip
+            if i < len(widths) - 1:
+                self.act(f"fc{i}_relu", "relu")
+        self.add(g.Softmax(name="softmax", inputs=[self.t], outputs=["y"]), (widths[-1],))
+        self.graph.outputs = ["y"]
+        return self.graph
+
+
+def features(b: Builder) -> None:
+    """Three Conv+ReLU+MaxPool blocks, 1 -> 8 -> 16 -> 16 channels, 28x28 -> 3x3."""
+    for i, cout in enumerate((8, 16, 16)):
+        b.conv(f"conv{i}", cout)
+        b.act(f"relu{i}", "relu")
+        b.pool(f"pool{i}")
+
+
+def placement_refused(*widths: int) -> g.Graph:
+    b = Builder((1, 28, 28))
+    features(b)
+    return b.head(*widths)
+
+
+def mnist_like(n: int = 16) -> np.ndarray:
+    return np.random.default_rng(6).normal(0, 1, (n, 1, 28, 28))
+
+
+# -- placement ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("widths", "first"),
+    [((1024, 10), "fc0"), ((512, 512, 10), "fc1")],
+    ids=["wide-linear", "longest-prefix"],
+)
+def test_a_split_where_placement_refuses_the_accelerators_part(
+    widths: tuple[int, ...], first: str
+) -> None:
+    """Every layer is within the accelerator's limits, but placement refuses the whole network
+    (it is refused as it was without a Cortex-M4 part: tested below); the longest prefix that
+    places stays on the accelerator, the rest runs on the Cortex-M4."""
+    graph = placement_refused(*widths)
+    program, _ = compile_to(graph, "max78000", calibration=mnist_like())
+    assert program.cpu is not None and program.plan is not None
+    assert program.notes[0].startswith(
+        f"split at `{first}` (placement refuses the accelerator's part from here on: "
+        "no placement exists for this network on the MAX78000: "
+    )
+    moved = [n.name for n in graph.nodes].index(first)
+    accelerator = ", ".join(f"`{n.name}`" for n in graph.nodes[: moved - (first == "fc0")])
+    assert program.notes[1] == f"  CNN accelerator: {accelerator}"
+    assert program.notes[2].startswith("  CNN accelerator estimate: ")
+    x = mnist_like(24)
+    codes = run_program(program, x).codes
+    want = run(graph, x, keep=True)[f"fc{len(widths) - 1}"]
+    assert (codes.argmax(1) == want.argmax(1)).mean() >= 0.8
+
+
+def test_without_the_split_placement_refuses_the_network() -> None:
+    """The graph of the test above is one placement refuses (so the split is what placed it)."""
+    from edgesynth.targets.max7800x.device import get_device
+    from edgesynth.targets.max7800x.quantize import quantize
+
+    graph = placement_refused(1024, 10)
+    quantized = quantize(graph, mnist_like(), get_device("MAX78000"))
+    with pytest.raises(EdgesynthError, match="no placement exists for this network"):
+        compile_to(quantized, "max78000")
+
+
+def test_a_placement_refusal_the_cortex_m4_cannot_take_stands() -> None:
+    """No prefix places with a Cortex-M4 part that fits the flash: placement's refusal stands."""
+    graph = placement_refused(1024, 1024, 10)
+    with pytest.raises(EdgesynthError, match=r"^net: no placement exists for this network"):
+        compile_to(graph, "max78000", calibration=mnist_like())
+
+
+# -- element-wise operators and concatenation on the Cortex-M4 ------------------------------
+
+
+def residual_graph(seed: int = 7) -> g.Graph:
+    """Conv(1->4)+ReLU+MaxPool on the accelerator; then a Sigmoid (the split), a convolution
+    added back to it (the residual), ReLU, a convolution minus its input, times the sigmoid's
+    output, concatenated with the ReLU's output, Flatten, Linear(128 -> 10), Softmax."""
+    b = Builder((1, 8, 8), seed)
+    b.conv("conv0", 4)
+    b.act("relu0", "relu")
+    p = b.pool("pool0")
+    s = b.act("sig", "sigmoid")
+    c = b.conv("conv1", 4)
+    r = b.act("relu1", "relu", b.eltwise("res", "add", c, s))
+    d = b.eltwise("diff", "sub", b.conv("conv2", 4, k=1), r)
+    m = b.eltwise("prod", "mul", d, s)
+    b.eltwise("skip", "add", b.concat("cat", r, m), b.concat("cat2", p, p))
+    return b.head(10)
+
+
+def small(n: int = 32) -> np.ndarray:
+    return np.random.default_rng(6).normal(0, 1, (n, 1, 8, 8))
+
+
+def test_element_wise_operators_after_the_split_run_on_the_cortex_m4() -> None:
+    graph = residual_graph()
+    program, _ = compile_to(graph, "max78000", calibration=small())
+    assert program.cpu is not None
+    assert program.notes[0] == "split at `sig` (the accelerator has no sigmoid activation):"
+    kinds = [layer.kind for layer in program.cpu.layers]
+    assert kinds == ["lut", "conv", "add", "relu", "conv", "sub", "mul", "concat", "concat",
+                     "add", "linear"]  # fmt: skip
+    sources = [layer.sources for layer in program.cpu.layers]
+    assert sources[2] == [1, 0] and sources[5] == [4, 3] and sources[8] == [-1, -1]
+    x = small(64)
+    codes = run_program(program, x).codes
+    want = run(graph, x, keep=True)["fc0"]
+    assert (codes.argmax(1) == want.argmax(1)).mean() >= 0.8
+
+
+def test_the_host_build_of_element_wise_operators_equals_the_simulator(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    compile_to(residual_graph(), "max78000", calibration=small(), out=out)
+    cpu = CpuProgram.load(out)
+    assert cpu is not None and cpu.in_bits == 8
+    binary = host_build(out / "project", tmp_path / "host")
+    x = np.random.default_rng(8).integers(-128, 128, (50, cpu.in_size))
+    x[:25] = np.maximum(x[:25], 0)  # the accelerator's ReLU'd outputs too
+    want = simulate(cpu, x)
+    np.testing.assert_array_equal(host_outputs(binary, x, 8), want)
+    assert len(np.unique(want.argmax(1))) > 1
+
+
+def test_an_element_wise_operator_on_the_accelerators_accumulator(tmp_path: Path) -> None:
+    """The accelerator's last layer keeps its 32-bit accumulator: both sources are requantized
+    once to 8 bits (one `requantize` layer), then multiplied."""
+    b = Builder((1, 8, 8))
+    b.conv("conv0", 4)
+    b.act("relu0", "relu")
+    b.pool("pool0")
+    b.add(g.Flatten(name="f", inputs=["pool0"], outputs=["f"]), (64,))
+    lin = b.add(g.Linear(name="lin", inputs=["f"], outputs=["lin"], bias=np.zeros(16),
+                         weight=b.rng.normal(0, 0.2, (16, 64))), (16,))  # fmt: skip
+    b.eltwise("sq", "mul", lin, lin)
+    graph = b.graph
+    graph.outputs = ["sq"]
+    out = tmp_path / "out"
+    program, _ = compile_to(graph, "max78000", calibration=small(), out=out)
+    assert program.cpu is not None and program.cpu.in_bits == 32
+    assert [layer.kind for layer in program.cpu.layers] == ["requantize", "mul"]
+    assert program.cpu.layers[1].sources == [0, 0]
+    binary = host_build(out / "project", tmp_path / "host")
+    x = np.random.default_rng(8).integers(-(2**18), 2**18, (30, 16))
+    np.testing.assert_array_equal(host_outputs(binary, x, 32), simulate(program.cpu, x))
+
+
+def test_the_residual_project_builds_for_the_cortex_m4(tmp_path: Path) -> None:
+    needs.tool("arm-none-eabi-gcc")
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    out = tmp_path / "out"
+    compile_to(residual_graph(), "max78000", calibration=small(), out=out)
+    assert build_project(out / "project").elf.is_file()  # -Wall -Wextra -Werror
