@@ -63,7 +63,8 @@ def head_graph(tail: list[tuple[str, int]], softmax: bool = True) -> g.Graph:
 def mid_graph(activation: str) -> g.Graph:
     """Conv(1->4) -> ReLU -> MaxPool 2 (the accelerator), then `activation`, Conv(4->6, 3x3,
     pad 1) -> ReLU -> AvgPool 2 -> Conv(6->8, 1x1, groups 2) -> global max pool -> Flatten ->
-    Linear(8->10) -> Softmax (the Cortex-M4 from `activation` on)."""
+    Linear(8->10) -> LeakyReLU -> Softmax (the Cortex-M4 from `activation` on: the last
+    LeakyReLU keeps the accelerator from taking the network back)."""
     graph = head_graph([], softmax=False)
     graph.nodes.pop()  # the flatten
     del graph.tensors["f"]
@@ -93,7 +94,8 @@ def mid_graph(activation: str) -> g.Graph:
     add(g.Flatten(name="flat2", inputs=["gm"], outputs=["f2"]), (8,))
     add(g.Linear(name="fc", inputs=["f2"], outputs=["fc"], weight=rng.normal(0, 0.4, (10, 8)),
                  bias=rng.normal(0, 0.1, 10)), (10,))  # fmt: skip
-    add(g.Softmax(name="softmax", inputs=["fc"], outputs=["y"]), (10,))
+    add(g.LeakyRelu(name="fc_act", inputs=["fc"], outputs=["fc_act"], alpha=0.5), (10,))
+    add(g.Softmax(name="softmax", inputs=["fc_act"], outputs=["y"]), (10,))
     graph.outputs = ["y"]
     return graph
 
@@ -298,13 +300,14 @@ def test_a_leaky_relu_leaves_the_accelerator() -> None:
 
 @pytest.mark.parametrize("activation", ["sigmoid", "leaky_relu"])
 def test_an_activation_in_the_middle_moves_the_rest_to_the_cortex_m4(activation: str) -> None:
-    """Stage 1 runs everything after the split on the Cortex-M4: convolutions and pooling too
-    (back to the accelerator is stage 2)."""
+    """Where the accelerator cannot take the network back (an operator it lacks at the end),
+    everything after the split runs on the Cortex-M4: convolutions and pooling too."""
     program, _ = compile_to(mid_graph(activation), "max78000", calibration=calibration())
     assert program.cpu is not None
     kinds = [layer.kind for layer in program.cpu.layers]
     first = "lut" if activation == "sigmoid" else "leaky"
-    assert kinds == [first, "conv", "relu", "pool", "conv", "pool", "linear"]
+    assert kinds == [first, "conv", "relu", "pool", "conv", "pool", "linear", "leaky"]
+    assert program.then is None
     x = np.random.default_rng(3).normal(0, 1, (16, 1, 8, 8))
     from edgesynth.flow import run_program
     from edgesynth.sim.graph import run

@@ -154,7 +154,9 @@ def test_a_placement_refusal_the_cortex_m4_cannot_take_stands() -> None:
 def residual_graph(seed: int = 7) -> g.Graph:
     """Conv(1->4)+ReLU+MaxPool on the accelerator; then a Sigmoid (the split), a convolution
     added back to it (the residual), ReLU, a convolution minus its input, times the sigmoid's
-    output, concatenated with the ReLU's output, Flatten, Linear(128 -> 10), Softmax."""
+    output (the accelerator has no `mul`), concatenated with the ReLU's output, plus the
+    accelerator's output concatenated with itself; Flatten, Linear(128 -> 10), Softmax (the
+    accelerator again)."""
     b = Builder((1, 8, 8), seed)
     b.conv("conv0", 4)
     b.act("relu0", "relu")
@@ -179,7 +181,9 @@ def test_element_wise_operators_after_the_split_run_on_the_cortex_m4() -> None:
     assert program.notes[0] == "split at `sig` (the accelerator has no sigmoid activation):"
     kinds = [layer.kind for layer in program.cpu.layers]
     assert kinds == ["lut", "conv", "add", "relu", "conv", "sub", "mul", "concat", "concat",
-                     "add", "linear"]  # fmt: skip
+                     "add", "rescale"]  # fmt: skip
+    assert program.then is not None  # the accelerator takes the Linear back
+    assert [n.name for n in program.then.graph.nodes][-1] == "fc0"
     sources = [layer.sources for layer in program.cpu.layers]
     assert sources[2] == [1, 0] and sources[5] == [4, 3] and sources[8] == [-1, -1]
     x = small(64)

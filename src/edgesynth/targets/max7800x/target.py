@@ -96,6 +96,7 @@ class Max7800xProgram(Program):
     description: Description | None = None  # what emit writes (None: loaded from a folder)
     plan: Max7800xPlan | None = None
     cpu: CpuProgram | None = None  # the layers after the accelerator's, on the Cortex-M4
+    then: Max7800xProgram | None = None  # the accelerator's program after the Cortex-M4 part
     float_graph: g.Graph | None = None  # the float network it was lowered from (a split ...
     compile_options: CompileOptions | None = None  # ... placement refuses is made again)
 
@@ -168,6 +169,9 @@ def _simulate_network(program: Max7800xProgram, inputs: list[np.ndarray]) -> lis
             from edgesynth.targets.max7800x.cpu.simulate import simulate as run_cpu
 
             out = run_cpu(program.cpu, out[None])[0]
+        if program.then is not None:  # the accelerator again, on the CPU part's result
+            shape = program.then.inputs[0].shape
+            out = _simulate_network(program.then, [out.reshape(1, *shape)])[0][0]
         outs.append(out.reshape(want))
     return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
 
@@ -202,7 +206,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                     "typical inputs)",
                     key="--calibration",
                 )
-            return self._lower_float(graph, options, find_split(graph, device))
+            return self.lower_float(graph, options, find_split(graph, device))
         model = str(graph.meta.get("path") or graph.source or graph.name)
         layers = with_copies(graph, fuse(graph), device)
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
@@ -226,21 +230,24 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             description=desc,
         )
 
-    def _lower_float(
+    def lower_float(
         self, graph: g.Graph, options: CompileOptions, split: Split | None
     ) -> Max7800xProgram:
         """A float `graph` lowered: its accelerator part (all of it, or `split`'s prefix, split
         earlier where the accelerator refuses an operator), and the Cortex-M4 part of a split."""
-        from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output, cpu_part
+        from edgesynth.targets.max7800x.cpu.back import back_notes
+        from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output
         from edgesynth.targets.max7800x.device import get_device
 
         device = get_device(self.device_name)
         part = self._accelerator_part(graph, split, options)
         quantized, layers, desc, built, synthesis, split = part
-        cpu, notes = None, []
+        cpu, then, notes = None, None, []
         if split is not None:
-            cpu = cpu_part(graph, split, options.calibration, quantized, device)
+            split, cpu, then = self._cpu_side(graph, split, options, (quantized, built))
             notes = cpu_notes(split, cpu, device)
+            if then is not None:
+                notes += back_notes(split)
         in_t = quantized.tensors[quantized.inputs[0]]
         out_t = quantized.tensors[quantized.outputs[0]]
         return Max7800xProgram(
@@ -248,11 +255,13 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             graph=quantized,
             layers=layers,
             inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
-            outputs=[
-                cpu_output(cpu, graph)
+            outputs=(
+                then.outputs
+                if then is not None
+                else [cpu_output(cpu, graph)]
                 if cpu is not None
-                else TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)
-            ],
+                else [TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)]
+            ),
             warnings=[*graph.warnings, *quantized.warnings, *desc.warnings],
             notes=notes,
             network=built.network,
@@ -262,9 +271,30 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             built=built,
             description=desc,
             cpu=cpu,
+            then=then,
             float_graph=graph,
             compile_options=options,
         )
+
+    def _cpu_side(
+        self, graph: g.Graph, split: Split, options: CompileOptions, first: tuple[g.Graph, Built]
+    ) -> tuple[Split, CpuProgram, Max7800xProgram | None]:
+        """The CPU part of `split` and, where the accelerator can take the network back after
+        it, the accelerator's later program (`first`: the first part, quantized, and built)."""
+        from edgesynth.targets.max7800x.cpu.back import lower_back
+        from edgesynth.targets.max7800x.cpu.hook import cpu_part
+        from edgesynth.targets.max7800x.cpu.split import with_return
+        from edgesynth.targets.max7800x.device import get_device
+
+        device = get_device(self.device_name)
+        back = with_return(graph, split, device)
+        if back is not None:
+            try:
+                return (back, *lower_back(self, graph, back, options, first))
+            except EdgesynthError:  # the accelerator cannot take it back: the CPU part runs on
+                pass
+        quantized = first[0]
+        return split, cpu_part(graph, split, options.calibration, quantized, device), None
 
     def _accelerator_part(
         self, graph: g.Graph, split: Split | None, options: CompileOptions
@@ -363,6 +393,13 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             from edgesynth.targets.max7800x.cpu.hook import accelerator_note
 
             program.notes[2:2] = accelerator_note(program.plan.project, opts, self.device_name)
+        if program.then is not None:  # the accelerator's program after the Cortex-M4 part
+            then = program.then
+            self.check(then)
+            self.plan(then)
+            assert then.plan is not None
+            estimate = accelerator_note(then.plan.project, then.options, self.device_name)
+            program.notes += [f"  {line}" for line in [*estimate, *then.notes]]
 
     def _place_earlier_split(
         self, program: Max7800xProgram, err: EdgesynthError
@@ -380,7 +417,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         device = get_device(self.device_name)
         for split in placement_splits(source, [x.nodes for x in program.layers], err, device):
             try:
-                shorter = self._lower_float(source, options, split)
+                shorter = self.lower_float(source, options, split)
                 placed = place_network(shorter.built, shorter.options, prove=True)
             except EdgesynthError:  # it does not place either, or the Cortex-M4 part does not fit
                 continue
@@ -451,6 +488,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         for name, text in texts.items():
             (folder / PROJECT / name).write_text(text)
         files += [f"{PROJECT}/{name}" for name in sorted(texts)]
+        if program.then is not None:  # the accelerator's program after the Cortex-M4 part
+            from edgesynth.targets.max7800x.cpu.back import SEGMENT
+
+            (folder / SEGMENT).mkdir(exist_ok=True)
+            files += [f"{SEGMENT}/{name}" for name in self.emit(program.then, folder / SEGMENT)]
         return self.write_manifest(program, folder, files)
 
     # -- the proof --------------------------------------------------------------------------
@@ -459,13 +501,19 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         known answer (the program's sample, simulated) in data memory."""
         from edgesynth.targets.max7800x.proof import prove_project
 
-        plan = _planned(_own(program))
+        program = _own(program)
+        plan = _planned(program)
         remedy = (
             "Nothing was written. edgesynth chose this project's layout, so this is a defect in "
             "edgesynth: please report it with the model; --no-verify writes the project anyway "
             "(unproven)."
         )
-        return prove_project(plan.result, plan.project, self.device_name, remedy)
+        proof = prove_project(plan.result, plan.project, self.device_name, remedy)
+        if program.then is not None:  # its known answer's input is the CPU part's known answer
+            later = self.prove(program.then, folder, inputs)
+            assert later is not None
+            proof = Proof(proof.executor, proof.matched + later.matched, proof.total + later.total)
+        return proof
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Max7800xProgram:
         """The program an emitted folder holds, for `edgesynth run` (its `network.yaml`)."""
@@ -488,11 +536,25 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             options=options,
             model=str(folder),
             cpu=CpuProgram.load(Path(folder)),
+            then=_load_segment(self, Path(folder)),
         )
 
     def run(self, loaded: Max7800xProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The network of the loaded description on the simulator."""
         return _simulate_network(_own(loaded), inputs)
+
+
+def _load_segment(target: Max7800xTarget, folder: Path) -> Max7800xProgram | None:
+    """The accelerator's program after the Cortex-M4 part, where the folder holds one."""
+    import json
+
+    from edgesynth.targets.base import MANIFEST
+    from edgesynth.targets.max7800x.cpu.back import SEGMENT
+
+    manifest = folder / SEGMENT / MANIFEST
+    if not manifest.is_file():
+        return None
+    return target.load(folder / SEGMENT, json.loads(manifest.read_text()))
 
 
 def _own(program: Program) -> Max7800xProgram:

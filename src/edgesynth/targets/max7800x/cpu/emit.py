@@ -31,6 +31,7 @@ CYCLES = {
     "sub": 16,
     "mul": 14,  # per value: two loads, two multiplies, the rounding shift, saturation, store
     "concat": 14,  # per value: a requantized copy
+    "rescale": 14,  # per value: 8-bit codes requantized to the scale the accelerator takes back
     "softmax": 150,  # per value: the project's softmax.c (exponent, sums, division)
 }
 
@@ -129,7 +130,7 @@ def _layer_context(i: int, layer: CpuLayer, sources: list[tuple[str, int]]) -> d
     elif layer.kind == "pool":
         avg = int(layer.pool == "avg")
         args = f"{source}, &shape_{i}, {avg}, {layer.mult}, {layer.shift or 1}, {out}"
-    elif layer.kind in ("requantize", "leaky"):
+    elif layer.kind in ("requantize", "leaky", "rescale"):
         args = f"{source}, {layer.size}, {layer.mult}, {layer.shift}, {out}"
     elif layer.kind == "lut":
         args = f"{source}, {layer.size}, table_{i}, {out}"

@@ -26,14 +26,19 @@ PROJECT = "project"
 
 
 def cpu_part(
-    graph: g.Graph, split: Split, calibration: np.ndarray, prefix: g.Graph, device: Device
+    graph: g.Graph,
+    split: Split,
+    calibration: np.ndarray,
+    prefix: g.Graph,
+    device: Device,
+    back: g.QType | None = None,
 ) -> CpuProgram:
-    """The CPU program of `split` (`prefix`: the accelerator's part, quantized), checked
-    against the chip's SRAM and flash."""
+    """The CPU program of `split` (`prefix`: the accelerator's part, quantized; `back`: the
+    codes the accelerator takes back), checked against the chip's SRAM and flash."""
     from edgesynth.targets.max7800x.cpu.lower import lower_suffix
 
     qtype = prefix.tensors[prefix.outputs[0]].qtype or g.INT8
-    program = lower_suffix(graph, split, calibration, qtype)
+    program = lower_suffix(graph, split, calibration, qtype, back)
     check_memory(program, device.name, split.cut)
     return program
 

@@ -45,6 +45,19 @@ def ranges(graph: g.Graph, data: np.ndarray, wanted: set[str], chunk: int = 64) 
     return maxabs
 
 
+def values(graph: g.Graph, data: np.ndarray, tensor: str, chunk: int = 64) -> np.ndarray:
+    """The float graph's `tensor` over the batch (the calibration of a later part)."""
+    out = []
+    for start in range(0, len(data), chunk):
+        values = {graph.inputs[0]: np.asarray(data[start : start + chunk], dtype=np.float64)}
+        for node in graph.nodes:
+            values[node.output] = evaluate(node, *(values[t] for t in node.inputs))
+            if node.output == tensor:
+                break
+        out.append(values[tensor])
+    return np.concatenate(out)
+
+
 def multiplier(ratio: float, what: str = "") -> tuple[int, int]:
     """(mult, shift) with mult x 2**-shift close to `ratio`, mult of `MULT_BITS` bits; `what`
     names the operator in the refusal of a ratio out of reach (2**-46 .. 2**14)."""
@@ -80,7 +93,8 @@ class _Lowering:
         self.buffer = {split.cut: -1}  # each tensor's buffer: -1 the input, k layer k's output
         self.layers: list[CpuLayer] = []
         nodes = split.suffix
-        self.result = nodes[-2].output if isinstance(nodes[-1], g.Softmax) else nodes[-1].output
+        last = nodes[-2].output if isinstance(nodes[-1], g.Softmax) else nodes[-1].output
+        self.result = split.result or last
 
     def code_scale(self, t: str) -> float:
         m = self.maxabs.get(t, 0.0)
@@ -140,6 +154,16 @@ class _Lowering:
             _, layer.shift = multiplier(max(ratios), node.name)
             layer.mults = [math.floor(r * (1 << layer.shift) + 0.5) for r in ratios]
         return layer
+
+    def handed_back(self, result: str, scale: float) -> None:
+        """The result requantized to `scale`, the codes the accelerator takes back (a last
+        `requantize` of a 32-bit result, else a `rescale`)."""
+        kind = "requantize" if self.bits[result] == 32 else "rescale"
+        mult, shift = multiplier(self.scale[result] / scale, result)
+        name = f"{result}/accelerator"
+        self.layers.append(CpuLayer(name, kind, self.sizes[result], mult=mult, shift=shift,
+                                    nodes=[name], sources=[self.buffer[result]]))  # fmt: skip
+        self.scale[name], self.bits[name], self.result = scale, 8, name
 
     def narrowed(self, src: str) -> str:
         """A 32-bit tensor requantized to int8 codes on its calibrated range (a `requantize`
@@ -220,15 +244,22 @@ def _is_relu(node: g.Node) -> bool:
 
 
 def lower_suffix(
-    graph: g.Graph, split: Split, calibration: np.ndarray, in_qtype: g.QType
+    graph: g.Graph,
+    split: Split,
+    calibration: np.ndarray,
+    in_qtype: g.QType,
+    out_qtype: g.QType | None = None,
 ) -> CpuProgram:
-    """The CPU program of `split`'s suffix; `in_qtype`: the accelerator's output codes."""
+    """The CPU program of `split`'s suffix; `in_qtype`: the accelerator's output codes;
+    `out_qtype`: the codes the accelerator takes back (a split with `back`)."""
     data = np.asarray(calibration, dtype=np.float64)
     wanted = {t for n in split.suffix for t in n.outputs} | {split.cut}
     shapes = {t: graph.tensors[t].shape for t in wanted}
     lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype, shapes)
     for node in split.suffix:
         lowering.add(node, lowering.sizes[node.output])
+    if split.result is not None and out_qtype is not None:
+        lowering.handed_back(split.result, out_qtype.scale or 1.0)
     return CpuProgram(
         in_shape=graph.tensors[split.cut].shape,
         in_bits=in_qtype.bits,

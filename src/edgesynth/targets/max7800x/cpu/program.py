@@ -7,6 +7,7 @@ the previous layer's, or the accelerator's for the first). Kinds:
   output (int32); else out = clamp((acc x mult + 2**(shift-1)) >> shift, -128, 127).
 - `requantize`: a 32-bit input (the accelerator's accumulator) to int8 codes, as a linear
   layer's output is requantized.
+- `rescale`: int8 codes requantized to another scale (the codes the accelerator takes back).
 - `relu`: max(x, 0).
 - `leaky`: x where x >= 0, else clamp((x x mult + 2**(shift-1)) >> shift) (x alpha).
 - `lut`: an int8 -> int8 table (sigmoid, tanh; see `simulate.activation_table`).
@@ -39,7 +40,7 @@ ARRAYS_FILE = "cpu_part.npz"
 class CpuLayer:
     name: str  # the graph operator it computes (messages, comments)
     kind: str  # linear | requantize | relu | leaky | lut | conv | convt | pool | add | sub | mul
-    # | concat
+    # | concat | rescale
     size: int  # output values
     out_bits: int = 8  # 8, or 32 for a wide linear output
     function: str = ""  # lut: sigmoid | tanh

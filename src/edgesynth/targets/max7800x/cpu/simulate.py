@@ -54,7 +54,7 @@ def run_layer(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
         assert layer.weight is not None and layer.bias is not None
         acc = x @ np.asarray(layer.weight, np.int64).T + np.asarray(layer.bias, np.int64)
         return acc if layer.out_bits == 32 else requantize(acc, layer.mult, layer.shift)
-    if layer.kind == "requantize":
+    if layer.kind in ("requantize", "rescale"):
         return requantize(x, layer.mult, layer.shift)
     if layer.kind == "relu":
         return np.maximum(x, 0)

@@ -30,6 +30,13 @@ class Split:
     suffix: list[g.Node]  # the CPU's part, in order
     cut: str  # the tensor the CPU part reads
     reason: str  # why the first CPU operator left the accelerator
+    back: g.Graph | None = None  # what runs on the accelerator again, reading `back`'s input
+    # (the CPU part's result); None: the CPU part runs to the end
+
+    @property
+    def result(self) -> str | None:
+        """The CPU part's result when the accelerator takes it back (None: the network's)."""
+        return None if self.back is None else self.back.inputs[0]
 
 
 # What the accelerator's quantizer takes from a float graph (the rest of its rules decide later)
@@ -138,6 +145,42 @@ def placement_splits(
             continue
         if split is not None:
             yield split
+
+
+def with_return(graph: g.Graph, split: Split, device: Device) -> Split | None:
+    """`split` with the accelerator taking the network back after the last operator it
+    refuses, from the first operator where what follows reads one tensor of the CPU part and
+    holds a convolution or a linear layer (None: there is no such operator)."""
+    nodes, start = graph.nodes, graph.nodes.index(split.suffix[0])
+    last = len(nodes) - 1
+    refused = [i for i in range(start, len(nodes))
+               if not (i == last and isinstance(nodes[i], g.Softmax))
+               and accelerator_refusal(graph, nodes[i], device)]  # fmt: skip
+    if not refused:  # placement's split: the accelerator cannot take any of it back
+        return None
+    made = {t for n in nodes[start:] for t in n.outputs}
+    for back in range(max(refused) + 1, len(nodes)):
+        if not any(isinstance(n, g.Conv | g.Linear) for n in nodes[back:]):
+            return None
+        try:
+            cut = _cut_tensor(graph, back, nodes[back])
+        except EdgesynthError:
+            continue
+        if cut in made:
+            rest = _graph_of(graph, nodes[back:], cut)
+            return Split(split.prefix, nodes[start:back], split.cut, split.reason, rest)
+    return None
+
+
+def _graph_of(graph: g.Graph, nodes: list[g.Node], cut: str) -> g.Graph:
+    """The float graph of `nodes` reading `cut` as its input, returning `graph`'s outputs."""
+    part = g.Graph(name=graph.name, source=graph.source)
+    part.hints, part.meta = dict(graph.hints), dict(graph.meta)
+    part.add_input(cut, graph.tensors[cut].shape, graph.tensors[cut].qtype)
+    for node in nodes:
+        part.add(node, graph.tensors[node.output].shape, graph.tensors[node.output].qtype)
+    part.outputs = list(graph.outputs)
+    return part
 
 
 def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Split | None:
