@@ -17,7 +17,7 @@ first calibration input, or the given sample.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -479,21 +479,40 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         assert program.description is not None  # a planned program was lowered
         folder = Path(folder)
         files = _write_description(folder, program.description, program.sample, plan.placement)
-        texts = render_project(plan.project, program.options, PROJECT)
+        back = program.then is not None
+        options = replace(program.options, cpu_back=True) if back else program.options
+        texts = render_project(plan.project, options, PROJECT)
         if program.cpu is not None:
             from edgesynth.targets.max7800x.cpu.hook import emit_cpu_part
 
-            files += emit_cpu_part(program.cpu, plan.result.output, folder, texts, self.device_name)
+            files += emit_cpu_part(
+                program.cpu, plan.result.output, folder, texts, self.device_name, back
+            )
+        if program.then is not None:  # the accelerator's program after the Cortex-M4 part
+            files += self._emit_segment(program, folder, texts)
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():
             (folder / PROJECT / name).write_text(text)
         files += [f"{PROJECT}/{name}" for name in sorted(texts)]
-        if program.then is not None:  # the accelerator's program after the Cortex-M4 part
-            from edgesynth.targets.max7800x.cpu.back import SEGMENT
-
-            (folder / SEGMENT).mkdir(exist_ok=True)
-            files += [f"{SEGMENT}/{name}" for name in self.emit(program.then, folder / SEGMENT)]
         return self.write_manifest(program, folder, files)
+
+    def _emit_segment(
+        self, program: Max7800xProgram, folder: Path, texts: dict[str, str]
+    ) -> list[str]:
+        """The accelerator's program after the Cortex-M4 part: its own folder (`segment2/`,
+        whose project runs it alone on its known answer's input), and in the first project
+        its driver and the code that hands it the CPU part's result (`cpu/segment.py`)."""
+        from edgesynth.targets.max7800x.cpu.back import SEGMENT
+        from edgesynth.targets.max7800x.cpu.segment import render_segment
+
+        assert program.then is not None and program.float_graph is not None
+        (folder / SEGMENT).mkdir(exist_ok=True)
+        files = [f"{SEGMENT}/{name}" for name in self.emit(program.then, folder / SEGMENT)]
+        softmax = isinstance(program.float_graph.nodes[-1], g.Softmax)
+        texts.update(
+            render_segment(program.then, folder / SEGMENT / PROJECT, self.device_name, softmax)
+        )
+        return files
 
     # -- the proof --------------------------------------------------------------------------
     def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:

@@ -157,9 +157,10 @@ def _layer_context(i: int, layer: CpuLayer, sources: list[tuple[str, int]]) -> d
 
 
 def render_cpu_part(
-    program: CpuProgram, name: str, device: str, expected: np.ndarray | None
+    program: CpuProgram, name: str, device: str, expected: np.ndarray | None, back: bool = False
 ) -> dict[str, str]:
-    """`cpu_part.c` and `cpu_part.h`; `expected`: the known answer's result (None: no check)."""
+    """`cpu_part.c` and `cpu_part.h`; `expected`: the known answer's result (None: no check);
+    `back`: the accelerator takes the result back (`cpu_part()` is segment2.c's)."""
     from edgesynth.targets.max7800x.emit.project import render
 
     layers = []
@@ -179,6 +180,7 @@ def render_cpu_part(
         "result": source,
         "estimate": estimate_lines(program),
         "kat": expected is not None,
+        "back": back,
         "expected_lines": [] if expected is None else _lines(expected),
     }
     return {

@@ -104,13 +104,14 @@ def split_latency(
 
 def emit_cpu_part(
     program: CpuProgram, accelerator_output: np.ndarray, folder: Path, texts: dict[str, str],
-    device: str,
+    device: str, back: bool = False,
 ) -> list[str]:  # fmt: skip
     """Add `cpu_part.c`/`.h` to the project's `texts` (the known answer: the CPU part on the
-    accelerator's known answer) and write the CPU program's files (`edgesynth run` reads them)."""
+    accelerator's known answer; `back`: the accelerator takes the result back, and segment2.c
+    checks it) and write the CPU program's files (`edgesynth run` reads them)."""
     from edgesynth.targets.max7800x.cpu.emit import render_cpu_part
     from edgesynth.targets.max7800x.cpu.simulate import simulate
 
-    expected = simulate(program, np.asarray(accelerator_output)[None])[0]
-    texts.update(render_cpu_part(program, PROJECT, device, expected))
+    expected = None if back else simulate(program, np.asarray(accelerator_output)[None])[0]
+    texts.update(render_cpu_part(program, PROJECT, device, expected, back))
     return program.save(folder)

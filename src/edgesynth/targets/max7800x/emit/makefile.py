@@ -14,6 +14,8 @@ def sources(opts: Max7800xOptions) -> tuple[list[str], list[str]]:
     if opts.rules.riscv:
         return [main], [f"{opts.project.c_filename}_riscv.c", api, "softmax.c"]
     cpu = ["cpu_part.c"] if opts.cpu_part else []
+    if opts.cpu_back:  # the second accelerator program (cpu/segment.py)
+        cpu += ["segment2.c", "segment2_input.c", "cnn_segment2.c"]
     return [main, api, "softmax.c", *cpu], []
 
 
