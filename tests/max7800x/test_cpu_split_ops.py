@@ -235,3 +235,150 @@ def test_the_residual_project_builds_for_the_cortex_m4(tmp_path: Path) -> None:
     out = tmp_path / "out"
     compile_to(residual_graph(), "max78000", calibration=small(), out=out)
     assert build_project(out / "project").elf.is_file()  # -Wall -Wextra -Werror
+
+
+# -- accelerator, Cortex-M4, accelerator ----------------------------------------------------
+
+
+def back_graph(activation: str = "leaky_relu") -> g.Graph:
+    """Conv(1->8)+ReLU+MaxPool, Conv(8->16) on the accelerator; `activation` (which it lacks)
+    on the Cortex-M4; MaxPool, Conv(16->16)+ReLU+MaxPool, Flatten, Linear(144 -> 10), Softmax
+    on the accelerator again."""
+    b = Builder((1, 28, 28))
+    b.conv("conv0", 8)
+    b.act("relu0", "relu")
+    b.pool("pool0")
+    b.conv("conv1", 16)
+    if activation == "leaky_relu":
+        b.add(g.LeakyRelu(name="act", inputs=["conv1"], outputs=["act"], alpha=0.1), b.shape())
+    else:
+        b.act("act", activation)
+    b.pool("pool1")
+    b.conv("conv2", 16)
+    b.act("relu2", "relu")
+    b.pool("pool2")
+    return b.head(10)
+
+
+@pytest.mark.parametrize("activation", ["leaky_relu", "sigmoid"])
+def test_the_accelerator_takes_the_network_back_after_the_cortex_m4(activation: str) -> None:
+    graph = back_graph(activation)
+    program, _ = compile_to(graph, "max78000", calibration=mnist_like())
+    assert program.cpu is not None and program.then is not None
+    first = "leaky" if activation == "leaky_relu" else "lut"
+    assert [layer.kind for layer in program.cpu.layers] == ["requantize", first, "rescale"]
+    assert [n.name for n in program.then.graph.nodes][:2] == ["pool1", "conv2"]
+    assert program.notes[-2].startswith(
+        "  CNN accelerator again (segment2/project, reading `act` as the Cortex-M4 part leaves "
+        "it in data memory): `pool1`, `conv2`, `relu2`, `pool2`, `flat`, `fc0`, `softmax`"
+    )
+    assert program.notes[-1].startswith("    CNN accelerator estimate: ")
+    # the second program's known answer's input: the CPU part's known answer
+    assert program.plan is not None and program.then.plan is not None
+    cpu_answer = simulate(program.cpu, program.plan.result.output.reshape(1, -1))[0]
+    np.testing.assert_array_equal(program.then.sample.reshape(-1), cpu_answer)
+    x = mnist_like(24)
+    codes = run_program(program, x).codes
+    want = run(graph, x, keep=True)["fc0"]
+    assert codes.shape == want.shape and (codes.argmax(1) == want.argmax(1)).mean() >= 0.8
+
+
+def test_a_network_the_accelerator_cannot_take_back_stays_on_the_cortex_m4() -> None:
+    """After the last operator the accelerator lacks, nothing it could run reads one tensor of
+    the CPU part: the CPU part runs to the end."""
+    b = Builder((1, 8, 8))
+    b.conv("conv0", 4)
+    b.act("relu0", "relu")
+    b.pool("pool0")
+    b.act("sig", "sigmoid")
+    b.add(g.Flatten(name="f", inputs=["sig"], outputs=["f"]), (64,))
+    b.add(g.Linear(name="fc", inputs=["f"], outputs=["fc"], weight=b.rng.normal(0, 0.2, (10, 64)),
+                   bias=np.zeros(10)), (10,))  # fmt: skip
+    b.act("tanh", "tanh")
+    b.graph.outputs = ["tanh"]
+    program, _ = compile_to(b.graph, "max78000", calibration=small())
+    assert program.cpu is not None and program.then is None
+    assert [layer.kind for layer in program.cpu.layers] == ["lut", "linear", "lut"]
+
+
+def _compiled_back(tmp_path: Path):  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    program, _ = compile_to(back_graph(), "max78000", calibration=mnist_like(), out=out)
+    return program, out
+
+
+_LOADER_DRIVER = """#include <stdio.h>
+#include <stdint.h>
+#include "segment2.h"
+static uint32_t addresses[1 << 16], values[1 << 16];
+static int n;
+volatile uint32_t *slot(uint32_t address) { addresses[n] = address; return &values[n++]; }
+int main(void) {
+  static int8_t x[SEGMENT2_INPUTS];
+  int v, i;
+  for (;;) {
+    for (i = 0; i < SEGMENT2_INPUTS; i++)
+      if (scanf("%d", &v) != 1) return 0; else x[i] = (int8_t) v;
+    n = 0;
+    segment2_load_input(x);
+    for (i = 0; i < n; i++) printf("%u:%u ", (unsigned) addresses[i], (unsigned) values[i]);
+    printf("\\n");
+  }
+}
+"""
+
+
+def test_the_cortex_m4_writes_its_result_where_the_second_program_reads_it(
+    tmp_path: Path,
+) -> None:
+    """segment2_input.c built for this PC (its data memory writes captured): for any result,
+    the words the second program's own load_input() would write for it as its input."""
+    import subprocess
+
+    from cpu_host import CC
+    from edgesynth.targets.max7800x.plan.inputs import plan_input
+
+    needs.tool("gcc")
+    program, out = _compiled_back(tmp_path)
+    then = program.then
+    assert then is not None and then.plan is not None
+    project, work = out / "project", tmp_path / "loader"
+    work.mkdir()
+    (work / "driver.c").write_text(_LOADER_DRIVER)
+    (work / "slot.h").write_text("#include <stdint.h>\nvolatile uint32_t *slot(uint32_t);\n")
+    binary = work / "loader"
+    subprocess.run(
+        [CC, "-O2", "-Wall", "-Wextra", "-Werror", f"-I{project}", "-include", str(work / "slot.h"),
+         "-DSEGMENT2_WORD(a)=(*slot(a))", str(project / "segment2_input.c"),
+         str(work / "driver.c"), "-o", str(binary)],
+        check=True,
+    )  # fmt: skip
+    shape = then.inputs[0].shape
+    x = np.random.default_rng(4).integers(-128, 128, (6, int(np.prod(shape))))
+    x[0] = then.sample.reshape(-1)  # the known answer's input
+    stdin = "\n".join(" ".join(map(str, row)) for row in x)
+    done = subprocess.run([str(binary)], input=stdin, capture_output=True, text=True, check=True)
+    for row, line in zip(x, done.stdout.splitlines(), strict=True):
+        got = [tuple(map(int, pair.split(":"))) for pair in line.split()]
+        planned = plan_input(then.plan.project.settings, row.reshape(shape))
+        want = [(block.address + 4 * i, int(word)) for block in planned.blocks
+                for i, word in enumerate(block.words)]  # fmt: skip
+        assert got == want
+
+
+def test_the_two_program_project_builds_and_each_program_runs_on_the_virtual_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    needs.tool("gcc")  # the recorder
+    from edgesynth.cli import main
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    _, out = _compiled_back(tmp_path)
+    capsys.readouterr()
+    for project, words in ((out / "project", 3136), (out / "segment2" / "project", 10)):
+        assert main(["device", "run", str(project)]) == 0
+        report = capsys.readouterr().out
+        assert f"known answer: all {words} words match" in report and "hazard:" not in report
+    needs.tool("arm-none-eabi-gcc")
+    assert "cnn_segment2.c" in (out / "project" / "Makefile").read_text()
+    assert build_project(out / "project").elf.is_file()  # -Wall -Wextra -Werror
