@@ -290,7 +290,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         back = with_return(graph, split, device)
         if back is not None:
             try:
-                return (back, *lower_back(self, graph, back, options, first))
+                return (back, *lower_back(self.lower_float, device, graph, back, options, first))
             except EdgesynthError:  # the accelerator cannot take it back: the CPU part runs on
                 pass
         quantized = first[0]
@@ -450,7 +450,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             from edgesynth.targets.max7800x.cpu.hook import split_latency
 
             cycles, clock_hz = split_latency(cycles, clock_hz, program.cpu, self.device_name)
-        return TargetSummary(
+        summary = TargetSummary(
             macs=graph_macs(program.graph),
             weight_bytes=used,
             weight_capacity=capacity,
@@ -461,6 +461,9 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             cycles=cycles,
             clock_hz=clock_hz,
         )
+        if program.then is None:
+            return summary
+        return _then(summary, self.summarize(program.then))
 
     def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
         """The folder read back and planned again: layers, data, kernel and bias memory, latency
@@ -505,13 +508,17 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.cpu.back import SEGMENT
         from edgesynth.targets.max7800x.cpu.segment import render_segment
 
-        assert program.then is not None and program.float_graph is not None
+        then = program.then
+        assert then is not None and then.plan is not None and program.float_graph is not None
         (folder / SEGMENT).mkdir(exist_ok=True)
-        files = [f"{SEGMENT}/{name}" for name in self.emit(program.then, folder / SEGMENT)]
+        files = [f"{SEGMENT}/{name}" for name in self.emit(then, folder / SEGMENT)]
         softmax = isinstance(program.float_graph.nodes[-1], g.Softmax)
-        texts.update(
-            render_segment(program.then, folder / SEGMENT / PROJECT, self.device_name, softmax)
+        wide = then.outputs[0].bits == 32
+        second = folder / SEGMENT / PROJECT
+        files_of = render_segment(
+            then.plan.project, then.plan.result, second, self.device_name, (wide, softmax)
         )
+        texts.update(files_of)
         return files
 
     # -- the proof --------------------------------------------------------------------------
@@ -561,6 +568,23 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     def run(self, loaded: Max7800xProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The network of the loaded description on the simulator."""
         return _simulate_network(_own(loaded), inputs)
+
+
+def _then(first: TargetSummary, later: TargetSummary) -> TargetSummary:
+    """A program and the accelerator's program after its Cortex-M4 part: the MACs of both, the
+    larger memory use (the second configuration replaces the first), the estimates one after
+    the other (in the first's clock)."""
+    cycles = None
+    if first.cycles is not None and later.cycles is not None and first.clock_hz and later.clock_hz:
+        cycles = first.cycles + round(later.cycles * first.clock_hz / later.clock_hz)
+    return replace(
+        first,
+        macs=(first.macs or 0) + (later.macs or 0),
+        weight_bytes=max(first.weight_bytes or 0, later.weight_bytes or 0),
+        activation_bytes=max(first.activation_bytes or 0, later.activation_bytes or 0),
+        cycles=cycles,
+        clock_hz=first.clock_hz if cycles is not None else None,
+    )
 
 
 def _load_segment(target: Max7800xTarget, folder: Path) -> Max7800xProgram | None:

@@ -6,50 +6,52 @@ program's known answer through the CPU part), so the three known answers form on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from edgesynth.targets.base import CompileOptions
+from edgesynth.targets.base import CompileOptions, Program
 
 if TYPE_CHECKING:
     from edgesynth.ir import graph as g
     from edgesynth.targets.max7800x.cpu.program import CpuProgram
     from edgesynth.targets.max7800x.cpu.split import Split
+    from edgesynth.targets.max7800x.device import Device
     from edgesynth.targets.max7800x.pipeline import Built
-    from edgesynth.targets.max7800x.target import Max7800xProgram, Max7800xTarget
 
 SEGMENT = "segment2"  # the later accelerator program's folder inside the emitted folder
+P = TypeVar("P", bound=Program)
 
 
 def lower_back(
-    target: Max7800xTarget,
+    lower: Callable[[g.Graph, CompileOptions, Split | None], P],
+    device: Device,
     graph: g.Graph,
     split: Split,
     options: CompileOptions,
     first: tuple[g.Graph, Built],
-) -> tuple[CpuProgram, Max7800xProgram]:
+) -> tuple[CpuProgram, P]:
     """The CPU part of `split` (which has `back`) and the accelerator program after it
-    (`first`: the accelerator's first part, quantized, and its built network)."""
+    (`lower`: the target's lowering of a float graph at a split; `first`: the accelerator's
+    first part, quantized, and its built network)."""
     from edgesynth.targets.max7800x.cpu.hook import cpu_part
     from edgesynth.targets.max7800x.cpu.lower import values
     from edgesynth.targets.max7800x.cpu.simulate import simulate as run_cpu
     from edgesynth.targets.max7800x.cpu.split import find_split
-    from edgesynth.targets.max7800x.device import get_device
     from edgesynth.targets.max7800x.network_sim import simulate
 
     rest = split.back
     assert rest is not None and options.calibration is not None
-    device = get_device(target.device_name)
     calibration = values(graph, np.asarray(options.calibration), rest.inputs[0])
-    probe = target.lower_float(rest, CompileOptions(calibration), find_split(rest, device))
+    probe = lower(rest, CompileOptions(calibration), find_split(rest, device))
     takes = probe.graph.tensors[probe.graph.inputs[0]].qtype
     quantized, built = first
     cpu = cpu_part(graph, split, options.calibration, quantized, device, takes)
     out = simulate(built.network, built.sample)[-1].output
     sample = run_cpu(cpu, np.asarray(out)[None])[0].reshape(rest.tensors[rest.inputs[0]].shape)
     later = CompileOptions(calibration, {"sample": sample})
-    return cpu, target.lower_float(rest, later, find_split(rest, device))
+    return cpu, lower(rest, later, find_split(rest, device))
 
 
 def back_notes(split: Split) -> list[str]:

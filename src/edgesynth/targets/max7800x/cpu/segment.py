@@ -23,8 +23,8 @@ from edgesynth.errors import EdgesynthError
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from edgesynth.targets.max7800x.network_sim import SynthesisResult
     from edgesynth.targets.max7800x.plan.plan import Plan
-    from edgesynth.targets.max7800x.target import Max7800xProgram
 
 NAME = "segment2"
 RENAMED = re.compile(r"\b(cnn_(?!time\b)\w+|CNN_ISR|memcpy32(?:_const)?)\b")
@@ -77,23 +77,23 @@ def _lines(values: np.ndarray, per_line: int = 16) -> list[str]:
 
 
 def render_segment(
-    then: Max7800xProgram, second: Path, device: str, softmax: bool
+    plan: Plan, result: SynthesisResult, second: Path, device: str, output: tuple[bool, bool]
 ) -> dict[str, str]:
-    """The files the first project gets for the second program `then` (planned; `second`: its
-    emitted project folder); `softmax`: the network ends in one (on the Cortex-M4, after it)."""
+    """The files the first project gets for the second program (`plan`, `result`: its
+    project's writes and its known answer; `second`: its emitted project folder); `output`:
+    (its output is 32-bit accumulators, the network ends in a softmax on the Cortex-M4)."""
     from edgesynth.targets.max7800x.emit.project import render
 
-    assert then.plan is not None
-    sample = np.asarray(then.sample, np.int64)
+    sample = np.asarray(result.sample, np.int64)
     blocks = [
         {"address": address, "size": index.size, "words": index.size // 4,
          "lines": _lines(index)}
-        for address, index in input_map(then.plan.project, sample)
+        for address, index in input_map(plan, sample)
     ]  # fmt: skip
-    out = np.asarray(then.plan.result.output, np.int64).reshape(-1)
-    wide = then.outputs[0].bits == 32
+    out = np.asarray(result.output, np.int64).reshape(-1)
+    wide, softmax = output
     context = {
-        "name": then.model, "device": device, "inputs": sample.size, "outputs": out.size,
+        "name": second.parent.name, "device": device, "inputs": sample.size, "outputs": out.size,
         "wide": wide, "out_type": "int32_t" if wide else "int8_t",
         "out_words": out.size if wide else (out.size + 3) // 4, "softmax": softmax,
         "cpu_lines": _lines(sample), "expected_lines": _lines(out), "blocks": blocks,
