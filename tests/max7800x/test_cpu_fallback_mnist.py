@@ -3,18 +3,19 @@ with `edgesynth compile`: the accelerator runs the convolutions (and what else i
 Cortex-M4 the rest.
 
 - `wide_head` ends in a 2,048-wide Linear, a Linear to 10 and a Softmax: the split is at the
-  wide Linear, read from the accelerator's 8-bit output.
+  wide Linear, read from the accelerator's 8-bit output; the Cortex-M4 runs the rest.
 - `leaky_head` has a LeakyReLU between its two Linear layers: the split is at the LeakyReLU,
-  read from the accelerator's 32-bit accumulator.
-- `sigmoid_mid` has a Sigmoid after its second convolution: the Cortex-M4 runs it, the
-  accelerator the rest.
+  read from the accelerator's 32-bit accumulator; the accelerator takes the last Linear back.
+- `sigmoid_mid` and `leaky_mid` have the activation after their second convolution: the
+  Cortex-M4 runs it, the accelerator the rest.
 - `upsample_mid` doubles its 7x7 features again with a 2x2 stride-2 transposed convolution,
   which the accelerator's rules refuse (its only transposed kernel is 3x3): the Cortex-M4 runs
-  it and the rest.
-- `leaky_mid` (and `sigmoid_mid`) has the activation after its second convolution; the
-  accelerator takes the network back after it (a second accelerator program, `segment2/`).
+  it (and the ReLU after it), the accelerator the rest.
 - `placement_head` ends in a 1,024-wide Linear: within the accelerator's limits, but placement
-  refuses the network; the split is before that Linear, the longest prefix that places.
+  refuses the network; the split is before that Linear (the longest prefix that places), and
+  the Cortex-M4 runs the rest.
+Where the accelerator takes the network back, it is a second accelerator program (`segment2/`,
+whose project the virtual device runs too).
 
 Trained briefly on the first 8,000 t10k images (cached), calibrated on 200 others
 (8,000-8,199); on images 9,000-9,999 the combined bit-exact output (`edgesynth run`) agrees with
@@ -44,7 +45,8 @@ SPLITS = {
     "placement_head": "split at `/0/0.10/Gemm` (placement refuses the accelerator's part from "
     "here on: no placement exists for this network on the MAX78000: ",
 }
-BACK = {"sigmoid_mid", "leaky_mid"}  # the accelerator takes these back after the Cortex-M4
+BACK = {"sigmoid_mid", "leaky_mid", "upsample_mid", "leaky_head"}  # the accelerator takes
+# these back after the Cortex-M4 part
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from edgesynth.errors import EdgesynthError
 from edgesynth.targets.base import CompileOptions, Program
 
 if TYPE_CHECKING:
@@ -41,24 +42,30 @@ def lower_back(
     from edgesynth.targets.max7800x.cpu.split import find_split
     from edgesynth.targets.max7800x.network_sim import simulate
 
-    rest = split.back
-    assert rest is not None and options.calibration is not None
-    calibration = values(graph, np.asarray(options.calibration), rest.inputs[0])
+    rest, result = split.back, split.result
+    assert rest is not None and result is not None and options.calibration is not None
+    shape = rest.tensors[rest.inputs[0]].shape
+    calibration = values(graph, np.asarray(options.calibration), result)
+    calibration = calibration.reshape(len(calibration), *shape)
     probe = lower(rest, CompileOptions(calibration), find_split(rest, device))
     takes = probe.graph.tensors[probe.graph.inputs[0]].qtype
     quantized, built = first
     cpu = cpu_part(graph, split, options.calibration, quantized, device, takes)
     out = simulate(built.network, built.sample)[-1].output
-    sample = run_cpu(cpu, np.asarray(out)[None])[0].reshape(rest.tensors[rest.inputs[0]].shape)
-    later = CompileOptions(calibration, {"sample": sample})
-    return cpu, lower(rest, later, find_split(rest, device))
+    sample = run_cpu(cpu, np.asarray(out)[None])[0].reshape(shape)
+    then = lower(rest, CompileOptions(calibration, {"sample": sample}), find_split(rest, device))
+    if getattr(then, "cpu", None) is not None:
+        raise EdgesynthError(  # caught: the CPU part then runs to the end
+            "the accelerator's second program would leave it again (one return is supported)"
+        )
+    return cpu, then
 
 
 def back_notes(split: Split) -> list[str]:
     """What `compile` prints about the accelerator's second program (`plan` adds its
     estimate, and its own notes)."""
     assert split.back is not None
-    names = ", ".join(f"`{n.name}`" for n in split.back.nodes)
-    lines = [f"  CNN accelerator again ({SEGMENT}/project, reading `{split.back.inputs[0]}` "
+    names = ", ".join(f"`{n.name}`" for n in split.back.nodes if not n.name.endswith("/flatten"))
+    lines = [f"  CNN accelerator again ({SEGMENT}/project, reading `{split.result}` "
              f"as the Cortex-M4 part leaves it in data memory): {names}"]  # fmt: skip
     return lines

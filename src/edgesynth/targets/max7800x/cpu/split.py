@@ -17,6 +17,7 @@ from edgesynth.targets.max7800x.device import Device
 from edgesynth.wording import plural
 
 CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+PLACEMENT = "placement refuses the accelerator's part from here on"  # a split's reason
 CPU_OPERATORS = (
     "Linear (Gemm/MatMul), 2-D convolution (transposed too), max/average pooling (unpadded), "
     "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, Add/Sub/Mul of two tensors of one shape, "
@@ -30,13 +31,9 @@ class Split:
     suffix: list[g.Node]  # the CPU's part, in order
     cut: str  # the tensor the CPU part reads
     reason: str  # why the first CPU operator left the accelerator
-    back: g.Graph | None = None  # what runs on the accelerator again, reading `back`'s input
-    # (the CPU part's result); None: the CPU part runs to the end
-
-    @property
-    def result(self) -> str | None:
-        """The CPU part's result when the accelerator takes it back (None: the network's)."""
-        return None if self.back is None else self.back.inputs[0]
+    back: g.Graph | None = None  # what runs on the accelerator again (None: the CPU part
+    # runs to the end), reading `result` (as C x H x W: a vector as C x 1 x 1, flattened)
+    result: str | None = None  # the CPU part's result, when the accelerator takes it back
 
 
 # What the accelerator's quantizer takes from a float graph (the rest of its rules decide later)
@@ -137,7 +134,7 @@ def placement_splits(
     the Cortex-M4 part can run the rest."""
     order = {n.name: i for i, n in enumerate(graph.nodes)}
     starts = sorted({order[names[0]] for names in layers if names and names[0] in order})
-    reason = f"placement refuses the accelerator's part from here on: {err.message.rstrip('.')}"
+    reason = f"{PLACEMENT}: {err.message.rstrip('.')}"
     for first in reversed(starts[1:]):
         try:
             split = _split_from(graph, first, device, reason)
@@ -147,36 +144,52 @@ def placement_splits(
             yield split
 
 
+_STARTS = (g.Conv, g.Linear, g.Pool, g.GlobalPool, g.Flatten, g.Reshape)
+
+
 def with_return(graph: g.Graph, split: Split, device: Device) -> Split | None:
     """`split` with the accelerator taking the network back after the last operator it
-    refuses, from the first operator where what follows reads one tensor of the CPU part and
-    holds a convolution or a linear layer (None: there is no such operator)."""
+    refuses (the split's first among them), from the first convolution, linear layer, pooling
+    or flatten where what follows reads one tensor of the CPU part and holds a convolution or
+    a linear layer (None: there is none, or placement made the split)."""
     nodes, start = graph.nodes, graph.nodes.index(split.suffix[0])
     last = len(nodes) - 1
-    refused = [i for i in range(start, len(nodes))
-               if not (i == last and isinstance(nodes[i], g.Softmax))
-               and accelerator_refusal(graph, nodes[i], device)]  # fmt: skip
-    if not refused:  # placement's split: the accelerator cannot take any of it back
+    moved = next(
+        i for i in range(start, len(nodes)) if not isinstance(nodes[i], g.Flatten | g.Reshape)
+    )
+    refused = [moved] + [i for i in range(moved + 1, len(nodes))
+                         if not (i == last and isinstance(nodes[i], g.Softmax))
+                         and accelerator_refusal(graph, nodes[i], device)]  # fmt: skip
+    if split.reason.startswith(PLACEMENT):  # the accelerator cannot take any of it back
         return None
     made = {t for n in nodes[start:] for t in n.outputs}
     for back in range(max(refused) + 1, len(nodes)):
         if not any(isinstance(n, g.Conv | g.Linear) for n in nodes[back:]):
             return None
+        if not isinstance(nodes[back], _STARTS):  # the accelerator's layers start there
+            continue
         try:
             cut = _cut_tensor(graph, back, nodes[back])
         except EdgesynthError:
             continue
         if cut in made:
             rest = _graph_of(graph, nodes[back:], cut)
-            return Split(split.prefix, nodes[start:back], split.cut, split.reason, rest)
+            return Split(split.prefix, nodes[start:back], split.cut, split.reason, rest, cut)
     return None
 
 
 def _graph_of(graph: g.Graph, nodes: list[g.Node], cut: str) -> g.Graph:
-    """The float graph of `nodes` reading `cut` as its input, returning `graph`'s outputs."""
+    """The float graph of `nodes` reading `cut` as its input (a vector of C values as C x 1 x
+    1, flattened: the accelerator's input is an image), returning `graph`'s outputs."""
     part = g.Graph(name=graph.name, source=graph.source)
     part.hints, part.meta = dict(graph.hints), dict(graph.meta)
-    part.add_input(cut, graph.tensors[cut].shape, graph.tensors[cut].qtype)
+    shape = graph.tensors[cut].shape
+    if len(shape) == 1:
+        part.add_input(f"{cut}/chw", (*shape, 1, 1))
+        flat = g.Flatten(name=f"{cut}/flatten", inputs=[f"{cut}/chw"], outputs=[cut])
+        part.add(flat, shape)
+    else:
+        part.add_input(cut, shape, graph.tensors[cut].qtype)
     for node in nodes:
         part.add(node, graph.tensors[node.output].shape, graph.tensors[node.output].qtype)
     part.outputs = list(graph.outputs)
