@@ -382,3 +382,32 @@ def test_the_two_program_project_builds_and_each_program_runs_on_the_virtual_dev
     needs.tool("arm-none-eabi-gcc")
     assert "cnn_segment2.c" in (out / "project" / "Makefile").read_text()
     assert build_project(out / "project").elf.is_file()  # -Wall -Wextra -Werror
+
+
+def test_a_relu_after_a_residual_addition_runs_on_the_cortex_m4(tmp_path: Path) -> None:
+    """relu(y + conv(y)): the accelerator's rules refuse the activation on the addition's layer;
+    the addition reads two tensors of the accelerator's part, so the split comes earlier, at
+    the convolution (the rest then reads `y` alone); the accelerator takes the network back
+    after the ReLU. Both programs' known answers are proven on the virtual device."""
+    b = Builder((1, 28, 28))
+    b.conv("conv0", 8)
+    b.act("relu0", "relu")
+    y = b.pool("pool0")
+    c = b.conv("conv1", 8)
+    b.act("relu1", "relu", b.eltwise("res", "add", y, c))
+    b.conv("conv2", 16)
+    b.act("relu2", "relu")
+    b.pool("pool2")
+    graph = b.head(10)
+    program, _ = compile_to(
+        graph, "max78000", calibration=mnist_like(), out=tmp_path / "out", verify=True
+    )
+    assert program.cpu is not None and program.then is not None
+    assert program.notes[0].startswith("split at `conv1` (the accelerator refuses `res`: relu: ")
+    assert [layer.kind for layer in program.cpu.layers] == ["conv", "add", "relu", "rescale"]
+    assert program.cpu.layers[1].sources == [-1, 0]  # the accelerator's output and conv1's
+    assert program.proof is not None and program.proof.matched == program.proof.total
+    assert program.proof.total == 8 * 14 * 14 // 4 + 10  # both programs' known answers
+    x = mnist_like(24)
+    codes = run_program(program, x).codes
+    assert (codes.argmax(1) == run(graph, x, keep=True)["fc0"].argmax(1)).mean() >= 0.8

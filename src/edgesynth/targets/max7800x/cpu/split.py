@@ -34,6 +34,8 @@ class Split:
     back: g.Graph | None = None  # what runs on the accelerator again (None: the CPU part
     # runs to the end), reading `result` (as C x H x W: a vector as C x 1 x 1, flattened)
     result: str | None = None  # the CPU part's result, when the accelerator takes it back
+    refused: str | None = None  # the operator the accelerator's rules refused (the split may
+    # come before it, where the rest reads one tensor of the accelerator's part)
 
 
 # What the accelerator's quantizer takes from a float graph (the rest of its rules decide later)
@@ -116,14 +118,30 @@ def split_at_refusal(
     for one in err.errors if isinstance(err, MultipleErrors) else [err]:
         name = getattr(one, "node", None)
         if name is None and one.layer is not None and 0 <= one.layer < len(layers):
-            name = layers[one.layer][0]  # the hardware layer's operator (a split there moves
-            # a pool fused before it too, should the refusal be the pool's: the next try's)
+            # the hardware layer's operator (a split there moves a pool fused before it too,
+            # should the refusal be the pool's: the next try's); where the quantizer named
+            # it, the layer's first graph operator
+            names = [n for n in layers[one.layer] if n in order]
+            name = (
+                layers[one.layer][0]
+                if layers[one.layer][0] in order
+                else min(names, key=order.__getitem__, default=None)
+            )
         if name in order:
             found.append((order[name], one.message.rstrip(".")))
     if not found:
         return None
     first, message = min(found)
-    return _split_from(graph, first, device, f"the accelerator refuses it: {message}")
+    for start in range(first, 0, -1):  # where the rest reads one tensor of the accelerator's
+        it = "it" if start == first else f"`{graph.nodes[first].name}`"
+        try:
+            split = _split_from(graph, start, device, f"the accelerator refuses {it}: {message}")
+        except EdgesynthError:  # several tensors, or one neither side runs
+            continue
+        if split is not None:
+            split.refused = graph.nodes[first].name
+            return split
+    return None
 
 
 def placement_splits(
@@ -157,6 +175,8 @@ def with_return(graph: g.Graph, split: Split, device: Device) -> Split | None:
     moved = next(
         i for i in range(start, len(nodes)) if not isinstance(nodes[i], g.Flatten | g.Reshape)
     )
+    if split.refused is not None:
+        moved = max(moved, next(i for i, n in enumerate(nodes) if n.name == split.refused))
     refused = [moved] + [i for i in range(moved + 1, len(nodes))
                          if not (i == last and isinstance(nodes[i], g.Softmax))
                          and accelerator_refusal(graph, nodes[i], device)]  # fmt: skip
@@ -174,7 +194,8 @@ def with_return(graph: g.Graph, split: Split, device: Device) -> Split | None:
             continue
         if cut in made:
             rest = _graph_of(graph, nodes[back:], cut)
-            return Split(split.prefix, nodes[start:back], split.cut, split.reason, rest, cut)
+            return Split(split.prefix, nodes[start:back], split.cut, split.reason, rest, cut,
+                         split.refused)  # fmt: skip
     return None
 
 
