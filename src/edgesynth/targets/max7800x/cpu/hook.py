@@ -10,7 +10,7 @@ import numpy as np
 
 from edgesynth.ir import graph as g
 from edgesynth.targets.base import TensorFormat
-from edgesynth.targets.max7800x.cpu.emit import estimate
+from edgesynth.targets.max7800x.cpu.emit import LayerCost, estimate
 from edgesynth.targets.max7800x.cpu.memory import check_memory
 from edgesynth.targets.max7800x.cpu.program import CpuProgram
 from edgesynth.targets.max7800x.cpu.split import Split, find_split
@@ -57,16 +57,22 @@ def cpu_notes(split: Split, program: CpuProgram, device: Device) -> list[str]:
     from edgesynth.targets.max7800x.commands.firmware import MEMORY
 
     moved = next((n for n in split.suffix if not isinstance(n, g.Flatten | g.Reshape)), None)
-    costs = {c.name: c for c in estimate(program)}
+    order = estimate(program)
+    costs = {c.name: c for c in order}
     lines = [
         f"split at `{moved.name if moved else split.cut}` ({split.reason}):",
         "  CNN accelerator: " + ", ".join(f"`{n.name}`" for n in split.prefix.nodes),
         f"  Cortex-M4 (project/cpu_part.c, reading `{split.cut}` as cnn_unload() leaves it):",
     ]
+    nodes = {n.name for n in split.suffix} | {"softmax"}
+    extra = [c for c in order if c.name not in nodes]  # the requantizations operators need
     for node in split.suffix:
         cost = costs.get("softmax" if isinstance(node, g.Softmax) else node.name)
+        while cost and extra and order.index(extra[0]) < order.index(cost):
+            lines.append(_cost_line(extra.pop(0)))
         what = f"~{cost.cycles:,} cycles" if cost else "no code (the buffer is read as it is)"
         lines.append(f"    `{node.name}` ({node.op}): {what}")
+    lines += [_cost_line(c) for c in extra]
     cycles = sum(c.cycles for c in costs.values())
     mhz = MEMORY[device.name].core_clock / 1e6
     lines.append(
@@ -74,6 +80,10 @@ def cpu_notes(split: Split, program: CpuProgram, device: Device) -> list[str]:
         "(an instruction-count model of the generated loops, not a measurement)"
     )
     return lines
+
+
+def _cost_line(cost: LayerCost) -> str:
+    return f"    `{cost.name}` ({cost.kind}): ~{cost.cycles:,} cycles"
 
 
 def accelerator_note(project: Plan, options: Max7800xOptions, device: str) -> list[str]:
