@@ -46,14 +46,18 @@ def input_map(plan: Plan, sample: np.ndarray) -> list[tuple[int, np.ndarray]]:
     low, high = (plan_input(plan.settings, (number >> k) & 0xFF) for k in (0, 8))
     blocks = []
     for lo, hi in zip(low.blocks, high.blocks, strict=True):
-        lanes = lambda words: (np.asarray(words, np.int64)[:, None] >> SHIFTS) & 0xFF  # noqa: E731
-        blocks.append((lo.address, (lanes(lo.words) | lanes(hi.words) << 8).reshape(-1) - 1))
+        blocks.append((lo.address, (_lanes(lo.words) | _lanes(hi.words) << 8).reshape(-1) - 1))
     flat = sample.reshape(-1) & 0xFF
     for (address, index), block in zip(blocks, plan.inputs.blocks, strict=True):
         got = np.where(index >= 0, flat[index], 0).reshape(-1, 4) << SHIFTS
         if address != block.address or not np.array_equal(got.sum(1), block.words):
             raise AssertionError(f"the input map misses the words at 0x{address:08x}")
     return blocks
+
+
+def _lanes(words: np.ndarray) -> np.ndarray:
+    """Each word's four bytes, least significant first."""
+    return (np.asarray(words, np.int64)[:, None] >> SHIFTS) & 0xFF
 
 
 def renamed(text: str) -> str:
