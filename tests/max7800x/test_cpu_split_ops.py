@@ -384,17 +384,17 @@ def test_the_two_program_project_builds_and_each_program_runs_on_the_virtual_dev
     assert build_project(out / "project").elf.is_file()  # -Wall -Wextra -Werror
 
 
-def test_a_relu_after_a_residual_addition_runs_on_the_cortex_m4(tmp_path: Path) -> None:
-    """relu(y + conv(y)): the accelerator's rules refuse the activation on the addition's layer;
-    the addition reads two tensors of the accelerator's part, so the split comes earlier, at
-    the convolution (the rest then reads `y` alone); the accelerator takes the network back
-    after the ReLU. Both programs' known answers are proven on the virtual device."""
+def test_an_operator_reading_two_accelerator_tensors_splits_earlier(tmp_path: Path) -> None:
+    """y * conv(y): the accelerator has no `mul`, and the multiplication reads two tensors of
+    the accelerator's part, so the split comes earlier, at the convolution (the rest then reads
+    `y` alone); the accelerator takes the network back after the ReLU. Both programs' known
+    answers are proven on the virtual device."""
     b = Builder((1, 28, 28))
     b.conv("conv0", 8)
     b.act("relu0", "relu")
     y = b.pool("pool0")
     c = b.conv("conv1", 8)
-    b.act("relu1", "relu", b.eltwise("res", "add", y, c))
+    b.act("relu1", "relu", b.eltwise("prod", "mul", y, c))
     b.conv("conv2", 16)
     b.act("relu2", "relu")
     b.pool("pool2")
@@ -403,11 +403,26 @@ def test_a_relu_after_a_residual_addition_runs_on_the_cortex_m4(tmp_path: Path) 
         graph, "max78000", calibration=mnist_like(), out=tmp_path / "out", verify=True
     )
     assert program.cpu is not None and program.then is not None
-    assert program.notes[0].startswith("split at `conv1` (the accelerator refuses `res`: relu: ")
-    assert [layer.kind for layer in program.cpu.layers] == ["conv", "add", "relu", "rescale"]
+    assert program.notes[0] == (
+        "split at `conv1` (`prod`: the accelerator has no `mul` here; it reads several tensors "
+        "of the accelerator's part, so the split comes before it):"
+    )
+    assert program.notes[1] == "  CNN accelerator: `conv0`, `relu0`, `pool0`"
+    assert [layer.kind for layer in program.cpu.layers] == ["conv", "mul", "relu", "rescale"]
     assert program.cpu.layers[1].sources == [-1, 0]  # the accelerator's output and conv1's
     assert program.proof is not None and program.proof.matched == program.proof.total
     assert program.proof.total == 8 * 14 * 14 // 4 + 10  # both programs' known answers
     x = mnist_like(24)
     codes = run_program(program, x).codes
     assert (codes.argmax(1) == run(graph, x, keep=True)["fc0"].argmax(1)).mean() >= 0.8
+
+
+def test_an_operator_reading_two_tensors_with_no_split_point_is_refused() -> None:
+    """x * conv(x) on the network's input: no split point reads one tensor of the accelerator's
+    part (the accelerator would run nothing), so the refusal names the multiplication."""
+    b = Builder((1, 8, 8))
+    c = b.conv("conv0", 1)
+    b.eltwise("prod", "mul", "x", c)
+    b.graph.outputs = ["prod"]
+    with pytest.raises(EdgesynthError, match=r"^operator `prod` \(eltwise\): the network would"):
+        compile_to(b.graph, "max78000", calibration=small())

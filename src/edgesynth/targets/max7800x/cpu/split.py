@@ -52,7 +52,9 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
         isinstance(node, g.Eltwise) and node.kind in ("add", "sub")
     )
     if not runs and not isinstance(node, g.Activation | g.Clip):
-        return f"the accelerator has no `{node.op}` here"
+        return (
+            f"the accelerator has no `{node.kind if isinstance(node, g.Eltwise) else node.op}` here"
+        )
     if isinstance(node, g.Clip) and node.lo > 0:
         return "the accelerator has no clip above zero"
     if isinstance(node, g.Conv) and node.out_channels > device.max_channels:
@@ -104,7 +106,31 @@ def find_split(graph: g.Graph, device: Device) -> Split | None:
         ),
         (None, ""),
     )
-    return None if first is None else _split_from(graph, first, device, reason)
+    return None if first is None else _split_at_or_before(graph, first, device, reason)
+
+
+class _SeveralCuts(EdgesynthError):
+    """The operators from a split point read several tensors of the accelerator's part."""
+
+
+def _split_at_or_before(graph: g.Graph, first: int, device: Device, reason: str) -> Split | None:
+    """The split at operator `first`; where the operators from there read several tensors of
+    the accelerator's part, at the latest operator before it from which they read one (the
+    split at `first` refused as it is where there is none). The split notes the operator."""
+    try:
+        return _split_from(graph, first, device, reason)
+    except _SeveralCuts as several:
+        for start in range(first - 1, 0, -1):
+            try:
+                split = _split_from(graph, start, device, reason)
+            except EdgesynthError:
+                continue
+            if split is not None:
+                split.refused = name = graph.nodes[first].name
+                split.reason = (f"`{name}`: {reason}; it reads several tensors of the "
+                                "accelerator's part, so the split comes before it")  # fmt: skip
+                return split
+        raise several from None
 
 
 def split_at_refusal(
@@ -132,16 +158,11 @@ def split_at_refusal(
     if not found:
         return None
     first, message = min(found)
-    for start in range(first, 0, -1):  # where the rest reads one tensor of the accelerator's
-        it = "it" if start == first else f"`{graph.nodes[first].name}`"
-        try:
-            split = _split_from(graph, start, device, f"the accelerator refuses {it}: {message}")
-        except EdgesynthError:  # several tensors, or one neither side runs
-            continue
-        if split is not None:
-            split.refused = graph.nodes[first].name
-            return split
-    return None
+    try:
+        split = _split_at_or_before(graph, first, device, f"the accelerator refuses it: {message}")
+    except _SeveralCuts:  # no split point reads one tensor: the accelerator's refusal stands
+        return None
+    return split
 
 
 def placement_splits(
@@ -255,7 +276,7 @@ def _cut_tensor(graph: g.Graph, first: int, node: g.Node) -> str:
     if len(read) != 1 or kept:
         also = f", and the network returns {len(kept)} of them too" if kept else ""
         tensors = plural(len(read), "tensor")
-        raise EdgesynthError(
+        raise (EdgesynthError if kept or not read else _SeveralCuts)(
             f"operator `{node.name}` ({node.op}): the network would leave the accelerator here, "
             f"but the operators from here on read {tensors} of the accelerator's "
             f"part{also}; the Cortex-M4 part reads exactly one, its result (not supported yet)",
