@@ -72,13 +72,15 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
     return None
 
 
-def cpu_runs(graph: g.Graph, node: g.Node, last: bool) -> bool:
-    """Can the CPU part run `node` of `graph` (`last`: the network's final operator)?"""
+def cpu_runs(node: g.Node, last: bool, graph: g.Graph | None = None) -> bool:
+    """Can the CPU part run `node` (`last`: the network's final operator; `graph`: the graph
+    it is in, which element-wise operators and concatenations need)?"""
     if isinstance(node, g.Eltwise):  # two tensors of one shape
-        shapes = {graph.tensors[t].shape for t in node.inputs}
+        shapes = {graph.tensors[t].shape for t in node.inputs} if graph else set()
         return node.kind in ("add", "sub", "mul") and len(node.inputs) == 2 and len(shapes) == 1
     if isinstance(node, g.Concat):
-        return all(len(graph.tensors[t].shape) in (1, 3) for t in node.inputs)
+        return graph is not None and all(len(graph.tensors[t].shape) in (1, 3)
+                                         for t in node.inputs)  # fmt: skip
     if isinstance(node, g.Activation):
         return node.kind in CPU_ACTIVATIONS
     if isinstance(node, g.Softmax):
@@ -244,12 +246,12 @@ def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Spli
     nodes = graph.nodes
     last = len(nodes) - 1
     node = nodes[first]
-    if not cpu_runs(graph, node, first == last):
+    if not cpu_runs(node, first == last, graph):
         return None
     while first > 0 and isinstance(nodes[first - 1], g.Flatten | g.Reshape):
         first -= 1
     for i in range(first, len(nodes)):
-        if not cpu_runs(graph, nodes[i], i == last):
+        if not cpu_runs(nodes[i], i == last, graph):
             raise _neither(graph, nodes[i], node, device)
     suffix = nodes[first:]
     cut = _cut_tensor(graph, first, node)
