@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 # The chips' C compilers and qemu (Debian packages): `edgesynth build`, `pulp run --rv32` and
-# their tests use them; the report's tests open its page in chromium (headless). Installed
-# with apt-get when missing and this user may (a failing apt-get stops the set-up); otherwise
-# the tests that need them fail with the apt-get line to run.
-TOOLS="arm-none-eabi-gcc riscv64-unknown-elf-gcc qemu-riscv32 chromium"
-PACKAGES="gcc-arm-none-eabi libnewlib-arm-none-eabi gcc-riscv64-unknown-elf \
+# their tests use them; the host's gcc builds the generated C in the gap8 and MAX7800x CPU-part
+# proofs; the report's tests open its page in chromium (headless). Installed with apt-get when
+# missing and this user may (a failing apt-get stops the set-up); otherwise the tests that need
+# them fail with the apt-get line to run.
+TOOLS="gcc arm-none-eabi-gcc riscv64-unknown-elf-gcc qemu-riscv32 chromium"
+PACKAGES="gcc gcc-arm-none-eabi libnewlib-arm-none-eabi gcc-riscv64-unknown-elf \
 picolibc-riscv64-unknown-elf qemu-user chromium"
 missing=""
 for tool in $TOOLS; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done

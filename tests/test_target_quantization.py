@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from edgesynth.ir import graph as g
-from edgesynth.ir.fusion import Pattern
+from edgesynth.ir.fusion import Pattern, TreePattern
 from edgesynth.ir.numformat import NumberFormat, check_format
 from edgesynth.targets.base import get_target, target_names
 
@@ -23,6 +23,9 @@ def test_every_target_declares_a_number_format_and_fusion_patterns(name: str) ->
     patterns = target.fusion_patterns()
     assert patterns and all(isinstance(p, Pattern) for p in patterns)
     assert len({p.name for p in patterns}) == len(patterns)
+    reads = target.read_patterns()
+    assert all(isinstance(p, TreePattern) for p in reads)
+    assert len({p.name for p in reads}) == len(reads)
 
 
 def test_gatis_format_is_its_tail_blocks_fields() -> None:
@@ -137,3 +140,37 @@ def test_max7800xs_pattern_is_one_layer() -> None:
     assert len(Matcher(gr).follow(gr.nodes[0], FUSION_PATTERNS[0])) == 4
     layers = fuse(gr)
     assert len(layers) == 1 and set(layers[0].nodes) == {"conv", "rq", "relu", "clip"}
+
+
+def test_max7800xs_read_patterns_are_what_its_layer_reads() -> None:
+    """An int8 sum of two operands pooled alike ("pooled operands") is read by the convolution
+    after it: one hardware layer, pooling first, taken in the pattern's order."""
+    from edgesynth.ir.fusion import Edge, Matcher
+    from edgesynth.targets.max7800x.lower import READS, fuse
+
+    i8 = g.QType(8, True, 1 / 64)
+    gr = g.Graph("sum")
+    gr.add_input("x", (4, 4, 4), i8)
+    for name, src in (("pa", "x"), ("pb", "x")):
+        pool = g.Pool(
+            name=name, inputs=[src], outputs=[name + "_y"], kind="max", kernel=(2, 2), stride=(2, 2)
+        )
+        gr.add(pool, (4, 2, 2), i8)
+    gr.add(g.Eltwise(name="add", inputs=["pa_y", "pb_y"], outputs=["s"], kind="add"), (4, 2, 2), i8)
+    gr.add(g.Clip(name="sat", inputs=["s"], outputs=["c"], lo=-128, hi=127), (4, 2, 2), i8)
+    w = np.ones((4, 4, 1, 1), np.int64)
+    conv = g.Conv(name="conv", inputs=["c"], outputs=["acc"], weight=w, bias=None)
+    gr.add(conv, (4, 2, 2), g.QType(32, True, 1 / 64))
+    gr.add(g.Requantize(name="rq", inputs=["acc"], outputs=["y"], mul=1, div=8), (4, 2, 2), i8)
+    gr.outputs = ["y"]
+    guards = {"int8": lambda node, _: True}
+    match = Matcher(gr).first(READS, [Edge("c", conv)], guards=guards)
+    assert match is not None and match.pattern.name == "pooled operands"
+    [layer] = fuse(gr)
+    assert layer.nodes == ["conv", "sat", "add", "pa", "pb", "rq"]
+    assert (layer.eltwise, layer.operands, layer.pool_first, layer.inputs) == (
+        "add",
+        2,
+        True,
+        ["x", "x"],
+    )

@@ -57,6 +57,14 @@ EXTRAS = {
     "onnxruntime": "onnx",
     "matplotlib": "plot",
 }
+# The dependencies every install has (pyproject.toml), by module: the package pip installs.
+REQUIRED = {
+    "numpy": "numpy",
+    "yaml": "PyYAML",
+    "rich": "rich",
+    "jinja2": "Jinja2",
+    "ortools": "ortools",
+}
 
 _NEGATIVE = re.compile(r"^-((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf|nan)$", re.IGNORECASE)
 _INVALID_CHOICE = re.compile(r"invalid choice: '(.*?)' \(choose from (.*)\)")
@@ -253,10 +261,15 @@ def run(argv: Sequence[str]) -> int:
 
 def _missing_extra(err: ModuleNotFoundError, argv: Sequence[str]) -> str | None:
     top = (err.name or "").split(".")[0]
-    extra = EXTRAS.get(top)
-    if extra is None:
+    extra, package = EXTRAS.get(top), REQUIRED.get(top)
+    if extra is None and package is None:
         return None
     command = " ".join(a for a in argv[:2] if not a.startswith("-")) or "this command"
+    if package is not None:  # a dependency pip installs with edgesynth, removed since
+        return (
+            f"`edgesynth {command}` needs {top}, a dependency of edgesynth that is not "
+            f"installed: pip install {package} (or reinstall edgesynth)"
+        )
     return (
         f"`edgesynth {command}` needs {top}, which is not installed: "
         f"pip install 'edgesynth[{extra}]'"

@@ -111,6 +111,7 @@ def compile_from_args(
 
     target = get_target(target_name)  # an unknown target is refused before any work
     target.check_option_keys(options)  # so is an unknown --option key
+    options = {**options, **_target_flags(args, target.name, target.compile_flags)}
     inputs = [args.model, args.checkpoint, args.calibration, args.sample_input]
     output_folder(args.output, overwrite=args.overwrite, inputs=inputs, option="--output")
     graph = load_model(
@@ -156,6 +157,28 @@ def compile_from_args(
 
         print(f"edgesynth: warning: {unproven('the program', target.executor)}", file=sys.stderr)
     return program, files
+
+
+TARGET_FLAGS = {"cpu_only": "--cpu-only", "riscv": "--riscv"}  # `compile` flags of some targets
+
+
+def _target_flags(
+    args: argparse.Namespace, target: str, takes: tuple[str, ...]
+) -> dict[str, object]:
+    """The target flags given (`--cpu-only`, `--riscv`), as options; one the target does not
+    take is a usage error naming the targets that do."""
+    from edgesynth.errors import UsageError
+    from edgesynth.targets.base import target_class, target_names
+
+    given = {key: True for key in TARGET_FLAGS if getattr(args, key, False)}
+    for key in given:
+        if key not in takes:
+            able = [n for n in target_names() if key in target_class(n).compile_flags]
+            raise UsageError(
+                f"{TARGET_FLAGS[key]} is for -t {' or -t '.join(able)}, not -t {target}",
+                prog="edgesynth compile",
+            )
+    return given
 
 
 @dataclass(frozen=True)
@@ -292,6 +315,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "write that network as RequantShift ONNX (what `edgesynth pulp compile` reads)",
     )
     _shared_compile_arguments(c, calibration_required=False)
+    c.add_argument(
+        "--cpu-only",
+        action="store_true",
+        help="MAX78000/MAX78002: compile the whole network for the Cortex-M4 in integer C, no "
+        "accelerator layers, with its estimated cycles beside the accelerator's (a float "
+        "model, with --calibration)",
+    )
+    c.add_argument(
+        "--riscv",
+        action="store_true",
+        help="MAX78000/MAX78002: the RISC-V core runs the network (main_riscv.c), the layers "
+        "after the accelerator's (cpu_part.c) too; the Cortex-M4 starts it",
+    )
     c.add_argument(
         "--report",
         action="store_true",

@@ -236,8 +236,24 @@ def check_output_file(
         if parent.exists():
             if not parent.is_dir():
                 raise _error(f"cannot write {target}: {parent} is a file, not a folder.", option)
+            _check_writable(parent, option)
             break
     return target
+
+
+def _check_writable(folder: Path, option: str | None) -> None:
+    """A file can be made in `folder` (checked by making and removing one): a read-only or
+    forbidden place is refused before the run's work, not after it."""
+    probe = folder / f".edgesynth-probe-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return
+    except OSError as err:
+        if err.errno == errno.EROFS:
+            raise _os_error("write into", probe, err, option) from None
+        raise _error(f"cannot write into {folder}: {err.strerror or err}.", option) from None
+    _discard(probe)
 
 
 # ------------------------------------------------------------------------------------------

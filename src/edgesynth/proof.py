@@ -30,13 +30,15 @@ class Proof:
     matched: int
     total: int
     unit: str = "words"
+    more: tuple[Proof, ...] = ()  # the proofs of further parts (a line each)
 
     @property
     def line(self) -> str:
-        return (
+        first = (
             f"known answer reproduced on {self.executor}: {self.matched} of {self.total} "
             f"{self.unit}"
         )
+        return "\n".join([first, *(p.line for p in self.more)])
 
 
 class ProofFailed(EdgesynthError):

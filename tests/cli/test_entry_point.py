@@ -128,6 +128,26 @@ sys.exit(main({argv!r}))
     assert not (tmp_path / "out").exists() and not (tmp_path / "logs").exists()
 
 
+def test_a_missing_dependency_is_named_not_called_a_bug(tmp_path: Path) -> None:
+    """A dependency every install has, removed since (seen on a machine whose Python had
+    everything but OR-Tools): one line naming the package, exit 1, not 'internal error'."""
+    code = """
+import sys
+sys.modules["ortools"] = None  # `import ortools` fails as if it were not installed
+from edgesynth.cli import guarded
+def job():  # a command whose handler reaches the solver
+    import ortools  # noqa: F401
+    return 0
+sys.exit(guarded(job, ["plan", "net.yaml"]))
+"""
+    run = _python(code, tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.strip() == (
+        "edgesynth: error: `edgesynth plan net.yaml` needs ortools, a dependency of edgesynth "
+        "that is not installed: pip install ortools (or reinstall edgesynth)"
+    )
+
+
 @pytest.mark.slow
 def test_ctrl_c_during_training(tmp_path: Path) -> None:
     """A real SIGINT: exit 130, `edgesynth: interrupted`, only complete checkpoints kept."""

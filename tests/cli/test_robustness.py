@@ -721,6 +721,31 @@ MISUSES = {
         1,
         ("`--option`", "max78000 has no option `bits`; it takes none"),
     ),
+    "compile --cpu-only for a target without it": Misuse(
+        [
+            "compile",
+            "gati/model.onnx",
+            "-t",
+            "gati",
+            "-c",
+            "gati/calib.npy",
+            "--cpu-only",
+            "-o",
+            "res/g",
+        ],
+        2,
+        ("--cpu-only is for -t max78000 or -t max78002, not -t gati",),
+    ),
+    "compile --riscv for a target without it": Misuse(
+        ["compile", "pulp/network.onnx", "-t", "gap8", "--riscv", "-o", "res/p"],
+        2,
+        ("--riscv is for -t max78000 or -t max78002, not -t gap8",),
+    ),
+    "compile --cpu-only, an integer network": Misuse(
+        ["compile", YAML, "--checkpoint", CKPT, "-t", "max78000", "--cpu-only", "-o", "res/m"],
+        1,
+        ("`--cpu-only`", "--cpu-only quantizes a float model", "this one is an integer network"),
+    ),
     "run, integer codes without --integer": Misuse(
         ["run", "compiled-max78000", "-i", SAMPLE, "-o", "res/y.npy"],
         0,

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
+import yaml
 
 from edgesynth.flow import compile_to
 from edgesynth.ir import graph as g
@@ -158,23 +160,62 @@ def test_a_tensor_in_two_concatenations_is_copied_for_the_second(tmp_path: Path)
     assert names == ["first", "b", "c", "m1", "first_copy", "m2", "out"]
 
 
-def test_an_activation_after_an_addition_is_a_device_rule_not_a_planner_defect(
-    tmp_path: Path,
-) -> None:
-    """relu(y + conv(y)), the usual residual block: the addition is a layer without convolution,
-    which the chip cannot make apply an activation; refused before placement, naming the layer
-    (and the CPU part, which has no element-wise operation yet, does not take it either)."""
-    import pytest
+def _relu(graph: g.Graph, name: str, source: str) -> str:
+    relu = g.Activation(name=name, inputs=[source], outputs=[], kind="relu")
+    return _add(graph, relu, graph.tensors[source].shape, ACT8)
 
-    from edgesynth.errors import EdgesynthError
 
+def _resnet_block(kind: str = "add") -> g.Graph:
+    """relu(y + conv(y)), the usual residual block (b's convolution without ReLU, so the sum
+    is negative in places), then a convolution."""
     graph = _graph()
     y = _conv(graph, "a", "input")
-    total = _sum(graph, "s", y, _conv(graph, "b", y))
-    relu = g.Activation(name="s/relu", inputs=[total], outputs=[], kind="relu")
-    graph.outputs = [_conv(graph, "c", _add(graph, relu, SHAPE, ACT8))]
-    with pytest.raises(EdgesynthError) as info:
-        compile_to(graph, "max78000", options={"sample": np.zeros(SHAPE, np.int64)}, out=None)
-    message = str(info.value)
-    assert "a layer without convolution cannot apply an activation" in message
-    assert "defect" not in message
+    weight = RNG.integers(-20, 21, (4, 4, 3, 3))
+    conv = g.Conv(name="b/conv", inputs=[y], outputs=[], weight=weight, pads=(1,) * 4)
+    rq = g.Requantize(name="b/rq", inputs=[_add(graph, conv, SHAPE, ACC)], outputs=[], div=256)
+    elt = g.Eltwise(name="s/add", inputs=[y, _add(graph, rq, SHAPE, ACT8)], outputs=[], kind=kind)
+    clip = g.Clip(name="s/clip", inputs=[_add(graph, elt, SHAPE, ACC)], outputs=[], lo=-128, hi=127)
+    total = _relu(graph, "s/relu", _add(graph, clip, SHAPE, ACT8))
+    graph.outputs = [_conv(graph, "c", total)]
+    return graph
+
+
+@pytest.mark.parametrize("kind", ["add", "sub"])
+@pytest.mark.parametrize("device", ["max78000", "max78002"])
+def test_an_activation_after_an_addition_is_a_layer_with_an_identity_convolution(
+    device: str, kind: str, tmp_path: Path
+) -> None:
+    """relu(y + conv(y)): the chip activates only a convolution's output, so the addition's layer
+    convolves the sum with 1x1 identity kernels (weight 1, 2-bit, output_shift 1: a total shift
+    of 7, the sum as it is), then applies the ReLU; on the MAX78002 depthwise (4 kernels, not
+    4 x 4). Proved on the virtual device, the simulator equal to the graph's reference."""
+    graph = _resnet_block(kind)
+    x = RNG.integers(-128, 128, (3, *SHAPE))
+    sums = run(graph, x, keep=True)["s/clip"]
+    assert sums.min() < 0 < sums.max()  # the ReLU has something to do
+    names = _proved(graph, tmp_path, device)
+    copy = ["a_copy"] if device == "max78000" else []
+    assert names == ["a", "b", *copy, "s", "c"]
+    document = yaml.safe_load((tmp_path / device / "network.yaml").read_text())
+    entry = next(e for e in document["layers"] if e["name"] == "s")
+    depthwise = {"groups": 4} if device == "max78002" else {}
+    want = {"eltwise": kind, "operands": 2, "operation": "conv2d", "kernel_size": "1x1", "pad": 0,
+            **depthwise, "quantization": 2, "output_shift": 1, "activate": "ReLU"}  # fmt: skip
+    assert {key: entry.get(key) for key in want} == want
+    assert "groups" in entry or device == "max78000"
+
+
+def test_a_relu_after_pooling_signed_data_is_an_identity_convolution(tmp_path: Path) -> None:
+    """relu(maxpool(conv(x))) with the convolution's output signed: the pooling layer takes an
+    identity convolution for its ReLU (a following convolution cannot: it would pool, convolve,
+    then activate)."""
+    graph = _graph()
+    weight = RNG.integers(-20, 21, (4, 4, 3, 3))
+    conv = g.Conv(name="b/conv", inputs=["input"], outputs=[], weight=weight, pads=(1,) * 4)
+    rq = g.Requantize(name="b/rq", inputs=[_add(graph, conv, SHAPE, ACC)], outputs=[], div=256)
+    pool = g.Pool(name="p/pool", inputs=[_add(graph, rq, SHAPE, ACT8)], outputs=[], kind="max",
+                  kernel=(2, 2), stride=(2, 2))  # fmt: skip
+    pooled = _add(graph, pool, (4, 3, 3), ACT8)
+    graph.outputs = [_relu(graph, "p/relu", pooled)]
+    for device in ("max78000", "max78002"):
+        assert _proved(graph, tmp_path, device) == ["b", "p"]

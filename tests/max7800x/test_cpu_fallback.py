@@ -20,7 +20,6 @@ import needs
 from edgesynth.errors import EdgesynthError
 from edgesynth.flow import compile_to
 from edgesynth.ir import graph as g
-from edgesynth.targets.max7800x.cpu.program import CpuProgram
 from edgesynth.targets.max7800x.cpu.simulate import simulate
 
 CC = shutil.which("gcc") or "gcc"
@@ -148,7 +147,8 @@ def test_a_wide_linear_splits_the_network() -> None:
                    "`linear2` (linear)", "`softmax` (softmax)"]  # fmt: skip
     assert f"    `linear0` (linear): ~{64 * 2048 * 6 + 2048 * 20:,} cycles" in notes
     assert notes[2].startswith("  CNN accelerator estimate: ")
-    assert "Cortex-M4 estimate:" in notes[-1] and "not a measurement" in notes[-1]
+    assert "Cortex-M4 estimate:" in notes[-2] and "not a measurement" in notes[-2]
+    assert notes[-1].startswith("  the whole network on the Cortex-M4 (--cpu-only): ~")
     assert program.outputs[0].shape == (10,) and program.outputs[0].bits == 32
 
 
@@ -171,65 +171,71 @@ def test_a_network_the_accelerator_runs_whole_is_not_split() -> None:
     assert not program.options.cpu_part
 
 
-def _host_driver(project: Path, work: Path) -> Path:
-    """cpu_part.c built for this PC with a driver: unloaded words on stdin, results out."""
-    needs.tool("gcc")
-    work.mkdir(exist_ok=True)
-    (work / "cnn.h").write_text(
-        "#include <stdint.h>\ntypedef int32_t q31_t;\ntypedef int16_t q15_t;\n"
-        "typedef int8_t q7_t;\n#define CNN_OK 1\n#define CNN_FAIL 0\n"
-        "void softmax_q17p14_q15(const q31_t *, const uint16_t, q15_t *);\n"
-        "void softmax_q7_q15(const q7_t *, const uint16_t, q15_t *);\n"
-    )
-    (work / "mxc.h").write_text("")
-    (work / "driver.c").write_text(
-        '#include <stdio.h>\n#include <stdint.h>\n#include "cpu_part.h"\n'
-        "static uint32_t in[CPU_PART_INPUT_WORDS];\n"
-        "int main(void) {\n  unsigned v; int i, n = 0;\n"
-        "  for (;;) {\n    for (i = 0; i < (int) (sizeof in / sizeof in[0]); i++)\n"
-        '      if (scanf("%u", &v) != 1) return n == 0; else in[i] = v;\n'
-        "    const void *out = cpu_part_forward(in);\n"
-        "    for (i = 0; i < CPU_PART_OUTPUTS; i++)\n"
-        '      printf("%d ", CPU_PART_WIDE ? ((const int32_t *) out)[i] '
-        ": ((const int8_t *) out)[i]);\n"
-        '    printf("\\n");\n    n++;\n  }\n}\n'
-    )
-    for name in ("cpu_part.c", "cpu_part.h", "softmax.c"):  # beside the stand-in cnn.h
-        shutil.copy(project / name, work / name)
-    binary = work / "driver"
-    subprocess.run(
-        [CC, "-O2", "-Wall", "-Wextra", "-Werror", f"-I{work}", str(work / "cpu_part.c"),
-         str(work / "softmax.c"), str(work / "driver.c"), "-o", str(binary)],
-        check=True,
-    )  # fmt: skip
-    return binary
-
-
 @pytest.mark.parametrize(
     "graph",
     [head_graph(WIDE), head_graph(LEAKY), head_graph(TABLES), mid_graph("sigmoid"),
      upsample_graph(2, 2, 0), upsample_graph(3, 3, 1, groups=2)],
     ids=["relu", "leaky", "sigmoid-tanh", "conv-pool", "convtranspose", "convtranspose-groups"],
 )  # fmt: skip
-def test_host_build_equals_the_simulator(graph: g.Graph, tmp_path: Path) -> None:
+def test_the_proof_builds_the_cpu_part_for_the_host(graph: g.Graph, tmp_path: Path) -> None:
+    """`compile`'s proof (verify=True) runs the accelerator's part on the virtual device and
+    the project's cpu_part.c, built with gcc -Wall -Wextra -Werror, on its output and on
+    pseudo-random inputs: every layer equals the simulator value for value."""
+    needs.tool("gcc")
+    from edgesynth.targets.max7800x.cpu.host import EXECUTOR, RANDOM_INPUTS, proof_inputs
+
     out = tmp_path / "out"
-    compile_to(graph, "max78000", calibration=calibration(), out=out)
-    cpu = CpuProgram.load(out)
-    assert cpu is not None
-    binary = _host_driver(out / "project", tmp_path)
-    rng = np.random.default_rng(7)
-    x = rng.integers(-128, 128, (40, cpu.in_size))
-    x[:, : cpu.in_size // 2] = np.maximum(x[:, : cpu.in_size // 2], 0)  # ReLU'd inputs too
-    words = (x.astype(np.int8).view(np.uint8).reshape(len(x), -1, 4).astype(np.uint32)
-             << np.array([0, 8, 16, 24], np.uint32)).sum(2)  # fmt: skip
-    assert words.shape[1] == cpu.in_words
-    stdin = "\n".join(" ".join(map(str, row)) for row in words)
-    done = subprocess.run([str(binary)], input=stdin, capture_output=True, text=True, check=True)
-    got = np.array([line.split() for line in done.stdout.splitlines()], dtype=np.int64)
-    want = simulate(cpu, x)
-    assert got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-    assert len(np.unique(want.argmax(1))) > 1  # the outputs are not all alike
+    program, _ = compile_to(graph, "max78000", calibration=calibration(), out=out, verify=True)
+    assert program.proof is not None and program.cpu is not None
+    device, cpu = program.proof.line.splitlines()
+    assert device.startswith("known answer reproduced on the virtual MAX78000: ")
+    total = (RANDOM_INPUTS + 1) * sum(layer.size for layer in program.cpu.layers)
+    assert cpu == f"known answer reproduced on {EXECUTOR}: {total:} of {total} values"
+    assert program.plan is not None
+    x = proof_inputs(program.cpu, program.plan.result.output)
+    assert len(np.unique(simulate(program.cpu, x).argmax(1))) > 1  # the outputs are not alike
+
+
+def _broken_rounding(text: str) -> str:
+    """The requantization without its rounding term (truncation instead of half up)."""
+    return text.replace("((int64_t) 1 << (shift - 1))", "0")
+
+
+def _broken_syntax(text: str) -> str:
+    return text.replace("cpu_part_forward(const", "cpu_part_forward((const")
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [(_broken_rounding, "the Cortex-M4 part (project/cpu_part.c), built with the host's gcc, "
+      "does not compute the simulator's answer: CPU layer 0 (`linear0`, linear) is the first "
+      "to differ: "),
+     (_broken_syntax, "the Cortex-M4 part (project/cpu_part.c) does not build with the host's "
+      "gcc (-O2 -std=gnu11 -Wall -Wextra -Werror): project/cpu_part.c:")],
+    ids=["rounding", "syntax"],
+)  # fmt: skip
+def test_a_wrong_cpu_part_fails_the_proof_and_nothing_is_written(
+    broken, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    needs.tool("gcc")
+    from edgesynth.proof import ProofFailed
+    from edgesynth.targets.max7800x.cpu import emit
+
+    render = emit.render_cpu_part
+
+    def wrong(*args, **kwargs):  # type: ignore[no-untyped-def]
+        texts = render(*args, **kwargs)
+        return {**texts, "cpu_part.c": broken(texts["cpu_part.c"])}
+
+    monkeypatch.setattr(emit, "render_cpu_part", wrong)
+    out = tmp_path / "out"
+    with pytest.raises(ProofFailed) as err:
+        compile_to(head_graph(WIDE), "max78000", calibration=calibration(), out=out, verify=True)
+    assert str(err.value).startswith(message)
+    assert "Nothing was written" in str(err.value) and "\n" not in str(err.value)
+    assert not out.exists()
+    program, _ = compile_to(head_graph(WIDE), "max78000", calibration=calibration(), out=out)
+    assert program.proof is None and (out / "project" / "cpu_part.c").is_file()  # --no-verify
 
 
 @pytest.mark.parametrize(
@@ -277,17 +283,11 @@ def test_a_sigmoid_after_the_accelerators_accumulator(tmp_path: Path) -> None:
     to 8 bits for the sigmoid's table."""
     graph = head_graph([("linear", 10), ("sigmoid", 0)], softmax=False)
     out = tmp_path / "out"
-    program, _ = compile_to(graph, "max78000", calibration=calibration(), out=out)
+    program, _ = compile_to(graph, "max78000", calibration=calibration(), out=out, verify=True)
     assert program.cpu is not None and program.cpu.in_bits == 32
     assert [layer.kind for layer in program.cpu.layers] == ["requantize", "lut"]
-    cpu = CpuProgram.load(out)
-    assert cpu is not None
-    binary = _host_driver(out / "project", tmp_path)
-    x = np.random.default_rng(8).integers(-(2**20), 2**20, (30, cpu.in_size))
-    stdin = "\n".join(" ".join(str(int(v) & 0xFFFFFFFF) for v in row) for row in x)
-    done = subprocess.run([str(binary)], input=stdin, capture_output=True, text=True, check=True)
-    got = np.array([line.split() for line in done.stdout.splitlines()], dtype=np.int64)
-    np.testing.assert_array_equal(got, simulate(cpu, x))
+    assert program.proof is not None  # the host build on 32-bit unloaded words
+    assert program.proof.line.splitlines()[1].endswith(": 320 of 320 values")  # 16 x (10 + 10)
 
 
 def test_a_leaky_relu_leaves_the_accelerator() -> None:
@@ -406,8 +406,94 @@ def test_cnn_unload_feeds_the_cpu_part(graph: g.Graph, tmp_path: Path) -> None:
     values = np.frombuffer(raw, kind)[: program.cpu.in_size].astype(np.int64)
     np.testing.assert_array_equal(values, result.output.reshape(-1))
 
-    driver = _host_driver(project, tmp_path / "driver")
-    stdin = " ".join(str(int(v)) for v in unloaded)
-    done = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, check=True)
-    got = np.array(done.stdout.split(), dtype=np.int64)
-    np.testing.assert_array_equal(got, simulate(program.cpu, values[None])[0])
+    from edgesynth.targets.max7800x.cpu.host import build, run_layers, unload_words
+
+    np.testing.assert_array_equal(unloaded, unload_words(program.cpu, values[None])[0])
+    (tmp_path / "driver").mkdir()
+    got = run_layers(build(project, program.cpu, tmp_path / "driver"), program.cpu, values[None])
+    np.testing.assert_array_equal(got[-1], simulate(program.cpu, values[None]))
+
+
+def test_riscv_runs_the_cpu_part_on_the_riscv_core(tmp_path: Path) -> None:
+    """`compile --riscv` (option `riscv`): the RISC-V core runs the network, the CPU part
+    included (main_riscv.c calls cpu_part()); `edgesynth build` cross-compiles cpu_part.c for it
+    with riscv64-unknown-elf-gcc -march=rv32imc -mabi=ilp32 -Wall -Wextra -Werror (the MSDK's
+    RISC-V flags) and links the Cortex-M4's main.c."""
+    needs.tool("arm-none-eabi-gcc")
+    needs.tool("riscv64-unknown-elf-gcc")
+    from edgesynth.targets.max7800x.commands.firmware import RISCV_FLAGS, WARNINGS, build_project
+    from edgesynth.targets.max7800x.target import RISCV_NOTE
+
+    out = tmp_path / "out"
+    program, _ = compile_to(head_graph(TABLES), "max78000", calibration=calibration(), out=out,
+                            options={"riscv": True}, verify=True)  # fmt: skip
+    assert program.proof is not None and len(program.proof.line.splitlines()) == 2
+    assert program.notes[-1] == RISCV_NOTE
+    project = out / "project"
+    assert "SRCS := main_riscv.c cnn.c softmax.c cpu_part.c\n" in (project / "Makefile").read_text()
+    assert "cpu_part(" in (project / "main_riscv.c").read_text()
+    assert "cpu_part(" not in (project / "main.c").read_text()
+    assert RISCV_FLAGS == ["-march=rv32imc", "-mabi=ilp32"] and "-Werror" in WARNINGS
+    result = build_project(project)
+    assert project / "build" / "riscv" / "cpu_part.o" in result.riscv_objects
+    assert result.riscv is not None and result.elf.is_file()
+
+
+def test_cpu_only_compiles_the_whole_network_for_the_cortex_m4(tmp_path: Path) -> None:
+    """`compile --cpu-only` (option `cpu_only`): every operator on the Cortex-M4, no accelerator
+    layers; the notes give each layer's estimated cycles and the accelerator's estimate beside
+    them; the proof builds cpu_part.c for the host; the project links for the Cortex-M4 with
+    -Wall -Wextra -Werror; `edgesynth run` is the simulator, close to the float graph."""
+    needs.tool("gcc")
+    from edgesynth.flow import run_folder
+    from edgesynth.sim.graph import run
+    from edgesynth.targets.base import get_target
+    from edgesynth.targets.max7800x.cpu.emit import estimate
+
+    graph, out = mid_graph("sigmoid"), tmp_path / "out"
+    program, files = compile_to(graph, "max78000", calibration=calibration(), out=out,
+                                options={"cpu_only": True}, verify=True)  # fmt: skip
+    assert program.cpu is not None and program.layers == [] and program.network is None
+    kinds = [layer.kind for layer in program.cpu.layers]
+    assert kinds == ["conv", "relu", "pool", "lut", "conv", "relu", "pool", "conv", "pool",
+                     "linear", "leaky"]  # fmt: skip
+    assert program.cpu.in_shape == (1, 8, 8) and program.cpu.in_bits == 8
+    notes, total = program.notes, sum(c.cycles for c in estimate(program.cpu))
+    assert notes[0].startswith("--cpu-only: the whole network on the Cortex-M4")
+    assert notes[1] == f"    `conv` (conv): ~{estimate(program.cpu)[0].cycles:,} cycles"
+    assert notes[-2].startswith(f"  Cortex-M4 estimate: {total:,} cycles, ")
+    assert "not a measurement" in notes[-2]
+    assert notes[-1].startswith("  with the CNN accelerator (compile without --cpu-only): ")
+    assert "the Cortex-M4 part included): --cpu-only takes " in notes[-1]  # it splits
+    assert program.proof is not None and "\n" not in program.proof.line
+    assert program.proof.line.startswith("known answer reproduced on the host build of ")
+    assert "project/cnn.c" not in files and "network.yaml" not in files
+    summary = get_target("max78000").summarize(program)
+    assert summary.cycles == total and summary.clock_hz == 100_000_000
+
+    x = np.random.default_rng(3).normal(0, 1, (32, 1, 8, 8))
+    result = run_folder(out, x)
+    fmt = result.program.inputs[0]
+    np.testing.assert_array_equal(result.codes, simulate(program.cpu, fmt.quantize(x)))
+    want = run(graph, x, keep=True)["fc"]
+    assert (result.codes.argmax(1) == want.argmax(1)).mean() >= 0.8
+
+    needs.tool("arm-none-eabi-gcc")
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    assert build_project(out / "project").elf.is_file()  # -Wall -Wextra -Werror
+
+
+def test_cpu_only_refusals() -> None:
+    """An operator the Cortex-M4 part does not run is named; an integer network or one without
+    calibration data is refused naming --cpu-only."""
+    graph = head_graph([("linear", 16), ("abs", 0), ("linear", 10)])
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(graph, "max78000", calibration=calibration(), options={"cpu_only": True})
+    assert str(err.value).startswith(
+        "operator `abs1` (activation abs): --cpu-only runs the whole network on the MAX78000's "
+        "Cortex-M4, which runs Linear (Gemm/MatMul)"
+    )
+    with pytest.raises(EdgesynthError) as err:
+        compile_to(head_graph(WIDE), "max78000", options={"cpu_only": True})
+    assert err.value.key == "--cpu-only" and "given no --calibration data" in str(err.value)

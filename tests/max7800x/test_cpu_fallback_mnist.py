@@ -90,3 +90,83 @@ def test_split_classifier_agrees_with_onnx_runtime(name: str, tmp_path: Path, ca
 
     assert build_project(out / "project").elf.is_file()
     print(f"{name}: accelerator + Cortex-M4 top-1 agreement with ONNX Runtime {agree:.3f}")
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_cpu_only_classifier(tmp_path: Path, capsys) -> None:
+    """`compile --cpu-only` on `leaky_head` (three convolutions, Linear 144->128, LeakyReLU,
+    Linear 128->10, Softmax): every layer on the Cortex-M4. It prints each layer's estimated
+    cycles and the accelerator's estimate of the same network (compiled without --cpu-only,
+    which splits at the LeakyReLU and prints the --cpu-only estimate in turn); the proof builds
+    cpu_part.c for the host; the top-1 agrees with ONNX Runtime on at least 98% of images
+    9,000-9,999; the project builds for the Cortex-M4 with -Wall -Wextra -Werror."""
+    ort = needs.module("onnxruntime")
+    needs.tool("gcc")
+    x, y = load_mnist()
+    model = tmp_path / "leaky_head.onnx"
+    model_onnx("leaky_head", (x, y), model)
+    xe = x[EVAL]
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    float_top1 = session.run(None, {"input": xe})[0].argmax(1)
+    np.save(tmp_path / "calibration.npy", x[8000:8200])
+    common = ["-t", "max78000", "--calibration", str(tmp_path / "calibration.npy")]
+
+    assert main(["compile", str(model), *common, "--cpu-only", "-o", str(tmp_path / "c")]) == 0
+    alone = capsys.readouterr().out.splitlines()
+    assert alone[1].startswith("--cpu-only: the whole network on the Cortex-M4")
+    (total,) = [line for line in alone if line.startswith("  Cortex-M4 estimate: ")]
+    cycles = total.split(": ")[1].split(" cycles")[0]
+    (side,) = [line for line in alone if "with the CNN accelerator" in line]
+    assert "(its latency model, the Cortex-M4 part included): --cpu-only takes " in side
+    assert any(line.startswith("known answer reproduced on the host build of ") for line in alone)
+
+    assert main(["compile", str(model), *common, "-o", str(tmp_path / "a")]) == 0
+    split = capsys.readouterr().out
+    assert f"  the whole network on the Cortex-M4 (--cpu-only): ~{cycles} cycles" in split
+
+    np.save(tmp_path / "x.npy", xe)
+    y_path = tmp_path / "y.npy"
+    assert main(["run", str(tmp_path / "c"), "-i", str(tmp_path / "x.npy"), "-o", str(y_path)]) == 0
+    agree = float((np.load(y_path).reshape(len(xe), -1).argmax(1) == float_top1).mean())
+    assert agree >= 0.98, agree
+    needs.tool("arm-none-eabi-gcc")
+    from edgesynth.targets.max7800x.commands.firmware import build_project
+
+    assert build_project(tmp_path / "c" / "project").elf.is_file()
+    print("\n".join([*alone, f"--cpu-only top-1 agreement with ONNX Runtime {agree:.3f}"]))
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_a_wrong_cpu_part_fails_compile(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`edgesynth compile` with the emitted rounding broken (truncation, not half up): the
+    proof's host build of cpu_part.c differs from the simulator; one message naming the CPU
+    layer and index, exit 1, nothing written."""
+    needs.tool("gcc")
+    from edgesynth.targets.max7800x.cpu import emit
+
+    x, y = load_mnist()
+    model = tmp_path / "wide_head.onnx"
+    model_onnx("wide_head", (x, y), model)
+    np.save(tmp_path / "calibration.npy", x[8000:8200])
+    render = emit.render_cpu_part
+
+    def truncating(*args, **kwargs):  # type: ignore[no-untyped-def]
+        texts = render(*args, **kwargs)
+        text = texts["cpu_part.c"].replace("((int64_t) 1 << (shift - 1))", "0")
+        return {**texts, "cpu_part.c": text}
+
+    monkeypatch.setattr(emit, "render_cpu_part", truncating)
+    out = tmp_path / "compiled"
+    args = ["compile", str(model), "-t", "max78000", "-o", str(out)]
+    assert main([*args, "--calibration", str(tmp_path / "calibration.npy")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "edgesynth: error: the Cortex-M4 part (project/cpu_part.c), built with the host's gcc, "
+        "does not compute the simulator's answer: CPU layer 0 (`/0/0.10/Gemm`, linear) "
+        "is the first to differ: "
+    ), err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from edgesynth.errors import MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import run
 from edgesynth.targets.base import CompileOptions, get_target
+from edgesynth.targets.max7800x.lower import fuse
 
 ACT8 = g.QType(8, True, 1 / 128)
+ACC = g.QType(32, True, 1 / 128)
 RNG = np.random.default_rng(7)
 
 
@@ -115,3 +119,64 @@ def test_a_processors_hint_too_small_for_the_whole_chip_is_left_to_the_planner()
     text = program.description.yaml_text
     assert "processors" not in text and "out_offset: 8192" in text
     assert any("0x000000000000000f enables 4 processors" in w for w in program.warnings)
+
+
+def _reading(read) -> g.Graph:
+    """input (4, 4, 4) -> `read(graph)` -> 1x1 convolution -> requantize."""
+    graph = _graph((4, 4, 4))
+    t = read(graph)
+    shape = (4, *graph.tensors[t].shape[1:])
+    weight = np.ones((4, 4, 1, 1), np.int64)
+    _add(graph, g.Conv(name="conv", inputs=[t], outputs=[], weight=weight), shape, ACC)
+    _add(graph, g.Requantize(name="rq", inputs=["conv"], outputs=[], div=8), shape, ACT8)
+    graph.outputs = ["rq"]
+    return graph
+
+
+def _pool(graph: g.Graph, name: str, source: str, kind: str = "max", pads=(0, 0, 0, 0)) -> str:
+    pool = g.Pool(
+        name=name, inputs=[source], outputs=[], kind=kind, kernel=(2, 2), stride=(2, 2), pads=pads
+    )
+    return _add(graph, pool, (4, 2, 2), ACT8)
+
+
+def _saturated(graph: g.Graph, a: str, b: str, kind: str = "add") -> str:
+    shape = graph.tensors[a].shape
+    _add(graph, g.Eltwise(name="sum", inputs=[a, b], outputs=[], kind=kind), shape, ACT8)
+    return _add(graph, g.Clip(name="sat", inputs=["sum"], outputs=[], lo=-128, hi=127), shape, ACT8)
+
+
+@pytest.mark.parametrize(
+    ("read", "node", "message"),
+    [
+        (
+            lambda gr: _saturated(gr, _pool(gr, "pa", "input"), _pool(gr, "pb", "input"), "mul"),
+            "sum",
+            "element-wise `mul` has no MAX7800x operation",
+        ),
+        (
+            lambda gr: _pool(gr, "pool", _saturated(gr, "input", "input", "mul")),
+            "sum",
+            "element-wise `mul` has no MAX7800x operation",
+        ),
+        (
+            lambda gr: _saturated(gr, _pool(gr, "pa", "input"), _pool(gr, "pb", "input", "avg")),
+            "pb",
+            "operands pooled differently",
+        ),
+        (
+            lambda gr: _pool(gr, "pool", "input", pads=(1, 1, 1, 1)),
+            "pool",
+            "in-flight pooling has no padding or ceil mode",
+        ),
+    ],
+    ids=["eltwise", "eltwise-then-pool", "pooled-differently", "padded-pool"],
+)
+def test_what_a_layer_reads_is_refused_naming_the_operator(read, node, message) -> None:
+    """The refusals `READ_PATTERNS` name (`device`, `alike`, `padless`), first of the errors."""
+    with pytest.raises(MultipleErrors) as caught:
+        fuse(_reading(read))
+    first = caught.value.errors[0]
+    assert (first.node, first.message) == (node, f"operator `{node}`: {message}")
+    texts = [str(e) for e in caught.value.errors]
+    assert len(texts) == len(set(texts)), texts  # each problem once

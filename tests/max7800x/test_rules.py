@@ -752,6 +752,33 @@ def test_flatten() -> None:
     assert_names(err, 0, "flatten", "pooling")
 
 
+@pytest.mark.parametrize(("channels", "wrong"), [(64, False), (65, True), (72, False), (100, True)])
+def test_a_flattened_layer_needs_full_passes(channels: int, wrong: bool) -> None:
+    """65 channels are read in passes of 36 and 36 - 7 (the vendor rounds a pass up to whole
+    memory instances); the vendor's tool splits a flattened layer's weights in equal passes."""
+    per_pass = channels if channels <= 64 else 4 * -(-channels // 8)
+    layer = make_layer(
+        0,
+        operation="linear",
+        kernel_size=(1, 1),
+        pad=(0, 0),
+        flatten=True,
+        in_channels=channels,
+        in_dim=(2, 2),
+        pooled_dim=(2, 2),
+        out_dim=(1, 1),
+        out_channels=10,
+        processors=(1 << per_pass) - 1,
+        output_processors=0x3FF,
+    )
+    if not wrong:
+        assert violations(make_net(layer)) == []
+        return
+    err = only(make_net(layer))
+    assert_names(err, 0, "flatten", f"{channels} input channels in 2 passes of {per_pass}")
+    assert "a multiple of 8 channels" in err.message and f"e.g. {2 * per_pass}" in err.message
+
+
 def test_passthrough_restrictions() -> None:
     base = dict(operation="none", kernel_size=(1, 1), pad=(0, 0))
     err = only(make_net(make_layer(0, activation="relu", **base)))

@@ -42,7 +42,7 @@ from edgesynth.ir.intrange import int_range
 from edgesynth.proof import Proof
 
 if TYPE_CHECKING:
-    from edgesynth.ir.fusion import Pattern
+    from edgesynth.ir.fusion import Pattern, TreePattern
     from edgesynth.ir.numformat import NumberFormat
 
 # the registry (the targets are found through entry points), re-exported
@@ -275,6 +275,8 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
     # quantizes a float model into a RequantShift ONNX network it can write
     # (`compile --export-integer-onnx`)
     exports_integer_onnx: ClassVar[bool] = False
+    # the `compile` flags it takes (`--cpu-only` -> "cpu_only"), given to `lower` as options
+    compile_flags: ClassVar[tuple[str, ...]] = ()
 
     def check_option_keys(self, keys: Iterable[str]) -> None:
         """Refuse a `--option` key the target does not take, naming the ones it takes."""
@@ -300,6 +302,11 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
         """The operator chains one hardware layer runs, as its lowering lists them
         (`ir.fusion`)."""
         raise NotImplementedError(f"target {self.name} lists no fusion patterns")
+
+    def read_patterns(self) -> tuple[TreePattern, ...]:
+        """What one hardware layer reads before its operation, backward from the operation's
+        input, as its lowering lists them (`ir.fusion` trees); none where it lists none."""
+        return ()
 
     @abstractmethod
     def lower(self, graph: Graph, options: CompileOptions) -> ProgramT:

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgesynth.errors import EdgesynthError
+
+if TYPE_CHECKING:
+    from edgesynth.entry_points import EntryPoint
 
 GROUP = "edgesynth.targets"
 
@@ -76,7 +80,10 @@ def plugins() -> dict[str, TargetPlugin]:
 
     found: dict[str, TargetPlugin] = {}
     by: dict[str, str] = {}
-    for entry in sorted(entry_points(GROUP), key=lambda e: e.name):
+    entries = entry_points(GROUP)
+    if not any(e.distribution == "edgesynth" for e in entries):
+        entries += _source_tree_entries()
+    for entry in sorted(entries, key=lambda e: e.name):
         if entry.name in found:
             raise EdgesynthError(
                 f"two distributions register the target package `{entry.name}` "
@@ -92,6 +99,22 @@ def plugins() -> dict[str, TargetPlugin]:
             )
         found[entry.name], by[entry.name] = plugin, entry.distribution
     return found
+
+
+def _source_tree_entries() -> list[EntryPoint]:
+    """edgesynth's own target packages (each `targets/NAME/plugin.py` declaring `PLUGIN`),
+    for a run from a source tree that has no installed metadata (`PYTHONPATH=src`): the
+    same entry points its pyproject.toml declares, found in the folder instead."""
+    from edgesynth.entry_points import EntryPoint
+
+    here = os.path.dirname(__file__)
+    with os.scandir(here) as folders:
+        names = sorted(f.name for f in folders if f.is_dir())
+    return [
+        EntryPoint(name, f"edgesynth.targets.{name}.plugin:PLUGIN", "edgesynth (source tree)")
+        for name in names
+        if os.path.isfile(os.path.join(here, name, "plugin.py"))
+    ]
 
 
 @functools.cache

@@ -148,6 +148,8 @@ def train_main(args: TrainArgs, log: Log = print) -> Path | None:
     launching = args.nproc_per_node is not None and not distributed.in_launched_process()
     launch = _launch_spec(args, spec) if launching else None
     torch_device = accel.resolve(spec, ctx.local_rank if ctx.active else None)
+    if launch is not None:
+        check_gpus_per_process(launch, torch_device)
     user = _user_model(args)
     model = user.name if user is not None else _builtin_model(args)
     if args.evaluate:
@@ -225,6 +227,7 @@ def _config(
         torch_device=torch_device,
         amp=args.amp,
         compile=accel.compile_default(torch_device, args.compile),
+        compile_qat=accel.compile_qat(args.compile),
         workers=args.workers,
         pin_memory=torch_device.type == "cuda" if args.pin_memory is None else args.pin_memory,
         dist=ctx,
@@ -308,6 +311,21 @@ def _launch_spec(args: TrainArgs, spec: str) -> distributed.Launch:
             key="--device",
         )
     return launch
+
+
+def check_gpus_per_process(launch: distributed.Launch, torch_device: torch.device) -> None:
+    """On CUDA each process of this node takes the GPU of its local rank: refused before any
+    process starts where the node has fewer GPUs than processes."""
+    if torch_device.type != "cuda":
+        return
+    count = torch.cuda.device_count()
+    if launch.nproc_per_node > count:
+        raise EdgesynthError(
+            f"{launch.nproc_per_node} processes on CUDA need {launch.nproc_per_node} GPUs (one "
+            f"per process) and this machine has {count}: ask for at most {count}, or "
+            "--device cpu for processes on the CPU.",
+            key="--nproc-per-node",
+        )
 
 
 def check_model_takes_data(model: torch.nn.Module, cfg: TrainConfig) -> None:

@@ -62,6 +62,7 @@ class TrainConfig:
     torch_device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     amp: bool = False  # mixed precision in the float phase (never in QAT)
     compile: bool = False  # torch.compile the training forward pass
+    compile_qat: bool = False  # ... in the QAT epochs too (only when asked: accel.compile_qat)
     workers: int = 0  # data-loader worker processes
     pin_memory: bool = False
     dist: distributed.Context = distributed.SINGLE
@@ -411,11 +412,20 @@ def resume_state(cfg: TrainConfig, model: nn.Module) -> tuple[int, dict[str, Any
     )
 
 
+def _placed(model: nn.Module, cfg: TrainConfig) -> nn.Module:
+    """The model on the training device; images in channels-last layout (the fastest for
+    oneDNN and cuDNN), the weights too (also the QAT model's, which folding made afresh)."""
+    model = model.to(cfg.torch_device)
+    if len(cfg.dataset.input_shape) == 3:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
 def _step_model(model: nn.Module, cfg: TrainConfig) -> nn.Module:
     """What the training steps call: the model, wrapped for data parallelism (which copies
     rank 0's weights to every process) and compiled when asked."""
     wrapped = distributed.wrap(model, cfg.dist, cfg.torch_device)
-    if not cfg.compile:
+    if not cfg.compile or (is_qat(model) and not cfg.compile_qat):
         return wrapped
     enn.prime_modes(model)  # the layers' modes read before tracing: no graph breaks
     return torch.compile(wrapped)
@@ -449,9 +459,7 @@ def _setup(cfg: TrainConfig, log: Log) -> tuple[TrainConfig, _State, torch.Gener
     start, saved, opt_state = 0, {}, {}
     if cfg.resume is not None:
         start, saved, opt_state = resume_state(cfg, model)
-    model = model.to(cfg.torch_device)
-    if len(cfg.dataset.input_shape) == 3:
-        model = model.to(memory_format=torch.channels_last)
+    model = _placed(model, cfg)
     step_model = _step_model(model, cfg)
     optimizer = make_optimizer(cfg, model, lr_at(cfg, start))
     if opt_state:
@@ -482,13 +490,17 @@ def _start_qat_if_due(cfg: TrainConfig, state: _State, epoch: int, log: Log) -> 
         return
     with enn.use(cfg.device):  # the device's limits (binary weights: MAX78002 only)
         folded = enable_qat(state.model, policy)
-    state.model = state.model.to(cfg.torch_device)
+    state.model = _placed(state.model, cfg)
+    if cfg.compile:  # the QAT model is another graph: trace it afresh, not over the float one
+        torch._dynamo.reset()
     state.step_model = _step_model(state.model, cfg)
     state.optimizer = make_optimizer(cfg, state.model, lr_at(cfg, epoch))
     log(
         f"epoch {epoch}: quantization-aware training starts "
         f"({bits_label(policy.weight_bits)} weights, {folded} batchnorm layers folded)"
     )
+    if cfg.compile and not cfg.compile_qat:
+        log(f"epoch {epoch}: the QAT epochs run uncompiled (--compile compiles them too)")
 
 
 def _log_epoch(

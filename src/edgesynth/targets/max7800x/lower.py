@@ -10,9 +10,11 @@ convolution or linear operation (or none), the output shift and an activation. T
     Conv | Linear  ->  Requantize (power of two, half up, int8)  ->  [Activation [Clip]]
 
 or, without a Conv/Linear, a passthrough layer of pooling and element-wise operations (a graph
-whose output is its input: one passthrough layer that copies it). A concatenation, whole or
-sliced into equal operands, is the layer's reading of several `in_sequences`. An accumulator
-that is a graph output stays 32 bits wide (`output_width: 32`).
+whose output is its input: one passthrough layer that copies it). The chip activates only a
+convolution's output: a passthrough layer with an activation (`relu(a + b)`) convolves with 1x1
+identity kernels, exactly (`_Fuser.identity`). A concatenation, whole or sliced into equal
+operands, is the layer's reading of several `in_sequences`. An accumulator that is a graph
+output stays 32 bits wide (`output_width: 32`).
 
 Placement: what the graph's hints give (a vendor YAML's processors, offsets and write gaps) is
 kept, except a `processors` map too small for the layer on the whole chip (made for the vendor's
@@ -22,20 +24,21 @@ kept, except a `processors` map too small for the layer on the whole chip (made 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import yaml
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
-from edgesynth.ir.fusion import Matcher, pattern
+from edgesynth.ir.fusion import Edge, Guard, Matcher, TreePattern, pattern, tree
 from edgesynth.ir.intrange import int_range
-from edgesynth.targets.max7800x.device import Device
+from edgesynth.targets.max7800x.device import Device, passes
 
 INPUT_LAYER = -1
+T = TypeVar("T")
 
 
 @dataclass
@@ -70,13 +73,32 @@ class HwLayer:
 
 
 # What one hardware layer runs from its operation (or, in a passthrough layer, its last pooling
-# or clip) forward (`ir.fusion`); what it reads before the operation (concatenation,
-# element-wise, pooling, flatten) is `_Fuser.inputs`'s. The activation must be a ReLU or Abs
-# and the clip must not narrow the int8 range of a ReLU (`_Fuser.outputs`).
+# or clip) forward (`ir.fusion` chains). The activation must be a ReLU or Abs and the clip must
+# not narrow the int8 range of a ReLU (`_Fuser.outputs`).
 FUSION_PATTERNS = (
     pattern("activated", "conv|linear|pool|clip [requantize] activation [clip]"),
     pattern("operation", "conv|linear|pool|clip [requantize]"),
 )
+
+# What it reads before the operation, backward from the operation's input (`ir.fusion` trees),
+# step by step: a flatten or reshape to a vector (`flat`); an element-wise operation saturated
+# to int8 (`int8`) of operands each pooled alike or not at all (`alike`), or a pooling without
+# padding (`padless`) of such an operation or of the input; then for each operand a reshape
+# (`in_dim`); operands sliced evenly from one tensor read that tensor (`_Fuser.cut_evenly`);
+# and a concatenation read only by the layer (`inside`) is its reading of several
+# `in_sequences`. Element-wise operations the chip has: `device` (`_Fuser.guards`, `refuse`).
+FLATTEN = tree("flatten", "flatten|reshape?flat")
+READS = (
+    tree("pooled operands", "clip?int8(eltwise!device([pool!alike]*))"),
+    tree("pooling", "pool!padless([clip?int8(eltwise!device)])"),
+)
+IN_DIM = tree("in_dim", "[reshape?in_dim]*")
+SPLIT = tree("split", "slice&*")
+SEQUENCES = tree("in_sequences", "[concat&?inside]*")
+READ_PATTERNS = (FLATTEN, *READS, IN_DIM, SPLIT, SEQUENCES)
+
+
+_ELTWISE = ("add", "sub", "xor", "or")  # the element-wise operations a layer runs
 
 
 def _layer_name(node_name: str) -> str:
@@ -104,21 +126,16 @@ def _pow2(value: int) -> int | None:
 
 
 class _Fuser:
-    def __init__(self, graph: g.Graph) -> None:
+    def __init__(self, graph: g.Graph, device: Device | None = None) -> None:
         self.graph = graph
+        self.device = device  # what the identity convolutions depend on (`identity`)
         self.used: set[str] = set()
         self.errors: list[EdgesynthError] = []  # every operator refused so far
         self.near_refused: set[str] = set()  # refused operators and their neighbours
         self.matcher = Matcher(graph)
 
-    def only_consumer(self, tensor: str, node: g.Node | None) -> bool:
-        """Is `node` the one reader of `tensor` (None: `tensor` is the layer's own output)?"""
-        if node is None:
-            return True
-        return tensor not in self.graph.outputs and self.graph.consumers(tensor) == [node]
-
     def producer(self, tensor: str) -> g.Node | None:
-        node = self.graph.producer(tensor)
+        node = self.matcher.producers.get(tensor)
         return None if node is None or node.name in self.used else node
 
     def take(self, layer: HwLayer, node: g.Node) -> None:
@@ -126,96 +143,80 @@ class _Fuser:
         layer.nodes.append(node.name)
 
     # -- backward from the operation: flatten, pooling, element-wise, concatenation ---------
-    def eltwise_of(self, layer: HwLayer, tensor: str, reader: g.Node | None) -> list[str] | None:
-        """Operands of an `Eltwise -> Clip(-128, 127)` producing `tensor`, or None."""
-        clip = self.producer(tensor)
-        if not isinstance(clip, g.Clip) or not self.only_consumer(tensor, reader):
-            return None
-        if (clip.lo, clip.hi) != (-128, 127):
-            return None
-        elt = self.producer(clip.inputs[0])
-        if not isinstance(elt, g.Eltwise) or not self.only_consumer(clip.inputs[0], clip):
-            return None
-        if elt.kind not in ("add", "sub", "xor", "or"):
-            raise _fail(elt, f"element-wise `{elt.kind}` has no MAX7800x operation")
-        self.take(layer, clip)
-        self.take(layer, elt)
-        layer.eltwise, layer.operands = elt.kind, len(elt.inputs)
-        return list(elt.inputs)
+    def guards(self, layer: HwLayer) -> dict[str, Guard]:
+        """`READ_PATTERNS`' guards: what a member's operator must be to join `layer`."""
+        outputs = self.graph.outputs
 
-    def pooled(self, layer: HwLayer, tensor: str, reader: g.Node | None) -> str:
-        pool = self.producer(tensor)
-        if isinstance(pool, g.Pool) and self.only_consumer(tensor, reader):
-            if any(pool.pads) or pool.ceil:
-                raise _fail(pool, "in-flight pooling has no padding or ceil mode")
-            self.take(layer, pool)
-            layer.pool = pool
-            return pool.inputs[0]
-        return tensor
+        def inside(node: g.Node, matched: Collection[str]) -> bool:  # read by `layer` only
+            readers = self.graph.consumers(node.output)
+            return node.output not in outputs and all(
+                n.name in layer.nodes or n.name in matched for n in readers
+            )
 
-    def inputs(self, layer: HwLayer, tensor: str, reader: g.Node | None) -> None:
-        """Operands (element-wise before/after pooling) and their sources."""
-        operands = self.eltwise_of(layer, tensor, reader)
-        if operands is not None:  # pool_first: each operand pooled alike, then the operation
-            elt = self.graph.node(layer.nodes[-1])
-            sources = []
-            for t in operands:
-                pool = self.producer(t)
-                if isinstance(pool, g.Pool) and self.only_consumer(t, elt):
-                    if layer.pool is not None and pool.params() != layer.pool.params():
-                        raise _fail(pool, "operands pooled differently")
-                    self.take(layer, pool)
-                    layer.pool = pool
-                    t = pool.inputs[0]
-                sources.append(t)
-            self.sources(layer, sources)
-            return
-        inner = self.pooled(layer, tensor, reader)
-        if inner != tensor:
-            pool = self.graph.node(layer.nodes[-1])
-            operands = self.eltwise_of(layer, inner, pool)
-            if operands is not None:
-                layer.pool_first = False
-                self.sources(layer, operands)
-                return
-        self.sources(layer, [inner])
+        return {
+            "int8": lambda node, _: isinstance(node, g.Clip) and (node.lo, node.hi) == (-128, 127),
+            "flat": lambda node, _: not isinstance(node, g.Reshape) or len(node.shape) == 1,
+            "in_dim": lambda node, _: isinstance(node, g.Reshape) and len(node.shape) >= 2,
+            "inside": inside,
+        }
 
-    def sources(self, layer: HwLayer, tensors: list[str]) -> None:
-        tensors = self.unsplit(layer, [self.reshaped(layer, t) for t in tensors])
-        out: list[str] = []
-        for t in tensors:
-            node = self.producer(t)
-            # a concatenation read only by this layer (its operation, pooling or operand
-            # slices) is the hardware's reading of several `in_sequences`
-            inside = all(n.name in layer.nodes for n in self.graph.consumers(t))
-            if isinstance(node, g.Concat) and inside and t not in self.graph.outputs:
-                self.take(layer, node)
-                out.extend(node.inputs)
-            else:
-                out.append(t)
-        layer.inputs = out
+    def refuse(self, layer: HwLayer, name: str, node: g.Node) -> None:
+        """`READ_PATTERNS`' refusals: an operator a layer would take but the chip cannot run."""
+        if name not in ("padless", "device", "alike"):
+            raise ValueError(f"no refusal `{name}` (padless, device, alike)")
+        why = None
+        if name == "padless" and isinstance(node, g.Pool) and (any(node.pads) or node.ceil):
+            why = "in-flight pooling has no padding or ceil mode"
+        elif name == "device" and isinstance(node, g.Eltwise) and node.kind not in _ELTWISE:
+            why = f"element-wise `{node.kind}` has no MAX7800x operation"
+        elif name == "alike" and layer.pool is not None and node.params() != layer.pool.params():
+            why = "operands pooled differently"
+        if why is not None:
+            raise _fail(node, why)
 
-    def reshaped(self, layer: HwLayer, tensor: str) -> str:
-        """A Reshape read only by this layer is the hardware's `in_dim`."""
-        node = self.producer(tensor)
-        consumers = self.graph.consumers(tensor)
-        if not isinstance(node, g.Reshape) or len(consumers) != 1 or tensor in self.graph.outputs:
-            return tensor
-        if len(node.shape) < 2:
-            return tensor
+    def absorb(self, layer: HwLayer, node: g.Node) -> None:
+        """Take a matched operator into `layer`, with what it says about the layer."""
         self.take(layer, node)
-        layer.in_dim = tuple(node.shape[1:])
-        return node.inputs[0]
+        if isinstance(node, g.Pool):
+            layer.pool = node
+        elif isinstance(node, g.Eltwise):  # a pooling taken before it pools its result
+            layer.eltwise, layer.operands = node.kind, len(node.inputs)
+            layer.pool_first = layer.pool is None
+        elif isinstance(node, g.Reshape):
+            layer.in_dim = tuple(node.shape[1:])
 
-    def unsplit(self, layer: HwLayer, tensors: list[str]) -> list[str]:
-        """Operands sliced from one tensor in equal, consecutive channel ranges read that tensor
-        (the hardware splits a layer's input into its operands)."""
-        slices = [self.producer(t) for t in tensors]
-        if len(tensors) < 2 or not all(isinstance(s, g.Slice) for s in slices):
-            return tensors
-        source = slices[0].inputs[0]  # type: ignore[union-attr]
+    def read(self, layer: HwLayer, pats: tuple[TreePattern, ...], edges: list[Edge]) -> list[Edge]:
+        """The first of `pats` matching backward from `edges`, taken into `layer`: the edges it
+        reads then (`edges` where none matches)."""
+        match = self.matcher.first(pats, edges, self.used, self.guards(layer))
+        if match is None:
+            return edges
+        match.take(
+            lambda name, node: self.refuse(layer, name, node),
+            lambda node: self.absorb(layer, node),
+        )
+        return list(match.leaves)
+
+    def inputs(self, layer: HwLayer, edge: Edge) -> None:
+        """Operands (element-wise before or after pooling) and their sources."""
+        self.sources(layer, self.read(layer, READS, [edge]))
+
+    def sources(self, layer: HwLayer, edges: list[Edge]) -> None:
+        edges = self.read(layer, (IN_DIM,), edges)
+        split = self.matcher.match(SPLIT, edges, self.used)
+        if split is not None and self.cut_evenly(split.nodes):
+            split.take(lambda name, node: None, lambda node: self.take(layer, node))
+            edges = list(split.leaves[:1])  # the hardware splits the tensor into its operands
+        layer.inputs = [t for t, _ in self.read(layer, (SEQUENCES,), edges)]
+
+    def cut_evenly(self, slices: Sequence[g.Node]) -> bool:
+        """Do `slices` cut one tensor into their number of equal, consecutive channel ranges
+        (the hardware splits a layer's input into its operands)?"""
+        if len(slices) < 2:
+            return False
+        source = slices[0].inputs[0]
         size = self.graph.tensors[source].shape[0]
-        per = size // len(tensors)
+        per = size // len(slices)
         for k, s in enumerate(slices):
             assert isinstance(s, g.Slice)
             if (s.inputs[0], s.axis, s.start, s.stop, s.step) != (
@@ -225,13 +226,8 @@ class _Fuser:
                 (k + 1) * per,
                 1,
             ):
-                return tensors
-        if per * len(tensors) != size:
-            return tensors
-        for s in slices:
-            assert s is not None
-            self.take(layer, s)
-        return [source]
+                return False
+        return per * len(slices) == size
 
     # -- forward from the operation: requantization and activation ------------------------
     def outputs(self, layer: HwLayer, last: g.Node) -> None:
@@ -291,41 +287,97 @@ class _Fuser:
         layer = HwLayer(name=_layer_name(node.name))
         self.take(layer, node)
         layer.op = node
-        source = node.inputs[0]
-        flat = self.producer(source)
-        flattens = isinstance(flat, g.Flatten) or (
-            isinstance(flat, g.Reshape) and len(flat.shape) == 1
-        )
-        if flattens and flat is not None and self.only_consumer(source, node):
-            self.take(layer, flat)
+        edge = Edge(node.inputs[0], node)
+        flat = self.matcher.match(FLATTEN, [edge], self.used, self.guards(layer))
+        if flat is not None:
+            self.take(layer, flat.nodes[0])
+            edge = flat.leaves[0]
             layer.flatten = (
-                isinstance(node, g.Linear) and len(self.graph.tensors[flat.inputs[0]].shape) > 1
+                isinstance(node, g.Linear) and len(self.graph.tensors[edge.tensor].shape) > 1
             )
-            source, reader = flat.inputs[0], flat
         else:
-            reader = node
-            layer.flatten = (
-                isinstance(node, g.Linear)
-                and len(self.graph.tensors[source].shape) == 3
-                and self.graph.tensors[source].shape[1:] != (1, 1)
-            )
-        if layer.flatten and isinstance(self.producer(source), g.Pool):
-            self.sources(layer, [source])  # the chip cannot pool and flatten at once:
+            shape = self.graph.tensors[edge.tensor].shape
+            layer.flatten = isinstance(node, g.Linear) and len(shape) == 3 and shape[1:] != (1, 1)
+        if layer.flatten and isinstance(self.producer(edge.tensor), g.Pool):
+            self.sources(layer, [edge])  # the chip cannot pool and flatten at once:
         else:  # the pooling becomes a passthrough layer of its own (below)
-            self.inputs(layer, source, reader)
+            self.inputs(layer, edge)
         self.outputs(layer, node)
         return layer
 
-    def passthrough(self, node: g.Pool | g.Clip) -> HwLayer:
-        """A layer of pooling and element-wise operations only, ending at `node`."""
+    def passthrough(self, node: g.Pool | g.Clip) -> list[HwLayer]:
+        """A layer of pooling and element-wise operations only, ending at `node`; with an
+        activation after it, a layer that convolves with identity kernels (`identity`), or two
+        (`apart`). Not where a vendor description gives the layer (its placement hints): that
+        layer is the user's, `operation: none`, and the device rules refuse its activation."""
         layer = HwLayer(name=_layer_name(node.name))
-        self.inputs(layer, node.output, None)
+        self.inputs(layer, Edge(node.output, None))
         if not layer.nodes:
             raise _fail(node, "a lone clip has no MAX7800x layer")
+        ahead = len(layer.nodes)
         self.outputs(layer, node)
-        return layer
+        if layer.activation is None or layer.name in self.graph.hints:
+            return [layer]
+        self.identity(layer, node)
+        return self.apart(layer, ahead, node.output)
 
-    def attempt(self, node: g.Node, build: Callable[[Any], HwLayer]) -> HwLayer | None:
+    def apart(self, layer: HwLayer, ahead: int, combined: str) -> list[HwLayer]:
+        """Where the chip cannot convolve the combined operands in the same layer
+        (`convolves_operands`), the element-wise operation stays a passthrough layer writing
+        `combined` (its first `ahead` operators), and the identity convolution with the
+        activation is a layer of its own reading it."""
+        if layer.op is None or layer.operands < 2 or self.convolves_operands(layer, combined):
+            return [layer]
+        assert layer.activation is not None
+        tail = HwLayer(name=f"{layer.name}_{layer.activation}", nodes=layer.nodes[ahead:],
+                       inputs=[combined], op=layer.op, shift=layer.shift,
+                       activation=layer.activation, output=layer.output)  # fmt: skip
+        layer.nodes, layer.op, layer.activation = layer.nodes[:ahead], None, None
+        layer.shift, layer.output = 0, combined
+        return [layer, tail]
+
+    def convolves_operands(self, layer: HwLayer, combined: str) -> bool:
+        """Can the layer's convolution read its combined operands? Not a Conv1d (1-D data), and
+        not on the MAX78000 over several passes, except 2 operands x 2 passes (the rest it runs
+        as a data move)."""
+        shape = self.graph.tensors[combined].shape
+        if len(shape) == 2:
+            return False
+        device = self.device
+        if device is None or not device.emulates_multipass_eltwise:
+            return True
+        n, p = layer.operands, passes(shape[0], device.processors)
+        return p < 2 or n * p == n + p
+
+    def identity(self, layer: HwLayer, last: g.Node) -> None:
+        """The chip activates only a convolution's output: a layer of pooling and element-wise
+        operations with an activation (`relu(a + b)`, a residual block's sum) convolves its
+        combined operands (`last`'s output) with 1x1 identity kernels, depthwise where the
+        device runs depthwise convolutions. Each output channel is its own input channel times
+        1 (2-bit weights), shifted by 2**0 (total shift 7), so y = floor(x + 1/2) = x for every
+        int8 x, then the activation. 1-D data takes weight 64 (8-bit weights, total shift 1):
+        a Conv1d over several passes with narrow weights misses its known answer on the virtual
+        MAX78000 (plain convolutions too: a defect outside this lowering)."""
+        shape = self.graph.tensors[last.output].shape
+        rank, channels = len(shape) - 1, shape[0]
+        if rank not in (1, 2):
+            return  # a vector: the device rules refuse the activation, naming the layer
+        ones, one = (1,) * rank, 64 if rank == 1 else 1
+        if self.device is not None and self.device.supports_depthwise:
+            weight, groups = np.ones((channels, 1, *ones), np.int64), channels
+        else:
+            weight, groups = np.eye(channels, dtype=np.int64).reshape(channels, channels, *ones), 1
+        nodes = [self.graph.node(n) for n in layer.nodes]
+        act = next(n for n in nodes if isinstance(n, g.Activation))
+        layer.op = g.Conv(
+            name=f"{last.name}/identity", inputs=[last.output], outputs=[], source=act.source,
+            weight=weight * one, stride=ones, pads=(0,) * 2 * rank, dilation=ones, groups=groups,
+        )  # fmt: skip
+        if not any(isinstance(n, g.Requantize) for n in nodes):
+            layer.shift = 7  # the accumulator as it is (a requantization sets its own)
+        layer.shift -= one.bit_length() - 1  # ... divided by the weight
+
+    def attempt(self, node: g.Node, build: Callable[[Any], T]) -> T | None:
         """`build(node)`, or None with its refusal noted (the pass goes on to report them all);
         the nodes next to a refused one are not refused again for having no layer."""
         try:
@@ -357,9 +409,8 @@ class _Fuser:
         # What no operation absorbed: passthrough layers (pooling and element-wise only).
         for node in reversed(self.graph.nodes):
             if node.name not in self.used and isinstance(node, g.Pool | g.Clip):
-                layer = self.attempt(node, self.passthrough)
-                if layer is not None:
-                    layers.append((position[node.name], layer))
+                parts = self.attempt(node, self.passthrough) or []
+                layers += [(position[node.name], layer) for layer in parts]
         for node in self.graph.nodes:
             if node.name in self.used or isinstance(node, g.Reshape | g.Flatten):
                 continue
@@ -367,8 +418,11 @@ class _Fuser:
                 self.errors.append(
                     _fail(node, f"`{node.op}` has no place in a MAX7800x layer here")
                 )
-        if self.errors:
-            raise self.errors[0] if len(self.errors) == 1 else MultipleErrors(self.errors)
+        # A refused read is met again when its operator is tried as a passthrough layer: the
+        # same message once.
+        errors = list({str(e): e for e in self.errors}.values())
+        if errors:
+            raise errors[0] if len(errors) == 1 else MultipleErrors(errors)
         if self.graph.outputs[0] in self.graph.inputs:
             layers.append((len(self.graph.nodes), self.copy_layer(self.graph.outputs[0])))
         ordered = [layer for _, layer in sorted(layers, key=lambda p: p[0])]
@@ -381,8 +435,12 @@ class _Fuser:
         return ordered
 
 
-def fuse(graph: g.Graph) -> list[HwLayer]:
-    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc)."""
+def fuse(graph: g.Graph, device: Device | None = None) -> list[HwLayer]:
+    """Group an integer graph's operators into MAX7800x hardware layers (see the module doc).
+    The identity convolution a passthrough layer with an activation takes depends on `device`:
+    depthwise where it runs depthwise convolutions, a layer of its own where it cannot convolve
+    the combined operands; without `device`, a full 1x1 convolution in the same layer (but for
+    1-D data)."""
     if not graph.is_integer:
         raise EdgesynthError(
             f"graph {graph.name} is not quantized: MAX7800x runs integer graphs (quantize it "
@@ -392,7 +450,7 @@ def fuse(graph: g.Graph) -> list[HwLayer]:
         raise EdgesynthError(
             f"MAX7800x networks take one input; {graph.name} has {len(graph.inputs)}"
         )
-    return _Fuser(graph).run()
+    return _Fuser(graph, device).run()
 
 
 # -- the vendor description ---------------------------------------------------------------------

@@ -71,16 +71,33 @@ def _failure(
     if layer is not None:
         name = spec.layers[layer].name if 0 <= layer < len(spec.layers) else None
         label = f"layer {layer}" + (f" ({name})" if name else "")
+    cause = explain(layer, hazards, calcx4) or vendor_packing(plan, hw_layer, layer)
     return ProofFailed(
         failure_message(
             device,
             report,
             label,
-            explain(layer, hazards, calcx4),
+            cause,
             checks=plan.settings.opts.project.generate_kat,
             remedy=remedy,
         ),
         file=spec.path,
+    )
+
+
+def vendor_packing(plan: Plan, hw_layer: int | None, layer: int | None) -> str | None:
+    """The vendor's packing of a layer's 1-, 2- or 4-bit kernels when its last input pass is
+    partial (`compat.kernel_packing.unit_has_input`), where it left kernels out; else None."""
+    processors = plan.settings.kernels.dropped.get(hw_layer) if hw_layer is not None else None
+    if not processors:
+        return None
+    h = next(h for h in plan.hw if h.index == hw_layer)
+    listed = ", ".join(map(str, processors[:8])) + (", ..." if len(processors) > 8 else "")
+    return (
+        f"the vendor's tool packs layer {layer}'s {h.bits}-bit kernels wrong: the last of its "
+        f"{h.in_expand} input passes is partial ({h.input_chan} channels, "
+        f"{h.in_expand_thresh} a pass), and its packing leaves out or moves the kernels of "
+        f"processors {listed} (`edgesynth synth` and `edgesynth compile` pack them whole)"
     )
 
 

@@ -36,7 +36,7 @@ from edgesynth.targets.base import (
 )
 
 if TYPE_CHECKING:
-    from edgesynth.ir.fusion import Pattern
+    from edgesynth.ir.fusion import Pattern, TreePattern
     from edgesynth.ir.numformat import NumberFormat
     from edgesynth.targets.max7800x.cpu.program import CpuProgram
     from edgesynth.targets.max7800x.cpu.split import Split
@@ -54,21 +54,29 @@ if TYPE_CHECKING:
 NETWORK_FILE = "network.yaml"
 DATASET = "network"
 PROJECT = "project"  # the C project's folder inside the emitted folder
+RISCV_NOTE = (
+    "  --riscv: the RISC-V core runs the accelerator and project/cpu_part.c (main_riscv.c; "
+    "the Makefile's RISC-V sources); the estimates above are the Cortex-M4's"
+)
 
 
 def synthesis_options(
-    device_name: str, base_dir: Path = Path("."), cpu_part: bool = False
+    device_name: str, base_dir: Path = Path("."), cpu_part: bool = False, riscv: bool = False
 ) -> Max7800xOptions:
     """What the core is told for a compiled program: the vendor's defaults for this device,
     `network.yaml` as the description (in `base_dir` when read back), edgesynth's own path
-    (not write for write): the one place a compiled program's options are made."""
+    (not write for write): the one place a compiled program's options are made. `riscv`
+    (`compile --riscv`): the RISC-V core runs the network, as `synth --riscv` has it."""
     from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
     from edgesynth.targets.max7800x.device import get_device
     from edgesynth.targets.max7800x.options import Max7800xOptions, ProjectOptions
+    from edgesynth.targets.max7800x.rules.options import RuleOptions
 
+    project = ProjectOptions(config_file=NETWORK_FILE, riscv_flash=riscv, riscv_cache=riscv)
     return Max7800xOptions(
         build=BuildOptions(device=get_device(device_name), base_dir=base_dir),
-        project=ProjectOptions(config_file=NETWORK_FILE),
+        rules=RuleOptions(riscv=riscv),
+        project=project,
         cpu_part=cpu_part,
     )
 
@@ -88,7 +96,7 @@ class Max7800xProgram(Program):
     (`lower.HwLayer`), `network` the hardware layers they describe."""
 
     layers: list[HwLayer]  # the fused graph operators (empty: loaded from a folder)
-    network: Network  # the hardware layers; placed once `plan` ran
+    network: Network | None  # the hardware layers; placed once `plan` ran (None: --cpu-only)
     sample: np.ndarray  # the known answer's input (int64)
     options: Max7800xOptions
     model: str = ""  # the user's model, as messages name it
@@ -99,6 +107,7 @@ class Max7800xProgram(Program):
     then: Max7800xProgram | None = None  # the accelerator's program after the Cortex-M4 part
     float_graph: g.Graph | None = None  # the float network it was lowered from (a split ...
     compile_options: CompileOptions | None = None  # ... placement refuses is made again)
+    cpu_only: bool = False  # --cpu-only: `cpu` is the whole network, no accelerator layers
 
 
 def _write_description(
@@ -162,6 +171,11 @@ def _simulate_network(program: Max7800xProgram, inputs: list[np.ndarray]) -> lis
 
     batch = np.asarray(inputs[0], dtype=np.int64)
     want = program.outputs[0].shape
+    if program.network is None:  # --cpu-only
+        from edgesynth.targets.max7800x.cpu.simulate import simulate as run_alone
+
+        assert program.cpu is not None
+        return [run_alone(program.cpu, batch).reshape(len(batch), *want)]
     outs = []
     for sample in batch:
         out = simulate(program.network, sample)[-1].output
@@ -179,6 +193,7 @@ def _simulate_network(program: Max7800xProgram, inputs: list[np.ndarray]) -> lis
 class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     device_name: ClassVar[str]
     takes_sample: ClassVar[bool] = True  # the project's known answer: --sample-input's array
+    compile_flags: ClassVar[tuple[str, ...]] = ("cpu_only", "riscv")
 
     def number_format(self) -> NumberFormat:
         from edgesynth.targets.max7800x.device import get_device
@@ -190,6 +205,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
 
         return FUSION_PATTERNS
 
+    def read_patterns(self) -> tuple[TreePattern, ...]:
+        from edgesynth.targets.max7800x.lower import READ_PATTERNS
+
+        return READ_PATTERNS
+
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
         from edgesynth.targets.max7800x.copies import with_copies
@@ -197,6 +217,8 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.device import get_device
         from edgesynth.targets.max7800x.lower import describe, fuse
 
+        if options.options.get("cpu_only"):
+            return self._lower_cpu_only(graph, options)
         device = get_device(self.device_name)
         if not graph.is_integer:
             if options.calibration is None:
@@ -208,9 +230,10 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                 )
             return self.lower_float(graph, options, find_split(graph, device))
         model = str(graph.meta.get("path") or graph.source or graph.name)
-        layers = with_copies(graph, fuse(graph), device)
+        layers = with_copies(graph, fuse(graph, device), device)
         desc = describe(graph, layers, device, arch="test", dataset=DATASET)
-        synthesis = synthesis_options(self.device_name)
+        riscv = bool(options.options.get("riscv"))
+        synthesis = synthesis_options(self.device_name, riscv=riscv)
         built = self._build(desc, _sample(graph, options), model, synthesis)
         in_t = graph.tensors[graph.inputs[0]]
         out_t = graph.tensors[graph.outputs[0]]
@@ -231,10 +254,12 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         )
 
     def lower_float(
-        self, graph: g.Graph, options: CompileOptions, split: Split | None
+        self, graph: g.Graph, options: CompileOptions, split: Split | None, whole: bool = True
     ) -> Max7800xProgram:
         """A float `graph` lowered: its accelerator part (all of it, or `split`'s prefix, split
-        earlier where the accelerator refuses an operator), and the Cortex-M4 part of a split."""
+        earlier where the accelerator refuses an operator), and the Cortex-M4 part of a split
+        (`whole`: its notes name the whole network on the Cortex-M4, --cpu-only's estimate)."""
+        from edgesynth.targets.max7800x.cpu.alone import whole_note
         from edgesynth.targets.max7800x.cpu.back import back_notes
         from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output
         from edgesynth.targets.max7800x.device import get_device
@@ -246,6 +271,10 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         if split is not None:
             split, cpu, then = self._cpu_side(graph, split, options, (quantized, built))
             notes = cpu_notes(split, cpu, device)
+            if whole:
+                notes += whole_note(graph, options.calibration, device)
+            if options.options.get("riscv"):
+                notes.append(RISCV_NOTE)
             if then is not None:
                 notes += back_notes(split)
         in_t = quantized.tensors[quantized.inputs[0]]
@@ -280,21 +309,72 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         self, graph: g.Graph, split: Split, options: CompileOptions, first: tuple[g.Graph, Built]
     ) -> tuple[Split, CpuProgram, Max7800xProgram | None]:
         """The CPU part of `split` and, where the accelerator can take the network back after
-        it, the accelerator's later program (`first`: the first part, quantized, and built)."""
+        it, the accelerator's later program (`first`: the first part, quantized, and built; not
+        with --riscv, whose project runs the CPU part to the end)."""
+        from functools import partial
+
         from edgesynth.targets.max7800x.cpu.back import lower_back
         from edgesynth.targets.max7800x.cpu.hook import cpu_part
         from edgesynth.targets.max7800x.cpu.split import with_return
         from edgesynth.targets.max7800x.device import get_device
 
         device = get_device(self.device_name)
-        back = with_return(graph, split, device)
+        back = None if options.options.get("riscv") else with_return(graph, split, device)
         if back is not None:
+            lower = partial(self.lower_float, whole=False)
             try:
-                return (back, *lower_back(self.lower_float, device, graph, back, options, first))
+                return (back, *lower_back(lower, device, graph, back, options, first))
             except EdgesynthError:  # the accelerator cannot take it back: the CPU part runs on
                 pass
         quantized = first[0]
         return split, cpu_part(graph, split, options.calibration, quantized, device), None
+
+    def _lower_cpu_only(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
+        """--cpu-only: the whole float network as the Cortex-M4's program (`cpu/alone.py`),
+        with the estimate of the same network compiled for the accelerator beside it."""
+        from edgesynth.targets.max7800x.cpu.alone import alone_notes, cycles, lower_whole
+        from edgesynth.targets.max7800x.cpu.hook import cpu_output
+        from edgesynth.targets.max7800x.device import get_device
+
+        model = str(graph.meta.get("path") or graph.source or graph.name)
+        if graph.is_integer or options.calibration is None:
+            what = "an integer network" if graph.is_integer else "given no --calibration data"
+            raise EdgesynthError(
+                f"{model}: --cpu-only quantizes a float model with calibration data "
+                f"(--calibration DATA.npy, a batch of typical inputs); this one is {what}",
+                key="--cpu-only",
+            )
+        cpu = lower_whole(graph, options.calibration, get_device(self.device_name))
+        in_t = graph.tensors[graph.inputs[0]]
+        in_format = TensorFormat.of(in_t.name, in_t.shape, g.QType(8, True, cpu.in_scale))
+        side = self._accelerator_side(graph, options, cycles(cpu))
+        return Max7800xProgram(
+            target=self.name,
+            graph=graph,
+            layers=[],
+            inputs=[in_format],
+            outputs=[cpu_output(cpu, graph)],
+            warnings=list(graph.warnings),
+            notes=alone_notes(cpu, self.device_name, side),
+            network=None,
+            sample=_known_answer_input(in_format, options, in_t.shape).astype(np.int64),
+            options=synthesis_options(self.device_name, cpu_part=True),
+            model=model,
+            cpu=cpu,
+            cpu_only=True,
+        )
+
+    def _accelerator_side(self, graph: g.Graph, options: CompileOptions, cpu_cycles: int) -> str:
+        """The line --cpu-only prints for the same network compiled without it."""
+        from edgesynth.targets.max7800x.cpu.alone import accelerator_line, refused_line
+
+        rest = {k: v for k, v in options.options.items() if k != "cpu_only"}
+        try:
+            program = self.compile(graph, CompileOptions(options.calibration, rest))
+        except EdgesynthError as err:
+            return refused_line(err.message.splitlines()[0])
+        summary = self.summarize(program)
+        return accelerator_line(summary.cycles, summary.clock_hz, cpu_cycles, self.device_name)
 
     def _accelerator_part(
         self, graph: g.Graph, split: Split | None, options: CompileOptions
@@ -316,9 +396,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             part = quantize(graph if split is None else split.prefix, options.calibration, device)
             layers: list[HwLayer] = []
             try:
-                layers = with_copies(part, fuse(part), device)
+                layers = with_copies(part, fuse(part, device), device)
                 desc = describe(part, layers, device, arch="test", dataset=DATASET)
-                synthesis = synthesis_options(self.device_name, cpu_part=split is not None)
+                riscv = bool(options.options.get("riscv"))
+                synthesis = synthesis_options(self.device_name, cpu_part=split is not None,
+                                              riscv=riscv)  # fmt: skip
                 built = self._build(desc, _sample(part, options), model, synthesis)
                 found = rules.geometry_violations(built.network, device, synthesis.rules)
                 if found:
@@ -359,6 +441,8 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.placement import needs_placement
 
         program = _own(program)
+        if program.cpu_only:
+            return
         built = program.built
         device, options = program.options.build.device, program.options.rules
         if built is not None and needs_placement(built.spec, built.network.order):
@@ -376,6 +460,8 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.plan.plan import make_plan
 
         program = _own(program)
+        if program.cpu_only:
+            return
         if program.built is None:
             raise EdgesynthError(f"{program.model}: a loaded program cannot be planned again")
         opts = program.options
@@ -438,6 +524,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.summary import data_memory_used, kernel_memory
 
         program = _own(program)
+        if program.cpu_only:
+            from edgesynth.targets.max7800x.cpu.alone import alone_summary
+
+            assert program.cpu is not None
+            return alone_summary(program.cpu, graph_macs(program.graph), self.device_name)
         plan = _planned(program)
         device = program.options.build.device
         used, capacity = kernel_memory(plan.project)
@@ -478,9 +569,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.codegen import render_project
 
         program = _own(program)
+        folder = Path(folder)
+        if program.cpu_only:
+            return self.write_manifest(program, folder, self._emit_cpu_only(program, folder))
         plan = _planned(program)
         assert program.description is not None  # a planned program was lowered
-        folder = Path(folder)
         files = _write_description(folder, program.description, program.sample, plan.placement)
         back = program.then is not None
         options = replace(program.options, cpu_back=True) if back else program.options
@@ -521,25 +614,58 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         texts.update(files_of)
         return files
 
+    def _emit_cpu_only(self, program: Max7800xProgram, folder: Path) -> list[str]:
+        """--cpu-only's project (`cpu/alone.py`) and the CPU program's files."""
+        from edgesynth.targets.max7800x.cpu.alone import project_texts
+
+        assert program.cpu is not None
+        board = program.options.project.board_name
+        texts = project_texts(program.cpu, program.sample, self.device_name, board)
+        (folder / PROJECT).mkdir(exist_ok=True)
+        for name, text in texts.items():
+            (folder / PROJECT / name).write_text(text)
+        return program.cpu.save(folder) + [f"{PROJECT}/{name}" for name in sorted(texts)]
+
     # -- the proof --------------------------------------------------------------------------
     def prove(self, program: Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
         """The project's writes (`project/`, write for write) on the virtual device leave its
-        known answer (the program's sample, simulated) in data memory."""
-        from edgesynth.targets.max7800x.proof import prove_project
+        known answer (the program's sample, simulated) in data memory; with a Cortex-M4 part,
+        its C built for this PC equals its simulator on the accelerator's output
+        (`cpu/host.py`)."""
+        from edgesynth.targets.max7800x.proof import prove_run
 
         program = _own(program)
+        if program.cpu_only:
+            return self._prove_cpu_only(program, Path(folder))
         plan = _planned(program)
         remedy = (
             "Nothing was written. edgesynth chose this project's layout, so this is a defect in "
             "edgesynth: please report it with the model; --no-verify writes the project anyway "
             "(unproven)."
         )
-        proof = prove_project(plan.result, plan.project, self.device_name, remedy)
+        proof, run = prove_run(plan.result, plan.project, self.device_name, remedy)
+        if program.cpu is not None:
+            from edgesynth.targets.max7800x.cpu.hook import prove_cpu
+
+            proof = replace(proof, more=(prove_cpu(program.cpu, Path(folder) / PROJECT, run),))
         if program.then is not None:  # its known answer's input is the CPU part's known answer
-            later = self.prove(program.then, folder, inputs)
+            from edgesynth.targets.max7800x.cpu.back import SEGMENT
+
+            later = self.prove(program.then, Path(folder) / SEGMENT, inputs)
             assert later is not None
-            proof = Proof(proof.executor, proof.matched + later.matched, proof.total + later.total)
+            proof = replace(proof, matched=proof.matched + later.matched,
+                            total=proof.total + later.total)  # fmt: skip
         return proof
+
+    def _prove_cpu_only(self, program: Max7800xProgram, folder: Path) -> Proof:
+        """--cpu-only: the project's cpu_part.c built for this PC equals the simulator on the
+        known answer's input (and pseudo-random inputs)."""
+        from edgesynth.proof import DEFECT_REMEDY
+        from edgesynth.targets.max7800x.cpu.host import prove_cpu_part
+
+        assert program.cpu is not None
+        return prove_cpu_part(program.cpu, folder / PROJECT, program.sample, DEFECT_REMEDY,
+                              "the known answer's input")  # fmt: skip
 
     def load(self, folder: Path, manifest: dict[str, Any]) -> Max7800xProgram:
         """The program an emitted folder holds, for `edgesynth run` (its `network.yaml`)."""
@@ -547,9 +673,13 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         from edgesynth.targets.max7800x.pipeline import SynthesisJob, load_network
 
         options = synthesis_options(self.device_name, base_dir=Path(folder))
-        net, sample = load_network(SynthesisJob(NETWORK_FILE, options))
         inputs = [TensorFormat.from_json(t) for t in manifest["inputs"]]
         outputs = [TensorFormat.from_json(t) for t in manifest["outputs"]]
+        cpu = CpuProgram.load(Path(folder))
+        net, sample, alone = None, np.zeros(0, np.int64), cpu is not None
+        if not (alone and not (Path(folder) / NETWORK_FILE).is_file()):  # else --cpu-only
+            net, sample = load_network(SynthesisJob(NETWORK_FILE, options))
+            alone = False
         return Max7800xProgram(
             target=self.name,
             graph=g.Graph(manifest.get("network", "network")),
@@ -561,8 +691,9 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             sample=sample,
             options=options,
             model=str(folder),
-            cpu=CpuProgram.load(Path(folder)),
+            cpu=cpu,
             then=_load_segment(self, Path(folder)),
+            cpu_only=alone,
         )
 
     def run(self, loaded: Max7800xProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -196,6 +196,8 @@ def build_project(
         for extra in CPU_SOURCES:  # the layers the Cortex-M4 runs (and a second program)
             if (project / extra).exists():
                 arm_sources.append(project / extra)
+        if not (project / "cnn.c").exists():  # compile --cpu-only: no accelerator layers
+            arm_sources.remove(project / "cnn.c")
     elf = build / f"{name}.elf"
     mem = MEMORY[device]
     sram = (mem.riscv_sram_origin - mem.sram_origin) if riscv else mem.sram_length
@@ -254,6 +256,8 @@ def build_project(
             project / "softmax.c",
             standins / "riscv.c",
         ]
+        if (project / "cpu_part.c").exists():  # the layers after the accelerator's
+            sources.insert(3, project / "cpu_part.c")
         done = subprocess.run(
             [
                 rv_cc,

@@ -32,6 +32,24 @@ def pad_bytes_when_no_input(kernel_bytes: int, qfactor: int) -> int:
     return kernel_bytes // qfactor
 
 
+def unit_has_input(unit: np.ndarray, channel: np.ndarray, thresh: int, in_chan: int) -> np.ndarray:
+    """Whether the vendor writes byte group `unit` of processor `channel`'s kernels for a slot
+    (otherwise `pad_bytes_when_no_input` zeros): it tests the input channel of pass `unit`.
+
+    With 8-bit weights a group is one kernel, that of pass `unit`, and the test is right. With
+    q = 8 / bits > 1 a group packs q kernels of the sequence (output channel, pass), passes
+    fastest, so group `unit` holds other passes (and other output channels) than `unit`: where
+    the last pass is partial (input channels not a multiple of the passes' processors), the
+    vendor drops real kernels of earlier passes and shortens the processor's stream, so every
+    later kernel of that processor lands where the mask counter does not read it. Its firmware
+    then misses its known answer (e.g. a 100 -> 100 channel 1x1 convolution with 2-bit
+    weights: 454 of 500 words on the virtual MAX78000); edgesynth's own path tests every
+    kernel's pass and writes whole groups (plan/kernels.py). Harmless in the corpus cases
+    (MAX78000/test-widein-q2 etc.: one output channel, so the dropped groups hold no kernel).
+    """
+    return unit * thresh + channel < in_chan
+
+
 @dataclass(frozen=True)
 class Slots:
     """The output slots of one processor's byte stream, the same for every processor.

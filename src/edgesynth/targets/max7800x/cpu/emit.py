@@ -157,10 +157,16 @@ def _layer_context(i: int, layer: CpuLayer, sources: list[tuple[str, int]]) -> d
 
 
 def render_cpu_part(
-    program: CpuProgram, name: str, device: str, expected: np.ndarray | None, back: bool = False
+    program: CpuProgram,
+    name: str,
+    device: str,
+    expected: np.ndarray | None,
+    alone: bool = False,
+    back: bool = False,
 ) -> dict[str, str]:
     """`cpu_part.c` and `cpu_part.h`; `expected`: the known answer's result (None: no check);
-    `back`: the accelerator takes the result back (`cpu_part()` is segment2.c's)."""
+    `alone`: the whole network, no accelerator layers before it (--cpu-only); `back`: the
+    accelerator takes the result back (`cpu_part()` is segment2.c's)."""
     from edgesynth.targets.max7800x.emit.project import render
 
     layers = []
@@ -172,6 +178,7 @@ def render_cpu_part(
     context = {
         "name": name,
         "device": device,
+        "alone": alone,
         "program": program,
         "layers": layers,
         "kinds": {layer["key"] for layer in layers},

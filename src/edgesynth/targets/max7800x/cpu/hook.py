@@ -17,10 +17,12 @@ from edgesynth.targets.max7800x.cpu.split import Split, find_split
 from edgesynth.targets.max7800x.device import Device
 
 if TYPE_CHECKING:
+    from edgesynth.proof import Proof
     from edgesynth.targets.max7800x.options import Max7800xOptions
+    from edgesynth.targets.max7800x.placement.verify import RunResult
     from edgesynth.targets.max7800x.plan.plan import Plan
 
-__all__ = ["cpu_notes", "cpu_output", "cpu_part", "emit_cpu_part", "find_split"]
+__all__ = ["cpu_notes", "cpu_output", "cpu_part", "emit_cpu_part", "find_split", "prove_cpu"]
 
 PROJECT = "project"
 
@@ -123,5 +125,15 @@ def emit_cpu_part(
     from edgesynth.targets.max7800x.cpu.simulate import simulate
 
     expected = None if back else simulate(program, np.asarray(accelerator_output)[None])[0]
-    texts.update(render_cpu_part(program, PROJECT, device, expected, back))
+    texts.update(render_cpu_part(program, PROJECT, device, expected, back=back))
     return program.save(folder)
+
+
+def prove_cpu(program: CpuProgram, project: Path, run: RunResult) -> Proof:
+    """The proof of the project's cpu_part.c: built for this PC, it computes what the CPU
+    part's simulator computes on the accelerator's output from the proof run (`run`)."""
+    from edgesynth.proof import DEFECT_REMEDY
+    from edgesynth.targets.max7800x.cpu.host import prove_cpu_part
+    from edgesynth.targets.max7800x.placement.verify import run_output
+
+    return prove_cpu_part(program, project, run_output(run), DEFECT_REMEDY)

@@ -1,5 +1,5 @@
 """The CPU part's integer arithmetic in NumPy: the reference the generated C must equal value
-for value (`cpu_part.c`; tests/max7800x/test_cpu_fallback.py builds it for the host).
+for value (`cpu_part.c`; compile's proof builds it for the host and compares, `host.py`).
 
 Rounding: a linear layer's requantization is (acc x mult + 2**(shift-1)) >> shift with an
 arithmetic (flooring) shift, then saturation to -128..127: round half up, as the accelerator's
@@ -82,10 +82,16 @@ def _spatial(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
     return out.reshape(len(x), -1)
 
 
-def simulate(program: CpuProgram, x: np.ndarray) -> np.ndarray:
-    """The CPU part on a batch of accelerator outputs (N, *in_shape): (N, out_size) int64."""
+def layer_outputs(program: CpuProgram, x: np.ndarray) -> list[np.ndarray]:
+    """Every layer's output (N, size) int64 for a batch of accelerator outputs (N, *in_shape)."""
     values = {-1: np.asarray(x, dtype=np.int64).reshape(len(x), -1)}
     for i, layer in enumerate(program.layers):
         xs = [values[k] for k in layer.inputs(i)]
         values[i] = combine(layer, xs) if layer.kind in COMBINED else run_layer(layer, xs[0])
-    return values[len(program.layers) - 1]
+    return [values[i] for i in range(len(program.layers))]
+
+
+def simulate(program: CpuProgram, x: np.ndarray) -> np.ndarray:
+    """The CPU part on a batch of accelerator outputs (N, *in_shape): (N, out_size) int64."""
+    outputs = layer_outputs(program, x)
+    return outputs[-1] if outputs else np.asarray(x, dtype=np.int64).reshape(len(x), -1)

@@ -258,6 +258,22 @@ def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Spli
     return Split(_prefix(graph, first, cut), suffix, cut, reason)
 
 
+def whole_network(graph: g.Graph, device: Device) -> Split:
+    """`--cpu-only`: every operator on the Cortex-M4, reading the network's input (an operator
+    the CPU part does not run is refused, naming it)."""
+    last = len(graph.nodes) - 1
+    for i, node in enumerate(graph.nodes):
+        if not cpu_runs(node, i == last):
+            kind = f" {node.kind}" if isinstance(node, g.Activation | g.Pool | g.Eltwise) else ""
+            raise EdgesynthError(
+                f"operator `{node.name}` ({node.op}{kind}): --cpu-only runs the whole network on "
+                f"the {device.name}'s Cortex-M4, which runs {CPU_OPERATORS}",
+                file=graph.source or None,
+            )
+    cut = _cut_tensor(graph, 0, graph.nodes[0])
+    return Split(_prefix(graph, 0, cut), list(graph.nodes), cut, "--cpu-only")
+
+
 def _neither(graph: g.Graph, node: g.Node, first: g.Node, device: Device) -> EdgesynthError:
     """`node`, after the split at `first`, is one the Cortex-M4 part does not run."""
     kind = f" {node.kind}" if isinstance(node, g.Activation | g.Pool | g.Eltwise) else ""

@@ -68,6 +68,13 @@ def run_known_answer(
     return result, check_kat(result, known), known
 
 
+def run_output(result: RunResult) -> np.ndarray:
+    """The network's output as the run left it in data memory (what a CPU part reads)."""
+    from edgesynth.targets.max7800x.vdevice.runner import network_output
+
+    return network_output(result)
+
+
 def run_hazards(plan: Plan, result: RunResult, known: KnownAnswer) -> list[Hazard]:
     """The run's memory hazards, less notes and reads of state kept between inferences."""
     from edgesynth.targets.max7800x.vdevice.runner import hazards_of

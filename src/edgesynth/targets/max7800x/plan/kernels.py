@@ -33,6 +33,7 @@ from edgesynth.targets.max7800x.compat.kernel_packing import (
     initial_padding_bytes,
     output_slots,
     pad_bytes_when_no_input,
+    unit_has_input,
 )
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, ffs, fls, popcount
@@ -68,6 +69,9 @@ class KernelMemory:
     data: np.ndarray  # (processors, columns, 9) uint8
     layouts: dict[int, KernelLayout] = field(default_factory=dict)
     calcx4: dict[int, tuple[int, int]] = field(default_factory=dict)  # layer -> (offset, count)
+    # layer -> the processors whose non-zero kernels the vendor's packing drops (izer alone;
+    # `compat.kernel_packing.unit_has_input`)
+    dropped: dict[int, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,6 +81,27 @@ class _Stream:
     values: np.ndarray  # (P, units, width) uint8: the bytes of each unit
     lengths: np.ndarray  # (P, units): bytes each unit contributes
     unit_slot: np.ndarray  # (units,): the slot each unit belongs to
+    dropped: np.ndarray | None = None  # (P,) bool: non-zero kernels the vendor leaves out
+
+
+def _misplaced(
+    rows: np.ndarray,
+    koffs: np.ndarray,
+    lost: np.ndarray,
+    mask: int,
+    short: np.ndarray,
+    values: np.ndarray,
+) -> np.ndarray:
+    """(P,) bool: processors whose kernels the vendor's packing leaves out (`lost`, (P,S,IE,q),
+    non-zero) or moves (a `short` unit, (P,S,IE), before a unit with non-zero bytes)."""
+    weights = rows[np.where(lost, koffs, 0)] & mask  # (P,S,IE,q,ksize)
+    left_out = (lost[..., None] & (weights != 0)).any(axis=(1, 2, 3, 4))
+    n = short.shape[0]
+    short, written = short.reshape(n, -1), values.reshape(n, short.size // n, -1).any(axis=2)
+    units = np.arange(short.shape[1])
+    first_short = np.where(short, units, units.size).min(axis=1)
+    last_written = np.where(written, units, -1).max(axis=1)
+    return left_out | (first_short < last_written)
 
 
 class KernelMemoryExhausted(EdgesynthError):
@@ -120,6 +145,7 @@ class KernelPlanner:
         self.data = np.zeros((chip.max_proc, width, 9), dtype=np.uint8)
         self.widths = np.array([chip.mask_width(p) for p in range(chip.max_proc)])
         self.layouts: dict[int, KernelLayout] = {}
+        self.dropped: dict[int, list[int]] = {}
 
     # -- errors -------------------------------------------------------------------------------
     def _exhausted(self, h: HwLayer, p: int, offs: int, length: int) -> EdgesynthError:
@@ -277,7 +303,10 @@ class KernelPlanner:
     # -- the byte stream ----------------------------------------------------------------------
     def _conv_stream(self, h: HwLayer, rows: np.ndarray, slots: Slots, q: int, n: int) -> _Stream:
         """Bytes of a (non-flattened) layer: one unit per slot and input pass, `ksize` bytes of
-        q packed kernels, or `ksize // q` zeros where the pass has no such input channel."""
+        q packed kernels (kernel `idx` of a slot: output channel `m + idx // passes`, pass
+        `idx % passes`). The vendor writes `ksize // q` zeros for a unit whose own pass number
+        has no such input channel (`compat.kernel_packing.unit_has_input`); edgesynth's own
+        path writes every unit whole, zero where a kernel's pass has no such input channel."""
         bits, in_exp, in_chan, thresh = h.bits, h.in_expand, h.input_chan, h.in_expand_thresh
         ksize = rows.shape[1]
         n_rows = rows.shape[0]
@@ -285,11 +314,19 @@ class KernelPlanner:
         m = slots.m[None, :, None]  # (1,S,1)
         ie = np.arange(in_exp)[None, None, :]  # (1,1,IE)
         src = ch + m * in_chan  # (P,S,1)
-        has_input = (ie * thresh + ch < in_chan) & (src < n_rows)  # (P,S,IE)
+        has_slot = src < n_rows  # (P,S,1)
         idx = np.arange(q)[None, None, None, :] + ie[..., None] * q  # (1,1,IE,q)
         koffs = src[..., None] + (idx % in_exp) * thresh + (idx // in_exp) * in_chan
-        valid = has_input[..., None] & (m[..., None] < h.output_chan) & (koffs < n_rows)
-        vals = rows[np.where(valid, koffs, 0)] & ((1 << bits) - 1)  # (P,S,IE,q,ksize)
+        mask = (1 << bits) - 1
+        own = (m[..., None] < h.output_chan) & (koffs < n_rows) & has_slot[..., None]
+        own &= unit_has_input(idx % in_exp, ch[..., None], thresh, in_chan)  # by its own pass
+        has_input = np.broadcast_to(has_slot, (n, m.shape[1], in_exp))
+        valid, lost = own, None
+        if self.opts.write_for_write:  # the vendor's: whole units by the unit's number
+            has_input = unit_has_input(ie, ch, thresh, in_chan) & has_slot  # (P,S,IE)
+            valid = (m[..., None] < h.output_chan) & (koffs < n_rows) & has_input[..., None]
+            lost = own & ~has_input[..., None]
+        vals = rows[np.where(valid, koffs, 0)] & mask  # (P,S,IE,q,ksize)
         vals = np.where(valid[..., None], vals, 0)
         shifts = (np.arange(q) * bits)[None, None, None, :, None]
         packed = np.bitwise_or.reduce(vals << shifts, axis=3)  # (P,S,IE,ksize)
@@ -297,10 +334,14 @@ class KernelPlanner:
         pad = pad_bytes_when_no_input(ksize, q)
         lengths = np.where(has_input, ksize, pad)
         n_slots = slots.m.size
+        dropped = None
+        if lost is not None and lost.any():
+            dropped = _misplaced(rows, koffs, lost, mask, lengths < ksize, values)
         return _Stream(
             values=values.reshape(n, n_slots * in_exp, ksize),
             lengths=lengths.reshape(n, n_slots * in_exp),
             unit_slot=np.repeat(np.arange(n_slots), in_exp),
+            dropped=dropped,
         )
 
     def _flatten_stream(
@@ -391,6 +432,8 @@ class KernelPlanner:
             stream = self._flatten_stream(h, rows, slots, q, len(procs), ksize)
         else:
             stream = self._conv_stream(h, rows, slots, q, len(procs))
+            if stream.dropped is not None and stream.dropped.any():
+                self.dropped[h.index] = [p for p, d in zip(procs, stream.dropped, strict=True) if d]
         col0, leftover = divmod(start_col * ksize * in_exp, 9)
         pad0 = initial_padding_bytes(leftover, q)
         self._write_stream(h, layout, procs, stream, slots, col0, pad0, start_col, quad)
@@ -528,7 +571,9 @@ def plan_kernels(hw: list[HwLayer], chip: Chip, opts: KernelOptions) -> KernelMe
         quad = opts.fast_fifo_quad and h.index == 0
         mixed_x4 = h.index > 0 and h.calcx4 and not calcx4.get(h.index - 1, False)
         planner.place(h, quad, mixed_x4)
-    memory = KernelMemory(owner=planner.owner, data=planner.data, layouts=planner.layouts)
+    memory = KernelMemory(
+        owner=planner.owner, data=planner.data, layouts=planner.layouts, dropped=planner.dropped
+    )
     for h in hw:
         if h.kernel_source != h.index and h.kernel_source in planner.layouts:
             memory.layouts[h.index] = planner.layouts[h.kernel_source]

@@ -7,7 +7,13 @@ from collections.abc import Iterator
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.description.network import NETWORK_INPUT, Layer
 from edgesynth.targets.max7800x.rules.context import Context
-from edgesynth.targets.max7800x.rules.sizes import ffs, has_bias, input_passes, popcount
+from edgesynth.targets.max7800x.rules.sizes import (
+    ffs,
+    has_bias,
+    input_passes,
+    input_processors_needed,
+    popcount,
+)
 from edgesynth.targets.max7800x.rules.text import map64, pool_key
 
 
@@ -183,6 +189,26 @@ def flatten(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
             f"folds {layer.pooled_dim[0]}x{layer.pooled_dim[1]} = {pixels:,} pixels into "
             f"channels; the hardware flattens at most {ctx.device.max_flatten_pixels} pixels "
             "(e.g. 16x16); pool further before flattening.",
+        )
+
+
+def flatten_passes(ctx: Context, layer: Layer) -> Iterator[EdgesynthError]:
+    """A flattened layer reads its input in passes of equal size: with more input channels
+    than processors, every pass must be full (the vendor's tool splits the weights so and
+    fails on anything else)."""
+    if not layer.flatten:
+        return
+    count = input_passes(layer, ctx.max_proc)
+    shared = ctx.device.processors_sharing_memory
+    per_pass = input_processors_needed(layer, ctx.max_proc, shared)
+    if count > 1 and count * per_pass != layer.in_channels:
+        yield ctx.error(
+            layer,
+            "flatten",
+            f"reads {layer.in_channels} input channels in {count} passes of {per_pass} "
+            "processors, the last one partial; a flattened layer needs every pass full: use "
+            f"a multiple of {count * shared} channels (e.g. {count * per_pass}) or at most "
+            f"{ctx.max_proc}.",
         )
 
 

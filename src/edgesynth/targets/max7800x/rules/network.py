@@ -201,6 +201,7 @@ LAYER_RULES: list[LayerRule] = [
     layers.eltwise,
     layers.multipass_eltwise,
     layers.flatten,
+    layers.flatten_passes,
     layers.passthrough,
     layers.output_width,
     processors.dimensions,
@@ -225,6 +226,7 @@ GEOMETRY_RULES: list[LayerRule] = [
     convolution.transpose_padding,
     convolution.stride,
     convolution.dilation,
+    layers.flatten_passes,
     layers.passthrough_output,
 ]
 
