@@ -283,6 +283,26 @@ def test_the_accelerator_takes_the_network_back_after_the_cortex_m4(activation: 
     assert codes.shape == want.shape and (codes.argmax(1) == want.argmax(1)).mean() >= 0.8
 
 
+def test_with_riscv_the_cpu_part_runs_to_the_end(tmp_path: Path) -> None:
+    """`--riscv` (main_riscv.c has no second accelerator program): the network that returns to
+    the accelerator without it runs its CPU part to the end; the notes give the --cpu-only
+    estimate and the RISC-V note; the proof covers the accelerator and the host build."""
+    from edgesynth.targets.max7800x.target import RISCV_NOTE
+
+    out = tmp_path / "out"
+    program, files = compile_to(back_graph(), "max78000", calibration=mnist_like(), out=out,
+                                options={"riscv": True}, verify=True)  # fmt: skip
+    assert program.cpu is not None and program.then is None
+    assert [layer.kind for layer in program.cpu.layers][:2] == ["requantize", "leaky"]
+    assert program.notes[-2].startswith("  the whole network on the Cortex-M4 (--cpu-only): ")
+    assert program.notes[-1] == RISCV_NOTE
+    assert not any(name.startswith("segment2") for name in files)
+    assert program.proof is not None
+    assert program.proof.line.splitlines()[1].startswith(
+        "known answer reproduced on the host build of project/cpu_part.c"
+    )
+
+
 def test_a_network_the_accelerator_cannot_take_back_stays_on_the_cortex_m4() -> None:
     """After the last operator the accelerator lacks, nothing it could run reads one tensor of
     the CPU part: the CPU part runs to the end."""
@@ -412,6 +432,9 @@ def test_an_operator_reading_two_accelerator_tensors_splits_earlier(tmp_path: Pa
     assert program.cpu.layers[1].sources == [-1, 0]  # the accelerator's output and conv1's
     assert program.proof is not None and program.proof.matched == program.proof.total
     assert program.proof.total == 8 * 14 * 14 // 4 + 10  # both programs' known answers
+    (host,) = program.proof.more  # the host build of cpu_part.c, the mul's two sources too
+    assert host.line.startswith("known answer reproduced on the host build of project/cpu_part.c")
+    assert host.matched == host.total == 16 * sum(layer.size for layer in program.cpu.layers)
     x = mnist_like(24)
     codes = run_program(program, x).codes
     assert (codes.argmax(1) == run(graph, x, keep=True)["fc0"].argmax(1)).mean() >= 0.8
