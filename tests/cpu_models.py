@@ -85,6 +85,37 @@ def upsample_mid():  # type: ignore[no-untyped-def]
     )
 
 
+def leaky_mid():  # type: ignore[no-untyped-def]
+    """A CNN with a LeakyReLU after its second convolution (the accelerator has none): the
+    Cortex-M4 runs it, and the accelerator takes the network back for the rest."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.LeakyReLU(0.1),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 10),
+    )
+
+
+def placement_head():  # type: ignore[no-untyped-def]
+    """A CNN ending in a Linear with 1,024 outputs (within the accelerator's limits, but the
+    network has no placement), then a Linear to the 10 classes."""
+    nn = torch.nn
+    return nn.Sequential(
+        *_features(),
+        nn.Linear(16 * 3 * 3, 1024),
+        nn.ReLU(),
+        nn.Linear(1024, 10),
+    )
+
+
 def export(model, path: Path) -> None:  # type: ignore[no-untyped-def]
     """`model` followed by a Softmax, as torch.onnx writes it (opset 13)."""
     torch.onnx.export(
@@ -104,6 +135,8 @@ MODELS = {
     "leaky_head": leaky_head,
     "sigmoid_mid": sigmoid_mid,
     "upsample_mid": upsample_mid,
+    "leaky_mid": leaky_mid,
+    "placement_head": placement_head,
 }
 EPOCHS = {"sigmoid_mid": 3}  # the sigmoid trains slower; the others train one epoch
 

@@ -62,7 +62,8 @@ def head_graph(tail: list[tuple[str, int]], softmax: bool = True) -> g.Graph:
 def mid_graph(activation: str) -> g.Graph:
     """Conv(1->4) -> ReLU -> MaxPool 2 (the accelerator), then `activation`, Conv(4->6, 3x3,
     pad 1) -> ReLU -> AvgPool 2 -> Conv(6->8, 1x1, groups 2) -> global max pool -> Flatten ->
-    Linear(8->10) -> Softmax (the Cortex-M4 from `activation` on)."""
+    Linear(8->10) -> LeakyReLU -> Softmax (the Cortex-M4 from `activation` on: the last
+    LeakyReLU keeps the accelerator from taking the network back)."""
     graph = head_graph([], softmax=False)
     graph.nodes.pop()  # the flatten
     del graph.tensors["f"]
@@ -92,14 +93,16 @@ def mid_graph(activation: str) -> g.Graph:
     add(g.Flatten(name="flat2", inputs=["gm"], outputs=["f2"]), (8,))
     add(g.Linear(name="fc", inputs=["f2"], outputs=["fc"], weight=rng.normal(0, 0.4, (10, 8)),
                  bias=rng.normal(0, 0.1, 10)), (10,))  # fmt: skip
-    add(g.Softmax(name="softmax", inputs=["fc"], outputs=["y"]), (10,))
+    add(g.LeakyRelu(name="fc_act", inputs=["fc"], outputs=["fc_act"], alpha=0.5), (10,))
+    add(g.Softmax(name="softmax", inputs=["fc_act"], outputs=["y"]), (10,))
     graph.outputs = ["y"]
     return graph
 
 
 def upsample_graph(k: int, stride: int, pad: int, groups: int = 1) -> g.Graph:
     """Conv(1->4) -> ReLU -> MaxPool 2 (4x4x4), then ConvTranspose(4->6, k x k, `stride`, padding
-    `pad`, `groups`) -> ReLU -> Flatten -> Linear(->10) -> Softmax."""
+    `pad`, `groups`) -> ReLU -> Flatten -> Linear(->10) -> LeakyReLU -> Softmax (the LeakyReLU
+    keeps the accelerator from taking the network back)."""
     graph = head_graph([], softmax=False)
     graph.nodes.pop()  # the flatten
     del graph.tensors["f"]
@@ -115,7 +118,8 @@ def upsample_graph(k: int, stride: int, pad: int, groups: int = 1) -> g.Graph:
     graph.add(g.Linear(name="fc", inputs=["f2"], outputs=["fc"], bias=rng.normal(0, 0.1, 10),
                        weight=rng.normal(0, 1 / np.sqrt(6 * hw * hw), (10, 6 * hw * hw))),
               (10,))  # fmt: skip
-    graph.add(g.Softmax(name="softmax", inputs=["fc"], outputs=["y"]), (10,))
+    graph.add(g.LeakyRelu(name="fc_act", inputs=["fc"], outputs=["fc_act"], alpha=0.5), (10,))
+    graph.add(g.Softmax(name="softmax", inputs=["fc_act"], outputs=["y"]), (10,))
     graph.outputs = ["y"]
     return graph
 
@@ -287,24 +291,26 @@ def test_a_sigmoid_after_the_accelerators_accumulator(tmp_path: Path) -> None:
 
 
 def test_a_leaky_relu_leaves_the_accelerator() -> None:
-    """LeakyReLU, which the accelerator lacks, is where the network splits (even before a
-    Linear it could run)."""
+    """LeakyReLU, which the accelerator lacks, is where the network splits; the accelerator
+    takes it back for the Linear after it (the vector as C x 1 x 1)."""
     graph = head_graph([("linear", 32), ("leaky_relu", 0), ("linear", 10)])
     program, _ = compile_to(graph, "max78000", calibration=calibration())
     assert program.cpu is not None
     assert program.notes[0] == "split at `leaky_relu1` (the accelerator has no leaky ReLU):"
-    assert [layer.kind for layer in program.cpu.layers] == ["requantize", "leaky", "linear"]
+    assert [layer.kind for layer in program.cpu.layers] == ["requantize", "leaky", "rescale"]
+    assert program.then is not None and program.then.inputs[0].shape == (32, 1, 1)
 
 
 @pytest.mark.parametrize("activation", ["sigmoid", "leaky_relu"])
 def test_an_activation_in_the_middle_moves_the_rest_to_the_cortex_m4(activation: str) -> None:
-    """Stage 1 runs everything after the split on the Cortex-M4: convolutions and pooling too
-    (back to the accelerator is stage 2)."""
+    """Where the accelerator cannot take the network back (an operator it lacks at the end),
+    everything after the split runs on the Cortex-M4: convolutions and pooling too."""
     program, _ = compile_to(mid_graph(activation), "max78000", calibration=calibration())
     assert program.cpu is not None
     kinds = [layer.kind for layer in program.cpu.layers]
     first = "lut" if activation == "sigmoid" else "leaky"
-    assert kinds == [first, "conv", "relu", "pool", "conv", "pool", "linear"]
+    assert kinds == [first, "conv", "relu", "pool", "conv", "pool", "linear", "leaky"]
+    assert program.then is None
     x = np.random.default_rng(3).normal(0, 1, (16, 1, 8, 8))
     from edgesynth.flow import run_program
     from edgesynth.sim.graph import run
@@ -331,7 +337,7 @@ def test_a_transposed_convolution_the_accelerator_refuses_runs_on_the_cortex_m4(
     assert program.notes[0].startswith("split at `up` (the accelerator refuses it: ")
     assert why in program.notes[0]
     assert program.notes[1] == "  CNN accelerator: `conv`, `relu`, `pool`"
-    assert [layer.kind for layer in program.cpu.layers] == ["convt", "relu", "linear"]
+    assert [layer.kind for layer in program.cpu.layers] == ["convt", "relu", "linear", "leaky"]
     x = np.random.default_rng(3).normal(0, 1, (32, 1, 8, 8))
     from edgesynth.flow import run_program
     from edgesynth.sim.graph import run
@@ -450,7 +456,7 @@ def test_cpu_only_compiles_the_whole_network_for_the_cortex_m4(tmp_path: Path) -
     assert program.cpu is not None and program.layers == [] and program.network is None
     kinds = [layer.kind for layer in program.cpu.layers]
     assert kinds == ["conv", "relu", "pool", "lut", "conv", "relu", "pool", "conv", "pool",
-                     "linear"]  # fmt: skip
+                     "linear", "leaky"]  # fmt: skip
     assert program.cpu.in_shape == (1, 8, 8) and program.cpu.in_bits == 8
     notes, total = program.notes, sum(c.cycles for c in estimate(program.cpu))
     assert notes[0].startswith("--cpu-only: the whole network on the Cortex-M4")

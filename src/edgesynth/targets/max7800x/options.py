@@ -121,6 +121,7 @@ class Max7800xOptions:
     project: ProjectOptions = field(default_factory=ProjectOptions)
     write_for_write: bool = False
     cpu_part: bool = False  # main.c runs cpu_part.c on the unloaded output (a split network)
+    cpu_back: bool = False  # ... which hands its result to a second accelerator program
 
     def __post_init__(self) -> None:
         # The device's defaults for what was left open (None).

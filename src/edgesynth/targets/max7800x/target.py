@@ -17,7 +17,7 @@ first calibration input, or the given sample.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -104,6 +104,9 @@ class Max7800xProgram(Program):
     description: Description | None = None  # what emit writes (None: loaded from a folder)
     plan: Max7800xPlan | None = None
     cpu: CpuProgram | None = None  # the layers after the accelerator's, on the Cortex-M4
+    then: Max7800xProgram | None = None  # the accelerator's program after the Cortex-M4 part
+    float_graph: g.Graph | None = None  # the float network it was lowered from (a split ...
+    compile_options: CompileOptions | None = None  # ... placement refuses is made again)
     cpu_only: bool = False  # --cpu-only: `cpu` is the whole network, no accelerator layers
 
 
@@ -180,6 +183,9 @@ def _simulate_network(program: Max7800xProgram, inputs: list[np.ndarray]) -> lis
             from edgesynth.targets.max7800x.cpu.simulate import simulate as run_cpu
 
             out = run_cpu(program.cpu, out[None])[0]
+        if program.then is not None:  # the accelerator again, on the CPU part's result
+            shape = program.then.inputs[0].shape
+            out = _simulate_network(program.then, [out.reshape(1, *shape)])[0][0]
         outs.append(out.reshape(want))
     return [np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)]
 
@@ -207,16 +213,13 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
         from edgesynth.targets.max7800x.copies import with_copies
-        from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output, cpu_part, find_split
+        from edgesynth.targets.max7800x.cpu.split import find_split
         from edgesynth.targets.max7800x.device import get_device
         from edgesynth.targets.max7800x.lower import describe, fuse
 
         if options.options.get("cpu_only"):
             return self._lower_cpu_only(graph, options)
         device = get_device(self.device_name)
-        cpu, float_graph, notes = None, graph, []
-        warnings: list[str] = list(graph.warnings)
-        model = str(graph.meta.get("path") or graph.source or graph.name)
         if not graph.is_integer:
             if options.calibration is None:
                 raise EdgesynthError(
@@ -225,47 +228,106 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                     "typical inputs)",
                     key="--calibration",
                 )
-            split = find_split(graph, device)
-            part = self._accelerator_part(graph, split, options)
-            graph, layers, desc, built, synthesis, split = part
-            warnings += graph.warnings
-            if split is not None:
-                cpu = cpu_part(float_graph, split, options.calibration, graph, device)
-                from edgesynth.targets.max7800x.cpu.alone import whole_note
-
-                notes = cpu_notes(split, cpu, device)
-                notes += whole_note(float_graph, options.calibration, device)
-                if options.options.get("riscv"):
-                    notes.append(RISCV_NOTE)
-        else:
-            layers = with_copies(graph, fuse(graph, device), device)
-            desc = describe(graph, layers, device, arch="test", dataset=DATASET)
-            riscv = bool(options.options.get("riscv"))
-            synthesis = synthesis_options(self.device_name, riscv=riscv)
-            built = self._build(desc, _sample(graph, options), model, synthesis)
-        warnings += desc.warnings
+            return self.lower_float(graph, options, find_split(graph, device))
+        model = str(graph.meta.get("path") or graph.source or graph.name)
+        layers = with_copies(graph, fuse(graph, device), device)
+        desc = describe(graph, layers, device, arch="test", dataset=DATASET)
+        riscv = bool(options.options.get("riscv"))
+        synthesis = synthesis_options(self.device_name, riscv=riscv)
+        built = self._build(desc, _sample(graph, options), model, synthesis)
         in_t = graph.tensors[graph.inputs[0]]
-        in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
         out_t = graph.tensors[graph.outputs[0]]
-        out_format = TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)
-        if cpu is not None:
-            out_format = cpu_output(cpu, float_graph)
         return Max7800xProgram(
             target=self.name,
             graph=graph,
             layers=layers,
-            inputs=[in_format],
-            outputs=[out_format],
-            warnings=warnings,
-            notes=notes,
+            inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
+            outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
+            warnings=[*graph.warnings, *desc.warnings],
+            notes=[],
             network=built.network,
             sample=built.sample,
             options=synthesis,
             model=model,
             built=built,
             description=desc,
-            cpu=cpu,
         )
+
+    def lower_float(
+        self, graph: g.Graph, options: CompileOptions, split: Split | None, whole: bool = True
+    ) -> Max7800xProgram:
+        """A float `graph` lowered: its accelerator part (all of it, or `split`'s prefix, split
+        earlier where the accelerator refuses an operator), and the Cortex-M4 part of a split
+        (`whole`: its notes name the whole network on the Cortex-M4, --cpu-only's estimate)."""
+        from edgesynth.targets.max7800x.cpu.alone import whole_note
+        from edgesynth.targets.max7800x.cpu.back import back_notes
+        from edgesynth.targets.max7800x.cpu.hook import cpu_notes, cpu_output
+        from edgesynth.targets.max7800x.device import get_device
+
+        device = get_device(self.device_name)
+        part = self._accelerator_part(graph, split, options)
+        quantized, layers, desc, built, synthesis, split = part
+        cpu, then, notes = None, None, []
+        if split is not None:
+            split, cpu, then = self._cpu_side(graph, split, options, (quantized, built))
+            notes = cpu_notes(split, cpu, device)
+            if whole:
+                notes += whole_note(graph, options.calibration, device)
+            if options.options.get("riscv"):
+                notes.append(RISCV_NOTE)
+            if then is not None:
+                notes += back_notes(split)
+        in_t = quantized.tensors[quantized.inputs[0]]
+        out_t = quantized.tensors[quantized.outputs[0]]
+        return Max7800xProgram(
+            target=self.name,
+            graph=quantized,
+            layers=layers,
+            inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
+            outputs=(
+                then.outputs
+                if then is not None
+                else [cpu_output(cpu, graph)]
+                if cpu is not None
+                else [TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)]
+            ),
+            warnings=[*graph.warnings, *quantized.warnings, *desc.warnings],
+            notes=notes,
+            network=built.network,
+            sample=built.sample,
+            options=synthesis,
+            model=str(graph.meta.get("path") or graph.source or graph.name),
+            built=built,
+            description=desc,
+            cpu=cpu,
+            then=then,
+            float_graph=graph,
+            compile_options=options,
+        )
+
+    def _cpu_side(
+        self, graph: g.Graph, split: Split, options: CompileOptions, first: tuple[g.Graph, Built]
+    ) -> tuple[Split, CpuProgram, Max7800xProgram | None]:
+        """The CPU part of `split` and, where the accelerator can take the network back after
+        it, the accelerator's later program (`first`: the first part, quantized, and built; not
+        with --riscv, whose project runs the CPU part to the end)."""
+        from functools import partial
+
+        from edgesynth.targets.max7800x.cpu.back import lower_back
+        from edgesynth.targets.max7800x.cpu.hook import cpu_part
+        from edgesynth.targets.max7800x.cpu.split import with_return
+        from edgesynth.targets.max7800x.device import get_device
+
+        device = get_device(self.device_name)
+        back = None if options.options.get("riscv") else with_return(graph, split, device)
+        if back is not None:
+            lower = partial(self.lower_float, whole=False)
+            try:
+                return (back, *lower_back(lower, device, graph, back, options, first))
+            except EdgesynthError:  # the accelerator cannot take it back: the CPU part runs on
+                pass
+        quantized = first[0]
+        return split, cpu_part(graph, split, options.calibration, quantized, device), None
 
     def _lower_cpu_only(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
         """--cpu-only: the whole float network as the Cortex-M4's program (`cpu/alone.py`),
@@ -405,7 +467,11 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         opts = program.options
         # A placement the placer chooses, it checks by every device rule; one the description
         # gives in full, `check` checked.
-        net, placement = place_network(program.built, opts, prove=True)
+        try:
+            net, placement = place_network(program.built, opts, prove=True)
+        except EdgesynthError as err:
+            net, placement = self._place_earlier_split(program, err)
+            opts = program.options
         result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
         program.network = net
         program.plan = Max7800xPlan(placement, result, make_plan(result, opts))
@@ -413,6 +479,38 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             from edgesynth.targets.max7800x.cpu.hook import accelerator_note
 
             program.notes[2:2] = accelerator_note(program.plan.project, opts, self.device_name)
+        if program.then is not None:  # the accelerator's program after the Cortex-M4 part
+            then = program.then
+            self.check(then)
+            self.plan(then)
+            assert then.plan is not None
+            estimate = accelerator_note(then.plan.project, then.options, self.device_name)
+            program.notes += [f"  {line}" for line in [*estimate, *then.notes]]
+
+    def _place_earlier_split(
+        self, program: Max7800xProgram, err: EdgesynthError
+    ) -> tuple[Network, Placement | None]:
+        """Where placement refuses a float network's accelerator part (`err`), the longest
+        prefix that places, the Cortex-M4 part running the rest: `program` becomes that split
+        (its placed network returned). No such split: `err` stands."""
+        from edgesynth.targets.max7800x.cpu.split import placement_splits
+        from edgesynth.targets.max7800x.device import get_device
+        from edgesynth.targets.max7800x.pipeline import place_network
+
+        source, options = program.float_graph, program.compile_options
+        if source is None or options is None:
+            raise err
+        device = get_device(self.device_name)
+        for split in placement_splits(source, [x.nodes for x in program.layers], err, device):
+            try:
+                shorter = self.lower_float(source, options, split)
+                placed = place_network(shorter.built, shorter.options, prove=True)
+            except EdgesynthError:  # it does not place either, or the Cortex-M4 part does not fit
+                continue
+            for f in fields(shorter):
+                setattr(program, f.name, getattr(shorter, f.name))
+            return placed
+        raise err
 
     def simulate(self, program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return _simulate_network(_own(program), inputs)
@@ -443,7 +541,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             from edgesynth.targets.max7800x.cpu.hook import split_latency
 
             cycles, clock_hz = split_latency(cycles, clock_hz, program.cpu, self.device_name)
-        return TargetSummary(
+        summary = TargetSummary(
             macs=graph_macs(program.graph),
             weight_bytes=used,
             weight_capacity=capacity,
@@ -454,6 +552,9 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             cycles=cycles,
             clock_hz=clock_hz,
         )
+        if program.then is None:
+            return summary
+        return _then(summary, self.summarize(program.then))
 
     def report_data(self, folder: Path, manifest: dict[str, Any]) -> TargetReport:
         """The folder read back and planned again: layers, data, kernel and bias memory, latency
@@ -474,16 +575,44 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         plan = _planned(program)
         assert program.description is not None  # a planned program was lowered
         files = _write_description(folder, program.description, program.sample, plan.placement)
-        texts = render_project(plan.project, program.options, PROJECT)
+        back = program.then is not None
+        options = replace(program.options, cpu_back=True) if back else program.options
+        texts = render_project(plan.project, options, PROJECT)
         if program.cpu is not None:
             from edgesynth.targets.max7800x.cpu.hook import emit_cpu_part
 
-            files += emit_cpu_part(program.cpu, plan.result.output, folder, texts, self.device_name)
+            files += emit_cpu_part(
+                program.cpu, plan.result.output, folder, texts, self.device_name, back
+            )
+        if program.then is not None:  # the accelerator's program after the Cortex-M4 part
+            files += self._emit_segment(program, folder, texts)
         (folder / PROJECT).mkdir(exist_ok=True)
         for name, text in texts.items():
             (folder / PROJECT / name).write_text(text)
         files += [f"{PROJECT}/{name}" for name in sorted(texts)]
         return self.write_manifest(program, folder, files)
+
+    def _emit_segment(
+        self, program: Max7800xProgram, folder: Path, texts: dict[str, str]
+    ) -> list[str]:
+        """The accelerator's program after the Cortex-M4 part: its own folder (`segment2/`,
+        whose project runs it alone on its known answer's input), and in the first project
+        its driver and the code that hands it the CPU part's result (`cpu/segment.py`)."""
+        from edgesynth.targets.max7800x.cpu.back import SEGMENT
+        from edgesynth.targets.max7800x.cpu.segment import render_segment
+
+        then = program.then
+        assert then is not None and then.plan is not None and program.float_graph is not None
+        (folder / SEGMENT).mkdir(exist_ok=True)
+        files = [f"{SEGMENT}/{name}" for name in self.emit(then, folder / SEGMENT)]
+        softmax = isinstance(program.float_graph.nodes[-1], g.Softmax)
+        wide = then.outputs[0].bits == 32
+        second = folder / SEGMENT / PROJECT
+        files_of = render_segment(
+            then.plan.project, then.plan.result, second, self.device_name, (wide, softmax)
+        )
+        texts.update(files_of)
+        return files
 
     def _emit_cpu_only(self, program: Max7800xProgram, folder: Path) -> list[str]:
         """--cpu-only's project (`cpu/alone.py`) and the CPU program's files."""
@@ -515,11 +644,18 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             "(unproven)."
         )
         proof, run = prove_run(plan.result, plan.project, self.device_name, remedy)
-        if program.cpu is None:
-            return proof
-        from edgesynth.targets.max7800x.cpu.hook import prove_cpu
+        if program.cpu is not None:
+            from edgesynth.targets.max7800x.cpu.hook import prove_cpu
 
-        return replace(proof, more=(prove_cpu(program.cpu, Path(folder) / PROJECT, run),))
+            proof = replace(proof, more=(prove_cpu(program.cpu, Path(folder) / PROJECT, run),))
+        if program.then is not None:  # its known answer's input is the CPU part's known answer
+            from edgesynth.targets.max7800x.cpu.back import SEGMENT
+
+            later = self.prove(program.then, Path(folder) / SEGMENT, inputs)
+            assert later is not None
+            proof = replace(proof, matched=proof.matched + later.matched,
+                            total=proof.total + later.total)  # fmt: skip
+        return proof
 
     def _prove_cpu_only(self, program: Max7800xProgram, folder: Path) -> Proof:
         """--cpu-only: the project's cpu_part.c built for this PC equals the simulator on the
@@ -556,12 +692,43 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
             options=options,
             model=str(folder),
             cpu=cpu,
+            then=_load_segment(self, Path(folder)),
             cpu_only=alone,
         )
 
     def run(self, loaded: Max7800xProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The network of the loaded description on the simulator."""
         return _simulate_network(_own(loaded), inputs)
+
+
+def _then(first: TargetSummary, later: TargetSummary) -> TargetSummary:
+    """A program and the accelerator's program after its Cortex-M4 part: the MACs of both, the
+    larger memory use (the second configuration replaces the first), the estimates one after
+    the other (in the first's clock)."""
+    cycles = None
+    if first.cycles is not None and later.cycles is not None and first.clock_hz and later.clock_hz:
+        cycles = first.cycles + round(later.cycles * first.clock_hz / later.clock_hz)
+    return replace(
+        first,
+        macs=(first.macs or 0) + (later.macs or 0),
+        weight_bytes=max(first.weight_bytes or 0, later.weight_bytes or 0),
+        activation_bytes=max(first.activation_bytes or 0, later.activation_bytes or 0),
+        cycles=cycles,
+        clock_hz=first.clock_hz if cycles is not None else None,
+    )
+
+
+def _load_segment(target: Max7800xTarget, folder: Path) -> Max7800xProgram | None:
+    """The accelerator's program after the Cortex-M4 part, where the folder holds one."""
+    import json
+
+    from edgesynth.targets.base import MANIFEST
+    from edgesynth.targets.max7800x.cpu.back import SEGMENT
+
+    manifest = folder / SEGMENT / MANIFEST
+    if not manifest.is_file():
+        return None
+    return target.load(folder / SEGMENT, json.loads(manifest.read_text()))
 
 
 def _own(program: Program) -> Max7800xProgram:

@@ -92,6 +92,10 @@ class BuildResult:
         return "\n".join(lines)
 
 
+# The sources of a split network's Cortex-M4 part, and of the accelerator program after it
+CPU_SOURCES = ("cpu_part.c", "segment2.c", "segment2_input.c", "cnn_segment2.c")
+
+
 def _tool(name: str, package: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -189,10 +193,11 @@ def build_project(
     arm_sources = [project / "main.c", standins / "startup.c"]
     if not riscv:
         arm_sources += [project / "cnn.c", project / "softmax.c"]
-        if (project / "cpu_part.c").exists():  # the layers the Cortex-M4 runs
-            arm_sources.append(project / "cpu_part.c")
-            if not (project / "cnn.c").exists():  # compile --cpu-only: no accelerator layers
-                arm_sources.remove(project / "cnn.c")
+        for extra in CPU_SOURCES:  # the layers the Cortex-M4 runs (and a second program)
+            if (project / extra).exists():
+                arm_sources.append(project / extra)
+        if not (project / "cnn.c").exists():  # compile --cpu-only: no accelerator layers
+            arm_sources.remove(project / "cnn.c")
     elf = build / f"{name}.elf"
     mem = MEMORY[device]
     sram = (mem.riscv_sram_origin - mem.sram_origin) if riscv else mem.sram_length

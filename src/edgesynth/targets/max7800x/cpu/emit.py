@@ -27,6 +27,11 @@ CYCLES = {
     "relu": 5,  # per value: load, compare, select, store, loop
     "leaky": 12,  # per value: load, compare, multiply and shift when negative, store
     "lut": 6,  # per value: load, add, table load, store, loop
+    "add": 16,  # per value: two loads, two multiplies, add, the rounding shift, saturation
+    "sub": 16,
+    "mul": 14,  # per value: two loads, two multiplies, the rounding shift, saturation, store
+    "concat": 14,  # per value: a requantized copy
+    "rescale": 14,  # per value: 8-bit codes requantized to the scale the accelerator takes back
     "softmax": 150,  # per value: the project's softmax.c (exponent, sums, division)
 }
 
@@ -41,9 +46,10 @@ class LayerCost:
 def estimate(program: CpuProgram) -> list[LayerCost]:
     """Each CPU layer's estimated cycles (and the softmax's, when it runs)."""
     costs = []
-    inputs = program.in_size
     for layer in program.layers:
         if layer.kind == "linear":
+            assert layer.weight is not None
+            inputs = layer.weight.shape[1]
             cycles = inputs * layer.size * CYCLES["mac"] + layer.size * CYCLES["linear_out"]
         elif layer.kind in ("conv", "convt"):
             assert layer.weight is not None
@@ -56,7 +62,6 @@ def estimate(program: CpuProgram) -> list[LayerCost]:
         else:
             cycles = layer.size * CYCLES[layer.kind]
         costs.append(LayerCost(layer.nodes[0] if layer.nodes else layer.name, layer.kind, cycles))
-        inputs = layer.size
     if program.softmax:
         costs.append(LayerCost("softmax", "softmax", program.out_size * CYCLES["softmax"]))
     return costs
@@ -86,14 +91,37 @@ def _shape(layer: CpuLayer) -> str:
     return ", ".join(str(int(v)) for v in [*values, layer.groups])
 
 
-def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[str, Any]:
+def _combined_calls(layer: CpuLayer, out: str, sources: list[tuple[str, int]]) -> list[str]:
+    """The calls of an element-wise or concat layer (`sources`: each buffer and its size)."""
+    (a, _), *rest = sources
+    if layer.kind == "mul":
+        return [f"mul8({a}, {rest[0][0]}, {layer.size}, {layer.mult}, {layer.shift}, {out})"]
+    if layer.kind in ("add", "sub"):
+        mb = -layer.mults[1] if layer.kind == "sub" else layer.mults[1]
+        b = rest[0][0]
+        return [f"add8({a}, {b}, {layer.size}, {layer.mults[0]}, {mb}, {layer.shift}, {out})"]
+    calls, offset = [], 0
+    for (src, size), mult, shift in zip(sources, layer.mults, layer.shifts, strict=True):
+        calls.append(f"rescale8({src}, {size}, {mult}, {shift}, {out} + {offset})")
+        offset += size
+    return calls
+
+
+def _layer_context(i: int, layer: CpuLayer, sources: list[tuple[str, int]]) -> dict[str, Any]:
+    """What the template needs of layer `i` (`sources`: the buffers it reads and their sizes)."""
     bits = "32" if layer.out_bits == 32 else "8"
     kind = f"{layer.kind}{bits}"
     out = f"out_{i}"
     shape = ""
+    source, inputs = sources[0]
     if layer.kind in ("conv", "convt", "pool"):
         shape = _shape(layer)
-    if layer.kind == "linear":
+    calls = []
+    if layer.kind in ("add", "sub", "mul", "concat"):
+        calls = _combined_calls(layer, out, sources)
+        kind = {"sub": "add8", "concat": "rescale8"}.get(layer.kind, kind)
+        args = ""
+    elif layer.kind == "linear":
         args = f"{source}, {inputs}, weight_{i}, bias_{i}, {layer.size}, "
         args += f"{out}" if bits == "32" else f"{layer.mult}, {layer.shift}, {out}"
     elif layer.kind in ("conv", "convt"):
@@ -102,7 +130,7 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
     elif layer.kind == "pool":
         avg = int(layer.pool == "avg")
         args = f"{source}, &shape_{i}, {avg}, {layer.mult}, {layer.shift or 1}, {out}"
-    elif layer.kind in ("requantize", "leaky"):
+    elif layer.kind in ("requantize", "leaky", "rescale"):
         args = f"{source}, {layer.size}, {layer.mult}, {layer.shift}, {out}"
     elif layer.kind == "lut":
         args = f"{source}, {layer.size}, table_{i}, {out}"
@@ -116,7 +144,7 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
         "inputs": inputs,
         "type": _c_type(layer.out_bits),
         "function": layer.function,
-        "call": f"{kind}({args})",
+        "calls": calls or [f"{kind}({args})"],
         "shape": shape,
     }
     if layer.weight is not None and layer.bias is not None:
@@ -129,17 +157,24 @@ def _layer_context(i: int, layer: CpuLayer, source: str, inputs: int) -> dict[st
 
 
 def render_cpu_part(
-    program: CpuProgram, name: str, device: str, expected: np.ndarray | None, alone: bool = False
+    program: CpuProgram,
+    name: str,
+    device: str,
+    expected: np.ndarray | None,
+    alone: bool = False,
+    back: bool = False,
 ) -> dict[str, str]:
     """`cpu_part.c` and `cpu_part.h`; `expected`: the known answer's result (None: no check);
-    `alone`: the whole network, no accelerator layers before it (--cpu-only)."""
+    `alone`: the whole network, no accelerator layers before it (--cpu-only); `back`: the
+    accelerator takes the result back (`cpu_part()` is segment2.c's)."""
     from edgesynth.targets.max7800x.emit.project import render
 
     layers = []
-    source, inputs = "in", program.in_size
+    buffers = {-1: ("in", program.in_size)}
     for i, layer in enumerate(program.layers):
-        layers.append(_layer_context(i, layer, source, inputs))
-        source, inputs = f"out_{i}", layer.size
+        layers.append(_layer_context(i, layer, [buffers[k] for k in layer.inputs(i)]))
+        buffers[i] = (f"out_{i}", layer.size)
+    source = buffers[len(program.layers) - 1][0]
     context = {
         "name": name,
         "device": device,
@@ -152,6 +187,7 @@ def render_cpu_part(
         "result": source,
         "estimate": estimate_lines(program),
         "kat": expected is not None,
+        "back": back,
         "expected_lines": [] if expected is None else _lines(expected),
     }
     return {

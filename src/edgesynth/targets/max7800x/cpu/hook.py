@@ -10,7 +10,7 @@ import numpy as np
 
 from edgesynth.ir import graph as g
 from edgesynth.targets.base import TensorFormat
-from edgesynth.targets.max7800x.cpu.emit import estimate
+from edgesynth.targets.max7800x.cpu.emit import LayerCost, estimate
 from edgesynth.targets.max7800x.cpu.memory import check_memory
 from edgesynth.targets.max7800x.cpu.program import CpuProgram
 from edgesynth.targets.max7800x.cpu.split import Split, find_split
@@ -28,14 +28,19 @@ PROJECT = "project"
 
 
 def cpu_part(
-    graph: g.Graph, split: Split, calibration: np.ndarray, prefix: g.Graph, device: Device
+    graph: g.Graph,
+    split: Split,
+    calibration: np.ndarray,
+    prefix: g.Graph,
+    device: Device,
+    back: g.QType | None = None,
 ) -> CpuProgram:
-    """The CPU program of `split` (`prefix`: the accelerator's part, quantized), checked
-    against the chip's SRAM and flash."""
+    """The CPU program of `split` (`prefix`: the accelerator's part, quantized; `back`: the
+    codes the accelerator takes back), checked against the chip's SRAM and flash."""
     from edgesynth.targets.max7800x.cpu.lower import lower_suffix
 
     qtype = prefix.tensors[prefix.outputs[0]].qtype or g.INT8
-    program = lower_suffix(graph, split, calibration, qtype)
+    program = lower_suffix(graph, split, calibration, qtype, back)
     check_memory(program, device.name, split.cut)
     return program
 
@@ -54,16 +59,22 @@ def cpu_notes(split: Split, program: CpuProgram, device: Device) -> list[str]:
     from edgesynth.targets.max7800x.commands.firmware import MEMORY
 
     moved = next((n for n in split.suffix if not isinstance(n, g.Flatten | g.Reshape)), None)
-    costs = {c.name: c for c in estimate(program)}
+    order = estimate(program)
+    costs = {c.name: c for c in order}
     lines = [
         f"split at `{moved.name if moved else split.cut}` ({split.reason}):",
         "  CNN accelerator: " + ", ".join(f"`{n.name}`" for n in split.prefix.nodes),
         f"  Cortex-M4 (project/cpu_part.c, reading `{split.cut}` as cnn_unload() leaves it):",
     ]
+    nodes = {n.name for n in split.suffix} | {"softmax"}
+    extra = [c for c in order if c.name not in nodes]  # the requantizations operators need
     for node in split.suffix:
         cost = costs.get("softmax" if isinstance(node, g.Softmax) else node.name)
+        while cost and extra and order.index(extra[0]) < order.index(cost):
+            lines.append(_cost_line(extra.pop(0)))
         what = f"~{cost.cycles:,} cycles" if cost else "no code (the buffer is read as it is)"
         lines.append(f"    `{node.name}` ({node.op}): {what}")
+    lines += [_cost_line(c) for c in extra]
     cycles = sum(c.cycles for c in costs.values())
     mhz = MEMORY[device.name].core_clock / 1e6
     lines.append(
@@ -71,6 +82,10 @@ def cpu_notes(split: Split, program: CpuProgram, device: Device) -> list[str]:
         "(an instruction-count model of the generated loops, not a measurement)"
     )
     return lines
+
+
+def _cost_line(cost: LayerCost) -> str:
+    return f"    `{cost.name}` ({cost.kind}): ~{cost.cycles:,} cycles"
 
 
 def accelerator_note(project: Plan, options: Max7800xOptions, device: str) -> list[str]:
@@ -101,15 +116,16 @@ def split_latency(
 
 def emit_cpu_part(
     program: CpuProgram, accelerator_output: np.ndarray, folder: Path, texts: dict[str, str],
-    device: str,
+    device: str, back: bool = False,
 ) -> list[str]:  # fmt: skip
     """Add `cpu_part.c`/`.h` to the project's `texts` (the known answer: the CPU part on the
-    accelerator's known answer) and write the CPU program's files (`edgesynth run` reads them)."""
+    accelerator's known answer; `back`: the accelerator takes the result back, and segment2.c
+    checks it) and write the CPU program's files (`edgesynth run` reads them)."""
     from edgesynth.targets.max7800x.cpu.emit import render_cpu_part
     from edgesynth.targets.max7800x.cpu.simulate import simulate
 
-    expected = simulate(program, np.asarray(accelerator_output)[None])[0]
-    texts.update(render_cpu_part(program, PROJECT, device, expected))
+    expected = None if back else simulate(program, np.asarray(accelerator_output)[None])[0]
+    texts.update(render_cpu_part(program, PROJECT, device, expected, back=back))
     return program.save(folder)
 
 

@@ -3,7 +3,7 @@
 A generated driver includes `cpu_part.c` (so it sees every layer's output buffer), reads the
 words `cnn_unload()` would leave from stdin, one input a line, calls `cpu_part_forward()` and
 prints every layer's output, one layer a line. `prove_cpu_part` compares them, layer by layer,
-with the simulator (`simulate.run_layer`) on the accelerator's output from the proof run and on
+with the simulator (`simulate.layer_outputs`) on the accelerator's output from the proof run and on
 a few pseudo-random inputs over the whole input range.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.proof import Proof, ProofFailed, first_difference
 from edgesynth.targets.max7800x.cpu.program import CpuProgram
-from edgesynth.targets.max7800x.cpu.simulate import run_layer
+from edgesynth.targets.max7800x.cpu.simulate import layer_outputs
 
 CC = "gcc"
 RANDOM_INPUTS = 15  # beside the accelerator's output: pseudo-random inputs, the whole range
@@ -134,9 +134,9 @@ def prove_cpu_part(
             got = run_layers(build(Path(project), program, Path(tmp)), program, x)
         except ProofFailed as err:
             raise ProofFailed(f"{err.message}. {remedy}") from None
-    values, compared = x, 0
-    for i, (layer, output) in enumerate(zip(program.layers, got, strict=True)):
-        values = run_layer(layer, values)
+    compared = 0
+    every = zip(program.layers, got, layer_outputs(program, x), strict=True)
+    for i, (layer, output, values) in enumerate(every):
         if output.shape != values.shape or not np.array_equal(output, values):
             node = layer.nodes[0] if layer.nodes else layer.name
             detail = (first_difference(values, output) if output.shape == values.shape

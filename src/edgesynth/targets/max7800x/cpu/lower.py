@@ -9,6 +9,8 @@ batch gives it (the float graph run on it). The input's scale is the accelerator
   the Linear's output scale (its range is what survives).
 - ReLU and LeakyReLU keep their input's scale (the negative slope a multiplier and a shift);
   sigmoid and tanh are 256-entry tables (`simulate`).
+- Add, Sub and Mul of two tensors and a channel Concat: the result on its own calibrated
+  scale, each source's codes rescaled to it by a multiplier and a shift (`program`).
 - Flatten/Reshape change nothing in the channel-major buffer; a final Softmax is the project's
   softmax.c on the result (not part of the known answer, as without a CPU part).
 """
@@ -43,6 +45,19 @@ def ranges(graph: g.Graph, data: np.ndarray, wanted: set[str], chunk: int = 64) 
     return maxabs
 
 
+def values(graph: g.Graph, data: np.ndarray, tensor: str, chunk: int = 64) -> np.ndarray:
+    """The float graph's `tensor` over the batch (the calibration of a later part)."""
+    out = []
+    for start in range(0, len(data), chunk):
+        values = {graph.inputs[0]: np.asarray(data[start : start + chunk], dtype=np.float64)}
+        for node in graph.nodes:
+            values[node.output] = evaluate(node, *(values[t] for t in node.inputs))
+            if node.output == tensor:
+                break
+        out.append(values[tensor])
+    return np.concatenate(out)
+
+
 def multiplier(ratio: float, what: str = "") -> tuple[int, int]:
     """(mult, shift) with mult x 2**-shift close to `ratio`, mult of `MULT_BITS` bits; `what`
     names the operator in the refusal of a ratio out of reach (2**-46 .. 2**14)."""
@@ -75,9 +90,11 @@ class _Lowering:
         self.maxabs = maxabs
         self.scale = {split.cut: cut.scale or 1.0}
         self.bits = {split.cut: cut.bits}
+        self.buffer = {split.cut: -1}  # each tensor's buffer: -1 the input, k layer k's output
         self.layers: list[CpuLayer] = []
         nodes = split.suffix
-        self.result = nodes[-2].output if isinstance(nodes[-1], g.Softmax) else nodes[-1].output
+        last = nodes[-2].output if isinstance(nodes[-1], g.Softmax) else nodes[-1].output
+        self.result = split.result or last
 
     def code_scale(self, t: str) -> float:
         m = self.maxabs.get(t, 0.0)
@@ -87,6 +104,10 @@ class _Lowering:
         src = node.inputs[0]
         if isinstance(node, g.Flatten | g.Reshape | g.Softmax):
             self.scale[node.output], self.bits[node.output] = self.scale[src], self.bits[src]
+            self.buffer[node.output] = self.buffer[src]
+            return
+        if isinstance(node, g.Eltwise | g.Concat):
+            self.append(node, self.combined(node, size))
             return
         if self.bits[src] == 32 and not _is_relu(node):
             src = self.narrowed(src)
@@ -106,19 +127,58 @@ class _Lowering:
             table = activation_table(node.kind, self.scale[src])
             layer = CpuLayer(node.output, "lut", size, function=node.kind, table=table)
             self.scale[node.output] = TABLE_SCALE
+        layer.sources = [self.buffer[src]]
+        self.append(node, layer)
+
+    def append(self, node: g.Node, layer: CpuLayer) -> None:
         layer.nodes = [node.name]
         self.bits[node.output] = layer.out_bits
+        self.buffer[node.output] = len(self.layers)
         self.layers.append(layer)
+
+    def combined(self, node: g.Eltwise | g.Concat, size: int) -> CpuLayer:
+        """Add, sub or mul of two tensors, or a concatenation: each source in 8-bit codes,
+        the result on its calibrated range."""
+        srcs = [self.narrowed(t) if self.bits[t] == 32 else t for t in node.inputs]
+        s_out = self.code_scale(node.output)
+        self.scale[node.output] = s_out
+        kind = node.kind if isinstance(node, g.Eltwise) else "concat"
+        layer = CpuLayer(node.output, kind, size, sources=[self.buffer[t] for t in srcs])
+        ratios = [self.scale[t] / s_out for t in srcs]
+        if kind == "mul":
+            layer.mult, layer.shift = multiplier(ratios[0] * self.scale[srcs[1]], node.name)
+        elif kind == "concat":
+            pairs = [multiplier(r, node.name) for r in ratios]
+            layer.mults, layer.shifts = [m for m, _ in pairs], [sh for _, sh in pairs]
+        else:  # add, sub: one shift, the larger ratio's
+            _, layer.shift = multiplier(max(ratios), node.name)
+            layer.mults = [math.floor(r * (1 << layer.shift) + 0.5) for r in ratios]
+        return layer
+
+    def handed_back(self, result: str, scale: float) -> None:
+        """The result requantized to `scale`, the codes the accelerator takes back (a last
+        `requantize` of a 32-bit result, else a `rescale`)."""
+        kind = "requantize" if self.bits[result] == 32 else "rescale"
+        mult, shift = multiplier(self.scale[result] / scale, result)
+        name = f"{result}/accelerator"
+        self.layers.append(CpuLayer(name, kind, self.sizes[result], mult=mult, shift=shift,
+                                    nodes=[name], sources=[self.buffer[result]]))  # fmt: skip
+        self.scale[name], self.bits[name], self.result = scale, 8, name
 
     def narrowed(self, src: str) -> str:
         """A 32-bit tensor requantized to int8 codes on its calibrated range (a `requantize`
         layer); returns the name of the 8-bit tensor."""
         name = f"{src}/int8"
+        if name in self.buffer:  # read before
+            return name
         s_out = self.code_scale(src)
         mult, shift = multiplier(self.scale[src] / s_out, src)
-        layer = CpuLayer(name, "requantize", self.sizes[src], mult=mult, shift=shift, nodes=[name])
+        layer = CpuLayer(name, "requantize", self.sizes[src], mult=mult, shift=shift, nodes=[name],
+                         sources=[self.buffer[src]])  # fmt: skip
+        self.buffer[name] = len(self.layers)
         self.layers.append(layer)
         self.scale[name], self.bits[name] = s_out, 8
+        self.sizes[name], self.shapes[name] = self.sizes[src], self.shapes[src]
         return name
 
     def pooling(self, node: g.Pool | g.GlobalPool, src: str, size: int) -> CpuLayer:
@@ -184,15 +244,22 @@ def _is_relu(node: g.Node) -> bool:
 
 
 def lower_suffix(
-    graph: g.Graph, split: Split, calibration: np.ndarray, in_qtype: g.QType
+    graph: g.Graph,
+    split: Split,
+    calibration: np.ndarray,
+    in_qtype: g.QType,
+    out_qtype: g.QType | None = None,
 ) -> CpuProgram:
-    """The CPU program of `split`'s suffix; `in_qtype`: the accelerator's output codes."""
+    """The CPU program of `split`'s suffix; `in_qtype`: the accelerator's output codes;
+    `out_qtype`: the codes the accelerator takes back (a split with `back`)."""
     data = np.asarray(calibration, dtype=np.float64)
     wanted = {t for n in split.suffix for t in n.outputs} | {split.cut}
     shapes = {t: graph.tensors[t].shape for t in wanted}
     lowering = _Lowering(split, ranges(graph, data, wanted), in_qtype, shapes)
     for node in split.suffix:
         lowering.add(node, lowering.sizes[node.output])
+    if split.result is not None and out_qtype is not None:
+        lowering.handed_back(split.result, out_qtype.scale or 1.0)
     return CpuProgram(
         in_shape=graph.tensors[split.cut].shape,
         in_bits=in_qtype.bits,

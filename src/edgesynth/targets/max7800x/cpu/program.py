@@ -1,11 +1,13 @@
 """The CPU part of a split MAX7800x network: integer layers run in order on the Cortex-M4.
 
-Each layer reads the previous layer's output (the first reads the accelerator's output as
-`cnn_unload` leaves it: channel-major, 8-bit codes or 32-bit accumulators). Kinds:
+Each layer reads the outputs of its `sources` (-1: the accelerator's output as `cnn_unload`
+leaves it: channel-major, 8-bit codes or 32-bit accumulators; k: layer k's output; none given:
+the previous layer's, or the accelerator's for the first). Kinds:
 - `linear`: acc = bias + sum(w x) (int8 weights, int32 bias); `wide`: the accumulator is the
   output (int32); else out = clamp((acc x mult + 2**(shift-1)) >> shift, -128, 127).
 - `requantize`: a 32-bit input (the accelerator's accumulator) to int8 codes, as a linear
   layer's output is requantized.
+- `rescale`: int8 codes requantized to another scale (the codes the accelerator takes back).
 - `relu`: max(x, 0).
 - `leaky`: x where x >= 0, else clamp((x x mult + 2**(shift-1)) >> shift) (x alpha).
 - `lut`: an int8 -> int8 table (sigmoid, tanh; see `simulate.activation_table`).
@@ -14,6 +16,11 @@ Each layer reads the previous layer's output (the first reads the accelerator's 
 - `convt`: a transposed 2-D convolution, as `conv` on the input zero-stuffed by `stride`
   (stride 1 after the stuffing; the weight in convolution form, `pads` after the stuffing).
 - `pool`: max, or average (the window's sum requantized by mult/shift ~ 1 / window size).
+- `add`, `sub`: two int8 tensors of one size, each on its own scale: out = clamp((a x mults[0]
+  +- b x mults[1] + 2**(shift-1)) >> shift) (one shift; the output's scale).
+- `mul`: out = clamp((a x b x mult + 2**(shift-1)) >> shift).
+- `concat`: the sources one after the other (channel-major: along the channels), each
+  requantized to the output's scale by mults[i] and shifts[i].
 Files (`save`, `load`): `cpu_part.json` (the layers) and `cpu_part.npz` (their arrays).
 """
 
@@ -32,7 +39,8 @@ ARRAYS_FILE = "cpu_part.npz"
 @dataclass
 class CpuLayer:
     name: str  # the graph operator it computes (messages, comments)
-    kind: str  # linear | requantize | relu | leaky | lut | conv | convt | pool
+    kind: str  # linear | requantize | relu | leaky | lut | conv | convt | pool | add | sub | mul
+    # | concat | rescale
     size: int  # output values
     out_bits: int = 8  # 8, or 32 for a wide linear output
     function: str = ""  # lut: sigmoid | tanh
@@ -51,6 +59,13 @@ class CpuLayer:
     dilation: list[int] = field(default_factory=list)
     groups: int = 1
     pool: str = ""  # max | avg
+    sources: list[int] = field(default_factory=list)  # the buffers read (see the module doc)
+    mults: list[int] = field(default_factory=list)  # add, sub, concat: one per source ...
+    shifts: list[int] = field(default_factory=list)  # ... concat: one shift per source
+
+    def inputs(self, index: int) -> list[int]:
+        """The buffers layer `index` (this one) reads: -1 the accelerator's output, k layer k's."""
+        return self.sources or [index - 1]
 
 
 @dataclass
@@ -87,6 +102,11 @@ class CpuProgram:
         layers = []
         for i, layer in enumerate(self.layers):
             entry = asdict(layer)
+            if entry["sources"] == [i - 1]:  # the default: the previous layer's output
+                del entry["sources"]
+            for key in ("mults", "shifts"):
+                if not entry[key]:
+                    del entry[key]
             for key in ("weight", "bias", "table"):
                 value = entry.pop(key)
                 if value is not None:

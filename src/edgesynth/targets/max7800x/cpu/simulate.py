@@ -13,6 +13,7 @@ import numpy as np
 
 from edgesynth.targets.max7800x.cpu.program import CpuLayer, CpuProgram
 
+COMBINED = ("add", "sub", "mul", "concat")  # the kinds of several sources
 TABLE_SCALE = 1.0 / 127  # the output step of a sigmoid or tanh table (1.0 is code 127)
 
 
@@ -35,13 +36,25 @@ def requantize(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
     return np.clip(v, -128, 127)
 
 
+def combine(layer: CpuLayer, xs: list[np.ndarray]) -> np.ndarray:
+    """An element-wise (`add`, `sub`, `mul`) or `concat` layer on its sources' batches."""
+    if layer.kind == "concat":
+        parts = [requantize(x, m, s) for x, m, s in zip(xs, layer.mults, layer.shifts, strict=True)]
+        return np.concatenate(parts, axis=1)
+    a, b = xs
+    if layer.kind == "mul":
+        return requantize(a * b, layer.mult, layer.shift)
+    sign = -1 if layer.kind == "sub" else 1
+    return requantize(a * layer.mults[0] + sign * b * layer.mults[1], 1, layer.shift)
+
+
 def run_layer(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
-    """One layer on a batch (N, size) of int64 codes."""
+    """One layer of one source on a batch (N, size) of int64 codes."""
     if layer.kind == "linear":
         assert layer.weight is not None and layer.bias is not None
         acc = x @ np.asarray(layer.weight, np.int64).T + np.asarray(layer.bias, np.int64)
         return acc if layer.out_bits == 32 else requantize(acc, layer.mult, layer.shift)
-    if layer.kind == "requantize":
+    if layer.kind in ("requantize", "rescale"):
         return requantize(x, layer.mult, layer.shift)
     if layer.kind == "relu":
         return np.maximum(x, 0)
@@ -69,9 +82,16 @@ def _spatial(layer: CpuLayer, x: np.ndarray) -> np.ndarray:
     return out.reshape(len(x), -1)
 
 
+def layer_outputs(program: CpuProgram, x: np.ndarray) -> list[np.ndarray]:
+    """Every layer's output (N, size) int64 for a batch of accelerator outputs (N, *in_shape)."""
+    values = {-1: np.asarray(x, dtype=np.int64).reshape(len(x), -1)}
+    for i, layer in enumerate(program.layers):
+        xs = [values[k] for k in layer.inputs(i)]
+        values[i] = combine(layer, xs) if layer.kind in COMBINED else run_layer(layer, xs[0])
+    return [values[i] for i in range(len(program.layers))]
+
+
 def simulate(program: CpuProgram, x: np.ndarray) -> np.ndarray:
     """The CPU part on a batch of accelerator outputs (N, *in_shape): (N, out_size) int64."""
-    values = np.asarray(x, dtype=np.int64).reshape(len(x), -1)
-    for layer in program.layers:
-        values = run_layer(layer, values)
-    return values
+    outputs = layer_outputs(program, x)
+    return outputs[-1] if outputs else np.asarray(x, dtype=np.int64).reshape(len(x), -1)

@@ -8,6 +8,7 @@ accelerator's own refusal names it).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
@@ -16,9 +17,11 @@ from edgesynth.targets.max7800x.device import Device
 from edgesynth.wording import plural
 
 CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+PLACEMENT = "placement refuses the accelerator's part from here on"  # a split's reason
 CPU_OPERATORS = (
     "Linear (Gemm/MatMul), 2-D convolution (transposed too), max/average pooling (unpadded), "
-    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, Flatten/Reshape and a final Softmax"
+    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, Add/Sub/Mul of two tensors of one shape, "
+    "channel Concat, Flatten/Reshape and a final Softmax"
 )
 
 
@@ -28,6 +31,11 @@ class Split:
     suffix: list[g.Node]  # the CPU's part, in order
     cut: str  # the tensor the CPU part reads
     reason: str  # why the first CPU operator left the accelerator
+    back: g.Graph | None = None  # what runs on the accelerator again (None: the CPU part
+    # runs to the end), reading `result` (as C x H x W: a vector as C x 1 x 1, flattened)
+    result: str | None = None  # the CPU part's result, when the accelerator takes it back
+    refused: str | None = None  # the operator the accelerator's rules refused (the split may
+    # come before it, where the rest reads one tensor of the accelerator's part)
 
 
 # What the accelerator's quantizer takes from a float graph (the rest of its rules decide later)
@@ -44,7 +52,9 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
         isinstance(node, g.Eltwise) and node.kind in ("add", "sub")
     )
     if not runs and not isinstance(node, g.Activation | g.Clip):
-        return f"the accelerator has no `{node.op}` here"
+        return (
+            f"the accelerator has no `{node.kind if isinstance(node, g.Eltwise) else node.op}` here"
+        )
     if isinstance(node, g.Clip) and node.lo > 0:
         return "the accelerator has no clip above zero"
     if isinstance(node, g.Conv) and node.out_channels > device.max_channels:
@@ -62,8 +72,15 @@ def accelerator_refusal(graph: g.Graph, node: g.Node, device: Device) -> str | N
     return None
 
 
-def cpu_runs(node: g.Node, last: bool) -> bool:
-    """Can the CPU part run `node` (`last`: the network's final operator)?"""
+def cpu_runs(node: g.Node, last: bool, graph: g.Graph | None = None) -> bool:
+    """Can the CPU part run `node` (`last`: the network's final operator; `graph`: the graph
+    it is in, which element-wise operators and concatenations need)?"""
+    if isinstance(node, g.Eltwise):  # two tensors of one shape
+        shapes = {graph.tensors[t].shape for t in node.inputs} if graph else set()
+        return node.kind in ("add", "sub", "mul") and len(node.inputs) == 2 and len(shapes) == 1
+    if isinstance(node, g.Concat):
+        return graph is not None and all(len(graph.tensors[t].shape) in (1, 3)
+                                         for t in node.inputs)  # fmt: skip
     if isinstance(node, g.Activation):
         return node.kind in CPU_ACTIVATIONS
     if isinstance(node, g.Softmax):
@@ -91,7 +108,31 @@ def find_split(graph: g.Graph, device: Device) -> Split | None:
         ),
         (None, ""),
     )
-    return None if first is None else _split_from(graph, first, device, reason)
+    return None if first is None else _split_at_or_before(graph, first, device, reason)
+
+
+class _SeveralCuts(EdgesynthError):
+    """The operators from a split point read several tensors of the accelerator's part."""
+
+
+def _split_at_or_before(graph: g.Graph, first: int, device: Device, reason: str) -> Split | None:
+    """The split at operator `first`; where the operators from there read several tensors of
+    the accelerator's part, at the latest operator before it from which they read one (the
+    split at `first` refused as it is where there is none). The split notes the operator."""
+    try:
+        return _split_from(graph, first, device, reason)
+    except _SeveralCuts as several:
+        for start in range(first - 1, 0, -1):
+            try:
+                split = _split_from(graph, start, device, reason)
+            except EdgesynthError:
+                continue
+            if split is not None:
+                split.refused = name = graph.nodes[first].name
+                split.reason = (f"`{name}`: {reason}; it reads several tensors of the "
+                                "accelerator's part, so the split comes before it")  # fmt: skip
+                return split
+        raise several from None
 
 
 def split_at_refusal(
@@ -105,14 +146,98 @@ def split_at_refusal(
     for one in err.errors if isinstance(err, MultipleErrors) else [err]:
         name = getattr(one, "node", None)
         if name is None and one.layer is not None and 0 <= one.layer < len(layers):
-            name = layers[one.layer][0]  # the hardware layer's operator (a split there moves
-            # a pool fused before it too, should the refusal be the pool's: the next try's)
+            # the hardware layer's operator (a split there moves a pool fused before it too,
+            # should the refusal be the pool's: the next try's); where the quantizer named
+            # it, the layer's first graph operator
+            names = [n for n in layers[one.layer] if n in order]
+            name = (
+                layers[one.layer][0]
+                if layers[one.layer][0] in order
+                else min(names, key=order.__getitem__, default=None)
+            )
         if name in order:
             found.append((order[name], one.message.rstrip(".")))
     if not found:
         return None
     first, message = min(found)
-    return _split_from(graph, first, device, f"the accelerator refuses it: {message}")
+    try:
+        split = _split_at_or_before(graph, first, device, f"the accelerator refuses it: {message}")
+    except _SeveralCuts:  # no split point reads one tensor: the accelerator's refusal stands
+        return None
+    return split
+
+
+def placement_splits(
+    graph: g.Graph, layers: list[list[str]], err: EdgesynthError, device: Device
+) -> Iterator[Split]:
+    """The splits to try, latest first, when placement refuses the accelerator's part (`err`;
+    `layers`: each hardware layer's operators): before each hardware layer but the first, where
+    the Cortex-M4 part can run the rest."""
+    order = {n.name: i for i, n in enumerate(graph.nodes)}
+    starts = sorted({order[names[0]] for names in layers if names and names[0] in order})
+    reason = f"{PLACEMENT}: {err.message.rstrip('.')}"
+    for first in reversed(starts[1:]):
+        try:
+            split = _split_from(graph, first, device, reason)
+        except EdgesynthError:  # an operator after it neither side runs, or several cut tensors
+            continue
+        if split is not None:
+            yield split
+
+
+_STARTS = (g.Conv, g.Linear, g.Pool, g.GlobalPool, g.Flatten, g.Reshape)
+
+
+def with_return(graph: g.Graph, split: Split, device: Device) -> Split | None:
+    """`split` with the accelerator taking the network back after the last operator it
+    refuses (the split's first among them), from the first convolution, linear layer, pooling
+    or flatten where what follows reads one tensor of the CPU part and holds a convolution or
+    a linear layer (None: there is none, or placement made the split)."""
+    nodes, start = graph.nodes, graph.nodes.index(split.suffix[0])
+    last = len(nodes) - 1
+    moved = next(
+        i for i in range(start, len(nodes)) if not isinstance(nodes[i], g.Flatten | g.Reshape)
+    )
+    if split.refused is not None:
+        moved = max(moved, next(i for i, n in enumerate(nodes) if n.name == split.refused))
+    refused = [moved] + [i for i in range(moved + 1, len(nodes))
+                         if not (i == last and isinstance(nodes[i], g.Softmax))
+                         and accelerator_refusal(graph, nodes[i], device)]  # fmt: skip
+    if split.reason.startswith(PLACEMENT):  # the accelerator cannot take any of it back
+        return None
+    made = {t for n in nodes[start:] for t in n.outputs}
+    for back in range(max(refused) + 1, len(nodes)):
+        if not any(isinstance(n, g.Conv | g.Linear) for n in nodes[back:]):
+            return None
+        if not isinstance(nodes[back], _STARTS):  # the accelerator's layers start there
+            continue
+        try:
+            cut = _cut_tensor(graph, back, nodes[back])
+        except EdgesynthError:
+            continue
+        if cut in made:
+            rest = _graph_of(graph, nodes[back:], cut)
+            return Split(split.prefix, nodes[start:back], split.cut, split.reason, rest, cut,
+                         split.refused)  # fmt: skip
+    return None
+
+
+def _graph_of(graph: g.Graph, nodes: list[g.Node], cut: str) -> g.Graph:
+    """The float graph of `nodes` reading `cut` as its input (a vector of C values as C x 1 x
+    1, flattened: the accelerator's input is an image), returning `graph`'s outputs."""
+    part = g.Graph(name=graph.name, source=graph.source)
+    part.hints, part.meta = dict(graph.hints), dict(graph.meta)
+    shape = graph.tensors[cut].shape
+    if len(shape) == 1:
+        part.add_input(f"{cut}/chw", (*shape, 1, 1))
+        flat = g.Flatten(name=f"{cut}/flatten", inputs=[f"{cut}/chw"], outputs=[cut])
+        part.add(flat, shape)
+    else:
+        part.add_input(cut, shape, graph.tensors[cut].qtype)
+    for node in nodes:
+        part.add(node, graph.tensors[node.output].shape, graph.tensors[node.output].qtype)
+    part.outputs = list(graph.outputs)
+    return part
 
 
 def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Split | None:
@@ -121,12 +246,12 @@ def _split_from(graph: g.Graph, first: int, device: Device, reason: str) -> Spli
     nodes = graph.nodes
     last = len(nodes) - 1
     node = nodes[first]
-    if not cpu_runs(node, first == last):
+    if not cpu_runs(node, first == last, graph):
         return None
     while first > 0 and isinstance(nodes[first - 1], g.Flatten | g.Reshape):
         first -= 1
     for i in range(first, len(nodes)):
-        if not cpu_runs(nodes[i], i == last):
+        if not cpu_runs(nodes[i], i == last, graph):
             raise _neither(graph, nodes[i], node, device)
     suffix = nodes[first:]
     cut = _cut_tensor(graph, first, node)
@@ -169,7 +294,7 @@ def _cut_tensor(graph: g.Graph, first: int, node: g.Node) -> str:
     if len(read) != 1 or kept:
         also = f", and the network returns {len(kept)} of them too" if kept else ""
         tensors = plural(len(read), "tensor")
-        raise EdgesynthError(
+        raise (EdgesynthError if kept or not read else _SeveralCuts)(
             f"operator `{node.name}` ({node.op}): the network would leave the accelerator here, "
             f"but the operators from here on read {tensors} of the accelerator's "
             f"part{also}; the Cortex-M4 part reads exactly one, its result (not supported yet)",

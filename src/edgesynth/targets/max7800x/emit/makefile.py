@@ -12,6 +12,8 @@ def sources(opts: Max7800xOptions) -> tuple[list[str], list[str]]:
     api = opts.project.api_filename if opts.project.api_filename.lower() != "none" else "cnn.c"
     main = f"{opts.project.c_filename}.c"
     cpu = ["cpu_part.c"] if opts.cpu_part else []
+    if opts.cpu_back:  # the second accelerator program (cpu/segment.py)
+        cpu += ["segment2.c", "segment2_input.c", "cnn_segment2.c"]
     if opts.rules.riscv:
         return [main], [f"{opts.project.c_filename}_riscv.c", api, "softmax.c", *cpu]
     return [main, api, "softmax.c", *cpu], []

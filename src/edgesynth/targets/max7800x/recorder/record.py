@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.targets.max7800x.commands.firmware import MEMORY, project_device, write_standins
+from edgesynth.targets.max7800x.commands.firmware import (
+    CPU_SOURCES,
+    MEMORY,
+    project_device,
+    write_standins,
+)
 from edgesynth.targets.max7800x.recorder.mapgen import header
 
 # Vendor projects include these MSDK headers too; each stands in as mxc.h.
@@ -78,7 +83,7 @@ def _stage(project: Path, work: Path) -> list[tuple[Path, list[str]]]:
     recorder = work / "recorder.c"
     recorder.write_text(files(__package__).joinpath("recorder.c").read_text())
     sources = [(cnn_host, []), (main_host, ["-Dmain=project_main"]), (recorder, [])]
-    for name in ("softmax.c", "cpu_part.c"):  # cpu_part.c: the layers the Cortex-M4 runs
+    for name in ("softmax.c", *CPU_SOURCES):  # the layers the Cortex-M4 runs, and so on
         if (project / name).is_file():
             sources.append((project / name, []))
     return sources
