@@ -449,3 +449,23 @@ def test_an_operator_reading_two_tensors_with_no_split_point_is_refused() -> Non
     b.graph.outputs = ["prod"]
     with pytest.raises(EdgesynthError, match=r"^operator `prod` \(eltwise\): the network would"):
         compile_to(b.graph, "max78000", calibration=small())
+
+
+def test_the_report_shows_where_each_layer_runs(tmp_path: Path) -> None:
+    """`edgesynth report`'s layer table: the accelerator's layers, the Cortex-M4's (with their
+    estimated cycles) and the accelerator's second program, in the order they run."""
+    from edgesynth.targets.base import get_target, read_manifest
+
+    out = tmp_path / "back"
+    compile_to(back_graph(), "max78000", calibration=mnist_like(), out=out)
+    report = get_target("max78000").report_data(out, read_manifest(out))
+    where = [row.where for row in report.layers]
+    first_cpu = next(i for i, w in enumerate(where) if w.startswith("Cortex-M4"))
+    again = next(i for i, w in enumerate(where) if w.startswith("CNN accelerator again"))
+    assert 0 < first_cpu < again and where[0].startswith("processors")
+    assert [row.index for row in report.layers] == list(range(len(where)))
+    cpu = [row for row in report.layers if row.where.startswith("Cortex-M4")]
+    assert all(row.cycles and row.cycles > 0 for row in cpu)
+    # every part counted (each accelerator program's latency adds a few cycles to its layers')
+    rows = sum(row.cycles or 0 for row in report.layers)
+    assert report.total_cycles is not None and rows <= report.total_cycles <= rows + 16

@@ -13,6 +13,7 @@ import numpy as np
 from edgesynth.targets.report_model import AddressMap, LayerRow, Region, TargetReport
 
 if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.cpu.program import CpuProgram
     from edgesynth.targets.max7800x.description.network import Layer, Network
     from edgesynth.targets.max7800x.device import Device
     from edgesynth.targets.max7800x.network_sim import SynthesisResult
@@ -218,10 +219,68 @@ def collect(target: Any, folder: Path, manifest: dict[str, Any]) -> TargetReport
     from edgesynth.targets.max7800x.network_sim import SynthesisResult, simulate
 
     program = target.load(folder, manifest)
-    net, opts = program.network, program.options
-    result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
     name = str(manifest.get("network", ""))
-    return network_report(result, opts, manifest["target"], name, str(folder))
+    if program.cpu_only:  # --cpu-only: no accelerator layers
+        report = TargetReport(manifest["target"], name, str(folder), layers=[])
+    else:
+        net, opts = program.network, program.options
+        result = SynthesisResult(net, program.sample, simulate(net, program.sample, opts.sim))
+        report = network_report(result, opts, manifest["target"], name, str(folder))
+    if program.cpu is not None:
+        rows = cpu_rows(program.cpu, len(report.layers))
+        report.layers += rows
+        if report.total_cycles is not None or program.cpu_only:
+            report.total_cycles = (report.total_cycles or 0) + sum(r.cycles or 0 for r in rows)
+        report.notes.append(
+            "Cortex-M4 cycles are an instruction-count estimate of the generated loops "
+            "(`cpu_part.c`), at the same clock"
+        )
+    if program.then is not None:
+        later = collect(target, folder / "segment2", manifest)
+        for row in later.layers:
+            row.index += len(report.layers)
+            row.where = f"CNN accelerator again (segment2/): {row.where}"
+        report.layers += later.layers
+        if report.total_cycles is not None and later.total_cycles is not None:
+            report.total_cycles += later.total_cycles
+    return report
+
+
+def cpu_rows(cpu: CpuProgram, first: int) -> list[LayerRow]:
+    """The Cortex-M4 part's layers (`cpu/`), after the accelerator's: what each computes and
+    its estimated cycles."""
+    from edgesynth.targets.max7800x.cpu.emit import estimate
+
+    rows, costs = [], estimate(cpu)
+    for i, (layer, cost) in enumerate(zip(cpu.layers, costs, strict=False)):
+        weights = 0 if layer.weight is None else int(layer.weight.size)
+        rows.append(
+            LayerRow(
+                index=first + i,
+                name=cost.name,
+                operator=layer.kind + (f" ({layer.function})" if layer.function else ""),
+                in_shape="x".join(map(str, layer.in_shape)) or "-",
+                out_shape="x".join(map(str, layer.out_shape)) or str(layer.size),
+                macs=weights * (layer.size // max(1, len(layer.weight))) if weights else 0,
+                weight_bytes=weights,
+                where="Cortex-M4 (cpu_part.c)",
+                cycles=cost.cycles,
+            )
+        )
+    if len(costs) > len(cpu.layers):  # the softmax on the result
+        soft = costs[-1]
+        rows.append(
+            LayerRow(
+                first + len(rows),
+                soft.name,
+                "softmax",
+                str(cpu.out_size),
+                str(cpu.out_size),
+                where="Cortex-M4 (softmax.c)",
+                cycles=soft.cycles,
+            )
+        )
+    return rows
 
 
 def network_report(
