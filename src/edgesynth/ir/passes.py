@@ -227,3 +227,40 @@ def simplify(graph: g.Graph, passes: tuple[Pass, ...] = PASSES) -> g.Graph:
 
 def _signature(graph: g.Graph) -> tuple[object, ...]:
     return tuple((n.name, tuple(n.inputs), tuple(n.outputs), tuple(n.folded)) for n in graph.nodes)
+
+
+_GATED = {"sigmoid": "swish", "hardsigmoid": "hardswish"}  # x x gate(x): the one function
+
+
+def _gated_kind(gate: g.Node) -> str | None:
+    """What `gate` (read by a Mul of its own input) makes with that Mul, if anything."""
+    if not isinstance(gate, g.Activation) or gate.kind not in _GATED:
+        return None
+    if gate.kind == "hardsigmoid" and not (abs(gate.alpha - 1 / 6) < 1e-6 and gate.beta == 0.5):
+        return None
+    return _GATED[gate.kind]
+
+
+def fuse_gated_activations(graph: g.Graph) -> g.Graph:
+    """x x sigmoid(x) -> swish and x x hardsigmoid(x) (alpha 1/6, beta 1/2) -> hardswish, as
+    torch.onnx writes SiLU (and Hardswish before opset 14): a Mul reading a tensor and the
+    gate's output, where the gate reads that tensor and the Mul is its sole reader. The one
+    activation takes the Mul's name and output and lists the gate in its `folded` names."""
+    out = _copy(graph)
+    for mul in list(out.nodes):
+        if not (isinstance(mul, g.Eltwise) and mul.kind == "mul" and len(mul.inputs) == 2):
+            continue
+        for x, gated in (mul.inputs, mul.inputs[::-1]):
+            gate = next((n for n in out.nodes if gated in n.outputs), None)
+            kind = None if gate is None else _gated_kind(gate)
+            if gate is None or kind is None or gate.inputs != [x]:
+                continue
+            if _sole_reader(out, gated) is not mul:
+                continue
+            fused = g.Activation(name=mul.name, inputs=[x], outputs=[mul.output], kind=kind,
+                                 folded=[gate.name, *gate.folded, *mul.folded])  # fmt: skip
+            out.nodes[out.nodes.index(mul)] = fused
+            out.nodes.remove(gate)
+            del out.tensors[gated]
+            break
+    return out

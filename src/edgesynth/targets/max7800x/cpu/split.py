@@ -16,11 +16,12 @@ from edgesynth.ir import graph as g
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.wording import plural
 
-CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh", "hardsigmoid", "hardswish", "swish", "mish")
 PLACEMENT = "placement refuses the accelerator's part from here on"  # a split's reason
 CPU_OPERATORS = (
     "Linear (Gemm/MatMul), 2-D convolution (transposed too), max/average pooling (unpadded), "
-    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, Add/Sub/Mul of two tensors of one shape, "
+    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, HardSigmoid, HardSwish, Swish (SiLU), "
+    "Mish, Add/Sub/Mul of two tensors of one shape, "
     "channel Concat, Flatten/Reshape and a final Softmax"
 )
 
