@@ -123,7 +123,8 @@ def _head(kind: str, **attrs: float) -> g.Graph:
     rng = np.random.default_rng(5)
     graph = g.Graph("head")
     graph.add_input("x", (1, 8, 8))
-    graph.add(g.Conv(name="conv", inputs=["x"], outputs=["c"], weight=rng.normal(0, 0.5, (4, 1, 3, 3)),
+    w = rng.normal(0, 0.5, (4, 1, 3, 3))
+    graph.add(g.Conv(name="conv", inputs=["x"], outputs=["c"], weight=w,
                      bias=rng.normal(0, 0.1, 4), pads=(1, 1, 1, 1)), (4, 8, 8))  # fmt: skip
     graph.add(g.Activation(name="relu", inputs=["c"], outputs=["r"], kind="relu"), (4, 8, 8))
     graph.add(g.Pool(name="pool", inputs=["r"], outputs=["p"], kind="max", kernel=(2, 2),
