@@ -133,6 +133,12 @@ def silu_mid():  # type: ignore[no-untyped-def]
     return _gated_mid(torch.nn.SiLU())
 
 
+def mish_mid():  # type: ignore[no-untyped-def]
+    """A CNN with a Mish after its second convolution (torch.onnx writes x x
+    Tanh(Softplus(x))): the Cortex-M4 runs it as one table, the accelerator the rest."""
+    return _gated_mid(torch.nn.Mish())
+
+
 def placement_head():  # type: ignore[no-untyped-def]
     """A CNN ending in a Linear with 1,024 outputs (within the accelerator's limits, but the
     network has no placement), then a Linear to the 10 classes."""
@@ -168,6 +174,7 @@ MODELS = {
     "placement_head": placement_head,
     "hardswish_mid": hardswish_mid,
     "silu_mid": silu_mid,
+    "mish_mid": mish_mid,
 }
 EPOCHS = {"sigmoid_mid": 3}  # the sigmoid trains slower; the others train one epoch
 

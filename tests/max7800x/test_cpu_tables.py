@@ -1,6 +1,7 @@
 """Element-wise functions on the Cortex-M4 as 256-entry tables (issue 25): HardSigmoid,
-HardSwish, Swish (SiLU) and Mish beside Sigmoid and Tanh. The ONNX front end reads them (and
-torch's x x sigmoid(x) / x x hardsigmoid(x) become one activation in the max7800x float path);
+HardSwish, Swish (SiLU), Mish and Softplus beside Sigmoid and Tanh. The ONNX front end reads
+them (and torch's x x sigmoid(x), x x hardsigmoid(x) and x x tanh(softplus(x)) become one
+activation in the max7800x float path);
 each table is the float function quantized; the generated C equals the simulator (host build)."""
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def test_sigmoid_and_tanh_tables_are_as_before(function: str, in_scale: float) -
 
 
 def test_the_functions_are_onnx_runtimes(tmp_path: Path) -> None:
-    """HardSigmoid (its alpha and beta), HardSwish (opset 14) and Mish (opset 18) read from
-    ONNX evaluate as ONNX Runtime does."""
+    """HardSigmoid (its alpha and beta), HardSwish (opset 14), Mish (opset 18) and Softplus
+    read from ONNX evaluate as ONNX Runtime does."""
     onnx = needs.module("onnx")
     ort = needs.module("onnxruntime")
     from onnx import TensorProto, helper
@@ -62,7 +63,8 @@ def test_the_functions_are_onnx_runtimes(tmp_path: Path) -> None:
 
     x = np.linspace(-6, 6, 97, dtype=np.float32).reshape(1, 97)
     for op, attrs, opset in [("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, 13),
-                             ("HardSwish", {}, 14), ("Mish", {}, 18)]:  # fmt: skip
+                             ("HardSwish", {}, 14), ("Mish", {}, 18),
+                             ("Softplus", {}, 13)]:  # fmt: skip
         node = helper.make_node(op, ["x"], ["y"], **attrs)
         graph = helper.make_graph(
             [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 97])],
@@ -107,6 +109,20 @@ def test_x_times_its_gate_is_one_activation(gate: str, attrs: dict, kind: str) -
     assert (node.name, node.inputs, node.outputs, node.folded) == ("mul", ["x"], ["y"], ["gate"])
 
 
+def test_x_times_tanh_of_its_softplus_is_mish() -> None:
+    graph = g.Graph("mish")
+    graph.add_input("x", (4,))
+    graph.add(g.Activation(name="sp", inputs=["x"], outputs=["s"], kind="softplus"), (4,))
+    graph.add(g.Activation(name="th", inputs=["s"], outputs=["t"], kind="tanh"), (4,))
+    graph.add(g.Eltwise(name="mul", inputs=["x", "t"], outputs=["y"], kind="mul"), (4,))
+    graph.outputs = ["y"]
+    (node,) = fuse_gated_activations(graph).nodes
+    assert isinstance(node, g.Activation) and node.kind == "mish"
+    assert (node.inputs, node.outputs, node.folded) == (["x"], ["y"], ["sp", "th"])
+    x = np.linspace(-5, 5, 4)
+    np.testing.assert_allclose(unary("mish", x), x * np.tanh(np.log1p(np.exp(x))))
+
+
 @pytest.mark.parametrize(
     "graph",
     [_gated("sigmoid", extra_reader=True), _gated("hardsigmoid", alpha=0.2, beta=0.5),
@@ -147,7 +163,8 @@ def _calibration() -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("kind", "attrs"),
-    [("hardswish", {}), ("swish", {}), ("mish", {}), ("hardsigmoid", {"alpha": 0.3, "beta": 0.4})],
+    [("hardswish", {}), ("swish", {}), ("mish", {}), ("softplus", {}),
+     ("hardsigmoid", {"alpha": 0.3, "beta": 0.4})],
 )
 def test_the_host_build_of_a_table_equals_the_simulator(
     kind: str, attrs: dict, tmp_path: Path
@@ -171,7 +188,7 @@ def test_the_host_build_of_a_table_equals_the_simulator(
     assert f"{kind}, one output code per input code + 128" in text
 
 
-@pytest.mark.parametrize("kind", ["hardswish", "swish", "mish"])
+@pytest.mark.parametrize("kind", ["hardswish", "swish", "mish", "softplus"])
 def test_an_unbounded_table_takes_its_calibrated_output_scale(kind: str) -> None:
     """The table's output step is its output's largest calibrated |value| / 127 (not 1/127):
     the largest code is used, and the quantized network follows the float one."""

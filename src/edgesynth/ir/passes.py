@@ -232,35 +232,50 @@ def _signature(graph: g.Graph) -> tuple[object, ...]:
 _GATED = {"sigmoid": "swish", "hardsigmoid": "hardswish"}  # x x gate(x): the one function
 
 
-def _gated_kind(gate: g.Node) -> str | None:
-    """What `gate` (read by a Mul of its own input) makes with that Mul, if anything."""
-    if not isinstance(gate, g.Activation) or gate.kind not in _GATED:
+def _writer(graph: g.Graph, tensor: str) -> g.Node | None:
+    return next((n for n in graph.nodes if tensor in n.outputs), None)
+
+
+def _gate(graph: g.Graph, x: str, gated: str, mul: g.Node) -> tuple[str, list[g.Node]] | None:
+    """(the fused kind, the gate's nodes) where `gated` is sigmoid(x), hardsigmoid(x) with
+    alpha 1/6 and beta 1/2, or tanh(softplus(x)), each tensor read only by the next node."""
+    gate = _writer(graph, gated)
+    if not isinstance(gate, g.Activation) or _sole_reader(graph, gated) is not mul:
+        return None
+    if gate.kind == "tanh":
+        inner = _writer(graph, gate.inputs[0])
+        if (isinstance(inner, g.Activation) and inner.kind == "softplus"
+                and inner.inputs == [x] and _sole_reader(graph, inner.output) is gate):  # fmt: skip
+            return "mish", [inner, gate]
+        return None
+    if gate.kind not in _GATED or gate.inputs != [x]:
         return None
     if gate.kind == "hardsigmoid" and not (abs(gate.alpha - 1 / 6) < 1e-6 and gate.beta == 0.5):
         return None
-    return _GATED[gate.kind]
+    return _GATED[gate.kind], [gate]
 
 
 def fuse_gated_activations(graph: g.Graph) -> g.Graph:
-    """x x sigmoid(x) -> swish and x x hardsigmoid(x) (alpha 1/6, beta 1/2) -> hardswish, as
-    torch.onnx writes SiLU (and Hardswish before opset 14): a Mul reading a tensor and the
-    gate's output, where the gate reads that tensor and the Mul is its sole reader. The one
-    activation takes the Mul's name and output and lists the gate in its `folded` names."""
+    """x x sigmoid(x) -> swish, x x hardsigmoid(x) (alpha 1/6, beta 1/2) -> hardswish and
+    x x tanh(softplus(x)) -> mish, as torch.onnx writes SiLU, Mish (and Hardswish before opset
+    14): a Mul reading a tensor and the gate's output, where the gate reads that tensor and
+    the Mul is its sole reader. The one activation takes the Mul's name and output and lists
+    the gate's operators in its `folded` names."""
     out = _copy(graph)
     for mul in list(out.nodes):
         if not (isinstance(mul, g.Eltwise) and mul.kind == "mul" and len(mul.inputs) == 2):
             continue
         for x, gated in (mul.inputs, mul.inputs[::-1]):
-            gate = next((n for n in out.nodes if gated in n.outputs), None)
-            kind = None if gate is None else _gated_kind(gate)
-            if gate is None or kind is None or gate.inputs != [x]:
+            found = _gate(out, x, gated, mul)
+            if found is None:
                 continue
-            if _sole_reader(out, gated) is not mul:
-                continue
+            kind, gates = found
+            folded = [name for n in gates for name in (n.name, *n.folded)]
             fused = g.Activation(name=mul.name, inputs=[x], outputs=[mul.output], kind=kind,
-                                 folded=[gate.name, *gate.folded, *mul.folded])  # fmt: skip
+                                 folded=[*folded, *mul.folded])  # fmt: skip
             out.nodes[out.nodes.index(mul)] = fused
-            out.nodes.remove(gate)
-            del out.tensors[gated]
+            for n in gates:
+                out.nodes.remove(n)
+                del out.tensors[n.output]
             break
     return out

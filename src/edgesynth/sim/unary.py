@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-UNARY = ("sigmoid", "tanh", "hardsigmoid", "hardswish", "swish", "mish")
+UNARY = ("sigmoid", "tanh", "hardsigmoid", "hardswish", "swish", "mish", "softplus")
 BOUNDED = ("sigmoid", "tanh", "hardsigmoid")  # results within [-1, 1]
 HARDSWISH = (1.0 / 6, 0.5)  # the hardsigmoid (alpha, beta) in hardswish
 
@@ -26,6 +26,8 @@ def unary(kind: str, x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np
         return x * hardsigmoid(x, *HARDSWISH)
     if kind == "swish":
         return x * (1.0 / (1.0 + np.exp(-x)))
+    if kind == "softplus":
+        return np.logaddexp(0.0, x)
     if kind == "mish":
         return x * np.tanh(np.logaddexp(0.0, x))
     raise ValueError(f"no element-wise function {kind!r}")

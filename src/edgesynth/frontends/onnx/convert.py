@@ -41,6 +41,7 @@ ACTIVATIONS = {
     "HardSigmoid": "hardsigmoid",
     "HardSwish": "hardswish",
     "Mish": "mish",
+    "Softplus": "softplus",
 }
 ELEMENTWISE = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "mul"}
 
@@ -723,6 +724,7 @@ SUPPORTED_OPS = (
     "HardSigmoid",
     "HardSwish",
     "Mish",
+    "Softplus",
     "LeakyRelu",
     "Clip",
     "MaxPool",
