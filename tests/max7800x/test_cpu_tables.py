@@ -163,8 +163,13 @@ def _calibration() -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("kind", "attrs"),
-    [("hardswish", {}), ("swish", {}), ("mish", {}), ("softplus", {}),
-     ("hardsigmoid", {"alpha": 0.3, "beta": 0.4})],
+    [
+        ("hardswish", {}),
+        ("swish", {}),
+        ("mish", {}),
+        ("softplus", {}),
+        ("hardsigmoid", {"alpha": 0.3, "beta": 0.4}),
+    ],
 )
 def test_the_host_build_of_a_table_equals_the_simulator(
     kind: str, attrs: dict, tmp_path: Path
