@@ -294,6 +294,12 @@ class Activation(Node):
     alpha: float = 0.2  # hardsigmoid only (ONNX's defaults)
     beta: float = 0.5
 
+    def params(self) -> dict[str, object]:
+        out = super().params()
+        if self.kind != "hardsigmoid":
+            del out["alpha"], out["beta"]
+        return out
+
 
 @dataclass(kw_only=True)
 class BatchNorm(Node):
