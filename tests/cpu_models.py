@@ -104,6 +104,41 @@ def leaky_mid():  # type: ignore[no-untyped-def]
     )
 
 
+def _gated_mid(activation):  # type: ignore[no-untyped-def]
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        activation,
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 3 * 3, 10),
+    )
+
+
+def hardswish_mid():  # type: ignore[no-untyped-def]
+    """A CNN with a Hardswish after its second convolution (torch.onnx at opset 13 writes
+    x x HardSigmoid(x)): the Cortex-M4 runs it as one table, the accelerator the rest."""
+    return _gated_mid(torch.nn.Hardswish())
+
+
+def silu_mid():  # type: ignore[no-untyped-def]
+    """A CNN with a SiLU after its second convolution (torch.onnx writes x x Sigmoid(x)): the
+    Cortex-M4 runs it as one table, the accelerator the rest."""
+    return _gated_mid(torch.nn.SiLU())
+
+
+def mish_mid():  # type: ignore[no-untyped-def]
+    """A CNN with a Mish after its second convolution (torch.onnx writes x x
+    Tanh(Softplus(x))): the Cortex-M4 runs it as one table, the accelerator the rest."""
+    return _gated_mid(torch.nn.Mish())
+
+
 def placement_head():  # type: ignore[no-untyped-def]
     """A CNN ending in a Linear with 1,024 outputs (within the accelerator's limits, but the
     network has no placement), then a Linear to the 10 classes."""
@@ -137,6 +172,9 @@ MODELS = {
     "upsample_mid": upsample_mid,
     "leaky_mid": leaky_mid,
     "placement_head": placement_head,
+    "hardswish_mid": hardswish_mid,
+    "silu_mid": silu_mid,
+    "mish_mid": mish_mid,
 }
 EPOCHS = {"sigmoid_mid": 3}  # the sigmoid trains slower; the others train one epoch
 

@@ -8,6 +8,10 @@ Cortex-M4 the rest.
   read from the accelerator's 32-bit accumulator; the accelerator takes the last Linear back.
 - `sigmoid_mid` and `leaky_mid` have the activation after their second convolution: the
   Cortex-M4 runs it, the accelerator the rest.
+- `hardswish_mid`, `silu_mid` and `mish_mid` have a Hardswish / SiLU / Mish there
+  (torch.onnx writes x x HardSigmoid(x) / x x Sigmoid(x) / x x Tanh(Softplus(x)), one
+  activation for the max7800x): the Cortex-M4 runs it as
+  one 256-entry table on its calibrated output scale, the accelerator the rest.
 - `upsample_mid` doubles its 7x7 features again with a 2x2 stride-2 transposed convolution,
   which the accelerator's rules refuse (its only transposed kernel is 3x3): the Cortex-M4 runs
   it (and the ReLU after it), the accelerator the rest.
@@ -42,11 +46,16 @@ SPLITS = {
     "upsample_mid": "split at `/0/0.6/ConvTranspose` (the accelerator refuses it: 2x2 is not "
     "supported for ConvTranspose2d; the only kernel size is 3x3)",
     "leaky_mid": "split at `/0/0.4/LeakyRelu` (the accelerator has no leaky ReLU)",
+    "hardswish_mid": "split at `/0/0.4/Mul` (the accelerator has no hardswish activation)",
+    "silu_mid": "split at `/0/0.4/Mul` (the accelerator has no swish activation)",
+    "mish_mid": "split at `/0/0.4/Mul` (the accelerator has no mish activation)",
     "placement_head": "split at `/0/0.10/Gemm` (placement refuses the accelerator's part from "
     "here on: no placement exists for this network on the MAX78000: ",
 }
-BACK = {"sigmoid_mid", "leaky_mid", "upsample_mid", "leaky_head"}  # the accelerator takes
-# these back after the Cortex-M4 part
+# the accelerator takes these back after the Cortex-M4 part
+BACK = {"sigmoid_mid", "leaky_mid", "upsample_mid", "leaky_head"} | {
+    f"{name}_mid" for name in ("hardswish", "silu", "mish")
+}
 
 
 @pytest.mark.slow

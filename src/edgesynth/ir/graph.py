@@ -283,11 +283,22 @@ class Clip(Node):
 @dataclass(kw_only=True)
 class Activation(Node):
     """relu: max(x, 0); abs: |x|; sigmoid/tanh on float graphs, or on integers through Gati's
-    lookup (input step 2**-`exponent`, output step 2**-7, see `sim.ops.lookup_activation`)."""
+    lookup (input step 2**-`exponent`, output step 2**-7, see `sim.ops.lookup_activation`).
+    Float graphs only: hardsigmoid max(0, min(1, `alpha` x + `beta`)); hardswish
+    x hardsigmoid(x) with alpha 1/6, beta 1/2; swish (SiLU) x sigmoid(x); softplus
+    log(1 + e**x); mish x tanh(softplus(x))."""
 
     op: ClassVar[str] = "activation"
-    kind: str  # relu | abs | sigmoid | tanh
+    kind: str  # relu | abs | sigmoid | tanh | hardsigmoid | hardswish | swish | mish | softplus
     exponent: int = 0
+    alpha: float = 0.2  # hardsigmoid only (ONNX's defaults)
+    beta: float = 0.5
+
+    def params(self) -> dict[str, object]:
+        out = super().params()
+        if self.kind != "hardsigmoid":
+            del out["alpha"], out["beta"]
+        return out
 
 
 @dataclass(kw_only=True)

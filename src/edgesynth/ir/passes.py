@@ -227,3 +227,55 @@ def simplify(graph: g.Graph, passes: tuple[Pass, ...] = PASSES) -> g.Graph:
 
 def _signature(graph: g.Graph) -> tuple[object, ...]:
     return tuple((n.name, tuple(n.inputs), tuple(n.outputs), tuple(n.folded)) for n in graph.nodes)
+
+
+_GATED = {"sigmoid": "swish", "hardsigmoid": "hardswish"}  # x x gate(x): the one function
+
+
+def _writer(graph: g.Graph, tensor: str) -> g.Node | None:
+    return next((n for n in graph.nodes if tensor in n.outputs), None)
+
+
+def _gate(graph: g.Graph, x: str, gated: str, mul: g.Node) -> tuple[str, list[g.Node]] | None:
+    """(the fused kind, the gate's nodes) where `gated` is sigmoid(x), hardsigmoid(x) with
+    alpha 1/6 and beta 1/2, or tanh(softplus(x)), each tensor read only by the next node."""
+    gate = _writer(graph, gated)
+    if not isinstance(gate, g.Activation) or _sole_reader(graph, gated) is not mul:
+        return None
+    if gate.kind == "tanh":
+        inner = _writer(graph, gate.inputs[0])
+        if (isinstance(inner, g.Activation) and inner.kind == "softplus"
+                and inner.inputs == [x] and _sole_reader(graph, inner.output) is gate):  # fmt: skip
+            return "mish", [inner, gate]
+        return None
+    if gate.kind not in _GATED or gate.inputs != [x]:
+        return None
+    if gate.kind == "hardsigmoid" and not (abs(gate.alpha - 1 / 6) < 1e-6 and gate.beta == 0.5):
+        return None
+    return _GATED[gate.kind], [gate]
+
+
+def fuse_gated_activations(graph: g.Graph) -> g.Graph:
+    """x x sigmoid(x) -> swish, x x hardsigmoid(x) (alpha 1/6, beta 1/2) -> hardswish and
+    x x tanh(softplus(x)) -> mish, as torch.onnx writes SiLU, Mish (and Hardswish before opset
+    14): a Mul reading a tensor and the gate's output, where the gate reads that tensor and
+    the Mul is its sole reader. The one activation takes the Mul's name and output and lists
+    the gate's operators in its `folded` names."""
+    out = _copy(graph)
+    for mul in list(out.nodes):
+        if not (isinstance(mul, g.Eltwise) and mul.kind == "mul" and len(mul.inputs) == 2):
+            continue
+        for x, gated in (mul.inputs, mul.inputs[::-1]):
+            found = _gate(out, x, gated, mul)
+            if found is None:
+                continue
+            kind, gates = found
+            folded = [name for n in gates for name in (n.name, *n.folded)]
+            fused = g.Activation(name=mul.name, inputs=[x], outputs=[mul.output], kind=kind,
+                                 folded=[*folded, *mul.folded])  # fmt: skip
+            out.nodes[out.nodes.index(mul)] = fused
+            for n in gates:
+                out.nodes.remove(n)
+                del out.tensors[n.output]
+            break
+    return out

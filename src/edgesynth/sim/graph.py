@@ -17,6 +17,7 @@ from edgesynth.ir import graph as g
 from edgesynth.sim import ops
 from edgesynth.sim.rounding import divide, requantize
 from edgesynth.sim.staged import shift_scale_bias
+from edgesynth.sim.unary import UNARY, unary
 from edgesynth.wording import plural
 
 
@@ -178,6 +179,8 @@ def _activation(node: g.Activation, x: np.ndarray) -> np.ndarray:
         if np.issubdtype(x.dtype, np.integer):
             return ops.lookup_activation(x, node.kind, node.exponent)
         return 1.0 / (1.0 + np.exp(-x)) if node.kind == "sigmoid" else np.tanh(x)
+    if node.kind in UNARY:
+        return unary(node.kind, x, node.alpha, node.beta)
     raise EdgesynthError(f"operator {node.name}: unknown activation {node.kind!r}")
 
 

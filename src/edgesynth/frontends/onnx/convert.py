@@ -33,7 +33,16 @@ from edgesynth.frontends.onnx.constants import (
 )
 from edgesynth.ir import graph as g
 
-ACTIVATIONS = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Abs": "abs"}
+ACTIVATIONS = {
+    "Relu": "relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Abs": "abs",
+    "HardSigmoid": "hardsigmoid",
+    "HardSwish": "hardswish",
+    "Mish": "mish",
+    "Softplus": "softplus",
+}
 ELEMENTWISE = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "mul"}
 
 Shape = tuple[int, ...]
@@ -431,7 +440,11 @@ class Converter:
     # -- activations ----------------------------------------------------------------------
     def activation(self, n: Any, a: dict[str, Any]) -> None:
         shape = self.shape(n.input[0])
-        self.make(g.Activation, n, [n.input[0]], shape, kind=ACTIVATIONS[n.op_type])
+        kind = ACTIVATIONS[n.op_type]
+        extra = {}
+        if kind == "hardsigmoid":
+            extra = {"alpha": float(a.get("alpha", 0.2)), "beta": float(a.get("beta", 0.5))}
+        self.make(g.Activation, n, [n.input[0]], shape, kind=kind, **extra)
 
     def leaky_relu(self, n: Any, a: dict[str, Any]) -> None:
         shape = self.shape(n.input[0])
@@ -708,6 +721,10 @@ SUPPORTED_OPS = (
     "Sigmoid",
     "Tanh",
     "Abs",
+    "HardSigmoid",
+    "HardSwish",
+    "Mish",
+    "Softplus",
     "LeakyRelu",
     "Clip",
     "MaxPool",

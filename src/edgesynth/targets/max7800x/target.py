@@ -212,6 +212,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
 
     # -- lower ----------------------------------------------------------------------------
     def lower(self, graph: g.Graph, options: CompileOptions) -> Max7800xProgram:
+        from edgesynth.ir.passes import fuse_gated_activations
         from edgesynth.targets.max7800x.copies import with_copies
         from edgesynth.targets.max7800x.cpu.split import find_split
         from edgesynth.targets.max7800x.device import get_device
@@ -228,6 +229,7 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                     "typical inputs)",
                     key="--calibration",
                 )
+            graph = fuse_gated_activations(graph)  # x x sigmoid(x): one Cortex-M4 table
             return self.lower_float(graph, options, find_split(graph, device))
         model = str(graph.meta.get("path") or graph.source or graph.name)
         layers = with_copies(graph, fuse(graph, device), device)

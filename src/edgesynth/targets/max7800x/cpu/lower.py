@@ -8,7 +8,9 @@ batch gives it (the float graph run on it). The input's scale is the accelerator
   accumulator (as the accelerator's own last layer does). A ReLU right after a Linear sets
   the Linear's output scale (its range is what survives).
 - ReLU and LeakyReLU keep their input's scale (the negative slope a multiplier and a shift);
-  sigmoid and tanh are 256-entry tables (`simulate`).
+  sigmoid, tanh, hardsigmoid, hardswish, swish and mish are 256-entry tables (`simulate`):
+  the bounded ones (sigmoid, tanh, hardsigmoid) on the output step 1/127, the others on
+  their output's calibrated scale.
 - Add, Sub and Mul of two tensors and a channel Concat: the result on its own calibrated
   scale, each source's codes rescaled to it by a multiplier and a shift (`program`).
 - Flatten/Reshape change nothing in the channel-major buffer; a final Softmax is the project's
@@ -24,6 +26,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
 from edgesynth.sim.graph import evaluate
+from edgesynth.sim.unary import BOUNDED
 from edgesynth.targets.max7800x.cpu.program import CpuLayer, CpuProgram
 from edgesynth.targets.max7800x.cpu.simulate import TABLE_SCALE, activation_table
 from edgesynth.targets.max7800x.cpu.split import Split
@@ -123,12 +126,18 @@ class _Lowering:
             layer = CpuLayer(node.output, "relu", size, self.bits[src] or 8)
             self.scale[node.output] = self.scale[src]
         else:
-            assert isinstance(node, g.Activation)  # sigmoid or tanh (`split.cpu_runs`)
-            table = activation_table(node.kind, self.scale[src])
-            layer = CpuLayer(node.output, "lut", size, function=node.kind, table=table)
-            self.scale[node.output] = TABLE_SCALE
+            assert isinstance(node, g.Activation)  # a table's function (`split.cpu_runs`)
+            layer = self.table(node, src, size)
         layer.sources = [self.buffer[src]]
         self.append(node, layer)
+
+    def table(self, node: g.Activation, src: str, size: int) -> CpuLayer:
+        """The function's 256-entry table: a function within [-1, 1] on the step 1/127, any
+        other on its output's calibrated scale."""
+        out = TABLE_SCALE if node.kind in BOUNDED else self.code_scale(node.output)
+        table = activation_table(node.kind, self.scale[src], out, node.alpha, node.beta)
+        self.scale[node.output] = out
+        return CpuLayer(node.output, "lut", size, function=node.kind, table=table)
 
     def append(self, node: g.Node, layer: CpuLayer) -> None:
         layer.nodes = [node.name]

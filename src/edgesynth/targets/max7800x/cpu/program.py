@@ -10,7 +10,8 @@ the previous layer's, or the accelerator's for the first). Kinds:
 - `rescale`: int8 codes requantized to another scale (the codes the accelerator takes back).
 - `relu`: max(x, 0).
 - `leaky`: x where x >= 0, else clamp((x x mult + 2**(shift-1)) >> shift) (x alpha).
-- `lut`: an int8 -> int8 table (sigmoid, tanh; see `simulate.activation_table`).
+- `lut`: an int8 -> int8 table (sigmoid, tanh, hardsigmoid, hardswish, swish, mish; see
+  `simulate.activation_table`).
 - `conv`: a 2-D convolution of a (C, H, W) tensor (zero padding, strides, dilation, groups),
   its accumulator requantized as a linear layer's (or kept, `wide`).
 - `convt`: a transposed 2-D convolution, as `conv` on the input zero-stuffed by `stride`
@@ -43,7 +44,7 @@ class CpuLayer:
     # | concat | rescale
     size: int  # output values
     out_bits: int = 8  # 8, or 32 for a wide linear output
-    function: str = ""  # lut: sigmoid | tanh
+    function: str = ""  # lut: a `sim.unary` function
     mult: int = 0  # requantize, leaky, linear not wide: the multiplier ...
     shift: int = 0  # ... and right shift (rounding half up)
     weight: np.ndarray | None = None  # linear: (out, in) int8

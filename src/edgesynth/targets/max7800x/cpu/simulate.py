@@ -3,31 +3,37 @@ for value (`cpu_part.c`; compile's proof builds it for the host and compares, `h
 
 Rounding: a linear layer's requantization is (acc x mult + 2**(shift-1)) >> shift with an
 arithmetic (flooring) shift, then saturation to -128..127: round half up, as the accelerator's
-output shift rounds. Sigmoid and tanh are one 256-entry table each (`activation_table`), made
-here once and written into the C as it is.
+output shift rounds. An element-wise function (sigmoid, tanh, hardsigmoid, hardswish, swish,
+mish) is one 256-entry table (`activation_table`), made here once and written into the C as
+it is.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from edgesynth.sim.unary import UNARY, unary
 from edgesynth.targets.max7800x.cpu.program import CpuLayer, CpuProgram
 
 COMBINED = ("add", "sub", "mul", "concat")  # the kinds of several sources
-TABLE_SCALE = 1.0 / 127  # the output step of a sigmoid or tanh table (1.0 is code 127)
+TABLE_SCALE = 1.0 / 127  # the output step of a bounded function's table (1.0 is code 127)
 
 
-def activation_table(function: str, in_scale: float) -> np.ndarray:
-    """The int8 output code of `function` for each int8 input code -128..127 (index code + 128):
-    round half up of f(code x in_scale) / TABLE_SCALE."""
-    x = np.arange(-128, 128, dtype=np.float64) * in_scale
-    if function == "sigmoid":
-        y = 1.0 / (1.0 + np.exp(-x))
-    elif function == "tanh":
-        y = np.tanh(x)
-    else:
+def activation_table(
+    function: str,
+    in_scale: float,
+    out_scale: float = TABLE_SCALE,
+    alpha: float = 0.2,
+    beta: float = 0.5,
+) -> np.ndarray:
+    """The int8 output code of `function` (`sim.unary`; `alpha`, `beta`: hardsigmoid's) for
+    each int8 input code -128..127 (index code + 128): round half up of
+    f(code x in_scale) / out_scale, saturated to -128..127."""
+    if function not in UNARY:
         raise ValueError(f"no table for {function}")
-    return np.clip(np.floor(y / TABLE_SCALE + 0.5), -128, 127).astype(np.int64)
+    x = np.arange(-128, 128, dtype=np.float64) * in_scale
+    y = unary(function, x, alpha, beta)
+    return np.clip(np.floor(y / out_scale + 0.5), -128, 127).astype(np.int64)
 
 
 def requantize(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:

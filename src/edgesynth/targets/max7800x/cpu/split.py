@@ -13,14 +13,16 @@ from dataclasses import dataclass
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
+from edgesynth.sim.unary import UNARY
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.wording import plural
 
-CPU_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+CPU_ACTIVATIONS = ("relu", *UNARY)  # the rest one table each (`simulate.activation_table`)
 PLACEMENT = "placement refuses the accelerator's part from here on"  # a split's reason
 CPU_OPERATORS = (
     "Linear (Gemm/MatMul), 2-D convolution (transposed too), max/average pooling (unpadded), "
-    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, Add/Sub/Mul of two tensors of one shape, "
+    "global pooling, ReLU, LeakyReLU, Sigmoid, Tanh, HardSigmoid, HardSwish, Swish (SiLU), "
+    "Mish, Softplus, Add/Sub/Mul of two tensors of one shape, "
     "channel Concat, Flatten/Reshape and a final Softmax"
 )
 
