@@ -191,6 +191,10 @@ def read_input(
             f"layer {prog.layer}: the input ({rows}x{cols}, {passes} passes from word "
             f"{prog.read_ptr}) runs past the end of data memory ({machine.data.words} words)"
         )
+    if prog.streamed and machine.log is None and not prog.big_data:
+        values = _stream_rows(machine, prog, quad, lane[:, 0], pixels)
+        if values is not None:
+            return values.reshape(layout), []
     q, w = quad[:, None], word[gather][None, :]
     lanes = lane[:, gather] if lane.shape[1] > 1 else lane
     if prog.streamed:
@@ -210,6 +214,19 @@ def read_input(
             qs, ws = np.broadcast_to(q, shape), np.broadcast_to(word[None, :], shape)
             machine.log.data_read(prog.layer, qs, ws, np.broadcast_to(lane, shape))
     return values.reshape(layout), reads
+
+
+def _stream_rows(
+    machine: Machine, prog: LayerProgram, quad: np.ndarray, lane: np.ndarray, pixels: int
+) -> np.ndarray | None:
+    """`read_input`'s streamed HWC bytes, (processors, passes x operands x pixels) in its
+    order, as one strided read per processor and pass/operand (word read_ptr + pixel x
+    pixel_words + pass x operands + operand); None where a read leaves the stream view."""
+    within = prog.passes * prog.operands
+    rows = np.repeat(np.arange(quad.size), within)
+    start = prog.read_ptr + np.tile(np.arange(within), quad.size)
+    values = machine.stream.read_rows(quad[rows], start, prog.pixel_words, lane[rows], pixels)
+    return None if values is None else values.reshape(quad.size, within * pixels)
 
 
 def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
@@ -599,8 +616,20 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
         sq = (where.base >> where.shift)[:, None]
         if prog.out32:
             machine.stream.write_words(sq, where.stream_word, values, prog.layer, ids)
+        elif ids is None and (step := _step(where.offset)) is not None:
+            start = (where.base & ((1 << where.shift) - 1)) + int(where.offset[0])
+            machine.stream.write_rows(sq.ravel(), start, step, where.lane, values)
         else:
             machine.stream.write_bytes(sq, where.stream_word, lane, values, prog.layer, ids)
+
+
+def _step(offset: np.ndarray) -> int | None:
+    """The step of evenly spaced, increasing `offset` values (1 for a single one), else None."""
+    if offset.size < 2:
+        return 1 if offset.size else None
+    step = int(offset[1] - offset[0])
+    evenly = step >= 1 and np.array_equal(offset, offset[0] + step * np.arange(offset.size))
+    return step if evenly else None
 
 
 def memory_index(

@@ -122,6 +122,39 @@ class StreamMemory(Record):
         if ids is not None and self.channels is not None:
             self.channels[quad, word, lane] = ids
 
+    def write_rows(
+        self, quad: np.ndarray, start: np.ndarray, step: int, lane: np.ndarray, value: np.ndarray
+    ) -> None:
+        """`write_bytes` of (rows, n) uint8 `value`: row r at words start[r] + i x step
+        (step >= 1, start >= 0) of instance quad[r], byte lane[r]; one strided copy per row,
+        rows in order (a later row wins, as in `write_bytes`), without index arrays."""
+        rows, count = value.shape
+        if not rows or not count:
+            return
+        self._ensure(np.asarray(quad), np.asarray(start) + step * (count - 1), False)
+        view = self.data.view(np.uint8).reshape(*self.data.shape, 4)
+        span = step * count
+        for r, (q, w, k) in enumerate(zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)):
+            view[q, w : w + span : step, k] = value[r]
+
+    def read_rows(
+        self, quad: np.ndarray, start: np.ndarray, step: int, lane: np.ndarray, count: int
+    ) -> np.ndarray | None:
+        """(rows, count) signed bytes: row r from words start[r] + i x step of instance
+        quad[r], byte lane[r] (the inverse of `write_rows`); None where a row reaches outside
+        what was written (`read_bytes` then reads it)."""
+        size = self.data.shape[1]
+        if count == 0 or not _within(quad, self.data.shape[0]):
+            return None
+        if not _within(start, size) or int(start.max()) + step * (count - 1) >= size:
+            return None
+        view = self.data.view(np.int8).reshape(*self.data.shape, 4)
+        out = np.empty((start.size, count), dtype=np.int64)
+        span = step * count
+        for r, (q, w, k) in enumerate(zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)):
+            out[r] = view[q, w : w + span : step, k]
+        return out
+
     def write_words(
         self,
         quad: np.ndarray,
