@@ -134,7 +134,8 @@ class StreamMemory(Record):
         self._ensure(np.asarray(quad), np.asarray(start) + step * (count - 1), False)
         view = self.data.view(np.uint8).reshape(*self.data.shape, 4)
         span = step * count
-        for r, (q, w, k) in enumerate(zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)):
+        rows_at = zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)
+        for r, (q, w, k) in enumerate(rows_at):
             view[q, w : w + span : step, k] = value[r]
 
     def read_rows(
@@ -151,7 +152,8 @@ class StreamMemory(Record):
         view = self.data.view(np.int8).reshape(*self.data.shape, 4)
         out = np.empty((start.size, count), dtype=np.int64)
         span = step * count
-        for r, (q, w, k) in enumerate(zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)):
+        rows_at = zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)
+        for r, (q, w, k) in enumerate(rows_at):
             out[r] = view[q, w : w + span : step, k]
         return out
 
