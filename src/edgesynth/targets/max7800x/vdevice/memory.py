@@ -229,14 +229,15 @@ class KernelMemory(Record):
         self.data = np.zeros((64, self.words, 9), dtype=np.uint8)
         self.written = np.zeros((64, self.words), dtype=bool)
 
-    def store_bytes(
-        self, processor: np.ndarray, word: np.ndarray, pos: np.ndarray, value: np.ndarray
-    ) -> None:
-        """Byte `pos` of 72-bit word `word` of `processor`, for every element, in order (a
-        later write wins): the packed form, 9 bytes a word; words past the end are dropped."""
+    def store_stream(self, processor: int, start_word: int, stream: np.ndarray) -> None:
+        """Packed form: bytes fill 72-bit words from `start_word` on, 9 bytes per word."""
+        stream = np.asarray(stream, dtype=np.uint8)
+        n = stream.size
+        index = np.arange(n)
+        word = start_word + index // 9
         ok = word < self.words
-        self.data[processor[ok], word[ok], pos[ok]] = value[ok]
-        self.written[processor[ok], word[ok]] = True
+        self.data[processor, word[ok], index[ok] % 9] = stream[ok]
+        self.written[processor, word[ok]] = True
 
     def weights(self, processor: int) -> np.ndarray:
         """The processor's kernel memory as one flat byte stream (9 bytes per word)."""

@@ -198,52 +198,20 @@ def _load_kernels(machine: Machine, trace: Trace, cls: regmap.Classified) -> Non
         return
     is_set, run = mexpress_blocks(proc, offset)
     start_word: dict[int, int] = {}  # processor -> column of the last set-address write
-    # Runs are few (one per processor and block) and contiguous: their columns follow one
-    # another (a loop over runs, on Python ints), and all their bytes are stored at once.
+    # Runs are few (one per processor and block) and contiguous; each is stored vectorized.
     boundary = np.r_[True, run[1:] != run[:-1]]
     heads = np.flatnonzero(is_set | boundary)
     ends = np.r_[heads[1:], run.size]
-    firsts, lengths, columns = [], [], []
-    for i, end, p, setting, at in zip(
-        heads.tolist(),
-        ends.tolist(),
-        proc[heads].tolist(),
-        is_set[heads].tolist(),
-        offset[heads].tolist(),
-        strict=True,
-    ):
-        if setting:
-            start_word[p] = at // 4
+    for i, end in zip(heads, ends, strict=True):
+        p = int(proc[i])
+        if is_set[i]:
+            start_word[p] = int(offset[i]) // 4
             continue
+        words = value[i:end]
+        stream = words.astype(">u4").view(np.uint8)
         column = start_word.get(p, 0)
-        firsts.append(i)
-        lengths.append(end - i)
-        columns.append(column)
-        start_word[p] = column + 4 * (end - i) // 9
-    _store_runs(machine, proc, value, firsts, lengths, columns)
-
-
-def _store_runs(
-    machine: Machine,
-    proc: np.ndarray,
-    value: np.ndarray,
-    firsts: list[int],
-    lengths: list[int],
-    columns: list[int],
-) -> None:
-    """The packed loader's data runs (writes firsts[r] .. + lengths[r], bytes most significant
-    first, filling 72-bit words from columns[r] on), in trace order: a later byte wins."""
-    if not firsts:
-        return
-    size = np.asarray(lengths)
-    run = np.repeat(np.arange(size.size), size)
-    within = np.arange(run.size) - np.repeat(np.cumsum(size) - size, size)
-    where = np.repeat(np.asarray(firsts), size) + within
-    stream = value[where].astype(">u4").view(np.uint8)  # 4 bytes per write, in order
-    byte = (4 * within)[:, None] + np.arange(4)
-    word = np.repeat(np.asarray(columns), size)[:, None] + byte // 9
-    processor = np.broadcast_to(proc[where][:, None], word.shape)
-    machine.kernels.store_bytes(processor.ravel(), word.ravel(), (byte % 9).ravel(), stream)
+        machine.kernels.store_stream(p, column, stream)
+        start_word[p] = column + stream.size // 9
 
 
 def _load_kernels_plain(
