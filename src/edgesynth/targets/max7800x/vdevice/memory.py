@@ -232,12 +232,10 @@ class KernelMemory(Record):
     def store_stream(self, processor: int, start_word: int, stream: np.ndarray) -> None:
         """Packed form: bytes fill 72-bit words from `start_word` on, 9 bytes per word."""
         stream = np.asarray(stream, dtype=np.uint8)
-        n = stream.size
-        index = np.arange(n)
-        word = start_word + index // 9
-        ok = word < self.words
-        self.data[processor, word[ok], index[ok] % 9] = stream[ok]
-        self.written[processor, word[ok]] = True
+        # one contiguous copy: a processor's words are 9 consecutive bytes each
+        n = max(0, min(stream.size, (self.words - start_word) * 9))
+        self.data[processor].reshape(-1)[start_word * 9 : start_word * 9 + n] = stream[:n]
+        self.written[processor, start_word : start_word + (n + 8) // 9] = True
 
     def weights(self, processor: int) -> np.ndarray:
         """The processor's kernel memory as one flat byte stream (9 bytes per word)."""
