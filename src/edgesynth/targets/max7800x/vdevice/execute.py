@@ -7,6 +7,7 @@ this module only moves data the way the registers say the hardware moves it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -369,7 +370,11 @@ def chains(prog: LayerProgram) -> list[list[int]]:
     return result
 
 
-def run_layer(machine: Machine, prog: LayerProgram, wrap: Wrap | None = None) -> LayerResult:
+def run_layer(
+    machine: Machine, prog: LayerProgram, wrap: Wrap | None = None, written: bool = True
+) -> LayerResult:
+    """One layer run and stored; without `written` its result leaves out the words it wrote
+    (`LayerResult.written`, which only the snoop units look at)."""
     if prog.passthrough:
         result = _run_passthrough(machine, prog)
     elif prog.depthwise:
@@ -380,7 +385,8 @@ def run_layer(machine: Machine, prog: LayerProgram, wrap: Wrap | None = None) ->
         early = writes_before_reads(prog, result)
         if early is not None:
             machine.log.found.append(early)
-    store(machine, prog, result, wrap)
+    if written or not _store_last_in_buffer(machine, prog, result, wrap):
+        store(machine, prog, result, wrap)
     return result
 
 
@@ -630,6 +636,36 @@ def _step(offset: np.ndarray) -> int | None:
     step = int(offset[1] - offset[0])
     evenly = step >= 1 and np.array_equal(offset, offset[0] + step * np.arange(offset.size))
     return step if evenly else None
+
+
+def _store_last_in_buffer(
+    machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap | None
+) -> bool:
+    """`store` of 8-bit output into a streaming consumer's circular buffer, every value in
+    it (`_all_in_buffer`), pixels evenly spaced: only each channel's last pixels that wrap
+    once around the buffer go to data memory (every earlier pixel's word is written again by
+    a later pixel of its channel; channels in order, as `store` writes them), the whole
+    output to the stream view. False (nothing stored) where that does not apply, or the run
+    keeps the hazard record."""
+    where = result.placement
+    step = _step(where.offset)
+    if wrap is None or machine.log is not None or prog.out32 or step is None:
+        return False
+    words = machine.data.words
+    first = Placement(where.base, where.offset[:1], where.lane, where.shape, where.shift)
+    if _all_in_buffer(first, wrap, words) is None:
+        return False
+    pixels = where.offset.size
+    period = wrap.size // math.gcd(step, wrap.size)  # pixel x and x + period share a word
+    last = np.arange(max(0, pixels - period), pixels)
+    tail = Placement(where.base, where.offset[last], where.lane, where.shape, where.shift)
+    index = _all_in_buffer(tail, wrap, words)
+    values = result.output.reshape(where.channels, -1).astype(np.uint8)
+    machine.data.write_bytes_at(index, where.lane[:, None], values[:, last], prog.layer)
+    sq = where.base >> where.shift
+    start = (where.base & ((1 << where.shift) - 1)) + int(where.offset[0])
+    machine.stream.write_rows(sq, start, step, where.lane, values)
+    return True
 
 
 def memory_index(
