@@ -163,7 +163,8 @@ def _fifo_bytes(
 def read_input(
     machine: Machine, prog: LayerProgram, processors: list[int]
 ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
-    """(processors, passes, operands, rows, cols) signed input bytes, and the words read."""
+    """(processors, passes, operands, rows, cols) signed input bytes (int8, or int64 from the
+    FIFOs), and the words read."""
     rows, cols, passes, ops_n = prog.rows, prog.cols, prog.passes, prog.operands
     proc = np.asarray(processors)
     quad = proc // 4
@@ -207,7 +208,7 @@ def read_input(
             machine.log.stream_read(prog.layer, who)
         reads = []
     else:
-        values = machine.data.read_bytes(q, w, lanes)
+        values = machine.data.signed_bytes(q, w, lanes)  # (widened after pooling)
         shape = (proc.size, word.size)
         writers = np.flatnonzero(np.bincount(machine.data.writer[q, w].ravel() - HOST)) + HOST
         reads = [(quad, word, writers)]
@@ -220,7 +221,7 @@ def read_input(
 def _stream_rows(
     machine: Machine, prog: LayerProgram, quad: np.ndarray, lane: np.ndarray, pixels: int
 ) -> np.ndarray | None:
-    """`read_input`'s streamed HWC bytes, (processors, passes x operands x pixels) in its
+    """`read_input`'s streamed HWC bytes (int8), (processors, passes x operands x pixels) in its
     order, as one strided read per processor and pass/operand (word read_ptr + pixel x
     pixel_words + pass x operands + operand); None where a read leaves the stream view."""
     within = prog.passes * prog.operands
@@ -231,7 +232,8 @@ def _stream_rows(
 
 
 def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
-    """(n, passes, operands, rows, cols) -> (n, passes, pooled rows, pooled cols)."""
+    """(n, passes, operands, rows, cols) -> (n, passes, pooled rows, pooled cols), int64 (the
+    input's bytes may come as int8: pooled before they are widened)."""
     n, passes, operands, rows, cols = data.shape
     flat = data.reshape(n * passes, operands, rows, cols)
 
@@ -255,7 +257,7 @@ def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
     else:
         combined = ops.clip8(ops.eltwise(prog.eltwise, [flat[:, j] for j in range(operands)]))
         out = pool(combined)
-    return out.reshape(n, passes, *out.shape[1:])
+    return out.reshape(n, passes, *out.shape[1:]).astype(np.int64, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------

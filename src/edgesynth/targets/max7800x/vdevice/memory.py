@@ -41,8 +41,12 @@ class DataMemory(Record):
         self.writer[quad, word] = HOST
 
     def read_bytes(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
-        """Signed bytes at (instance, word, byte lane) index arrays."""
-        return self.bytes[quad, word, lane].view(np.int8).astype(np.int64)
+        """Signed bytes at (instance, word, byte lane) index arrays (int64)."""
+        return self.signed_bytes(quad, word, lane).astype(np.int64)
+
+    def signed_bytes(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
+        """`read_bytes` as int8."""
+        return self.bytes[quad, word, lane].view(np.int8)
 
     def write_bytes(
         self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, value: np.ndarray, layer: int
@@ -141,7 +145,7 @@ class StreamMemory(Record):
     def read_rows(
         self, quad: np.ndarray, start: np.ndarray, step: int, lane: np.ndarray, count: int
     ) -> np.ndarray | None:
-        """(rows, count) signed bytes: row r from words start[r] + i x step of instance
+        """(rows, count) signed bytes (int8): row r from words start[r] + i x step of instance
         quad[r], byte lane[r] (the inverse of `write_rows`); None where a row reaches outside
         what was written (`read_bytes` then reads it)."""
         size = self.data.shape[1]
@@ -150,7 +154,7 @@ class StreamMemory(Record):
         if not _within(start, size) or int(start.max()) + step * (count - 1) >= size:
             return None
         view = self.data.view(np.int8).reshape(*self.data.shape, 4)
-        out = np.empty((start.size, count), dtype=np.int64)
+        out = np.empty((start.size, count), dtype=np.int8)
         span = step * count
         rows_at = zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)
         for r, (q, w, k) in enumerate(rows_at):
