@@ -48,3 +48,34 @@ def test_integer_max_pool_keeps_the_type() -> None:
     assert got.dtype == np.int64
     assert got.shape == (2, 3, 3, 3)
     assert got[0, 0, 2, 2] == x[0, 0, 4, 4]
+
+
+@st.composite
+def in_flight_pools(draw):
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    sh, sw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    dh, dw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    h = draw(st.integers(dh * (kh - 1) + 1, 14))
+    w = draw(st.integers(dw * (kw - 1) + 1, 14))
+    dtype = draw(st.sampled_from([np.int8, np.int64]))
+    seed = draw(st.integers(0, 2**16))
+    x = np.random.default_rng(seed).integers(-128, 128, size=(3, h, w)).astype(dtype)
+    return x, (kh, kw), (sh, sw), (dh, dw), draw(st.booleans()), draw(st.booleans())
+
+
+@settings(max_examples=200, deadline=None)
+@given(in_flight_pools())
+def test_in_flight_pooling_equals_the_reduction_over_its_windows(case) -> None:
+    """pool2d, one whole-layer maximum or sum per window position, gives the values and type
+    of the maximum or average over the vendor's windows (which may overrun the data)."""
+    x, pool, stride, dilation, average, rounding = case
+    if pool == (1, 1):
+        return
+    got = ops.pool2d(x, pool, stride, average_pool=average, dilation=dilation, rounding=rounding)
+    windows = ops._pool_windows(x, pool, stride, dilation)
+    if average:
+        expected = ops.average(windows.sum(axis=(-2, -1)), pool[0] * pool[1], rounding)
+    else:
+        expected = windows.max(axis=(-2, -1))
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)

@@ -222,6 +222,42 @@ def average(sums: np.ndarray, count: int | np.ndarray, rounding: bool) -> np.nda
     return divide(sums, count, "half_away" if rounding else "trunc")
 
 
+def _pool_taps(data: np.ndarray, pool: Pair, stride: Pair, dilation: Pair) -> list | None:
+    """The (C, Ho, Wo) strided view of each window position (row-major), where every window
+    stays inside the data; else None (`_pool_windows` reproduces the vendor's overrun)."""
+    _, height, width = data.shape
+    out_h = pooled_size(height, pool[0], stride[0], dilation[0])
+    out_w = pooled_size(width, pool[1], stride[1], dilation[1])
+    last_h = (out_h - 1) * stride[0] + dilation[0] * (pool[0] - 1)
+    last_w = (out_w - 1) * stride[1] + dilation[1] * (pool[1] - 1)
+    if out_h <= 0 or out_w <= 0 or last_h >= height or last_w >= width:
+        return None
+    return [
+        data[:, i * dilation[0] :: stride[0], j * dilation[1] :: stride[1]][:, :out_h, :out_w]
+        for i in range(pool[0])
+        for j in range(pool[1])
+    ]
+
+
+def _reduce_taps(taps: list, average_pool: bool, count: int, rounding: bool) -> np.ndarray:
+    """Max, or the average, over the window positions, one whole-layer operation per position
+    (a reduction over the small window axes of a window view is several times slower)."""
+    if average_pool:
+        total = np.array(taps[0], dtype=_sum_type(taps[0]))
+        for tap in taps[1:]:
+            np.add(total, tap, out=total)
+        return average(total, count, rounding)
+    result = taps[0].copy()
+    for tap in taps[1:]:
+        np.maximum(result, tap, out=result)
+    return result
+
+
+def _sum_type(data: np.ndarray) -> np.dtype:
+    """The dtype NumPy's sum gives `data` (small integers widen to the platform integer)."""
+    return np.zeros(1, dtype=data.dtype).sum().dtype
+
+
 def pool2d(
     data: np.ndarray,
     pool: Pair,
@@ -238,6 +274,9 @@ def pool2d(
     """
     if pool == (1, 1):
         return data[:, :: stride[0], :: stride[1]]
+    taps = _pool_taps(data, pool, stride, dilation)
+    if taps is not None:
+        return _reduce_taps(taps, average_pool, pool[0] * pool[1], rounding)
     windows = _pool_windows(data, pool, stride, dilation)
     if average_pool:
         return average(windows.sum(axis=(-2, -1)), pool[0] * pool[1], rounding)

@@ -132,3 +132,25 @@ def test_stream_memory_grows_and_keeps_writers():
     values, who = stream.read_words(quad, word, lane)
     assert values.tolist() == [9, 0xFF00, 0]
     assert who.tolist() == [11, 12, -1]
+
+
+def test_stream_rows_equal_indexed_writes_and_reads():
+    """write_rows/read_rows (one strided copy per row) store and read what write_bytes and
+    read_bytes do with index arrays, a later row winning where rows overlap; a read past what
+    was written is left to read_bytes (None)."""
+    rng = np.random.default_rng(7)
+    quad = np.array([0, 0, 3, 0])
+    start = np.array([2, 4, 0, 2])  # rows 0 and 3 overlap: the last one wins
+    lane = np.array([1, 1, 2, 1])
+    step, count = 3, 11
+    value = rng.integers(0, 256, size=(4, count)).astype(np.uint8)
+    rows, indexed = StreamMemory(), StreamMemory()
+    rows.write_rows(quad, start, step, lane, value)
+    word = start[:, None] + step * np.arange(count)
+    indexed.write_bytes(quad[:, None], word, lane[:, None], value, layer=0)
+    np.testing.assert_array_equal(rows.data, indexed.data)
+    got = rows.read_rows(quad, start, step, lane, count)
+    expected, _ = indexed.read_bytes(quad[:, None], word, lane[:, None], owners=False)
+    np.testing.assert_array_equal(got, expected)
+    assert got.dtype == np.int8
+    assert rows.read_rows(quad, start + 1000, step, lane, count) is None

@@ -7,6 +7,7 @@ this module only moves data the way the registers say the hardware moves it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -162,7 +163,8 @@ def _fifo_bytes(
 def read_input(
     machine: Machine, prog: LayerProgram, processors: list[int]
 ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
-    """(processors, passes, operands, rows, cols) signed input bytes, and the words read."""
+    """(processors, passes, operands, rows, cols) signed input bytes (int8, or int64 from the
+    FIFOs), and the words read."""
     rows, cols, passes, ops_n = prog.rows, prog.cols, prog.passes, prog.operands
     proc = np.asarray(processors)
     quad = proc // 4
@@ -191,6 +193,10 @@ def read_input(
             f"layer {prog.layer}: the input ({rows}x{cols}, {passes} passes from word "
             f"{prog.read_ptr}) runs past the end of data memory ({machine.data.words} words)"
         )
+    if prog.streamed and machine.log is None and not prog.big_data:
+        values = _stream_rows(machine, prog, quad, lane[:, 0], pixels)
+        if values is not None:
+            return values.reshape(layout), []
     q, w = quad[:, None], word[gather][None, :]
     lanes = lane[:, gather] if lane.shape[1] > 1 else lane
     if prog.streamed:
@@ -202,7 +208,7 @@ def read_input(
             machine.log.stream_read(prog.layer, who)
         reads = []
     else:
-        values = machine.data.read_bytes(q, w, lanes)
+        values = machine.data.signed_bytes(q, w, lanes)  # (widened after pooling)
         shape = (proc.size, word.size)
         writers = np.flatnonzero(np.bincount(machine.data.writer[q, w].ravel() - HOST)) + HOST
         reads = [(quad, word, writers)]
@@ -212,8 +218,22 @@ def read_input(
     return values.reshape(layout), reads
 
 
+def _stream_rows(
+    machine: Machine, prog: LayerProgram, quad: np.ndarray, lane: np.ndarray, pixels: int
+) -> np.ndarray | None:
+    """`read_input`'s streamed HWC bytes (int8), (processors, passes x operands x pixels) in its
+    order, as one strided read per processor and pass/operand (word read_ptr + pixel x
+    pixel_words + pass x operands + operand); None where a read leaves the stream view."""
+    within = prog.passes * prog.operands
+    rows = np.repeat(np.arange(quad.size), within)
+    start = prog.read_ptr + np.tile(np.arange(within), quad.size)
+    values = machine.stream.read_rows(quad[rows], start, prog.pixel_words, lane[rows], pixels)
+    return None if values is None else values.reshape(quad.size, within * pixels)
+
+
 def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
-    """(n, passes, operands, rows, cols) -> (n, passes, pooled rows, pooled cols)."""
+    """(n, passes, operands, rows, cols) -> (n, passes, pooled rows, pooled cols), int64 (the
+    input's bytes may come as int8: pooled before they are widened)."""
     n, passes, operands, rows, cols = data.shape
     flat = data.reshape(n * passes, operands, rows, cols)
 
@@ -237,7 +257,7 @@ def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
     else:
         combined = ops.clip8(ops.eltwise(prog.eltwise, [flat[:, j] for j in range(operands)]))
         out = pool(combined)
-    return out.reshape(n, passes, *out.shape[1:])
+    return out.reshape(n, passes, *out.shape[1:]).astype(np.int64, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,7 +372,11 @@ def chains(prog: LayerProgram) -> list[list[int]]:
     return result
 
 
-def run_layer(machine: Machine, prog: LayerProgram, wrap: Wrap | None = None) -> LayerResult:
+def run_layer(
+    machine: Machine, prog: LayerProgram, wrap: Wrap | None = None, written: bool = True
+) -> LayerResult:
+    """One layer run and stored; without `written` its result leaves out the words it wrote
+    (`LayerResult.written`, which only the snoop units look at)."""
     if prog.passthrough:
         result = _run_passthrough(machine, prog)
     elif prog.depthwise:
@@ -363,7 +387,8 @@ def run_layer(machine: Machine, prog: LayerProgram, wrap: Wrap | None = None) ->
         early = writes_before_reads(prog, result)
         if early is not None:
             machine.log.found.append(early)
-    store(machine, prog, result, wrap)
+    if written or not _store_last_in_buffer(machine, prog, result, wrap):
+        store(machine, prog, result, wrap)
     return result
 
 
@@ -599,8 +624,50 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
         sq = (where.base >> where.shift)[:, None]
         if prog.out32:
             machine.stream.write_words(sq, where.stream_word, values, prog.layer, ids)
+        elif ids is None and (step := _step(where.offset)) is not None:
+            start = (where.base & ((1 << where.shift) - 1)) + int(where.offset[0])
+            machine.stream.write_rows(sq.ravel(), start, step, where.lane, values)
         else:
             machine.stream.write_bytes(sq, where.stream_word, lane, values, prog.layer, ids)
+
+
+def _step(offset: np.ndarray) -> int | None:
+    """The step of evenly spaced, increasing `offset` values (1 for a single one), else None."""
+    if offset.size < 2:
+        return 1 if offset.size else None
+    step = int(offset[1] - offset[0])
+    evenly = step >= 1 and np.array_equal(offset, offset[0] + step * np.arange(offset.size))
+    return step if evenly else None
+
+
+def _store_last_in_buffer(
+    machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap | None
+) -> bool:
+    """`store` of 8-bit output into a streaming consumer's circular buffer, every value in
+    it (`_all_in_buffer`), pixels evenly spaced: only each channel's last pixels that wrap
+    once around the buffer go to data memory (every earlier pixel's word is written again by
+    a later pixel of its channel; channels in order, as `store` writes them), the whole
+    output to the stream view. False (nothing stored) where that does not apply, or the run
+    keeps the hazard record."""
+    where = result.placement
+    step = _step(where.offset)
+    if wrap is None or machine.log is not None or prog.out32 or step is None:
+        return False
+    words = machine.data.words
+    first = Placement(where.base, where.offset[:1], where.lane, where.shape, where.shift)
+    if _all_in_buffer(first, wrap, words) is None:
+        return False
+    pixels = where.offset.size
+    period = wrap.size // math.gcd(step, wrap.size)  # pixel x and x + period share a word
+    last = np.arange(max(0, pixels - period), pixels)
+    tail = Placement(where.base, where.offset[last], where.lane, where.shape, where.shift)
+    index = _all_in_buffer(tail, wrap, words)
+    values = result.output.reshape(where.channels, -1).astype(np.uint8)
+    machine.data.write_bytes_at(index, where.lane[:, None], values[:, last], prog.layer)
+    sq = where.base >> where.shift
+    start = (where.base & ((1 << where.shift) - 1)) + int(where.offset[0])
+    machine.stream.write_rows(sq, start, step, where.lane, values)
+    return True
 
 
 def memory_index(

@@ -41,8 +41,12 @@ class DataMemory(Record):
         self.writer[quad, word] = HOST
 
     def read_bytes(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
-        """Signed bytes at (instance, word, byte lane) index arrays."""
-        return self.bytes[quad, word, lane].view(np.int8).astype(np.int64)
+        """Signed bytes at (instance, word, byte lane) index arrays (int64)."""
+        return self.signed_bytes(quad, word, lane).astype(np.int64)
+
+    def signed_bytes(self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray) -> np.ndarray:
+        """`read_bytes` as int8."""
+        return self.bytes[quad, word, lane].view(np.int8)
 
     def write_bytes(
         self, quad: np.ndarray, word: np.ndarray, lane: np.ndarray, value: np.ndarray, layer: int
@@ -122,6 +126,41 @@ class StreamMemory(Record):
         if ids is not None and self.channels is not None:
             self.channels[quad, word, lane] = ids
 
+    def write_rows(
+        self, quad: np.ndarray, start: np.ndarray, step: int, lane: np.ndarray, value: np.ndarray
+    ) -> None:
+        """`write_bytes` of (rows, n) uint8 `value`: row r at words start[r] + i x step
+        (step >= 1, start >= 0) of instance quad[r], byte lane[r]; one strided copy per row,
+        rows in order (a later row wins, as in `write_bytes`), without index arrays."""
+        rows, count = value.shape
+        if not rows or not count:
+            return
+        self._ensure(np.asarray(quad), np.asarray(start) + step * (count - 1), False)
+        view = self.data.view(np.uint8).reshape(*self.data.shape, 4)
+        span = step * count
+        rows_at = zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)
+        for r, (q, w, k) in enumerate(rows_at):
+            view[q, w : w + span : step, k] = value[r]
+
+    def read_rows(
+        self, quad: np.ndarray, start: np.ndarray, step: int, lane: np.ndarray, count: int
+    ) -> np.ndarray | None:
+        """(rows, count) signed bytes (int8): row r from words start[r] + i x step of instance
+        quad[r], byte lane[r] (the inverse of `write_rows`); None where a row reaches outside
+        what was written (`read_bytes` then reads it)."""
+        size = self.data.shape[1]
+        if count == 0 or not _within(quad, self.data.shape[0]):
+            return None
+        if not _within(start, size) or int(start.max()) + step * (count - 1) >= size:
+            return None
+        view = self.data.view(np.int8).reshape(*self.data.shape, 4)
+        out = np.empty((start.size, count), dtype=np.int8)
+        span = step * count
+        rows_at = zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)
+        for r, (q, w, k) in enumerate(rows_at):
+            out[r] = view[q, w : w + span : step, k]
+        return out
+
     def write_words(
         self,
         quad: np.ndarray,
@@ -197,12 +236,10 @@ class KernelMemory(Record):
     def store_stream(self, processor: int, start_word: int, stream: np.ndarray) -> None:
         """Packed form: bytes fill 72-bit words from `start_word` on, 9 bytes per word."""
         stream = np.asarray(stream, dtype=np.uint8)
-        n = stream.size
-        index = np.arange(n)
-        word = start_word + index // 9
-        ok = word < self.words
-        self.data[processor, word[ok], index[ok] % 9] = stream[ok]
-        self.written[processor, word[ok]] = True
+        # one contiguous copy: a processor's words are 9 consecutive bytes each
+        n = max(0, min(stream.size, (self.words - start_word) * 9))
+        self.data[processor].reshape(-1)[start_word * 9 : start_word * 9 + n] = stream[:n]
+        self.written[processor, start_word : start_word + (n + 8) // 9] = True
 
     def weights(self, processor: int) -> np.ndarray:
         """The processor's kernel memory as one flat byte stream (9 bytes per word)."""

@@ -636,101 +636,136 @@ class Classified(FrozenRecord):
 
 
 def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
-    """Decode every address of a trace at once (vectorized)."""
+    """Decode every address of a trace at once (vectorized): a few passes over the whole
+    trace pick each block's candidates; each region's tests and coordinates run on those."""
     a = np.asarray(addr, dtype=np.int64)
-    n = a.size
-    region = np.zeros(n, dtype=np.int8)
-    group = np.full(n, -1, dtype=np.int64)
-    index = np.full(n, -1, dtype=np.int64)
-    offset = np.full(n, -1, dtype=np.int64)
+    marks = _Marks(a.size)
+    _mark_bus(marks, dmap, a)
+    _mark_sram(marks, dmap, a)
+    _mark_groups(marks, dmap, a)
+    return Classified(marks.region, marks.group, marks.index, marks.offset)
 
-    unknown = np.ones(n, dtype=bool)  # region == UNKNOWN
 
-    def mark(sel: np.ndarray, code: int, g=None, i=None, o=None) -> None:
-        """The addresses `sel` picks that no earlier region claimed are `code`'s."""
-        sel = sel & unknown
-        np.logical_and(unknown, ~sel, out=unknown)
-        np.copyto(region, np.int8(code), where=sel)
-        for out, value in ((group, g), (index, i), (offset, o)):
+class _Marks:
+    """The region and coordinates of every address, filled region by region (the first
+    region to claim an address keeps it)."""
+
+    def __init__(self, n: int) -> None:
+        self.region = np.zeros(n, dtype=np.int8)
+        self.group = np.full(n, -1, dtype=np.int64)
+        self.index = np.full(n, -1, dtype=np.int64)
+        self.offset = np.full(n, -1, dtype=np.int64)
+        self.unknown = np.ones(n, dtype=bool)  # region == UNKNOWN
+
+    def mark(
+        self,
+        where: np.ndarray,
+        sel: np.ndarray,
+        code: int,
+        g: np.ndarray | None = None,
+        i: np.ndarray | int | None = None,
+        o: np.ndarray | int | None = None,
+    ) -> None:
+        """The positions `where[sel]` that no earlier region claimed are `code`'s; g, i, o
+        are given over `where` (or one value for all)."""
+        keep = sel & self.unknown[where]
+        pick = where[keep]
+        self.unknown[pick] = False
+        self.region[pick] = code
+        for out, value in ((self.group, g), (self.index, i), (self.offset, o)):
             if value is not None:
-                np.copyto(out, value, where=sel)
+                out[pick] = value[keep] if isinstance(value, np.ndarray) else value
 
-    # FIFOs and always-on control
-    mark(a == dmap.fifo_base, FIFO_CTL, o=0)
-    mark(a == dmap.fifo_base + 4, FIFO_CTL, o=1)
-    fifo_n = (a - dmap.fifo_base - 8) // 4
-    mark(
-        (a >= dmap.fifo_base + 8) & (a < dmap.fifo_base + 8 + 4 * dmap.fifo_count) & (a % 4 == 0),
-        FIFO_DATA,
-        i=fifo_n,
-    )
-    mark(a == dmap.aon_ctl, AON)
-    ff = (a - dmap.fast_fifo_base) // 4
-    mark(
-        (a >= dmap.fast_fifo_base) & (a < dmap.fast_fifo_base + 24) & (a % 4 == 0), FAST_FIFO, o=ff
-    )
 
-    # Data memory
-    rel = a - dmap.sram_base
-    g = rel // dmap.sram_group_stride
-    within = rel % dmap.sram_group_stride
-    quad = within // dmap.sram_quad_stride
-    word = (within % dmap.sram_quad_stride) // 4
-    mark(
-        (rel >= 0) & (g < 4) & (quad < 4) & (word < dmap.sram_words) & (a % 4 == 0),
-        SRAM,
-        g=g,
-        i=g * 4 + quad,
-        o=word,
+def _mark_bus(marks: _Marks, dmap: DeviceMap, a: np.ndarray) -> None:
+    """FIFOs and always-on control."""
+    fifo_end = dmap.fifo_base + 8 + 4 * dmap.fifo_count
+    fast = dmap.fast_fifo_base
+    where = np.flatnonzero(
+        ((a >= dmap.fifo_base) & (a < fifo_end))
+        | (a == dmap.aon_ctl)
+        | ((a >= fast) & (a < fast + 24))
     )
+    s = a[where]
+    aligned = s % 4 == 0
+    marks.mark(where, s == dmap.fifo_base, FIFO_CTL, o=0)
+    marks.mark(where, s == dmap.fifo_base + 4, FIFO_CTL, o=1)
+    fifo_n = (s - dmap.fifo_base - 8) // 4
+    marks.mark(where, (s >= dmap.fifo_base + 8) & (s < fifo_end) & aligned, FIFO_DATA, i=fifo_n)
+    marks.mark(where, s == dmap.aon_ctl, AON)
+    marks.mark(where, (s >= fast) & (s < fast + 24) & aligned, FAST_FIFO, o=(s - fast) // 4)
 
-    # Per-quadrant blocks
-    rel = a - dmap.group_base
-    g = rel // dmap.group_stride
-    o = rel % dmap.group_stride
-    in_group = (rel >= 0) & (g < 4) & (a % 4 == 0)
+
+def _divmod(x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.divmod of non-negative `x` by `d`: a shift and a mask for a power of two."""
+    if d & (d - 1):
+        return np.divmod(x, d)
+    return x >> (d.bit_length() - 1), x & (d - 1)
+
+
+def _mark_sram(marks: _Marks, dmap: DeviceMap, a: np.ndarray) -> None:
+    """Data memory."""
+    base, stride = dmap.sram_base, dmap.sram_group_stride
+    where = np.flatnonzero((a >= base) & (a < base + 4 * stride) & (a & 3 == 0))
+    g, within = _divmod(a[where] - base, stride)
+    quad, byte = _divmod(within, dmap.sram_quad_stride)
+    word = byte >> 2
+    marks.mark(where, (quad < 4) & (word < dmap.sram_words), SRAM, g=g, i=g * 4 + quad, o=word)
+
+
+def _mark_groups(marks: _Marks, dmap: DeviceMap, a: np.ndarray) -> None:
+    """The per-quadrant blocks: global, layer and stream registers, bias, TRAM, kernels. Each
+    block's tests run on the addresses in its range of offsets (`span`)."""
+    base, stride = dmap.group_base, dmap.group_stride
+    at = np.flatnonzero((a >= base) & (a < base + 4 * stride) & (a & 3 == 0))
+    group, offset = _divmod(a[at] - base, stride)
+
+    def span(start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(positions, quadrants, offsets) of the addresses with start <= offset < end."""
+        k = np.flatnonzero((offset >= start) & (offset < end))
+        return at[k], group[k], offset[k]
+
+    known = np.fromiter(dmap.global_regs, dtype=np.int64)
+    where, g, o = span(int(known.min()), int(known.max()) + 1)
     # (kind="table": a lookup table for small sets of integers; the default sorts with
     # np.unique, whose first call imports numpy.ma: 8 ms of every proof)
-    mark(in_group & np.isin(o, list(dmap.global_regs), kind="table"), GLOBAL, g=g, o=o)
-    lo = o - dmap.layer_base
-    if dmap.reg_stride > dmap.layer_stride:  # MAX78000: register-major
-        reg_no = lo // dmap.reg_stride
-        layer = (lo % dmap.reg_stride) // dmap.layer_stride
-    else:  # MAX78002: layer-major
-        layer = lo // dmap.layer_stride
-        reg_no = (lo % dmap.layer_stride) // dmap.reg_stride
+    marks.mark(where, np.isin(o, known, kind="table"), GLOBAL, g=g, o=o)
     valid_regs = np.array([r.index for r in dmap.layer_regs])
-    mark(
-        in_group
-        & (lo >= 0)
-        & (layer < dmap.max_layers)
-        & np.isin(reg_no, valid_regs, kind="table"),
-        LAYER,
-        g=g,
-        i=layer,
-        o=reg_no,
-    )
+    if dmap.reg_stride > dmap.layer_stride:  # MAX78000: register-major
+        where, g, o = span(
+            dmap.layer_base, dmap.layer_base + (valid_regs.max() + 1) * dmap.reg_stride
+        )
+        reg_no, rest = _divmod(o - dmap.layer_base, dmap.reg_stride)
+        layer = rest // dmap.layer_stride
+    else:  # MAX78002: layer-major
+        where, g, o = span(dmap.layer_base, dmap.layer_base + dmap.max_layers * dmap.layer_stride)
+        layer, rest = _divmod(o - dmap.layer_base, dmap.layer_stride)
+        reg_no = rest // dmap.reg_stride
+    is_layer = (layer < dmap.max_layers) & np.isin(reg_no, valid_regs, kind="table")
+    marks.mark(where, is_layer, LAYER, g=g, i=layer, o=reg_no)
     if dmap.stream_base is not None:
-        so = o - dmap.stream_base
-        sreg = so // dmap.stream_reg_stride
-        slayer = (so % dmap.stream_reg_stride) // 4
-        mark(in_group & (so >= 0) & (sreg < len(dmap.stream_regs)), STREAM, g=g, i=slayer, o=sreg)
-    bo = (o - dmap.bias_offset) // 4
-    mark(in_group & (o >= dmap.bias_offset) & (bo < dmap.bias_words), BIAS, g=g, o=bo)
-    to = o - dmap.tram_offset
-    mark(
-        in_group & (to >= 0) & (to < 16 * dmap.tram_proc_stride),
-        TRAM,
-        g=g,
-        i=g * 16 + to // dmap.tram_proc_stride,
-        o=(to % dmap.tram_proc_stride) // 4,
-    )
-    mo = o - dmap.mram_offset
-    mark(
-        in_group & (mo >= 0) & (mo < 16 * dmap.mram_proc_stride),
-        MRAM,
-        g=g,
-        i=g * 16 + mo // dmap.mram_proc_stride,
-        o=mo % dmap.mram_proc_stride,
-    )
-    return Classified(region, group, index, offset)
+        where, g, o = span(
+            dmap.stream_base, dmap.stream_base + len(dmap.stream_regs) * dmap.stream_reg_stride
+        )
+        sreg, rest = _divmod(o - dmap.stream_base, dmap.stream_reg_stride)
+        marks.mark(where, np.ones(where.size, dtype=bool), STREAM, g=g, i=rest // 4, o=sreg)
+    where, g, o = span(dmap.bias_offset, dmap.bias_offset + 4 * dmap.bias_words)
+    marks.mark(where, np.ones(where.size, dtype=bool), BIAS, g=g, o=(o - dmap.bias_offset) >> 2)
+    _mark_memory(marks, span(dmap.tram_offset, dmap.tram_offset + 16 * dmap.tram_proc_stride),
+                 dmap.tram_offset, dmap.tram_proc_stride, TRAM)  # fmt: skip
+    _mark_memory(marks, span(dmap.mram_offset, dmap.mram_offset + 16 * dmap.mram_proc_stride),
+                 dmap.mram_offset, dmap.mram_proc_stride, MRAM)  # fmt: skip
+
+
+def _mark_memory(
+    marks: _Marks,
+    found: tuple[np.ndarray, np.ndarray, np.ndarray],
+    start: int,
+    stride: int,
+    code: int,
+) -> None:
+    """TRAM (word offsets) or kernel memory (byte offsets) of 16 processors a quadrant."""
+    where, g, o = found
+    processor, rest = _divmod(o - start, stride)
+    marks.mark(where, np.ones(where.size, dtype=bool), code, g=g, i=g * 16 + processor,
+               o=rest >> 2 if code == TRAM else rest)  # fmt: skip

@@ -140,7 +140,7 @@ def run(trace: Trace, device: str, record: bool = True) -> RunResult:
     results = []
     for i, prog in enumerate(programs):
         consumer = programs[i + 1] if i + 1 < len(programs) else None
-        results.append(run_layer(machine, prog, wrap_for(consumer)))
+        results.append(run_layer(machine, prog, wrap_for(consumer), written=False))
     return RunResult(machine, programs, results)
 
 
