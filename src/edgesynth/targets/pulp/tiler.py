@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from math import gcd
 from typing import Any
 
+from edgesynth.cpsat import cp_model as load_cp_model
 from edgesynth.cpsat import new_solver
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.pulp.lower import PulpLayer
@@ -175,8 +176,17 @@ def param_width(arr: object) -> int:
     return 4 if int(a.min()) >= -(1 << 31) and int(a.max()) < (1 << 31) else 8
 
 
-def make_tiling(layer: PulpLayer, region: Region, c: int, h: int, w: int, double: bool) -> Tiling:
-    """The buffers of tiles of c x h x w outputs (no check against the budget)."""
+def make_tiling(
+    layer: PulpLayer,
+    region: Region,
+    c: int,
+    h: int,
+    w: int,
+    double: bool,
+    widths: list[int] | None = None,
+) -> Tiling:
+    """The buffers of tiles of c x h x w outputs (no check against the budget); `widths`:
+    `param_bytes_per_channel(layer)` when the caller has it already."""
     w_out = layer.out_shape[2]
     cin, h_in, w_in = layer.in_shapes[0]
     if layer.kind == "linear":
@@ -198,7 +208,9 @@ def make_tiling(layer: PulpLayer, region: Region, c: int, h: int, w: int, double
         w_bytes = c * layer.w_storage.nbytes(per_channel)
     else:
         w_bytes = 0
-    p_bytes = sum(_align(c * width) for width in param_bytes_per_channel(layer))
+    if widths is None:
+        widths = param_bytes_per_channel(layer)
+    p_bytes = sum(_align(c * width) for width in widths)
     y_bytes = layer.out_storage.nbytes(c * h * w)
     return Tiling(
         c=c,
@@ -243,25 +255,30 @@ def greedy_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -
     constraint model's starting point and bound."""
     choices = channel_choices(layer, region.c)
     w_out = layer.out_shape[2]
+    widths = param_bytes_per_channel(layer)  # the same for every candidate
+
+    def fits(c: int, h: int, w: int) -> bool:
+        return make_tiling(layer, region, c, h, w, double, widths).l1_bytes <= budget
+
     for c in reversed(choices):
         lo, hi = 1, region.h
-        if make_tiling(layer, region, c, 1, w_out, double).l1_bytes <= budget:
+        if fits(c, 1, w_out):
             while lo < hi:  # the most rows with full columns
                 mid = (lo + hi + 1) // 2
-                if make_tiling(layer, region, c, mid, w_out, double).l1_bytes <= budget:
+                if fits(c, mid, w_out):
                     lo = mid
                 else:
                     hi = mid - 1
-            return make_tiling(layer, region, c, lo, w_out, double)
+            return make_tiling(layer, region, c, lo, w_out, double, widths)
         lo, hi = 1, w_out
-        if make_tiling(layer, region, c, 1, 1, double).l1_bytes <= budget:
+        if fits(c, 1, 1):
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if make_tiling(layer, region, c, 1, mid, double).l1_bytes <= budget:
+                if fits(c, 1, mid):
                     lo = mid
                 else:
                     hi = mid - 1
-            return make_tiling(layer, region, c, 1, lo, double)
+            return make_tiling(layer, region, c, 1, lo, double, widths)
     return None
 
 
@@ -270,8 +287,7 @@ def greedy_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -
 
 def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -> Tiling:
     """The best tile shape for `layer` computing `region` within `budget` bytes of L1."""
-    from ortools.sat.python import cp_model
-
+    cp_model = load_cp_model()
     w_out = layer.out_shape[2]
     m = cp_model.CpModel()
     choices = channel_choices(layer, region.c)
