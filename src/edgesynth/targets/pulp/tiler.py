@@ -20,6 +20,7 @@ DMA bytes = tiles x input tile bytes (halos re-read) + channel tiles x weight by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import gcd
 from typing import Any
@@ -254,32 +255,59 @@ def greedy_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -
     """A quick feasible tiling (the largest rows, then columns, then channels that fit): the
     constraint model's starting point and bound."""
     choices = channel_choices(layer, region.c)
-    w_out = layer.out_shape[2]
     widths = param_bytes_per_channel(layer)  # the same for every candidate
 
     def fits(c: int, h: int, w: int) -> bool:
         return make_tiling(layer, region, c, h, w, double, widths).l1_bytes <= budget
 
-    for c in reversed(choices):
-        lo, hi = 1, region.h
-        if fits(c, 1, w_out):
-            while lo < hi:  # the most rows with full columns
-                mid = (lo + hi + 1) // 2
-                if fits(c, mid, w_out):
-                    lo = mid
-                else:
-                    hi = mid - 1
-            return make_tiling(layer, region, c, lo, w_out, double, widths)
-        lo, hi = 1, w_out
-        if fits(c, 1, 1):
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if fits(c, 1, mid):
-                    lo = mid
-                else:
-                    hi = mid - 1
-            return make_tiling(layer, region, c, 1, lo, double, widths)
+    top = _most_rows_or_columns(layer, region, choices[-1], double, widths, fits)
+    if top is not None or len(choices) == 1:  # all channels (one channel tile)
+        return top
+    # Below all channels there are several channel tiles, so every buffer is doubled or none
+    # is: a tile's L1 bytes grow with its channels and columns. The most channels whose 1x1
+    # tile fits, by bisection:
+    lo, hi = -1, len(choices) - 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(choices[mid], 1, 1):
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo < 0:
+        return None
+    return _most_rows_or_columns(layer, region, choices[lo], double, widths, fits)
+
+
+def _most_rows_or_columns(
+    layer: PulpLayer,
+    region: Region,
+    c: int,
+    double: bool,
+    widths: list[int],
+    fits: Callable[[int, int, int], bool],
+) -> Tiling | None:
+    """The tile of `c` channels with the most full rows that fit, else one row with the most
+    columns that fit; None when not even a 1x1 tile fits."""
+    w_out = layer.out_shape[2]
+    if fits(c, 1, w_out):
+        h = _most(region.h, lambda h: fits(c, h, w_out))
+        return make_tiling(layer, region, c, h, w_out, double, widths)
+    if fits(c, 1, 1):
+        w = _most(w_out, lambda w: fits(c, 1, w))
+        return make_tiling(layer, region, c, 1, w, double, widths)
     return None
+
+
+def _most(limit: int, ok: Callable[[int], bool]) -> int:
+    """The largest n in 1..limit with ok(n), ok(1) being true and ok monotone."""
+    lo, hi = 1, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 # -- the constraint model -------------------------------------------------------------------
