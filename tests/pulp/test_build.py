@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from needs import tools
 from onnxgen import nemo_network
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.pulp import cli
 from edgesynth.targets.pulp.executor.build import build, start_build
 from edgesynth.targets.pulp.target import _host_run
+from needs import tools
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,8 @@ def test_a_warning_in_any_file_fails_the_build_naming_it(program: Path, tmp_path
     shutil.copytree(program, work)
     kernels = work / "es_kernels.c"
     kernels.write_text(kernels.read_text() + "\nstatic int es_unused_helper(void) { return 1; }\n")
-    with pytest.raises(EdgesynthError, match=r"(?s)gcc failed on .*es_kernels\.c.*es_unused_helper"):
+    failed = r"(?s)gcc failed on .*es_kernels\.c.*es_unused_helper"
+    with pytest.raises(EdgesynthError, match=failed):
         build(work, "host")
     assert not (work / "network_host").exists()
 
