@@ -315,6 +315,9 @@ def _most(limit: int, ok: Callable[[int], bool]) -> int:
 
 def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -> Tiling:
     """The best tile shape for `layer` computing `region` within `budget` bytes of L1."""
+    start = greedy_tiling(layer, region, budget, double)
+    if start is not None and start.tiles == 1:  # the whole region at once: the only best tile
+        return start
     cp_model = load_cp_model()
     w_out = layer.out_shape[2]
     m = cp_model.CpModel()
@@ -334,7 +337,6 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
     else:
         m.Add(xy_bytes + wp_bytes <= budget)
     _minimise_tiles_then_traffic(m, layer, region, tiles, in_elems, max_in_c)
-    start = greedy_tiling(layer, region, budget, double)
     if start is not None:  # a feasible start bounds the search
         m.AddHint(c, start.c)
         m.AddHint(h, start.h)
