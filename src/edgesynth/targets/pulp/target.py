@@ -27,6 +27,8 @@ from edgesynth.targets.base import (
 from edgesynth.targets.pulp.quantize import PTQ_KEYS
 
 if TYPE_CHECKING:  # what the steps import when they run
+    from collections.abc import Callable
+
     from edgesynth.ir.fusion import Pattern
     from edgesynth.ir.numformat import NumberFormat
     from edgesynth.targets.pulp.lower import PulpLayer
@@ -272,14 +274,19 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
     executor = "the host build of the generated C"
 
     def prove(self, program: Gap8Program, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
-        """The C in `folder`, built with the host's gcc (warnings as errors) in a copy of the
-        folder and run, writes every layer's output exactly as the integer graph computes it."""
+        """The C in `folder`, built with the host's gcc (warnings as errors, the executable
+        outside the folder) and run, writes every layer's output exactly as the integer graph
+        computes it."""
         from edgesynth.proof import DEFECT_REMEDY, ProofFailed, first_difference
         from edgesynth.sim.graph import run
 
         unproven = "; pass --no-verify to write the program unproven"
-        got = _host_run(Path(folder), inputs, f"the proof {NO_GCC}{unproven}")
-        values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
+        got, values = _host_run(  # the simulator runs while gcc compiles
+            Path(folder),
+            inputs,
+            f"the proof {NO_GCC}{unproven}",
+            lambda: run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True))),
+        )
         compared = 0
         for entry, output in zip(got.layout["layers"], got.outputs[0], strict=True):
             want = np.asarray(values[entry["tensor"]])[0].reshape(output.shape)
@@ -309,10 +316,10 @@ class Gap8Target(Target[Gap8Program, Gap8Loaded]):
         )
 
     def run(self, loaded: Gap8Loaded, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The emitted C, built with the host's gcc in a copy of the folder and run: the
+        """The emitted C, built with the host's gcc (the executable outside the folder) and run: the
         outputs of the layers that store the graph's outputs."""
         simulated = "; `edgesynth pulp simulate` gives the integer reference without it"
-        result = _host_run(loaded.folder, inputs, f"running a gap8 program {NO_GCC}{simulated}")
+        result, _ = _host_run(loaded.folder, inputs, f"running a gap8 program {NO_GCC}{simulated}")
         index = {entry["tensor"]: i for i, entry in enumerate(loaded.layout["layers"])}
         outs = []
         for fmt in loaded.outputs:
@@ -332,16 +339,27 @@ NO_GCC = (
 )
 
 
-def _host_run(folder: Path, inputs: list[np.ndarray], without_gcc: str) -> Any:
-    """Build the program in a copy of `folder` (nothing is added to it) and run `inputs`;
-    `without_gcc`: the message when the host has no gcc."""
+def _host_run(
+    folder: Path,
+    inputs: list[np.ndarray],
+    without_gcc: str,
+    meanwhile: Callable[[], Any] = lambda: None,
+) -> tuple[Any, Any]:
+    """Build the program in `folder` (the executable in a temporary folder: nothing is added to
+    `folder`) and run `inputs`; `meanwhile` runs while the compiler works. Returns the run's
+    result and what `meanwhile` returned. `without_gcc`: the message when the host has no gcc."""
     import tempfile
 
-    from edgesynth.targets.pulp.executor.build import build, execute
+    from edgesynth.targets.pulp.executor.build import execute, start_build
 
     if shutil.which("gcc") is None:
         raise EdgesynthError(without_gcc)
     with tempfile.TemporaryDirectory(prefix="edgesynth-proof-") as tmp:
-        work = Path(tmp) / "program"
-        shutil.copytree(folder, work)
-        return execute(work, inputs, "host", build(work, "host"))
+        pending = start_build(folder, "host", binary=Path(tmp) / "network_host")
+        try:
+            also = meanwhile()
+        except BaseException:  # an error or Ctrl-C: no compiler left running
+            pending.cancel()
+            raise
+        binary = pending.wait()
+        return execute(folder, inputs, "host", binary), also

@@ -20,10 +20,12 @@ DMA bytes = tiles x input tile bytes (halos re-read) + channel tiles x weight by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import gcd
 from typing import Any
 
+from edgesynth.cpsat import cp_model as load_cp_model
 from edgesynth.cpsat import new_solver
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.pulp.lower import PulpLayer
@@ -175,8 +177,17 @@ def param_width(arr: object) -> int:
     return 4 if int(a.min()) >= -(1 << 31) and int(a.max()) < (1 << 31) else 8
 
 
-def make_tiling(layer: PulpLayer, region: Region, c: int, h: int, w: int, double: bool) -> Tiling:
-    """The buffers of tiles of c x h x w outputs (no check against the budget)."""
+def make_tiling(
+    layer: PulpLayer,
+    region: Region,
+    c: int,
+    h: int,
+    w: int,
+    double: bool,
+    widths: list[int] | None = None,
+) -> Tiling:
+    """The buffers of tiles of c x h x w outputs (no check against the budget); `widths`:
+    `param_bytes_per_channel(layer)` when the caller has it already."""
     w_out = layer.out_shape[2]
     cin, h_in, w_in = layer.in_shapes[0]
     if layer.kind == "linear":
@@ -198,7 +209,9 @@ def make_tiling(layer: PulpLayer, region: Region, c: int, h: int, w: int, double
         w_bytes = c * layer.w_storage.nbytes(per_channel)
     else:
         w_bytes = 0
-    p_bytes = sum(_align(c * width) for width in param_bytes_per_channel(layer))
+    if widths is None:
+        widths = param_bytes_per_channel(layer)
+    p_bytes = sum(_align(c * width) for width in widths)
     y_bytes = layer.out_storage.nbytes(c * h * w)
     return Tiling(
         c=c,
@@ -242,27 +255,59 @@ def greedy_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -
     """A quick feasible tiling (the largest rows, then columns, then channels that fit): the
     constraint model's starting point and bound."""
     choices = channel_choices(layer, region.c)
+    widths = param_bytes_per_channel(layer)  # the same for every candidate
+
+    def fits(c: int, h: int, w: int) -> bool:
+        return make_tiling(layer, region, c, h, w, double, widths).l1_bytes <= budget
+
+    top = _most_rows_or_columns(layer, region, choices[-1], double, widths, fits)
+    if top is not None or len(choices) == 1:  # all channels (one channel tile)
+        return top
+    # Below all channels there are several channel tiles, so every buffer is doubled or none
+    # is: a tile's L1 bytes grow with its channels and columns. The most channels whose 1x1
+    # tile fits, by bisection:
+    lo, hi = -1, len(choices) - 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(choices[mid], 1, 1):
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo < 0:
+        return None
+    return _most_rows_or_columns(layer, region, choices[lo], double, widths, fits)
+
+
+def _most_rows_or_columns(
+    layer: PulpLayer,
+    region: Region,
+    c: int,
+    double: bool,
+    widths: list[int],
+    fits: Callable[[int, int, int], bool],
+) -> Tiling | None:
+    """The tile of `c` channels with the most full rows that fit, else one row with the most
+    columns that fit; None when not even a 1x1 tile fits."""
     w_out = layer.out_shape[2]
-    for c in reversed(choices):
-        lo, hi = 1, region.h
-        if make_tiling(layer, region, c, 1, w_out, double).l1_bytes <= budget:
-            while lo < hi:  # the most rows with full columns
-                mid = (lo + hi + 1) // 2
-                if make_tiling(layer, region, c, mid, w_out, double).l1_bytes <= budget:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            return make_tiling(layer, region, c, lo, w_out, double)
-        lo, hi = 1, w_out
-        if make_tiling(layer, region, c, 1, 1, double).l1_bytes <= budget:
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if make_tiling(layer, region, c, 1, mid, double).l1_bytes <= budget:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            return make_tiling(layer, region, c, 1, lo, double)
+    if fits(c, 1, w_out):
+        h = _most(region.h, lambda h: fits(c, h, w_out))
+        return make_tiling(layer, region, c, h, w_out, double, widths)
+    if fits(c, 1, 1):
+        w = _most(w_out, lambda w: fits(c, 1, w))
+        return make_tiling(layer, region, c, 1, w, double, widths)
     return None
+
+
+def _most(limit: int, ok: Callable[[int], bool]) -> int:
+    """The largest n in 1..limit with ok(n), ok(1) being true and ok monotone."""
+    lo, hi = 1, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 # -- the constraint model -------------------------------------------------------------------
@@ -270,8 +315,10 @@ def greedy_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -
 
 def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) -> Tiling:
     """The best tile shape for `layer` computing `region` within `budget` bytes of L1."""
-    from ortools.sat.python import cp_model
-
+    start = greedy_tiling(layer, region, budget, double)
+    if start is not None and start.tiles == 1:  # the whole region at once: the only best tile
+        return start
+    cp_model = load_cp_model()
     w_out = layer.out_shape[2]
     m = cp_model.CpModel()
     choices = channel_choices(layer, region.c)
@@ -290,7 +337,6 @@ def solve_tiling(layer: PulpLayer, region: Region, budget: int, double: bool) ->
     else:
         m.Add(xy_bytes + wp_bytes <= budget)
     _minimise_tiles_then_traffic(m, layer, region, tiles, in_elems, max_in_c)
-    start = greedy_tiling(layer, region, budget, double)
     if start is not None:  # a feasible start bounds the search
         m.AddHint(c, start.c)
         m.AddHint(h, start.h)

@@ -72,27 +72,67 @@ def _tool(name: str) -> str:
     return path
 
 
+class Build:
+    """A build under way: every source compiled by its own compiler process at once (the host's
+    cores work in parallel), linked by `wait`."""
+
+    def __init__(self, folder: Path, toolchain: str, opt: str, binary: Path) -> None:
+        import tempfile
+
+        self.spec = TOOLCHAINS[toolchain]
+        self.folder, self.binary = Path(folder), Path(binary)
+        self.cc = _tool(self.spec["cc"])
+        self.flags = [*WARNINGS, *HARNESS, opt, *self.spec["flags"]]
+        self._objects = tempfile.TemporaryDirectory(prefix="edgesynth-build-")
+        sources = [*SOURCES, self.spec["io"]]
+        self.objects = [Path(self._objects.name) / f"{Path(s).stem}.o" for s in sources]
+        self.jobs = [
+            subprocess.Popen(
+                [self.cc, *self.flags, "-c", "-o", str(obj), str(self.folder / src)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for src, obj in zip(sources, self.objects, strict=True)
+        ]
+
+    def wait(self) -> Path:
+        """The linked executable; EdgesynthError with the compiler's messages if it failed."""
+        try:
+            errors = [job.communicate()[1] for job in self.jobs]
+            failed = [e.strip() for e, job in zip(errors, self.jobs, strict=True) if job.returncode]
+            if not failed:
+                cmd = [self.cc, *self.flags, "-o", str(self.binary), *map(str, self.objects)]
+                done = subprocess.run([*cmd, *self.spec["libs"]], capture_output=True, text=True)
+                failed = [done.stderr.strip()] if done.returncode else []
+            if failed:
+                raise EdgesynthError(
+                    f"{self.spec['cc']} failed on {self.folder}:\n" + "\n".join(failed)
+                )
+            return self.binary
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Stop the compilers still running (Ctrl-C, an error) and remove the objects."""
+        for job in self.jobs:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+        self._objects.cleanup()
+
+
+def start_build(
+    folder: Path, toolchain: str = "host", opt: str = "-O2", binary: Path | None = None
+) -> Build:
+    """Start compiling the program in `folder` with warnings as errors (the executable goes to
+    `binary`, by default network_TOOLCHAIN in `folder`); `.wait()` links it."""
+    return Build(folder, toolchain, opt, binary or Path(folder) / f"network_{toolchain}")
+
+
 def build(folder: Path, toolchain: str = "host", opt: str = "-O2") -> Path:
     """Compile the program in `folder` with warnings as errors; return the executable."""
-    spec = TOOLCHAINS[toolchain]
-    folder = Path(folder)
-    binary = folder / f"network_{toolchain}"
-    cmd = [
-        _tool(spec["cc"]),
-        *WARNINGS,
-        *HARNESS,
-        opt,
-        *spec["flags"],
-        "-o",
-        str(binary),
-        *(str(folder / s) for s in SOURCES),
-        str(folder / spec["io"]),
-        *spec["libs"],
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise EdgesynthError(f"{spec['cc']} failed on {folder}:\n{done.stderr.strip()}")
-    return binary
+    return start_build(folder, toolchain, opt).wait()
 
 
 def stdin_bytes(
