@@ -171,8 +171,9 @@ class _Model:
 
     def __init__(self, problem: Problem, top: int) -> None:
         """`top`: the largest kernel capacity of any memory (the first round's)."""
-        from ortools.sat.python import cp_model
+        from edgesynth.cpsat import cp_model as load_cp_model
 
+        cp_model = load_cp_model()
         self.problem = problem
         self.model = model = cp_model.CpModel()
         words = problem.device.instance_words
@@ -353,8 +354,9 @@ class _Model:
             self.latency_cap = None
 
     def solve(self, capacity, forbidden, *, columns, apart, nogoods, first_room, in_place):
-        from ortools.sat.python import cp_model
+        from edgesynth.cpsat import cp_model as load_cp_model
 
+        cp_model = load_cp_model()
         problem, model = self.problem, self.model
         self._round(capacity, forbidden, columns, apart, nogoods, first_room, in_place)
         words = problem.device.instance_words
