@@ -55,8 +55,10 @@ def in_flight_pools(draw):
     kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     sh, sw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     dh, dw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    h = draw(st.integers(dh * (kh - 1) + 1, 14))
-    w = draw(st.integers(dw * (kw - 1) + 1, 14))
+    # at least one output: the window fits, and the vendor's length formula (pool + dilation
+    # - 1 for the span) is positive
+    h = draw(st.integers(max(dh * (kh - 1) + 1, kh + dh - 1), 14))
+    w = draw(st.integers(max(dw * (kw - 1) + 1, kw + dw - 1), 14))
     dtype = draw(st.sampled_from([np.int8, np.int64]))
     seed = draw(st.integers(0, 2**16))
     x = np.random.default_rng(seed).integers(-128, 128, size=(3, h, w)).astype(dtype)
