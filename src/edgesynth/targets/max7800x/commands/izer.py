@@ -276,11 +276,9 @@ def _warn_zero_layers(result: SynthesisResult) -> None:
 
 
 def _print_summary(result: SynthesisResult, plan: Plan | None) -> None:
-    from rich.console import Console
+    from edgesynth.targets.max7800x.commands.simulate_cmd import print_summary
 
-    from edgesynth.targets.max7800x.commands.simulate_cmd import summary_table
-
-    Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
+    print_summary(result)
     if plan is not None:
         from edgesynth.targets.max7800x.plan.report import render_table
 
