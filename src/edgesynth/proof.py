@@ -11,11 +11,10 @@ model on script.bin and filters.bin. `--no-verify` skips the proof and says so (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 
 NO_VERIFY = "--no-verify"
 DEFECT_REMEDY = (

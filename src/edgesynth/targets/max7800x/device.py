@@ -9,9 +9,8 @@ bytes (one 8-bit bias per output channel) per quadrant. Register and memory addr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from edgesynth.ir.numformat import NumberFormat
+from edgesynth.lean_dataclass import dataclass
 
 # Operators whose inputs and output share one scale: the chip passes their codes through.
 SHARED_SCALE_OPS = ("pool", "global_pool", "flatten", "reshape", "concat", "slice")

@@ -13,11 +13,10 @@ i + 1; that is what decides the data when `next_sequence`/`simulated_sequence` j
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.sim import ops
 from edgesynth.targets.max7800x.compat import operands as compat_operands
 from edgesynth.targets.max7800x.compat.handover import HandOver

@@ -10,12 +10,12 @@ them apart, on a description it made in memory (`lower`, then `plan`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, warn
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x import placement as placer
 from edgesynth.targets.max7800x import rules
 from edgesynth.targets.max7800x.description.assemble import (

@@ -11,7 +11,9 @@ Offsets are relative to the APB base (0x5000_0000) unless named `*_address`. One
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from edgesynth.lean_dataclass import dataclass
 
 # Per-quadrant control registers (32-bit word index from the quadrant's CNN base).
 REG_CTL = 0

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TypeVar
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.outputs import output_folder
 from edgesynth.targets.max7800x.commands.izer_args import (
     IzerOptions,

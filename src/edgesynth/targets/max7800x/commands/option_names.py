@@ -3,7 +3,7 @@ names for `izer`, edgesynth's own for `synth`, `simulate`, `plan`, `compile` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from edgesynth.lean_dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ is implemented below or left, explicitly, to the network builder:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.frontends.torchfile import read_torch_file
 from edgesynth.ir.intrange import int_range
+from edgesynth.lean_dataclass import dataclass
 
 __all__ = [
     "Checkpoint",

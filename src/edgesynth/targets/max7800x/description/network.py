@@ -7,11 +7,12 @@ every field holds the value the hardware will use, defaults already applied.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
 
 Pair = tuple[int, int]

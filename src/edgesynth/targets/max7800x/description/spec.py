@@ -8,7 +8,9 @@ later stages (device rules, weight matching) can point at the right place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from edgesynth.lean_dataclass import dataclass
 
 # Canonical spellings used throughout edgesynth.
 OPERATIONS = ("conv1d", "conv2d", "convtranspose2d", "linear", "none")

@@ -6,13 +6,14 @@ image, the sample input, the known answer) are formatted with NumPy (`carrays`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from jinja2 import Environment, StrictUndefined
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.emit.carrays import define
 from edgesynth.targets.max7800x.emit.template_modules import CompiledLoader

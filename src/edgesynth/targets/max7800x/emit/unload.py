@@ -8,8 +8,9 @@ bytes for 8-bit outputs, 32-bit words for 32-bit outputs (bytes when the outputs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.plan.hwlayers import ffs
 from edgesynth.targets.max7800x.plan.plan import Plan
 

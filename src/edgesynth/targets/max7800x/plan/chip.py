@@ -6,8 +6,7 @@ per quadrant); everything else comes from the device description and the registe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.regmap import REGISTER_MAPS, RegisterMap
 

@@ -8,12 +8,13 @@ FIFOs, each FIFO (one per quadrant) receives words in the same packing, written 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.compat.fifo_input import quadrant_packed_lanes
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, popcount

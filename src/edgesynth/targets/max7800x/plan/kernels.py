@@ -21,11 +21,12 @@ kernel position) is a Python loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.compat.kernel_allocation import unchecked_calcx4_offset
 from edgesynth.targets.max7800x.compat.kernel_packing import (
     Slots,

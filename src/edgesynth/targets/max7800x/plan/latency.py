@@ -8,9 +8,9 @@ their frame time (marked "rough"). The cycle counts are the vendor's model, not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer
 from edgesynth.targets.max7800x.plan.registers import flatten_product
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.regmap import RegisterMap
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.network import Layer, Network
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.rules.options import RuleOptions
