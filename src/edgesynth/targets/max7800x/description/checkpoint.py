@@ -52,7 +52,6 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.frontends.torchfile import read_torch_file
 from edgesynth.ir.intrange import int_range
 from edgesynth.lean_dataclass import dataclass
 
@@ -267,6 +266,8 @@ def load_checkpoint(
     `defer_float` a layer whose weights are not integers or not finite is returned with its
     `problem` set instead (a network may leave that layer out of its run).
     """
+    from edgesynth.frontends.torchfile import read_torch_file  # (zipfile) only with a file
+
     path = Path(path)
     data = read_torch_file(path)
     warnings: list[str] = []
