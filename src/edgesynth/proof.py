@@ -25,6 +25,8 @@ DEFECT_REMEDY = (
 
 @dataclass(frozen=True)
 class Proof:
+    """What a proof found: what ran the project, and how much of the known answer it matched."""
+
     executor: str  # "the virtual MAX78000", "the host build of the generated C", ...
     matched: int
     total: int

@@ -19,6 +19,8 @@ SHARED_SCALE_OPS += ("activation", "clip", "eltwise:add", "eltwise:sub")
 
 @dataclass(frozen=True)
 class Device:
+    """The facts of one device (MAX78000 or MAX78002) that training and synthesis read."""
+
     name: str  # "MAX78000"
     code: int  # vendor device number: 85 or 87
     max_layers: int

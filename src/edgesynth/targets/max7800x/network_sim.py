@@ -30,6 +30,8 @@ DATA_BUFFER = (
 
 @dataclass(frozen=True)
 class SimOptions:
+    """What changes the known-answer arithmetic (fields named after the vendor's options)."""
+
     avg_pool_rounding: bool = False  # --avg-pool-rounding (2D average pooling only)
     # --simple1b only sets a control-register bit; the vendor's simulation ignores it.
     simple1b: bool = False
@@ -40,6 +42,8 @@ class SimOptions:
 
 @dataclass
 class LayerResult:
+    """One layer's simulated output."""
+
     index: int
     output: np.ndarray  # int64, (C, H, W); a `buffer_shift` layer's is (L, C, W)
 

@@ -40,6 +40,8 @@ from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 
 @dataclass
 class SynthesisJob:
+    """What to synthesize: the network description, the options, and how a placement is proven."""
+
     config_file: str
     options: Max7800xOptions
     prove_placement: bool = False  # prove a chosen placement's project on the virtual device

@@ -99,6 +99,8 @@ FAST_FIFO_DR = 0x10
 
 @dataclass(frozen=True)
 class RegisterMap:
+    """One device's register addresses and fields, as the generated C writes them."""
+
     device: str
     apb_base: int
     cnn_base: int  # the first quadrant's CNN register block

@@ -8,6 +8,9 @@ from edgesynth.lean_dataclass import dataclass
 
 @dataclass(frozen=True)
 class OptionNames:
+    """How messages spell the options a run reads: the vendor's (`VENDOR`) or edgesynth's own
+    (`NATIVE`)."""
+
     checkpoint: str = "--checkpoint-file"  # the trained weights
     sample: str = "--sample-input"  # the sample input (.npy)
     output: str = "--test-dir/--prefix"  # the project folder

@@ -104,6 +104,8 @@ class CheckpointLayer:
 
 @dataclass
 class Checkpoint:
+    """A vendor checkpoint as read: architecture, epoch, state dict, weight-bearing layers."""
+
     path: Path
     arch: str | None
     epoch: int | None

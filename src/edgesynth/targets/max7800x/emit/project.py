@@ -75,6 +75,8 @@ def c_statements(writes: Writes, verify: bool = False) -> list[str]:
 
 @dataclass
 class Clocking:
+    """The CNN clock a project runs with, and how cnn_enable() selects it."""
+
     source: str  # PCLK | IPLL
     name: str  # for comments
     divider: int  # the CNN clock divider the network runs with
@@ -157,6 +159,8 @@ def memory_summary(plan: Plan) -> list[str]:
 
 @dataclass
 class Project:
+    """A project's files, by name, as text."""
+
     files: dict[str, str] = field(default_factory=dict)
 
 

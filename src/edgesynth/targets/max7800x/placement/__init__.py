@@ -45,6 +45,8 @@ MAX_ROUNDS = 6
 
 @dataclass
 class LayerPlacement:
+    """Where one layer runs: processors, output processors, data-memory offsets, write gap."""
+
     processors: int
     output_processors: int
     in_offset: int

@@ -13,6 +13,8 @@ from edgesynth.targets.max7800x.regmap import REGISTER_MAPS, RegisterMap
 
 @dataclass(frozen=True)
 class Chip:
+    """The device as the planner sees it: its facts, register map and the processors it may use."""
+
     device: Device
     regs: RegisterMap
     max_proc: int  # processors the plan may use

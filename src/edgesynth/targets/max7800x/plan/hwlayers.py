@@ -38,6 +38,8 @@ def passes_and_threshold(channels: int, max_proc: int, shared: int = 4) -> tuple
 
 @dataclass
 class HwLayer:
+    """One layer as the accelerator is configured to run it."""
+
     index: int
     layer: Layer
     operator: str  # as configured: conv1d | conv2d | convtranspose2d | linear | none

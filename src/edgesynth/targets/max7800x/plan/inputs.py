@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class InputBlock:
+    """One block of the sample input the generated C writes: its address and words."""
+
     address: int  # absolute
     words: np.ndarray  # uint32
     label: int  # the vendor's SAMPLE_INPUT_<label>
@@ -33,6 +35,8 @@ class InputBlock:
 
 @dataclass
 class InputPlan:
+    """How the sample input reaches the accelerator: memory copies or FIFO streams."""
+
     blocks: list[InputBlock]  # memory copies, or the FIFOs' streams (label = FIFO number)
     fifo: bool = False
     fast_fifo: bool = False

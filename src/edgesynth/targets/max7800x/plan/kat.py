@@ -24,6 +24,8 @@ FULL = 0xFFFFFFFF
 
 @dataclass
 class KatBlock:
+    """Known-answer words the generated C checks from one address, under a mask."""
+
     address: int
     mask: int
     words: np.ndarray  # uint32

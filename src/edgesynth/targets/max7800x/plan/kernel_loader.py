@@ -18,6 +18,8 @@ from edgesynth.targets.max7800x.plan.kernels import FREE, KernelMemory, calcx4_c
 
 @dataclass
 class KernelBlock:
+    """Kernel-memory words the generated C writes from one address."""
+
     address: int  # absolute; mexpress: the encoded start address
     words: np.ndarray  # uint32 data words
 

@@ -54,6 +54,8 @@ class KernelLayout:
 
 @dataclass(frozen=True)
 class KernelOptions:
+    """The options kernel-memory allocation reads (fields named after the vendor's options)."""
+
     weight_start: int = 0  # --weight-start
     legacy_kernels: bool = False  # --legacy-kernels
     fast_fifo_quad: bool = False  # --fast-fifo-quad: layer 0 spreads over 4 quadrants

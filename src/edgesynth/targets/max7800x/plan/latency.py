@@ -22,6 +22,8 @@ STARTUP = 1
 
 @dataclass
 class Latency:
+    """The vendor's cycle estimate of each layer."""
+
     layers: list[tuple[int, int]]  # (layer index, cycles)
     rough: bool  # some layers stream: their cycles are estimates
 

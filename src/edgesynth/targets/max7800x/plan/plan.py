@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Plan:
+    """Every write the generated C makes, by the function that makes it, and what decided them."""
+
     settings: PlanSettings
     init: Writes
     configure: Writes

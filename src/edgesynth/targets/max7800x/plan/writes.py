@@ -10,6 +10,8 @@ from edgesynth.targets.max7800x.regmap import RegisterMap
 
 @dataclass(frozen=True)
 class Write:
+    """One register or memory write of the generated C."""
+
     address: int  # absolute
     value: int
     comment: str = ""

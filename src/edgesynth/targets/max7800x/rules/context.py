@@ -15,6 +15,8 @@ from edgesynth.targets.max7800x.rules.text import layer_name
 
 @dataclass
 class Context:
+    """What the device rules read: the network, the device and the rule options."""
+
     net: Network
     device: Device
     options: RuleOptions
