@@ -5,7 +5,7 @@ costs more than most of the run (25-40 ms of 0.3 s). For plain tables (printable
 Rich markup or emoji, nothing to wrap or shrink) the layout Rich gives is fixed: every column as
 wide as its widest cell plus one space each side, heavy-head box edges, the title centred above.
 `plain_table` writes exactly that, and returns None for anything else (the caller then prints
-with Rich); tests/cli/test_text_table.py checks it against Rich, character for character.
+with Rich); tests/max7800x/test_text_table.py checks it against Rich, character for character.
 """
 
 from __future__ import annotations
