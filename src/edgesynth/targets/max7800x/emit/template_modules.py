@@ -1,7 +1,8 @@
 """The MAX7800x templates compiled ahead of time, as Python source (`emit/compiled/*.jpy`).
 
-Compiling a project's Jinja2 templates costs more than rendering them (about 40 ms of a 0.25 s
-`izer` run), and a cache of compiled templates would be written outside the run's output. So
+Compiling a project's Jinja2 templates costs more than rendering them (a fifth of the
+instructions of a small `izer` run), and a cache of compiled templates would be written outside
+the run's output. So
 each template is compiled once, by `scripts/compile_templates.py`, into a Python source file
 that Python loads, and caches as bytecode, like a module of the package. A compiled file is used
 only where its KEY says it was made from the template's current text by the Jinja2 version and
