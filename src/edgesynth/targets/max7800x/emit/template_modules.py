@@ -2,12 +2,12 @@
 
 Compiling a project's Jinja2 templates costs more than rendering them (a fifth of the
 instructions of a small `izer` run), and a cache of compiled templates would be written outside
-the run's output. So
-each template is compiled once, by `scripts/compile_templates.py`, into a Python source file
-that Python loads, and caches as bytecode, like a module of the package. A compiled file is used
-only where its KEY says it was made from the template's current text by the Jinja2 version and
-environment settings in use; any other template is compiled as it loads, so a stale file costs
-time, never a wrong project. tests/max7800x/test_template_modules.py keeps the files current.
+the run's output. So each template is compiled once, by `scripts/compile_templates.py`, into a
+Python source file that Python loads, and caches as bytecode, like a module of the package. A
+compiled file is used only where its KEY says it was made from the template's current text by
+the Jinja2 version and environment settings in use; any other template is compiled as it loads,
+so a stale file costs time, never a wrong project. tests/max7800x/test_template_modules.py keeps
+the files current.
 """
 
 from __future__ import annotations
