@@ -6,7 +6,8 @@ smallest and the largest included. Each case runs in a scratch folder holding li
 case's files (and, for the vendor tool, which reads its templates from `assets/` in the working
 directory, a link to the checkout's `assets`). Per case: one warm-up run of each tool (bytecode
 and file caches), then `--repeat` rounds of edgesynth then vendor, each a fresh process; the
-best wall time and the lowest peak memory (ru_maxrss of the process) of each tool are kept.
+best wall time, the lowest peak memory (ru_maxrss of the process) and the lowest CPU time (user
++ system) of each tool are kept.
 Both tools' known-answer outputs must equal the case's expected_output.npy.
 
 Printed per case and overall: wall-time ratio (vendor / edgesynth: how many times faster
@@ -14,7 +15,7 @@ edgesynth is) and peak-memory ratio (edgesynth / vendor), with median, minimum a
 date, the cores and the load average (other work sharing the cores slows both tools).
 
     python benchmarks/izer_speed.py --vendor ../ai8x-synthesis \
-        [--vendor-python ../ai8x-synthesis/.venv/bin/python] [--count 24] [--repeat 2]
+        [--vendor-python ../ai8x-synthesis/.venv/bin/python] [--count 40] [--repeat 2]
 
 Without `--vendor` only edgesynth is timed. The vendor checkout needs its requirements in the
 Python given by --vendor-python; with PyTorch 2.6 or later its checkpoints load only with
@@ -40,14 +41,15 @@ import numpy as np
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "cases"
 # What the vendor's run produced: not an input of the case.
 OUTPUT_FILES = {"case.json", "expected_output.npy", "kat.npz", "plan.json", "trace.bin"}
-# The child's wall time and peak memory, measured from a small parent process.
+# The child's wall time, peak memory and CPU time (user + system), measured from a small parent
+# process.
 PROBE = (
     "import resource, subprocess, sys, time;"
     "t = time.perf_counter();"
     "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE);"
     "w = time.perf_counter() - t;"
-    "m = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
-    "print(r.returncode, w, m);"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN);"
+    "print(r.returncode, w, u.ru_maxrss, u.ru_utime + u.ru_stime);"
     "sys.stderr.buffer.write(r.stderr[-2000:])"
 )
 
@@ -106,8 +108,9 @@ def scratch(case: Case, root: Path, vendor: Path | None) -> Path:
     return folder
 
 
-def run_once(tool: Tool, case: Case, cwd: Path, out: Path) -> tuple[float, int]:
-    """One fresh process writing the project into a new folder under `out`; (wall s, KiB)."""
+def run_once(tool: Tool, case: Case, cwd: Path, out: Path) -> tuple[float, int, float]:
+    """One fresh process writing the project into a new folder under `out`; (wall s, KiB,
+    CPU s)."""
     prefix = f"{tool.name}-{len(list(out.iterdir()))}"
     argv = [*tool.argv, *case.info["args"], "--test-dir", str(out), "--prefix", prefix]
     argv += ["--sample-numpy-filename", "kat"]
@@ -119,26 +122,29 @@ def run_once(tool: Tool, case: Case, cwd: Path, out: Path) -> tuple[float, int]:
         check=True,
         env=tool.env,
     )
-    code, wall, rss = probe.stdout.split()
+    code, wall, rss, cpu = probe.stdout.split()
     if code != "0":
         raise SystemExit(f"{case.name}: {tool.name} failed (exit {code}):\n{probe.stderr}")
     kat = np.load(out / prefix / "kat.npy")
     if not np.array_equal(kat, np.load(case.folder / "expected_output.npy")):
         raise SystemExit(f"{case.name}: {tool.name}'s known answer differs from the corpus")
-    return float(wall), int(rss)
+    return float(wall), int(rss), float(cpu)
 
 
-def measure(tools: list[Tool], case: Case, cwd: Path, repeat: int) -> list[tuple[float, int]]:
-    """Per tool: best wall time and lowest peak memory of `repeat` rounds after a warm-up."""
+def measure(
+    tools: list[Tool], case: Case, cwd: Path, repeat: int
+) -> list[tuple[float, int, float]]:
+    """Per tool: best wall time, lowest peak memory and lowest CPU time of `repeat` rounds
+    after a warm-up."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         for tool in tools:
             run_once(tool, case, cwd, out)
-        runs: list[list[tuple[float, int]]] = [[] for _ in tools]
+        runs: list[list[tuple[float, int, float]]] = [[] for _ in tools]
         for _ in range(repeat):
             for tool, mine in zip(tools, runs, strict=True):
                 mine.append(run_once(tool, case, cwd, out))
-    return [(min(r[0] for r in mine), min(r[1] for r in mine)) for mine in runs]
+    return [tuple(min(r[i] for r in mine) for i in range(3)) for mine in runs]  # type: ignore[misc]
 
 
 def make_tools(args: argparse.Namespace) -> list[Tool]:
@@ -166,7 +172,7 @@ def header(args: argparse.Namespace, cases: list[Case]) -> None:
     print(f"# {now}, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"# {len(cases)} cases, best of {args.repeat} after a warm-up, tools in turn")
     print(f"# load average at the start: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
-    columns = f"{'case':52} {'kB in':>8} {'edgesynth':>10} {'MB':>5}"
+    columns = f"{'case':52} {'kB in':>8} {'edgesynth':>10} {'CPU':>6} {'MB':>5}"
     if args.vendor is not None:
         columns += f" {'vendor':>8} {'MB':>5} {'speed':>7} {'memory':>6}"
     print(columns + f" {'load':>5}")
@@ -176,7 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vendor", type=Path, help="a checkout of ai8x-synthesis")
     parser.add_argument("--vendor-python", type=Path, help="Python with the vendor's packages")
-    parser.add_argument("--count", type=int, default=24, help="cases, half per chip")
+    parser.add_argument("--count", type=int, default=40, help="cases, half per chip")
     parser.add_argument("--repeat", type=int, default=2, help="rounds per case (best is kept)")
     args = parser.parse_args()
     if args.vendor is not None:
@@ -184,21 +190,24 @@ def main() -> None:
     tools = make_tools(args)
     cases = spread(corpus_cases(), args.count)
     header(args, cases)
-    speed, memory, loads = [], [], []
+    speed, memory, loads, cpus = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             cwd = scratch(case, Path(tmp), args.vendor)
             results = measure(tools, case, cwd, args.repeat)
-            (wall, rss), *vendor = results
-            line = f"{case.name:52} {case.size / 1000:8.1f} {wall:9.2f}s {rss / 1024:5.0f}"
+            (wall, rss, cpu), *vendor = results
+            cpus.append(cpu)
+            line = f"{case.name:52} {case.size / 1000:8.1f} {wall:9.2f}s {cpu:5.2f}s"
+            line += f" {rss / 1024:5.0f}"
             if vendor:
-                (v_wall, v_rss) = vendor[0]
+                (v_wall, v_rss, _) = vendor[0]
                 speed.append(v_wall / wall)
                 memory.append(rss / v_rss)
                 line += f" {v_wall:7.2f}s {v_rss / 1024:5.0f} {speed[-1]:6.1f}x {memory[-1]:6.2f}"
             loads.append(os.getloadavg()[0])
             print(line + f" {loads[-1]:5.1f}", flush=True)
     print(f"# load average (1 min) after each case: {min(loads):.1f} to {max(loads):.1f}")
+    print(summary("edgesynth CPU time (user + system)", cpus, "s"))
     if speed:
         print(summary("speed (vendor wall / edgesynth wall)", speed, "x"))
         print(summary("peak memory (edgesynth / vendor)", memory, ""))

@@ -61,13 +61,23 @@ def test_target_package_has_the_role_modules(folder: Path) -> None:
 
 
 def _generates_c(folder: Path) -> bool:
-    """Whether a module of the target renders Jinja2 templates of its package."""
-    for path in folder.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "PackageLoader":
-                return True
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "PackageLoader":
-                return True
+    """Whether a module of the target renders Jinja2 templates of its package (makes a
+    PackageLoader, or a loader of the target's own that extends it)."""
+    trees = [ast.parse(path.read_text(), str(path)) for path in folder.rglob("*.py")]
+    loaders = {"PackageLoader"}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                getattr(base, "attr", getattr(base, "id", None)) == "PackageLoader"
+                for base in node.bases
+            ):
+                loaders.add(node.name)
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                if name in loaders:
+                    return True
     return False
 
 

@@ -11,11 +11,10 @@ model on script.bin and filters.bin. `--no-verify` skips the proof and says so (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 
 NO_VERIFY = "--no-verify"
 DEFECT_REMEDY = (
@@ -26,6 +25,8 @@ DEFECT_REMEDY = (
 
 @dataclass(frozen=True)
 class Proof:
+    """What a proof found: what ran the project, and how much of the known answer it matched."""
+
     executor: str  # "the virtual MAX78000", "the host build of the generated C", ...
     matched: int
     total: int

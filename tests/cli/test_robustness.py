@@ -820,9 +820,7 @@ INTERRUPTED = {
 
 
 @pytest.mark.parametrize("argv", INTERRUPTED.values(), ids=INTERRUPTED.keys())
-def test_ctrl_c_after_the_solver(
-    project: Path, argv: list[str], tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_ctrl_c_after_the_solver(project: Path, argv: list[str]) -> None:
     """A real process (OR-Tools' signal handling is process-wide) that has solved at least
     once and has its output staged gets SIGINT: exit status 130, "interrupted", nothing left.
     `interrupt_driver.py` is `edgesynth` with a pause at that point."""
@@ -838,7 +836,6 @@ def test_ctrl_c_after_the_solver(
         env={
             **os.environ,
             "PYTHONPATH": os.pathsep.join(path),
-            "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache")),  # the template cache
         },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -9,9 +9,8 @@ bytes (one 8-bit bias per output channel) per quadrant. Register and memory addr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from edgesynth.ir.numformat import NumberFormat
+from edgesynth.lean_dataclass import dataclass
 
 # Operators whose inputs and output share one scale: the chip passes their codes through.
 SHARED_SCALE_OPS = ("pool", "global_pool", "flatten", "reshape", "concat", "slice")
@@ -20,6 +19,8 @@ SHARED_SCALE_OPS += ("activation", "clip", "eltwise:add", "eltwise:sub")
 
 @dataclass(frozen=True)
 class Device:
+    """The facts of one device (MAX78000 or MAX78002) that training and synthesis read."""
+
     name: str  # "MAX78000"
     code: int  # vendor device number: 85 or 87
     max_layers: int

@@ -13,11 +13,10 @@ i + 1; that is what decides the data when `next_sequence`/`simulated_sequence` j
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.sim import ops
 from edgesynth.targets.max7800x.compat import operands as compat_operands
 from edgesynth.targets.max7800x.compat.handover import HandOver
@@ -31,6 +30,8 @@ DATA_BUFFER = (
 
 @dataclass(frozen=True)
 class SimOptions:
+    """What changes the known-answer arithmetic (fields named after the vendor's options)."""
+
     avg_pool_rounding: bool = False  # --avg-pool-rounding (2D average pooling only)
     # --simple1b only sets a control-register bit; the vendor's simulation ignores it.
     simple1b: bool = False
@@ -41,6 +42,8 @@ class SimOptions:
 
 @dataclass
 class LayerResult:
+    """One layer's simulated output."""
+
     index: int
     output: np.ndarray  # int64, (C, H, W); a `buffer_shift` layer's is (L, C, W)
 

@@ -22,8 +22,9 @@ the device has them, the load-switch delay) are filled in on construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.assemble_options import BuildOptions
 from edgesynth.targets.max7800x.device import Device, get_device
 from edgesynth.targets.max7800x.network_sim import SimOptions

@@ -10,12 +10,12 @@ them apart, on a description it made in memory (`lower`, then `plan`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, warn
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x import placement as placer
 from edgesynth.targets.max7800x import rules
 from edgesynth.targets.max7800x.description.assemble import (
@@ -41,6 +41,8 @@ from edgesynth.targets.max7800x.placement.buffers import with_buffer_keys
 
 @dataclass
 class SynthesisJob:
+    """What to synthesize: the network description, the options, and how a placement is proven."""
+
     config_file: str
     options: Max7800xOptions
     prove_placement: bool = False  # prove a chosen placement's project on the virtual device

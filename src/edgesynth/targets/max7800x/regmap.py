@@ -11,7 +11,9 @@ Offsets are relative to the APB base (0x5000_0000) unless named `*_address`. One
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from edgesynth.lean_dataclass import dataclass
 
 # Per-quadrant control registers (32-bit word index from the quadrant's CNN base).
 REG_CTL = 0
@@ -97,6 +99,8 @@ FAST_FIFO_DR = 0x10
 
 @dataclass(frozen=True)
 class RegisterMap:
+    """One device's register addresses and fields, as the generated C writes them."""
+
     device: str
     apb_base: int
     cnn_base: int  # the first quadrant's CNN register block

@@ -30,9 +30,11 @@ tests can see and are not modelled; a run that sets bits no test sets says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
+
+from edgesynth.lean_dataclass import dataclass
 
 REGISTERS = ("A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC", "HIT", "MAX", "AM")
 WORD_SPACE = 0x200000  # bit 21 of a snoop address: data memory

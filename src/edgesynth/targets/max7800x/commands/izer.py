@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.outputs import output_folder
 from edgesynth.targets.max7800x.commands.izer_args import (
     IzerOptions,
@@ -289,11 +290,9 @@ def _warn_zero_layers(result: SynthesisResult) -> None:
 
 
 def _print_summary(result: SynthesisResult, plan: Plan | None) -> None:
-    from rich.console import Console
+    from edgesynth.targets.max7800x.commands.simulate_cmd import print_summary
 
-    from edgesynth.targets.max7800x.commands.simulate_cmd import summary_table
-
-    Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
+    print_summary(result)
     if plan is not None:
         from edgesynth.targets.max7800x.plan.report import render_table
 

@@ -29,10 +29,11 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any, Literal, NoReturn
 
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.assemble_options import ALL_LAYERS_NO_BIAS
 from edgesynth.targets.max7800x.device import Device, get_device
 

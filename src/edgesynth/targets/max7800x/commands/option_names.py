@@ -3,11 +3,14 @@ names for `izer`, edgesynth's own for `synth`, `simulate`, `plan`, `compile` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from edgesynth.lean_dataclass import dataclass
 
 
 @dataclass(frozen=True)
 class OptionNames:
+    """How messages spell the options a run reads: the vendor's (`VENDOR`) or edgesynth's own
+    (`NATIVE`)."""
+
     checkpoint: str = "--checkpoint-file"  # the trained weights
     sample: str = "--sample-input"  # the sample input (.npy)
     output: str = "--test-dir/--prefix"  # the project folder

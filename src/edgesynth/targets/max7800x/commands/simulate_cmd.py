@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.outputs import check_output_file, output_folder, save_npy_atomic
 from edgesynth.targets.max7800x.commands.option_names import NATIVE
+from edgesynth.targets.max7800x.commands.text_table import Justify, print_table
 from edgesynth.targets.max7800x.description.assemble import BuildOptions
 from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.device import get_device
@@ -44,26 +41,40 @@ def describe_operation(layer: Layer) -> str:
     return ", ".join(parts)
 
 
-def summary_table(result: SynthesisResult) -> Table:
-    table = Table(title=f"{result.network.spec.path} on {result.network.device}")
-    for column in ("#", "name", "input", "operation", "output", "bits", "shift", "min", "max"):
-        table.add_column(column, justify="right" if column in ("#", "min", "max") else "left")
+SUMMARY_COLUMNS: tuple[tuple[str, Justify], ...] = tuple(
+    (name, "right" if name in ("#", "min", "max") else "left")
+    for name in ("#", "name", "input", "operation", "output", "bits", "shift", "min", "max")
+)
+
+
+def summary_rows(result: SynthesisResult) -> list[tuple[str, ...]]:
+    """One row per layer of the summary table (`SUMMARY_COLUMNS`)."""
+    rows = []
     for item in result.layers:
         layer = result.network.layers[item.index]
         in_shape = f"{layer.in_channels}x{layer.in_dim[0]}x{layer.in_dim[1]}"
         out = item.output
-        table.add_row(
-            str(layer.index),
-            layer.spec.name or "",
-            in_shape,
-            describe_operation(layer),
-            "x".join(str(d) for d in out.shape) + (" (32-bit)" if layer.output_width == 32 else ""),
-            "bin" if layer.binary else str(layer.quantization) if layer.has_weights else "-",
-            str(layer.output_shift) if layer.has_weights else "-",
-            str(int(out.min())),
-            str(int(out.max())),
+        rows.append(
+            (
+                str(layer.index),
+                layer.spec.name or "",
+                in_shape,
+                describe_operation(layer),
+                "x".join(str(d) for d in out.shape)
+                + (" (32-bit)" if layer.output_width == 32 else ""),
+                "bin" if layer.binary else str(layer.quantization) if layer.has_weights else "-",
+                str(layer.output_shift) if layer.has_weights else "-",
+                str(int(out.min())),
+                str(int(out.max())),
+            )
         )
-    return table
+    return rows
+
+
+def print_summary(result: SynthesisResult) -> None:
+    """The per-layer summary table: shapes, operation, bits, shift and output range."""
+    title = f"{result.network.spec.path} on {result.network.device}"
+    print_table(title, SUMMARY_COLUMNS, summary_rows(result))
 
 
 def _as_given(path: Path, base: Path) -> str:
@@ -150,7 +161,7 @@ def run_simulate(
         shown_as=str(network),
     )
     result = synthesize(job)
-    Console(width=None if sys.stdout.isatty() else 120).print(summary_table(result))
+    print_summary(result)
     if layers_folder is not None:
         with layers_folder as folder:
             for item in result.layers:

@@ -7,9 +7,9 @@ function below is one of its choices, reproduced so the kernel writes match writ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+
+from edgesynth.lean_dataclass import dataclass
 
 
 def initial_padding_bytes(leftover_bytes: int, qfactor: int) -> int:

@@ -8,12 +8,12 @@ decide them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.layer_config import layer_error
 from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.description.spec import NetworkSpec

@@ -8,9 +8,10 @@ the options without importing the builder that calls them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.commands.option_names import VENDOR, OptionNames
 from edgesynth.targets.max7800x.device import Device
 

@@ -44,7 +44,7 @@ is implemented below or left, explicitly, to the network builder:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
-from edgesynth.frontends.torchfile import read_torch_file
 from edgesynth.ir.intrange import int_range
+from edgesynth.lean_dataclass import dataclass
 
 __all__ = [
     "Checkpoint",
@@ -104,6 +104,8 @@ class CheckpointLayer:
 
 @dataclass
 class Checkpoint:
+    """A vendor checkpoint as read: architecture, epoch, state dict, weight-bearing layers."""
+
     path: Path
     arch: str | None
     epoch: int | None
@@ -266,6 +268,8 @@ def load_checkpoint(
     `defer_float` a layer whose weights are not integers or not finite is returned with its
     `problem` set instead (a network may leave that layer out of its run).
     """
+    from edgesynth.frontends.torchfile import read_torch_file  # (zipfile) only with a file
+
     path = Path(path)
     data = read_torch_file(path)
     warnings: list[str] = []

@@ -7,11 +7,12 @@ every field holds the value the hardware will use, defaults already applied.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.spec import LayerSpec, NetworkSpec
 
 Pair = tuple[int, int]
@@ -21,6 +22,8 @@ NETWORK_INPUT = -1  # an `in_sequences` entry that names the network's input dat
 
 @dataclass
 class Layer:
+    """One layer of a network, its description's values with the device's defaults filled in."""
+
     index: int
     spec: LayerSpec  # where the layer came from (YAML lines for error messages)
     operation: str  # conv1d | conv2d | convtranspose2d | linear | none
@@ -93,6 +96,8 @@ class Layer:
 
 @dataclass
 class Network:
+    """A network on a device: its layers, the order they run in and the input it takes."""
+
     spec: NetworkSpec
     device: str  # e.g. "MAX78000"
     layers: list[Layer]

@@ -8,7 +8,9 @@ later stages (device rules, weight matching) can point at the right place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from edgesynth.lean_dataclass import dataclass
 
 # Canonical spellings used throughout edgesynth.
 OPERATIONS = ("conv1d", "conv2d", "convtranspose2d", "linear", "none")
@@ -18,6 +20,9 @@ ACTIVATIONS = ("relu", "abs", "none")
 
 @dataclass
 class LayerSpec:
+    """One layer entry of a YAML network description, its values canonical, with the line of each
+    key given."""
+
     index: int
     line: int  # line of the layer's `- ` entry
     lines: dict[str, int] = field(default_factory=dict)  # canonical key -> line
@@ -76,6 +81,8 @@ class LayerSpec:
 
 @dataclass
 class DataBufferSpec:
+    """One `data_buffer` entry of a YAML network description."""
+
     processors: int
     dim: int | tuple[int, int]
     channels: int
@@ -87,6 +94,9 @@ class DataBufferSpec:
 
 @dataclass
 class NetworkSpec:
+    """A YAML network description as read: its global keys, layers and data buffers, with their
+    lines."""
+
     path: str  # the YAML file, as given
     arch: str | None = None
     dataset: str | None = None

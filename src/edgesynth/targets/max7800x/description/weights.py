@@ -5,12 +5,12 @@ shift (8 - bits) and the channel counts the weights imply."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.compat.weight_lists import (
     WeightEntry,
     synthetic_takers,

@@ -664,7 +664,20 @@ def _read(file: str) -> str:
         raise EdgesynthError(f"cannot be read: {exc.strerror}", file=file) from None
 
 
+# LibYAML's parser where PyYAML was built with it: the same node tree (tags, values, lines and
+# offsets) in a tenth of the time. A file it refuses is parsed again by PyYAML's own parser,
+# whose messages are the ones reported.
+_FAST_LOADER = getattr(yaml, "CSafeLoader", None)
+
+
 def _compose(text: str, file: str) -> Node:
+    if _FAST_LOADER is not None:
+        try:
+            root = yaml.compose(text, Loader=_FAST_LOADER)
+        except yaml.YAMLError:
+            pass
+        else:
+            return _non_empty(root, file)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -679,6 +692,10 @@ def _compose(text: str, file: str) -> Node:
         ) from None
     except yaml.YAMLError as exc:
         raise EdgesynthError(f"YAML error: {exc}", file=file) from None
+    return _non_empty(root, file)
+
+
+def _non_empty(root: Node | None, file: str) -> Node:
     if root is None:
         raise EdgesynthError(
             "the file is empty; a network description needs `arch`, `dataset` and `layers`",

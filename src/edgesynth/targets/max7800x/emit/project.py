@@ -6,17 +6,17 @@ image, the sample input, the known answer) are formatted with NumPy (`carrays`).
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, StrictUndefined
+from jinja2 import Environment, StrictUndefined
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.emit.carrays import define
+from edgesynth.targets.max7800x.emit.template_modules import CompiledLoader
 from edgesynth.targets.max7800x.emit.unload import unload_runs
 from edgesynth.targets.max7800x.options import Max7800xOptions
 from edgesynth.targets.max7800x.plan.plan import Plan
@@ -27,23 +27,10 @@ CLOCKS = {"MAX78000": {"ipo": 100, "pll": 0}, "MAX78002": {"ipo": 120, "pll": 20
 MAX_NO_PIPELINE_MHZ = 50
 
 
-def _bytecode_cache() -> FileSystemBytecodeCache | None:
-    """Compiled templates are kept in the user's cache folder (compiling them costs more than
-    rendering); without a writable cache they are compiled on every run."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folder = root / "edgesynth" / "templates"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return FileSystemBytecodeCache(str(folder))
-
-
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
     return Environment(
-        loader=PackageLoader("edgesynth.targets.max7800x", "templates"),
-        bytecode_cache=_bytecode_cache(),
+        loader=CompiledLoader("edgesynth.targets.max7800x", "templates"),
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -88,6 +75,8 @@ def c_statements(writes: Writes, verify: bool = False) -> list[str]:
 
 @dataclass
 class Clocking:
+    """The CNN clock a project runs with, and how cnn_enable() selects it."""
+
     source: str  # PCLK | IPLL
     name: str  # for comments
     divider: int  # the CNN clock divider the network runs with
@@ -170,6 +159,8 @@ def memory_summary(plan: Plan) -> list[str]:
 
 @dataclass
 class Project:
+    """A project's files, by name, as text."""
+
     files: dict[str, str] = field(default_factory=dict)
 
 

@@ -8,14 +8,17 @@ bytes for 8-bit outputs, 32-bit words for 32-bit outputs (bytes when the outputs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.plan.hwlayers import ffs
 from edgesynth.targets.max7800x.plan.plan import Plan
 
 
 @dataclass
 class Lane:
+    """Where one output channel's values lie in the words of an unload run."""
+
     offset: int  # index of the channel's first value in the output buffer
     shift: int = 0  # byte lane (8-bit values)
     word: int = 0  # word within the pixel's group (32-bit values)
@@ -24,6 +27,8 @@ class Lane:
 
 @dataclass
 class Run:
+    """Output words cnn_unload() reads: from an address, a count of pixels a step apart."""
+
     address: int
     count: int  # pixels
     step: int  # words between pixels
@@ -32,6 +37,8 @@ class Run:
 
 @dataclass
 class Unload:
+    """How cnn_unload() copies the network's output out of data memory."""
+
     byte_output: bool
     runs: list[Run]
     mlator: list[str] = field(default_factory=list)  # statements for --mlator layers

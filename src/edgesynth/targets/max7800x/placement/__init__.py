@@ -20,12 +20,13 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError, MultipleErrors
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.network import Network
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.device import Device
@@ -44,6 +45,8 @@ MAX_ROUNDS = 6
 
 @dataclass
 class LayerPlacement:
+    """Where one layer runs: processors, output processors, data-memory offsets, write gap."""
+
     processors: int
     output_processors: int
     in_offset: int

@@ -10,11 +10,12 @@ processor, and are placed first, in layer order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, ffs, fls, popcount
 

@@ -6,14 +6,15 @@ per quadrant); everything else comes from the device description and the registe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.regmap import REGISTER_MAPS, RegisterMap
 
 
 @dataclass(frozen=True)
 class Chip:
+    """The device as the planner sees it: its facts, register map and the processors it may use."""
+
     device: Device
     regs: RegisterMap
     max_proc: int  # processors the plan may use

@@ -9,10 +9,9 @@ pass, TRAM rows), and the layer's vendor-format kernel (rows of one output x inp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.compat.sequence import stopped_layer_output_map
 from edgesynth.targets.max7800x.description.network import Layer, Network
 from edgesynth.targets.max7800x.device import Device
@@ -39,6 +38,8 @@ def passes_and_threshold(channels: int, max_proc: int, shared: int = 4) -> tuple
 
 @dataclass
 class HwLayer:
+    """One layer as the accelerator is configured to run it."""
+
     index: int
     layer: Layer
     operator: str  # as configured: conv1d | conv2d | convtranspose2d | linear | none

@@ -8,12 +8,13 @@ FIFOs, each FIFO (one per quadrant) receives words in the same packing, written 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x import regmap as rm
 from edgesynth.targets.max7800x.compat.fifo_input import quadrant_packed_lanes
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, popcount
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class InputBlock:
+    """One block of the sample input the generated C writes: its address and words."""
+
     address: int  # absolute
     words: np.ndarray  # uint32
     label: int  # the vendor's SAMPLE_INPUT_<label>
@@ -32,6 +35,8 @@ class InputBlock:
 
 @dataclass
 class InputPlan:
+    """How the sample input reaches the accelerator: memory copies or FIFO streams."""
+
     blocks: list[InputBlock]  # memory copies, or the FIFOs' streams (label = FIFO number)
     fifo: bool = False
     fast_fifo: bool = False

@@ -9,11 +9,11 @@ per pixel. The check lists each expected word with a byte mask for words only pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, ffs
 
 if TYPE_CHECKING:
@@ -24,6 +24,8 @@ FULL = 0xFFFFFFFF
 
 @dataclass
 class KatBlock:
+    """Known-answer words the generated C checks from one address, under a mask."""
+
     address: int
     mask: int
     words: np.ndarray  # uint32

@@ -9,16 +9,17 @@ counter, and the words follow. Without mexpress each kernel word takes four 32-b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.kernels import FREE, KernelMemory, calcx4_columns
 
 
 @dataclass
 class KernelBlock:
+    """Kernel-memory words the generated C writes from one address."""
+
     address: int  # absolute; mexpress: the encoded start address
     words: np.ndarray  # uint32 data words
 

@@ -21,11 +21,12 @@ kernel position) is a Python loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.compat.kernel_allocation import unchecked_calcx4_offset
 from edgesynth.targets.max7800x.compat.kernel_packing import (
     Slots,
@@ -54,6 +55,8 @@ class KernelLayout:
 
 @dataclass(frozen=True)
 class KernelOptions:
+    """The options kernel-memory allocation reads (fields named after the vendor's options)."""
+
     weight_start: int = 0  # --weight-start
     legacy_kernels: bool = False  # --legacy-kernels
     fast_fifo_quad: bool = False  # --fast-fifo-quad: layer 0 spreads over 4 quadrants

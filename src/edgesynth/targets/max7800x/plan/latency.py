@@ -8,9 +8,9 @@ their frame time (marked "rough"). The cycle counts are the vendor's model, not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer
 from edgesynth.targets.max7800x.plan.registers import flatten_product
 
@@ -22,6 +22,8 @@ STARTUP = 1
 
 @dataclass
 class Latency:
+    """The vendor's cycle estimate of each layer."""
+
     layers: list[tuple[int, int]]  # (layer index, cycles)
     rough: bool  # some layers stream: their cycles are estimates
 

@@ -8,10 +8,10 @@ configuration table).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.plan.bias import BiasMemory, plan_bias
 from edgesynth.targets.max7800x.plan.chip import Chip
 from edgesynth.targets.max7800x.plan.hwlayers import HwLayer, build_hw_layers
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Plan:
+    """Every write the generated C makes, by the function that makes it, and what decided them."""
+
     settings: PlanSettings
     init: Writes
     configure: Writes

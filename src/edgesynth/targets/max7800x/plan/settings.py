@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.spec import NetworkSpec
 from edgesynth.targets.max7800x.plan.bias import BiasMemory
 from edgesynth.targets.max7800x.plan.chip import Chip

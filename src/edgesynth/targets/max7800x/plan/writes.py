@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.regmap import RegisterMap
 
 
 @dataclass(frozen=True)
 class Write:
+    """One register or memory write of the generated C."""
+
     address: int  # absolute
     value: int
     comment: str = ""

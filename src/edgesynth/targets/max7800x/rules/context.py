@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.network import Layer, Network
 from edgesynth.targets.max7800x.device import Device
 from edgesynth.targets.max7800x.rules.options import RuleOptions
@@ -15,6 +15,8 @@ from edgesynth.targets.max7800x.rules.text import layer_name
 
 @dataclass
 class Context:
+    """What the device rules read: the network, the device and the rule options."""
+
     net: Network
     device: Device
     options: RuleOptions

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from edgesynth.lean_dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.description.network import Layer
 from edgesynth.targets.max7800x.rules.context import Context
 from edgesynth.targets.max7800x.rules.hw_geometry import (

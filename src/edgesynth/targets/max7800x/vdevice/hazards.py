@@ -18,10 +18,11 @@ into findings:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
+from edgesynth.lean_dataclass import dataclass
 from edgesynth.targets.max7800x.vdevice.memory import HOST, NEVER
 from edgesynth.targets.max7800x.vdevice.record import Computed, Factory, Record
 

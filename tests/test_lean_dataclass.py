@@ -1,0 +1,103 @@
+"""`edgesynth.lean_dataclass.dataclass` makes classes that behave as the standard library's:
+the same repr, equality, hashing, frozenness, fields and replace, side by side."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import field
+
+import numpy as np
+import pytest
+
+from edgesynth.lean_dataclass import dataclass
+
+
+def _pair(frozen: bool) -> tuple[type, type]:
+    """The same class made by each decorator."""
+
+    def body() -> dict:
+        return {
+            "__annotations__": {"a": "int", "b": "list[int]", "c": "str", "d": "int"},
+            "b": field(default_factory=list),
+            "c": field(default="x", repr=False),
+            "d": field(default=0, compare=False),
+        }
+
+    ours = dataclass(frozen=frozen)(type("Point", (), body()))
+    theirs = dataclasses.dataclass(frozen=frozen)(type("Point", (), body()))
+    return ours, theirs
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_repr_eq_and_hash_are_the_standard_librarys(frozen: bool) -> None:
+    ours, theirs = _pair(frozen)
+    for make in (ours, theirs):
+        assert dataclasses.is_dataclass(make)
+    cases = [((1,), (1,)), ((1, [2]), (1, [2])), ((1,), (2,)), ((1, [], "y", 5), (1, [], "z", 6))]
+    for left, right in cases:
+        mine = ours(*left), ours(*right)
+        std = theirs(*left), theirs(*right)
+        assert repr(mine[0]) == repr(std[0])
+        assert (mine[0] == mine[1]) == (std[0] == std[1])
+        assert (mine[0] != mine[1]) == (std[0] != std[1])
+        assert mine[0].__eq__(std[0]) is NotImplemented  # another class
+    if frozen:
+        assert hash(ours(1, (), "q", 7)) == hash(theirs(1, (), "q", 8))  # d: not compared
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            ours(1).a = 2  # type: ignore[misc]
+    else:
+        assert ours.__hash__ is None and theirs.__hash__ is None
+        p = ours(1)
+        p.a = 3
+        assert p == ours(3)
+
+
+def test_fields_replace_and_asdict_work() -> None:
+    ours, _ = _pair(frozen=True)
+    p = ours(1, [2], "q", 4)
+    assert [f.name for f in dataclasses.fields(p)] == ["a", "b", "c", "d"]
+    assert dataclasses.replace(p, a=5) == ours(5, [2], "q", 4)
+    assert dataclasses.asdict(p) == {"a": 1, "b": [2], "c": "q", "d": 4}
+
+
+def test_a_repr_that_reaches_itself_shows_dots() -> None:
+    @dataclass
+    class Node:
+        child: object = None
+
+    @dataclasses.dataclass
+    class Std:
+        child: object = None
+
+    mine, std = Node(), Std()
+    mine.child, std.child = mine, std
+    assert repr(mine) == "test_a_repr_that_reaches_itself_shows_dots.<locals>.Node(child=...)"
+    assert repr(std) == "test_a_repr_that_reaches_itself_shows_dots.<locals>.Std(child=...)"
+
+
+def test_arrays_compare_as_the_standard_library_compares_them() -> None:
+    @dataclass
+    class A:
+        x: np.ndarray
+
+    same = np.zeros(2)
+    assert A(same) == A(same)  # the same object: equal without comparing the arrays
+    with pytest.raises(ValueError):
+        A(np.zeros(2)) == A(np.zeros(2))  # noqa: B015 - the comparison is the test
+
+
+def test_other_options_and_own_methods_are_left_to_the_standard_library() -> None:
+    @dataclass(order=True)
+    class Ordered:
+        a: int
+
+    @dataclass
+    class Own:
+        a: int
+
+        def __repr__(self) -> str:
+            return "own"
+
+    assert Ordered(1) < Ordered(2)
+    assert repr(Own(1)) == "own"
+    assert Own(1) == Own(1)
