@@ -149,3 +149,27 @@ def third_party_onnx(m, path: Path, opset: int = 8) -> None:  # type: ignore[no-
     model.ir_version = 4
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
+
+
+def trained_onnx(cls, name: str, epochs: int = 1) -> Path:  # type: ignore[no-untyped-def]
+    """`cls` (an nn.Module class of no arguments) trained on MNIST and exported as ONNX
+    (opset 13, the TorchScript exporter), cached by its source and the torch version."""
+    key = hashlib.sha256((inspect.getsource(cls) + torch.__version__).encode()).hexdigest()[:16]
+    path = CACHE / f"max7800x-{name}-{key}.onnx"
+    if path.is_file():
+        return path
+    model = trained(name, cls, load_mnist(), epochs=epochs)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".onnx")
+    os.close(fd)
+    torch.onnx.export(
+        model,
+        (torch.zeros(1, 1, 28, 28),),
+        tmp,
+        dynamo=False,
+        opset_version=13,
+        input_names=["input"],
+        output_names=["logits"],
+    )
+    os.replace(tmp, path)
+    return path

@@ -5,14 +5,10 @@ images) and exported by torch.onnx (cached by source and torch version)."""
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import os
-import tempfile
 from pathlib import Path
 
 import needs
-from mnist_lenet import CACHE, load_mnist, trained
+from mnist_lenet import trained_onnx
 
 torch = needs.module("torch")
 nn = torch.nn
@@ -42,24 +38,4 @@ class ResidualConcat(nn.Module):
 
 def residual_onnx() -> Path:
     """The trained network as ONNX (opset 13, the TorchScript exporter), cached."""
-    key = hashlib.sha256(
-        (inspect.getsource(ResidualConcat) + torch.__version__).encode()
-    ).hexdigest()[:16]
-    path = CACHE / f"max7800x-residual-{key}.onnx"
-    if path.is_file():
-        return path
-    model = trained("residual-concat", ResidualConcat, load_mnist(), epochs=1)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".onnx")
-    os.close(fd)
-    torch.onnx.export(
-        model,
-        (torch.zeros(1, 1, 28, 28),),
-        tmp,
-        dynamo=False,
-        opset_version=13,
-        input_names=["input"],
-        output_names=["logits"],
-    )
-    os.replace(tmp, path)
-    return path
+    return trained_onnx(ResidualConcat, "residual")

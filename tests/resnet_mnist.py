@@ -5,14 +5,10 @@ activated sum), trained briefly (one epoch on 8,000 real images) and exported by
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import os
-import tempfile
 from pathlib import Path
 
 import needs
-from mnist_lenet import CACHE, load_mnist, trained
+from mnist_lenet import trained_onnx
 
 torch = needs.module("torch")
 nn = torch.nn
@@ -43,24 +39,4 @@ class ResNetBlocks(nn.Module):
 
 def resnet_onnx() -> Path:
     """The trained network as ONNX (opset 13, the TorchScript exporter), cached."""
-    key = hashlib.sha256(
-        (inspect.getsource(ResNetBlocks) + torch.__version__).encode()
-    ).hexdigest()[:16]
-    path = CACHE / f"max7800x-resnet-{key}.onnx"
-    if path.is_file():
-        return path
-    model = trained("resnet-blocks", ResNetBlocks, load_mnist(), epochs=1)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".onnx")
-    os.close(fd)
-    torch.onnx.export(
-        model,
-        (torch.zeros(1, 1, 28, 28),),
-        tmp,
-        dynamo=False,
-        opset_version=13,
-        input_names=["input"],
-        output_names=["logits"],
-    )
-    os.replace(tmp, path)
-    return path
+    return trained_onnx(ResNetBlocks, "resnet")
