@@ -35,13 +35,9 @@ def run_plan(plan: Plan, device: str, record: bool = True) -> RunResult:
     `record`: keep the access log the hazard analysis needs."""
     from edgesynth.targets.max7800x.plan.trace import plan_trace
     from edgesynth.targets.max7800x.vdevice.runner import run
-    from edgesynth.targets.max7800x.vdevice.trace import MARKER_BASE, from_pairs
+    from edgesynth.targets.max7800x.vdevice.trace import from_phases
 
-    records = []
-    for phase, writes in enumerate(plan_trace(plan)):
-        records += [np.array([[MARKER_BASE + phase, 0]], dtype=np.uint32), writes]
-    records.append(np.array([[MARKER_BASE + len(records) // 2, 0]], dtype=np.uint32))
-    return run(from_pairs(np.concatenate(records).astype(np.uint32)), device, record)
+    return run(from_phases(plan_trace(plan)), device, record)
 
 
 def known_answer(plan: Plan) -> KnownAnswer:

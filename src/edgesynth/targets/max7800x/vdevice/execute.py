@@ -316,8 +316,13 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
             f"layer {prog.layer}: kernel addresses run past the end of kernel memory "
             f"(MCNT 0x{prog.mask_start:x}..0x{prog.mask_end:x})"
         )
-    raw = kmem[np.asarray(processors)[:, None, None], word[None], index[None]]
-    raw = ((raw >> shift[None].astype(np.uint8)) & ((1 << bits) - 1)).astype(np.int64)
+    # one flat index per byte: processor row, 9 bytes per word
+    flat = np.asarray(processors)[:, None] * kmem[0].size + (word * 9 + index).reshape(-1)
+    raw = kmem.reshape(-1).take(flat)
+    if bits == 8 and not prog.binary and not shift.any():  # whole bytes: signed as they are
+        values = raw.view(np.int8).astype(np.int64)
+        return values.reshape(len(processors), prog.slots, prog.passes, taps)
+    raw = ((raw >> shift.reshape(-1).astype(np.uint8)) & ((1 << bits) - 1)).astype(np.int64)
     if prog.binary:
         values = np.where(raw == 1, -1, 1)
     elif bits < 8:

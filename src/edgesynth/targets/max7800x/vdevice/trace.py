@@ -55,6 +55,22 @@ def from_pairs(pairs: np.ndarray, source: str = "<memory>") -> Trace:
     return Trace(addr[keep].copy(), value[keep].copy(), phase[keep].astype(np.int8), source=source)
 
 
+def from_phases(phases: list[np.ndarray]) -> Trace:
+    """A Trace from each phase's (n, 2) uint32 records, phase 0 first: what `from_pairs` makes
+    of them with a marker before each, without the markers (a record at a marker's address
+    goes through `from_pairs`, which takes it for a marker)."""
+    parts = [np.asarray(p, dtype=np.uint32).reshape(-1, 2) for p in phases]
+    pairs = np.concatenate(parts) if parts else np.zeros((0, 2), np.uint32)
+    if pairs.size and int(pairs[:, 0].max()) >= MARKER_BASE:
+        marked = [np.array([[MARKER_BASE + i, 0]], dtype=np.uint32) for i in range(len(parts))]
+        for i, part in enumerate(parts):
+            marked.insert(2 * i + 1, part)
+        return from_pairs(np.concatenate(marked))
+    counts = [p.shape[0] for p in parts]
+    phase = np.repeat(np.arange(len(parts), dtype=np.int8), counts)
+    return Trace(pairs[:, 0].copy(), pairs[:, 1].copy(), phase)
+
+
 def read_trace(path: str | Path) -> Trace:
     """Read a trace file; a file that is not whole (address, value) pairs is refused."""
     path = Path(path)
