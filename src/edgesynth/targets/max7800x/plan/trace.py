@@ -34,42 +34,61 @@ def _writes(w: Writes) -> np.ndarray:
     return np.asarray(items, dtype=np.uint32).reshape(-1, 2)
 
 
+def _kernel_records(plan: Plan) -> np.ndarray:
+    """The kernel loader's writes: each block's words from its address on, after (packed
+    loader, mexpress) a byte store that sets the address counter (recorded as the word that
+    holds it, with the bytes the earlier writes left in that word)."""
+    blocks = plan.kernels
+    if not blocks:
+        return np.zeros((0, 2), np.uint32)
+    lengths = np.array([b.words.size for b in blocks], dtype=np.int64)
+    starts = np.array([b.address for b in blocks], dtype=np.int64)
+    first = np.cumsum(lengths) - lengths
+    addrs = np.repeat(starts, lengths) + 4 * (
+        np.arange(int(lengths.sum())) - np.repeat(first, lengths)
+    )
+    values = np.concatenate([b.words for b in blocks]).astype(np.int64)
+    if not plan.settings.opts.plan.mexpress:
+        return np.stack([addrs.astype(np.uint32), values.astype(np.uint32)], axis=1)
+    words = [b.address & ~3 for b in blocks]
+    # the data words that land in a set write's word (the only earlier values the trace needs)
+    targets = np.array(sorted(set(words)), dtype=np.int64)
+    lo = np.searchsorted(targets, starts).tolist()
+    hi = np.searchsorted(targets, starts + 4 * lengths).tolist()
+    landing: dict[int, list[tuple[int, int]]] = {}
+    for i in np.flatnonzero(np.array(hi) > np.array(lo)).tolist():
+        start, block = int(starts[i]), blocks[i]
+        for target in targets[lo[i] : hi[i]].tolist():
+            if (target - start) % 4 == 0:
+                landing.setdefault(i, []).append((target, int(block.words[(target - start) // 4])))
+    memory: dict[int, int] = {}
+    set_values = []
+    for i, (block, word) in enumerate(zip(blocks, words, strict=True)):
+        byte = 8 * ((block.address | 1) & 3)
+        memory[word] = (memory.get(word, 0) & ~(0xFF << byte)) | 1 << byte
+        set_values.append(memory[word])
+        memory.update(landing.get(i, ()))
+    # each block: its set write, then its words
+    at_set = first + np.arange(len(blocks))
+    out = np.zeros((addrs.size + len(blocks), 2), dtype=np.uint32)
+    is_data = np.ones(out.shape[0], dtype=bool)
+    is_data[at_set] = False
+    out[at_set, 0] = np.array(words, dtype=np.int64).astype(np.uint32)
+    out[at_set, 1] = np.array(set_values, dtype=np.int64).astype(np.uint32)
+    out[is_data, 0] = addrs.astype(np.uint32)
+    out[is_data, 1] = values.astype(np.uint32)
+    return out
+
+
 def plan_trace(plan: Plan) -> list[np.ndarray]:
     """The records the generated code writes in each phase."""
-    memory: dict[int, int] = {}
 
     def record(addr: np.ndarray, vals: np.ndarray) -> np.ndarray:
         return np.stack([addr.astype(np.uint32), vals.astype(np.uint32)], axis=1)
 
     phases: list[np.ndarray] = [np.zeros((0, 2), dtype=np.uint32), _writes(plan.init)]
 
-    kernel_addrs: list[np.ndarray] = []  # the kernel writes, in order
-    kernel_values: list[np.ndarray] = []
-    mexpress = plan.settings.opts.plan.mexpress
-    # the words a packed loader's "set address" byte store lands in: the only words whose
-    # earlier value the trace needs
-    targets = np.array(sorted({b.address & ~3 for b in plan.kernels} if mexpress else ()), int)
-    for block in plan.kernels:
-        addr = block.address
-        if mexpress:
-            word = addr & ~3
-            value = (memory.get(word, 0) & ~(0xFF << 8 * ((addr | 1) & 3))) | 1 << 8 * (
-                (addr | 1) & 3
-            )
-            memory[word] = value
-            kernel_addrs.append(np.array([word]))
-            kernel_values.append(np.array([value], dtype=np.int64))
-        addrs = addr + 4 * np.arange(block.length, dtype=np.int64)
-        lo, hi = np.searchsorted(targets, [addr, addr + 4 * block.length]).tolist()
-        for target in targets[lo:hi].tolist():  # the targets among this block's words
-            if (target - addr) % 4 == 0:
-                memory[target] = int(block.words[(target - addr) // 4])
-        kernel_addrs.append(addrs)
-        kernel_values.append(block.words)
-    if kernel_addrs:
-        phases.append(record(np.concatenate(kernel_addrs), np.concatenate(kernel_values)))
-    else:
-        phases.append(np.zeros((0, 2), np.uint32))
+    phases.append(_kernel_records(plan))
 
     regs = plan.settings.chip.regs
     parts = []
