@@ -64,11 +64,13 @@ def conv2d_batch(
     pads: tuple[int, int, int, int] = (0, 0, 0, 0),
     dilation: Pair = (1, 1),
     groups: int = 1,
+    keep_float: bool = False,
 ) -> np.ndarray:
     """2D cross-correlation of a batch (N, C, H, W) -> (N, O, Ho, Wo) with zero padding
     `pads` = (top, left, bottom, right). Exact for integers; float64 for floats.
 
-    `bias` is added to the result as given (callers scale it).
+    `bias` is added to the result as given (callers scale it). `keep_float`: integer sums in
+    the float type they were computed in (exact in it), not converted to int64.
     """
     batch, channels = data.shape[:2]
     out_channels, in_per_group, kh, kw = weight.shape
@@ -96,7 +98,7 @@ def conv2d_batch(
         out = np.matmul(kernels, cols).reshape(out_channels, n, out_h, out_w)
         parts.append(out.transpose(1, 0, 2, 3))
     out = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    if work != np.int64 and _integers(data, weight):
+    if work != np.int64 and _integers(data, weight) and not keep_float:
         out = out.astype(np.int64)
     if bias is not None:
         out = out + np.asarray(bias)[None, :, None, None]
@@ -113,15 +115,24 @@ def conv2d(
     dilation: Pair = (1, 1),
     groups: int = 1,
     pad_after: Pair = (0, 0),
+    keep_float: bool = False,
 ) -> np.ndarray:
     """Exact integer 2D cross-correlation with zero padding: (C, H, W) -> (O, Ho, Wo).
 
     `bias` is added to the accumulator as given (callers scale it). `pad_after` adds extra
-    zero rows/columns at the bottom/right only (used by transposed convolution).
+    zero rows/columns at the bottom/right only (used by transposed convolution). `keep_float`:
+    as `conv2d_batch`.
     """
     pads = (pad[0], pad[1], pad[0] + pad_after[0], pad[1] + pad_after[1])
     return conv2d_batch(
-        data[None], weight, bias, stride=stride, pads=pads, dilation=dilation, groups=groups
+        data[None],
+        weight,
+        bias,
+        stride=stride,
+        pads=pads,
+        dilation=dilation,
+        groups=groups,
+        keep_float=keep_float,
     )[0]
 
 

@@ -461,8 +461,41 @@ def writes_before_reads(prog: LayerProgram, result: LayerResult) -> Hazard | Non
     )
 
 
+def _exact(prog: LayerProgram, acc: np.ndarray, biases: int) -> np.ndarray:
+    """The accumulators of an 8-bit output left in the float type the sums were computed in
+    where it holds every value `_finish` makes of them exactly (the sums, `biases` biases of
+    at most 128 x 128, the rounding half), else as int64."""
+    if acc.dtype.kind != "f":
+        return acc
+    limit = ops.FLOAT32_EXACT_LIMIT if acc.dtype == np.float32 else ops.ACC_EXACT_LIMIT
+    bound = max(-float(acc.min()), float(acc.max())) if acc.size else 0.0
+    margin = 128 * 128 * biases + (1 << max(7 - prog.shift, 0))
+    if prog.out32 or bound + margin >= limit:
+        return acc.astype(np.int64)
+    return acc
+
+
+def _finish_float(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
+    """`_finish` of an 8-bit output on integer-valued float accumulators (`_exact`): every
+    step is exact in the float type (sums and half below its exact limit; scaling by a power
+    of two; floor), so the result is the integer path's, converted once at the end."""
+    shift = prog.shift - 7
+    if shift < 0:
+        acc += (1 << -shift) >> 1
+    np.multiply(acc, 2.0**shift, out=acc)
+    np.floor(acc, out=acc)
+    np.clip(acc, -128, 127, out=acc)
+    if prog.absolute:
+        np.minimum(np.abs(acc, out=acc), 127, out=acc)
+    elif prog.relu:
+        np.clip(acc, 0, 127, out=acc)
+    return acc.astype(np.int64)
+
+
 def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     """Scale, round, clip and activate the accumulators (8-bit), or keep them (32-bit)."""
+    if acc.dtype.kind == "f":  # (`_exact`: an 8-bit output)
+        return _finish_float(prog, acc)
     out = acc if prog.out32 else ops.requantize(acc, prog.shift)  # (`acc`: the layer's own)
     if prog.absolute:
         return ops.activate(out, "abs", inplace=True)
@@ -492,7 +525,8 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         w = weights.transpose(1, 0, 2, 3).reshape(prog.slots, n_in, kh, kw)
         if prog.deconv:
             x = zero_stuff(x)
-        acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad)
+        acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad, keep_float=True)
+        acc = _exact(prog, acc, len(members))
         biases = []
         for g in members:
             part = prog.parts[g]
@@ -501,7 +535,7 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
                 start = part.bias_start * (4 if prog.calcx4 else 1)
                 index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
                 biases.append(BiasUnits(g, index, np.arange(prog.slots)))
-                b = machine.bias[g, index].astype(np.int8).astype(np.int64)
+                b = machine.bias[g, index].astype(np.int8).astype(acc.dtype)
                 acc += (b * 128)[:, None, None]  # (acc is this layer's own array)
         out = _finish(prog, acc)
         slot = np.arange(prog.slots)
