@@ -59,6 +59,11 @@ class Record:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         cls = type(self)
+        if not kwargs and len(args) == len(cls._arguments):  # every field, by position
+            self.__dict__.update(zip(cls._arguments, args, strict=True))
+            if hasattr(cls, "__post_init__"):
+                self.__post_init__()
+            return
         values = kwargs
         if args:
             if len(args) > len(cls._arguments):
