@@ -77,7 +77,7 @@ def conv2d_batch(
     kernels = weight.reshape(groups, out_channels // groups, in_per_group * kh * kw)
     work = _matmul_type(data, kernels)
     padded = _zero_padded(data, pads, work)
-    kernels = kernels.astype(work)
+    kernels = kernels.astype(work, copy=False)
     span_h = dilation[0] * (kh - 1) + 1
     span_w = dilation[1] * (kw - 1) + 1
     windows = sliding_window_view(padded, (span_h, span_w), axis=(2, 3))
