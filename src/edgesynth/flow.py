@@ -95,9 +95,14 @@ def _load_onnx(path: Path, options: Mapping[str, Any]) -> Graph:
     if unknown:
         raise EdgesynthError(f"the ONNX reader takes no option `{unknown[0]}`", file=str(path))
     from edgesynth.frontends import onnx_int
+    from edgesynth.frontends.onnxfile import read_onnx_file
 
     types = options.get("input_types")
-    if onnx_int.is_integer_model(path):
+    try:
+        model = read_onnx_file(path)  # read once for the test and the float reader
+    except EdgesynthError:
+        model = None  # the float reader below says why
+    if model is not None and onnx_int.is_integer_model(model):
         parsed = [onnx_int.parse_type(t) for t in types] if types else None
         net = onnx_int.load_integer_onnx(path, parsed)
         net.graph.source = f"{path} ({net.dialect})"
@@ -108,10 +113,10 @@ def _load_onnx(path: Path, options: Mapping[str, Any]) -> Graph:
             "is a float model: input types (--input-type) are for integer ONNX models",
             file=str(path),
         )
-    from edgesynth.frontends.onnx import load_onnx
+    from edgesynth.frontends.onnx import from_model, load_onnx
     from edgesynth.ir import passes
 
-    graph = passes.simplify(load_onnx(path))
+    graph = passes.simplify(load_onnx(path) if model is None else from_model(model, str(path)))
     graph.meta["path"] = str(path)
     return graph
 

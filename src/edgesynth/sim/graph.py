@@ -257,9 +257,12 @@ def run(
     inputs: Mapping[str, np.ndarray] | np.ndarray,
     *,
     keep: bool = True,
+    visit: Callable[[str, np.ndarray], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """Evaluate `graph` on a batch. `inputs` maps input names to (N, *shape) arrays (a bare
-    array for a one-input graph). Returns every tensor (`keep`) or only the graph outputs."""
+    array for a one-input graph). Returns every tensor (`keep`) or only the graph outputs;
+    `visit(name, value)` sees every tensor as it is made (the inputs first), before it is dropped
+    (without `keep`, a tensor is dropped after its last use)."""
     if isinstance(inputs, np.ndarray):
         if len(graph.inputs) != 1:
             raise EdgesynthError(f"graph {graph.name} takes {plural(len(graph.inputs), 'input')}")
@@ -277,6 +280,8 @@ def run(
             )
         qtype = graph.tensors[name].qtype
         values[name] = data.astype(np.int64) if qtype is not None else data.astype(np.float64)
+        if visit is not None:
+            visit(name, values[name])
     last_use = {t: i for i, node in enumerate(graph.nodes) for t in node.inputs}
     for i, node in enumerate(graph.nodes):
         result = evaluate(node, *(values[t] for t in node.inputs))
@@ -287,6 +292,8 @@ def run(
                 f"{tuple(result.shape[1:])}, the graph says {want}"
             )
         values[node.output] = result
+        if visit is not None:
+            visit(node.output, result)
         if not keep:
             for t in node.inputs:
                 if last_use.get(t) == i and t not in graph.outputs:

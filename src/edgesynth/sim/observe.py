@@ -25,7 +25,8 @@ def observe(graph: g.Graph, x: np.ndarray, chunk: int = BATCH) -> dict[str, tupl
     ranges: dict[str, tuple[float, float]] = {}
     chunk = chunk if chunk > 0 else max(len(x), 1)
     for start in range(0, len(x), chunk):
-        widen(ranges, run(graph, x[start : start + chunk], keep=True))
+        # each tensor's range is taken as it is made, and the tensor dropped after its last use
+        run(graph, x[start : start + chunk], keep=False, visit=lambda n, v: widen(ranges, {n: v}))
     return ranges
 
 

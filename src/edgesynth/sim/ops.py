@@ -76,11 +76,10 @@ def conv2d_batch(
     out_channels, in_per_group, kh, kw = weight.shape
     if in_per_group * groups != channels:
         raise ValueError(f"weights expect {in_per_group * groups} channels, data has {channels}")
-    top, left, bottom, right = pads
     kernels = weight.reshape(groups, out_channels // groups, in_per_group * kh * kw)
     work = _matmul_type(data, kernels)
-    padded = np.pad(data.astype(work), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    kernels = kernels.astype(work)
+    padded = _zero_padded(data, pads, work)
+    kernels = kernels.astype(work, copy=False)
     span_h = dilation[0] * (kh - 1) + 1
     span_w = dilation[1] * (kw - 1) + 1
     windows = sliding_window_view(padded, (span_h, span_w), axis=(2, 3))
@@ -101,7 +100,23 @@ def conv2d_batch(
     if work != np.int64 and _integers(data, weight) and not keep_float:
         out = out.astype(np.int64)
     if bias is not None:
-        out = out + np.asarray(bias)[None, :, None, None]
+        b = np.asarray(bias)[None, :, None, None]
+        if np.result_type(out, b) == out.dtype:
+            out += b  # `out` is this function's own array: the same sums, in place
+        else:
+            out = out + b
+    return out
+
+
+def _zero_padded(data: np.ndarray, pads: tuple[int, int, int, int], dtype: type) -> np.ndarray:
+    """`data` (N, C, H, W) as `dtype` with `pads` = (top, left, bottom, right) zero rows and
+    columns around it: one copy (none where nothing is padded and the type is already right)."""
+    top, left, bottom, right = pads
+    if not any(pads):
+        return data.astype(dtype, copy=False)
+    n, c, h, w = data.shape
+    out = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
+    out[:, :, top : top + h, left : left + w] = data
     return out
 
 
@@ -427,19 +442,21 @@ def max_pool_batch(
     fill: int | float = 0,
 ) -> np.ndarray:
     """Max pooling of a batch (N, C, H, W), the same values as the maximum over
-    `pool_windows_batch`'s windows, computed tap by tap (no window copy)."""
+    `pool_windows_batch`'s windows, computed tap by tap (no window copy): the maximum along each
+    row's taps first, then along each column's (a window's maximum, taken in two steps)."""
     padded, (out_h, out_w), _ = _pool_padded(data, kernel, stride, dilation, pads, ceil, fill)
+    rows = _tap_max(padded, 3, kernel[1], stride[1], dilation[1], out_w)
+    return _tap_max(rows, 2, kernel[0], stride[0], dilation[0], out_h)
+
+
+def _tap_max(x: np.ndarray, axis: int, taps: int, stride: int, dilation: int, size: int):
+    """The maximum over `taps` shifted, strided slices of `x` along `axis`, `size` long."""
     out: np.ndarray | None = None
-    for i in range(kernel[0]):
-        for j in range(kernel[1]):
-            top, left = i * dilation[0], j * dilation[1]
-            tap = padded[
-                :,
-                :,
-                top : top + (out_h - 1) * stride[0] + 1 : stride[0],
-                left : left + (out_w - 1) * stride[1] + 1 : stride[1],
-            ]
-            out = tap.copy() if out is None else np.maximum(out, tap, out=out)
+    for k in range(taps):
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(k * dilation, k * dilation + (size - 1) * stride + 1, stride)
+        tap = x[tuple(index)]
+        out = tap.copy() if out is None else np.maximum(out, tap, out=out)
     assert out is not None
     return out
 

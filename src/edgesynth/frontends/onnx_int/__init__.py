@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.ir import graph as g
@@ -130,30 +131,36 @@ def _scales(model: object) -> dict[str, float]:
     return out
 
 
-def is_integer_model(path: Path | str) -> bool:
-    """Does the ONNX file hold an integer-deployable network (one of the dialects) rather than a
-    float model? A RequantShift node, Quantlab's attributes, or convolution/linear weights that
-    are all whole numbers (NEMO) say so; trained float weights never are."""
+def is_integer_model(path: Path | str | Any) -> bool:
+    """Does the ONNX file (or its already read `onnx.ModelProto`) hold an integer-deployable
+    network (one of the dialects) rather than a float model? A RequantShift node, Quantlab's
+    attributes, or convolution/linear weights that are all whole numbers (NEMO) say so; trained
+    float weights never are (the first such weight answers)."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
 
-    try:
-        model = onnx.load(str(path))
-    except Exception:  # the float front end reports unreadable files
-        return False
+    if isinstance(path, (str, Path)):
+        try:
+            model = onnx.load(str(path))
+        except Exception:  # the float front end reports unreadable files
+            return False
+    else:
+        model = path
     nodes = model.graph.node
     if any(n.op_type == "RequantShift" for n in nodes):
         return True
     if any(a.name in ("weight_bits", "in1_mul", "out_bits") for n in nodes for a in n.attribute):
         return True
     inits = {t.name: t for t in model.graph.initializer}
-    weights = [
+    weights = (
         numpy_helper.to_array(inits[n.input[1]])
         for n in nodes
         if n.op_type in ("Conv", "Gemm", "MatMul") and len(n.input) > 1 and n.input[1] in inits
-    ]
-    return bool(weights) and all(
-        w.size > 0 and np.issubdtype(w.dtype, np.number) and np.all(w == np.round(w))
-        for w in weights
     )
+    found = False
+    for w in weights:
+        if not (w.size > 0 and np.issubdtype(w.dtype, np.number) and np.all(w == np.round(w))):
+            return False
+        found = True
+    return found

@@ -137,10 +137,8 @@ class Machine:
         h, w = x.shape[2:]
         pads = (ph, pw, max(0, (oh - 1) * sh + kh - h - ph), max(0, (ow - 1) * sw + kw - w - pw))
         if kind == "max":
-            win, _ = ops.pool_windows_batch(
-                x, (kh, kw), (sh, sw), pads=pads, fill=np.iinfo(np.int64).min
-            )
-            y = win.max(axis=-1)[:, :, :oh, :ow]
+            low = np.iinfo(np.int64).min
+            y = ops.max_pool_batch(x, (kh, kw), (sh, sw), pads=pads, fill=low)[:, :, :oh, :ow]
         else:
             win, _ = ops.pool_windows_batch(x, (kh, kw), (sh, sw), pads=pads)
             m, s = f["scale"], f["postshift"]  # the window sum x scale >> post-shift
