@@ -4,6 +4,7 @@ torch.onnx with a Softmax at the end."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import needs
@@ -46,22 +47,9 @@ def leaky_head():  # type: ignore[no-untyped-def]
 
 
 def sigmoid_mid():  # type: ignore[no-untyped-def]
-    """A CNN with a Sigmoid after its second convolution (the accelerator has none): the rest,
-    convolution and pooling included, runs on the Cortex-M4."""
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.Sigmoid(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 3 * 3, 10),
-    )
+    """A CNN with a Sigmoid after its second convolution (the accelerator has none): the
+    Cortex-M4 runs it, and the accelerator takes the network back for the rest."""
+    return _mid(torch.nn.Sigmoid())
 
 
 def upsample_mid():  # type: ignore[no-untyped-def]
@@ -88,23 +76,11 @@ def upsample_mid():  # type: ignore[no-untyped-def]
 def leaky_mid():  # type: ignore[no-untyped-def]
     """A CNN with a LeakyReLU after its second convolution (the accelerator has none): the
     Cortex-M4 runs it, and the accelerator takes the network back for the rest."""
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.LeakyReLU(0.1),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 3 * 3, 10),
-    )
+    return _mid(torch.nn.LeakyReLU(0.1))
 
 
-def _gated_mid(activation):  # type: ignore[no-untyped-def]
+def _mid(activation):  # type: ignore[no-untyped-def]
+    """Conv 1->8, ReLU, pool; conv 8->16, `activation`, pool; conv 16->16, ReLU, pool; linear."""
     nn = torch.nn
     return nn.Sequential(
         nn.Conv2d(1, 8, 3, padding=1),
@@ -124,19 +100,19 @@ def _gated_mid(activation):  # type: ignore[no-untyped-def]
 def hardswish_mid():  # type: ignore[no-untyped-def]
     """A CNN with a Hardswish after its second convolution (torch.onnx at opset 13 writes
     x x HardSigmoid(x)): the Cortex-M4 runs it as one table, the accelerator the rest."""
-    return _gated_mid(torch.nn.Hardswish())
+    return _mid(torch.nn.Hardswish())
 
 
 def silu_mid():  # type: ignore[no-untyped-def]
     """A CNN with a SiLU after its second convolution (torch.onnx writes x x Sigmoid(x)): the
     Cortex-M4 runs it as one table, the accelerator the rest."""
-    return _gated_mid(torch.nn.SiLU())
+    return _mid(torch.nn.SiLU())
 
 
 def mish_mid():  # type: ignore[no-untyped-def]
     """A CNN with a Mish after its second convolution (torch.onnx writes x x
     Tanh(Softplus(x))): the Cortex-M4 runs it as one table, the accelerator the rest."""
-    return _gated_mid(torch.nn.Mish())
+    return _mid(torch.nn.Mish())
 
 
 def placement_head():  # type: ignore[no-untyped-def]
@@ -181,4 +157,6 @@ EPOCHS = {"sigmoid_mid": 3}  # the sigmoid trains slower; the others train one e
 
 def model_onnx(name: str, mnist, path: Path) -> None:  # type: ignore[no-untyped-def]
     """The model `name` of `MODELS`, trained briefly (cached), written to `path`."""
-    export(trained(name, MODELS[name], mnist, epochs=EPOCHS.get(name, 1)), path)
+    module = sys.modules[__name__]  # the cache key: this file's source (the shared builders too)
+    model = trained(name, MODELS[name], mnist, epochs=EPOCHS.get(name, 1), source=module)
+    export(model, path)

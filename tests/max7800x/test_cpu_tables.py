@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import needs
+from cpu_graphs import head_graph
 from edgesynth.flow import compile_to
 from edgesynth.ir import graph as g
 from edgesynth.ir.passes import fuse_gated_activations
@@ -134,27 +135,9 @@ def test_other_products_stay_as_they_are(graph: g.Graph) -> None:
 
 
 def _head(kind: str, **attrs: float) -> g.Graph:
-    """Conv(1 -> 4, 3x3) -> ReLU -> MaxPool 2 -> Flatten -> Linear(64 -> 300) (the
-    accelerator), `kind`, Linear(300 -> 10), Softmax; random float weights."""
-    rng = np.random.default_rng(5)
-    graph = g.Graph("head")
-    graph.add_input("x", (1, 8, 8))
-    w = rng.normal(0, 0.5, (4, 1, 3, 3))
-    graph.add(g.Conv(name="conv", inputs=["x"], outputs=["c"], weight=w,
-                     bias=rng.normal(0, 0.1, 4), pads=(1, 1, 1, 1)), (4, 8, 8))  # fmt: skip
-    graph.add(g.Activation(name="relu", inputs=["c"], outputs=["r"], kind="relu"), (4, 8, 8))
-    graph.add(g.Pool(name="pool", inputs=["r"], outputs=["p"], kind="max", kernel=(2, 2),
-                     stride=(2, 2), method="float"), (4, 4, 4))  # fmt: skip
-    graph.add(g.Flatten(name="flat", inputs=["p"], outputs=["f"]), (64,))
-    graph.add(g.Linear(name="linear0", inputs=["f"], outputs=["l0"], bias=rng.normal(0, 0.1, 300),
-                       weight=rng.normal(0, 1 / 8, (300, 64))), (300,))  # fmt: skip
-    graph.add(g.Activation(name="act", inputs=["l0"], outputs=["a"], kind=kind, **attrs), (300,))
-    graph.add(g.Linear(name="linear2", inputs=["a"], outputs=["linear2"],
-                       weight=rng.normal(0, 1 / np.sqrt(300), (10, 300)),
-                       bias=rng.normal(0, 0.1, 10)), (10,))  # fmt: skip
-    graph.add(g.Softmax(name="softmax", inputs=["linear2"], outputs=["y"]), (10,))
-    graph.outputs = ["y"]
-    return graph
+    """The accelerator's Conv/ReLU/MaxPool/Flatten/Linear(64 -> 300), then `kind`, Linear(300 ->
+    10), Softmax (`cpu_graphs.head_graph`)."""
+    return head_graph([("linear", 300), (kind, 0), ("linear", 10)], **attrs)
 
 
 def _calibration() -> np.ndarray:
