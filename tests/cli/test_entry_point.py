@@ -3,6 +3,7 @@ missing optional parts, and random command lines that must never end in a traceb
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -227,3 +228,31 @@ def test_izer_help_does_not_promise_onnx() -> None:
     result = run_cli("izer", "--help")
     assert result.exit_code == 0
     assert "quantized checkpoint (.pth.tar)" in result.stdout and ".onnx" not in result.stdout
+
+
+def test_the_program_collects_garbage_once_the_command_is_loaded() -> None:
+    """Run as the program (no argument list), collection waits for start-up, then runs, with
+    the start-up's objects frozen; a call with an argument list leaves the collector alone."""
+    script = (
+        "import gc, sys\n"
+        "from edgesynth import cli\n"
+        "seen = []\n"
+        "real = cli._start_collection\n"
+        "def spy():\n"
+        "    seen.append(gc.isenabled())\n"
+        "    real()\n"
+        "    seen.append(gc.isenabled())\n"
+        "cli._start_collection = spy\n"
+        "sys.argv = ['edgesynth', 'targets']\n"
+        "code = cli.main()\n"
+        "print(code, seen, gc.get_freeze_count() > 1000)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.splitlines()[-1] == "0 [False, True] True"
+    before = gc.isenabled(), gc.get_freeze_count()
+    from edgesynth.cli import main
+
+    assert main(["targets"]) == 0
+    assert (gc.isenabled(), gc.get_freeze_count()) == before
