@@ -137,6 +137,20 @@ def _add_init(cls: type, frozen: bool) -> None:
     # no argument but have a factory.
     order = tuple(f.name for f in fields if f.init or f.default_factory is not _MISSING)
     short = order == arguments  # all arguments by position: nothing else to set
+    # From `plain` on, every argument has a plain default (no factory): the first k >= plain
+    # arguments by position take the rest's defaults, tails[k] (made when first needed).
+    plain = len(arguments)
+    while plain and arguments[plain - 1] in defaults and arguments[plain - 1] not in factories:
+        plain -= 1
+    tails: dict[int, dict[str, Any]] = {}
+
+    def tail(k: int) -> dict[str, Any] | None:
+        if not short or k < plain or k > len(arguments):
+            return None
+        if k not in tails:
+            tails[k] = {a: defaults[a] for a in arguments[k:]}
+        return tails[k]
+
     post_init = hasattr(cls, "__post_init__")
     name = f"{cls.__qualname__}.__init__()"
 
@@ -167,8 +181,11 @@ def _add_init(cls: type, frozen: bool) -> None:
         return made
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if short and not kwargs and len(args) == len(arguments):
-            self.__dict__.update(zip(arguments, args, strict=True))
+        k = len(args)
+        rest = None if kwargs else tails[k] if k in tails else tail(k)
+        if rest is not None:
+            self.__dict__.update(zip(arguments, args, strict=False))
+            self.__dict__.update(rest)
         else:
             self.__dict__.update(values(args, kwargs))
         if post_init:

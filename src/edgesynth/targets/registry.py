@@ -25,11 +25,12 @@ import functools
 import importlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 
 if TYPE_CHECKING:
     from edgesynth.entry_points import EntryPoint
