@@ -161,24 +161,23 @@ def _add_init(cls: type, frozen: bool) -> None:
                 f"but {len(args) + 1} were given"
             )
         given = dict(zip(arguments, args, strict=False))
-        for key, value in kwargs.items():
-            if key in given:
-                raise TypeError(f"{name} got multiple values for argument {key!r}")
-            if key not in accepted:
-                raise TypeError(f"{name} got an unexpected keyword argument {key!r}")
-            given[key] = value
-        made: dict[str, Any] = {}
+        if not kwargs.keys() <= accepted:
+            unknown = next(key for key in kwargs if key not in accepted)
+            raise TypeError(f"{name} got an unexpected keyword argument {unknown!r}")
+        if not given.keys().isdisjoint(kwargs):
+            repeated = next(key for key in kwargs if key in given)
+            raise TypeError(f"{name} got multiple values for argument {repeated!r}")
+        given.update(kwargs)
         for field_name in order:
-            if field_name in given:
-                made[field_name] = given[field_name]
-            elif field_name in factories:
-                made[field_name] = factories[field_name]()
-            elif field_name in defaults:
-                made[field_name] = defaults[field_name]
-        missing = [a for a in arguments if a not in made]
-        if missing:
-            raise TypeError(f"{name} missing required arguments: {', '.join(missing)}")
-        return made
+            if field_name not in given:
+                if field_name in factories:
+                    given[field_name] = factories[field_name]()
+                elif field_name in defaults:
+                    given[field_name] = defaults[field_name]
+                else:
+                    missing = [a for a in arguments if a not in given]
+                    raise TypeError(f"{name} missing required arguments: {', '.join(missing)}")
+        return {field_name: given[field_name] for field_name in order}  # in field order
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         k = len(args)
