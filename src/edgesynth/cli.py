@@ -21,7 +21,6 @@ or option); 2 usage error (argparse's usage line and message); 130 interrupted (
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import re
@@ -29,6 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from edgesynth import collector
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 
 # The generic commands (every target's commands come from the target packages' entry points)
@@ -245,8 +245,7 @@ def run(argv: Sequence[str]) -> int:
     """Parse `argv` and run the command; errors propagate (see `main` for how they print)."""
     argv = list(argv)
     declared = _declared_raw_handler(argv)
-    if declared is not None:
-        _start_collection()
+    if declared is not None:  # it starts the collector itself, once its modules are loaded
         return int(declared(argv[1:]) or 0)
     parser = build_parser(commands=argv != ["--version"])
     if not argv:
@@ -256,10 +255,9 @@ def run(argv: Sequence[str]) -> int:
     raw = _raw_handler(parser, argv)
     if raw is not None:
         handler, rest = raw
-        _start_collection()
         return int(handler(rest) or 0)
     args = parser.parse_args(argv)
-    _start_collection()
+    collector.start()
     return int(args.handler(args) or 0)
 
 
@@ -284,40 +282,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: every outcome is an exit status and at most one message, no traceback.
     Without `argv` (the program: the console script, `python -m edgesynth`) it reads
     sys.argv, and the garbage collector waits for the command's modules (see
-    `_postpone_collection`)."""
+    `edgesynth.collector`)."""
     one_blas_thread()
     if argv is not None:
         return guarded(lambda: run(list(argv)), argv)
     args = sys.argv[1:]
-    _postpone_collection()
+    collector.postpone()
     code = guarded(lambda: run(args), args)
-    gc.freeze()  # the process ends: nothing is worth scanning again
+    collector.finish()
     return code
-
-
-# The garbage collector in the program's process. Start-up imports make tens of thousands of
-# objects that live until the process ends; the collector's passes over them, while the
-# modules load and again at exit, cost a sixth of a small `izer` run (35 of 200 ms CPU). So
-# collection waits until the command's modules are loaded, then starts with the objects made
-# so far set aside (gc.freeze); at exit, what is left is not scanned again. Calls with an
-# argument list (tests, scripts) leave the collector as it is.
-_collection_postponed = False
-
-
-def _postpone_collection() -> None:
-    global _collection_postponed
-    if gc.isenabled():
-        gc.disable()
-        _collection_postponed = True
-
-
-def _start_collection() -> None:
-    """The command's modules are loaded: collect from here on (once)."""
-    global _collection_postponed
-    if _collection_postponed:
-        _collection_postponed = False
-        gc.freeze()
-        gc.enable()
 
 
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")

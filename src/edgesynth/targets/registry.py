@@ -56,7 +56,8 @@ class TargetPlugin:
     model_readers: tuple[ModelReader, ...] = ()
     # Top-level commands that read their own command line (`commands` registers them with
     # `raw_handler`): name -> "module:function", called with every argument after the name.
-    # `edgesynth NAME ...` runs it without building the other commands' parsers.
+    # `edgesynth NAME ...` runs it without building the other commands' parsers. It calls
+    # `edgesynth.collector.start()` once its modules are loaded.
     raw_commands: Mapping[str, str] = field(default_factory=dict)
 
 
