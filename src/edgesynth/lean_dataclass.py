@@ -56,7 +56,14 @@ def dataclass(cls: Any = None, /, *, frozen: bool = False, **options: Any) -> An
             made = dataclasses.dataclass(cls, frozen=frozen, repr=False, eq=False)
             _add_methods(made, frozen)
             return made
+        # A class without a docstring gets its signature as one; the standard library would
+        # take it with inspect.signature, whose first call compiles tokenize's expressions.
+        undocumented = not cls.__doc__
+        if undocumented:
+            cls.__doc__ = cls.__name__
         made = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+        if undocumented:
+            made.__doc__ = f"{cls.__name__}({', '.join(f.name for f in dataclasses.fields(made))})"
         _add_init(made, frozen)
         _add_methods(made, frozen)
         if frozen:
