@@ -177,3 +177,21 @@ def test_fields_the_shared_init_cannot_take_are_refused() -> None:
         class Misordered:
             a: int = 0
             b: int  # type: ignore[misc]
+
+
+def test_a_class_without_a_docstring_gets_its_fields_as_one(monkeypatch) -> None:
+    """(Without inspect.signature, whose first call compiles tokenize's expressions.)"""
+    import inspect
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("inspect.signature called")
+
+    monkeypatch.setattr(inspect, "signature", refuse)
+
+    @dataclass(frozen=True)
+    class Pair:
+        a: int
+        b: int = 0
+
+    assert Pair.__doc__ == "Pair(a, b)"
+    assert Pair(1) == Pair(1, 0)
