@@ -1,8 +1,8 @@
 """The garbage collector in edgesynth's own process (the console script, `python -m edgesynth`).
 
 Start-up imports make tens of thousands of objects that live until the process ends; the
-collector's passes over them, while the modules load and again at exit, cost a fifth of a small
-`izer` run (40 of 200 ms of CPU). So in the program's process (`edgesynth.cli.main` without an
+collector's passes over them, while the modules load and again at exit, cost a sixth of a small
+`izer` run (about 35 of 200 ms of CPU). So in the program's process (`edgesynth.cli.main` without an
 argument list) the collector waits while a command's modules load (`postpone`: only a
 generation-0 threshold of 200,000 objects, five times what `izer` loads, bounds the garbage
 a command that never calls `start` can leave), starts with the objects made so far set aside
