@@ -3,9 +3,10 @@
 Python 3.11 writes each method of a dataclass as source text and compiles it when the class is
 defined: `__init__`, `__repr__`, `__eq__`, `__hash__`, and a frozen class's `__setattr__` and
 `__delattr__`. For the 60-odd classes `edgesynth izer` loads that was a seventh of a small run's
-instructions (28 of 200 ms of CPU), and most of these classes are made a few times a run. Here the standard library
-collects the fields (so `fields`, `replace`, `asdict` and `is_dataclass` work as for any
-dataclass) and every method is a shared function reading them, with the same results:
+instructions (28 of 200 ms of CPU), and most of these classes are made a few times a run.
+Here the standard library collects the fields (so `fields`, `replace`, `asdict` and
+`is_dataclass` work as for any dataclass) and every method is a shared function reading them,
+with the same results:
 
 - `__init__(*args, **kwargs)`: the fields that are arguments, by position or keyword, their
   defaults and default factories (a factory also for a field that is no argument), in field
