@@ -101,3 +101,97 @@ def test_other_options_and_own_methods_are_left_to_the_standard_library() -> Non
     assert Ordered(1) < Ordered(2)
     assert repr(Own(1)) == "own"
     assert Own(1) == Own(1)
+
+
+def _made_pair(frozen: bool) -> tuple[type, type]:
+    """A class with every kind of field `__init__` handles, made by each decorator."""
+
+    def body() -> dict:
+        def __post_init__(self: object) -> None:
+            object.__setattr__(self, "seen", True)
+
+        return {
+            "__annotations__": {"a": "int", "b": "list[int]", "c": "list[int]", "d": "int"},
+            "b": field(default_factory=list),
+            "c": field(default_factory=lambda: [7], init=False),
+            "d": 4,
+            "__post_init__": __post_init__,
+        }
+
+    ours = dataclass(frozen=frozen)(type("Made", (), body()))
+    theirs = dataclasses.dataclass(frozen=frozen)(type("Made", (), body()))
+    return ours, theirs
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_init_is_the_standard_librarys(frozen: bool) -> None:
+    ours, theirs = _made_pair(frozen)
+    calls = [((1,), {}), ((1, [2], 3), {}), ((), {"a": 1, "d": 9}), ((1,), {"b": [5]})]
+    for args, kwargs in calls:
+        mine, std = ours(*args, **kwargs), theirs(*args, **kwargs)
+        assert vars(mine) == vars(std) and list(vars(mine)) == list(vars(std))
+    assert ours(1).b is not ours(1).b  # a fresh default each time
+    bad = [((), {}), ((1, [], 3, 4), {}), ((1,), {"a": 2}), ((1,), {"c": 2}), ((1,), {"e": 0})]
+    for args, kwargs in bad:
+        with pytest.raises(TypeError):
+            theirs(*args, **kwargs)
+        with pytest.raises(TypeError):
+            ours(*args, **kwargs)
+
+
+def test_a_frozen_class_refuses_assignment_and_deletion_and_can_be_derived() -> None:
+    @dataclass(frozen=True)
+    class Base:
+        a: int
+
+    p = Base(1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.a = 2  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del p.a  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.other = 2  # type: ignore[attr-defined]
+
+    @dataclasses.dataclass(frozen=True)
+    class Derived(Base):
+        b: int = 0
+
+    assert Derived(1, 2) == Derived(1, 2) and Derived(1).b == 0
+    with pytest.raises(TypeError, match="non-frozen"):
+
+        @dataclasses.dataclass
+        class Unfrozen(Base):
+            pass
+
+
+def test_fields_the_shared_init_cannot_take_are_refused() -> None:
+    with pytest.raises(TypeError, match="InitVar"):
+
+        @dataclass
+        class WithInitVar:
+            a: dataclasses.InitVar[int]
+
+    with pytest.raises(TypeError, match="follows default argument"):
+
+        @dataclass
+        class Misordered:
+            a: int = 0
+            b: int  # type: ignore[misc]
+
+
+def test_a_class_without_a_docstring_gets_its_fields_as_one(monkeypatch) -> None:
+    """(Without inspect.signature, whose first call compiles tokenize's expressions.)"""
+    import inspect
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("inspect.signature called")
+
+    monkeypatch.setattr(inspect, "signature", refuse)
+
+    @dataclass(frozen=True)
+    class Pair:
+        a: int
+        b: int = 0
+
+    assert Pair.__doc__ == "Pair(a, b)"
+    assert Pair(1) == Pair(1, 0)

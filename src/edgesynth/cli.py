@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from edgesynth import collector
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
 
 # The generic commands (every target's commands come from the target packages' entry points)
@@ -244,7 +245,7 @@ def run(argv: Sequence[str]) -> int:
     """Parse `argv` and run the command; errors propagate (see `main` for how they print)."""
     argv = list(argv)
     declared = _declared_raw_handler(argv)
-    if declared is not None:
+    if declared is not None:  # it starts the collector itself, once its modules are loaded
         return int(declared(argv[1:]) or 0)
     parser = build_parser(commands=argv != ["--version"])
     if not argv:
@@ -256,6 +257,7 @@ def run(argv: Sequence[str]) -> int:
         handler, rest = raw
         return int(handler(rest) or 0)
     args = parser.parse_args(argv)
+    collector.start()
     return int(args.handler(args) or 0)
 
 
@@ -277,10 +279,18 @@ def _missing_extra(err: ModuleNotFoundError, argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: every outcome is an exit status and at most one message, no traceback."""
-    args = sys.argv[1:] if argv is None else list(argv)
+    """Entry point: every outcome is an exit status and at most one message, no traceback.
+    Without `argv` (the program: the console script, `python -m edgesynth`) it reads
+    sys.argv, and the garbage collector waits for the command's modules (see
+    `edgesynth.collector`)."""
     one_blas_thread()
-    return guarded(lambda: run(args), args)
+    if argv is not None:
+        return guarded(lambda: run(list(argv)), argv)
+    args = sys.argv[1:]
+    collector.postpone()
+    code = guarded(lambda: run(args), args)
+    collector.finish()
+    return code
 
 
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+
+from edgesynth.lean_dataclass import dataclass
 
 
 @dataclass(frozen=True)

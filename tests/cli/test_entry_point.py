@@ -3,6 +3,8 @@ missing optional parts, and random command lines that must never end in a traceb
 
 from __future__ import annotations
 
+import gc
+import json
 import os
 import signal
 import subprocess
@@ -227,3 +229,54 @@ def test_izer_help_does_not_promise_onnx() -> None:
     result = run_cli("izer", "--help")
     assert result.exit_code == 0
     assert "quantized checkpoint (.pth.tar)" in result.stdout and ".onnx" not in result.stdout
+
+
+# Run as the program, with a spy on edgesynth.collector.start: what had loaded, and the
+# collector's state, when it started; then the collector's state at the end.
+COLLECTOR_PROBE = """
+import gc, json, sys
+from edgesynth import cli, collector
+seen = []
+real = collector.start
+def spy():
+    seen.append([gc.get_threshold()[0], sorted(m for m in WATCHED if m in sys.modules)])
+    real()
+collector.start = spy
+sys.argv = ["edgesynth", *ARGS]
+code = cli.main()
+print(json.dumps([code, seen, gc.get_threshold(), gc.get_freeze_count() > 10000]))
+"""
+
+
+def _collector_probe(args: list[str], watched: list[str], cwd: Path) -> list:
+    code = COLLECTOR_PROBE.replace("WATCHED", repr(watched)).replace("ARGS", repr(args))
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=cwd
+    )
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def test_the_program_collects_garbage_once_the_command_is_loaded(tmp_path: Path) -> None:
+    """Run as the program, collection waits for start-up, then runs as usual with the
+    start-up's objects frozen; a call with an argument list leaves the collector alone."""
+    usual = list(gc.get_threshold())
+    code, seen, after, frozen = _collector_probe(["targets"], [], tmp_path)
+    assert (code, seen, after, frozen) == (0, [[200_000, []]], usual, True)
+    before = gc.get_threshold(), gc.get_freeze_count()
+    from edgesynth.cli import main
+
+    assert main(["targets"]) == 0
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+@pytest.mark.corpus
+def test_izer_starts_the_collector_once_every_stage_is_loaded(tmp_path: Path) -> None:
+    case = CASE / "test-conv1d-1"
+    for entry in case.iterdir():
+        (tmp_path / entry.name).symlink_to(entry)
+    args = json.loads((case / "case.json").read_text())["args"]
+    watched = ["edgesynth.targets.max7800x.vdevice.runner", "jinja2"]  # sorted
+    code, seen, _, _ = _collector_probe(
+        ["izer", *args, "--test-dir", "out", "--prefix", "p"], watched, tmp_path
+    )
+    assert (code, seen) == (0, [[200_000, watched]])

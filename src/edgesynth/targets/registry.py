@@ -25,11 +25,12 @@ import functools
 import importlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgesynth.errors import EdgesynthError
+from edgesynth.lean_dataclass import dataclass
 
 if TYPE_CHECKING:
     from edgesynth.entry_points import EntryPoint
@@ -55,7 +56,8 @@ class TargetPlugin:
     model_readers: tuple[ModelReader, ...] = ()
     # Top-level commands that read their own command line (`commands` registers them with
     # `raw_handler`): name -> "module:function", called with every argument after the name.
-    # `edgesynth NAME ...` runs it without building the other commands' parsers.
+    # `edgesynth NAME ...` runs it without building the other commands' parsers. It calls
+    # `edgesynth.collector.start()` once its modules are loaded.
     raw_commands: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from edgesynth import collector
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.lean_dataclass import dataclass
 from edgesynth.outputs import output_folder
@@ -299,6 +301,24 @@ def _print_summary(result: SynthesisResult, plan: Plan | None) -> None:
         print(render_table(plan))
 
 
+# The modules of the run's later stages: code generation, and the virtual device that proves
+# the project.
+STAGES = ("edgesynth.targets.max7800x.codegen",)
+PROOF_STAGES = (
+    "edgesynth.targets.max7800x.proof",
+    "edgesynth.targets.max7800x.placement.verify",
+    "edgesynth.targets.max7800x.vdevice.runner",
+)
+
+
+def _load_stages(prove: bool) -> None:
+    """Load the later stages' modules now, then start the program's garbage collector
+    (`edgesynth.collector`): it then never scans the objects that loading makes."""
+    for name in STAGES + (PROOF_STAGES if prove else ()):
+        importlib.import_module(name)
+    collector.start()
+
+
 def run_izer(
     argv: list[str], names: OptionNames = VENDOR, write_for_write: bool = True
 ) -> SynthesisResult:
@@ -314,6 +334,7 @@ def run_izer(
     for remark in opts.warnings:  # the vendor's non-fatal remarks about the command line
         print(f"edgesynth: warning: {remark}", file=sys.stderr)
     _check_result_numpy(opts)
+    _load_stages(prove=not opts.no_verify)
     from edgesynth.targets.max7800x.codegen import ignored_options
 
     # The vendor refuses an existing TEST_DIR/PREFIX unless --overwrite: checked before work.

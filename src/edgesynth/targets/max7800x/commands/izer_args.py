@@ -29,7 +29,7 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any, Literal, NoReturn
 
 from edgesynth.errors import EdgesynthError, UsageError, did_you_mean
@@ -194,8 +194,14 @@ def _value(
     )
 
 
+_OPT_FIELDS = tuple(f.name for f in fields(Opt))
+assert _OPT_FIELDS[-1] == "section"
+
+
 def _section(title: str, *opts: Opt) -> tuple[Opt, ...]:
-    return tuple(replace(o, section=title) for o in opts)
+    """`opts` in section `title` (made with every field by position, the cheapest way to make
+    the 175 options every run loads)."""
+    return tuple(Opt(*(getattr(o, f) for f in _OPT_FIELDS[:-1]), title) for o in opts)
 
 
 _N = "N"
