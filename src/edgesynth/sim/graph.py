@@ -8,7 +8,9 @@ float tensors are float64.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import heapq
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +21,9 @@ from edgesynth.sim.rounding import divide, requantize
 from edgesynth.sim.staged import shift_scale_bias
 from edgesynth.sim.unary import UNARY, unary
 from edgesynth.wording import plural
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -258,11 +263,44 @@ def run(
     *,
     keep: bool = True,
     visit: Callable[[str, np.ndarray], None] | None = None,
+    threads: int = 1,
 ) -> dict[str, np.ndarray]:
     """Evaluate `graph` on a batch. `inputs` maps input names to (N, *shape) arrays (a bare
     array for a one-input graph). Returns every tensor (`keep`) or only the graph outputs;
     `visit(name, value)` sees every tensor as it is made (the inputs first), before it is dropped
-    (without `keep`, a tensor is dropped after its last use)."""
+    (without `keep`, a tensor is dropped after its last use). With `threads` > 1, operators
+    whose inputs are made run at once in that many threads (`_Threaded`): each operator computes
+    the same values from the same inputs, and the visits and drops keep the graph's order."""
+    values = _input_values(graph, inputs, visit)
+    last_use = {t: i for i, node in enumerate(graph.nodes) for t in node.inputs}
+    results = (
+        _Threaded(graph, values, threads).results()
+        if threads > 1
+        else (evaluate(node, *(values[t] for t in node.inputs)) for node in graph.nodes)
+    )
+    for i, (node, result) in enumerate(zip(graph.nodes, results, strict=True)):
+        want = graph.tensors[node.output].shape
+        if tuple(result.shape[1:]) != want:
+            raise EdgesynthError(
+                f"graph {graph.name}: operator {node.name} ({node.op}) produced "
+                f"{tuple(result.shape[1:])}, the graph says {want}"
+            )
+        values[node.output] = result
+        if visit is not None:
+            visit(node.output, result)
+        if not keep:
+            for t in node.inputs:
+                if last_use.get(t) == i and t not in graph.outputs:
+                    values.pop(t, None)
+    return values if keep else {t: values[t] for t in graph.outputs}
+
+
+def _input_values(
+    graph: g.Graph,
+    inputs: Mapping[str, np.ndarray] | np.ndarray,
+    visit: Callable[[str, np.ndarray], None] | None,
+) -> dict[str, np.ndarray]:
+    """The graph's inputs, checked, as int64 (quantized inputs) or float64, each visited."""
     if isinstance(inputs, np.ndarray):
         if len(graph.inputs) != 1:
             raise EdgesynthError(f"graph {graph.name} takes {plural(len(graph.inputs), 'input')}")
@@ -282,20 +320,67 @@ def run(
         values[name] = data.astype(np.int64) if qtype is not None else data.astype(np.float64)
         if visit is not None:
             visit(name, values[name])
-    last_use = {t: i for i, node in enumerate(graph.nodes) for t in node.inputs}
-    for i, node in enumerate(graph.nodes):
-        result = evaluate(node, *(values[t] for t in node.inputs))
-        want = graph.tensors[node.output].shape
-        if tuple(result.shape[1:]) != want:
-            raise EdgesynthError(
-                f"graph {graph.name}: operator {node.name} ({node.op}) produced "
-                f"{tuple(result.shape[1:])}, the graph says {want}"
-            )
-        values[node.output] = result
-        if visit is not None:
-            visit(node.output, result)
-        if not keep:
-            for t in node.inputs:
-                if last_use.get(t) == i and t not in graph.outputs:
-                    values.pop(t, None)
-    return values if keep else {t: values[t] for t in graph.outputs}
+    return values
+
+
+class _Threaded:
+    """Each operator's result in graph order (`results`), the operators run in `threads` threads
+    as soon as the tensors they read are made (the earliest in the graph first), reading them
+    from `values` (the caller stores each result there in its turn) or `made` (results made
+    ahead of their turn). NumPy releases the interpreter lock in its large operations (the
+    BLAS products), so independent branches share the cores. An operator's error is raised
+    when its turn in the graph's order comes."""
+
+    def __init__(self, graph: g.Graph, values: dict[str, np.ndarray], threads: int) -> None:
+        self.graph, self.values, self.threads = graph, values, threads
+        self.nodes = graph.nodes
+        made_by = {node.output: i for i, node in enumerate(self.nodes)}
+        self.readers: dict[int, list[int]] = {}
+        self.missing = [0] * len(self.nodes)  # input tensors not made yet, per operator
+        for i, node in enumerate(self.nodes):
+            for t in {t for t in node.inputs if t in made_by}:
+                self.readers.setdefault(made_by[t], []).append(i)
+                self.missing[i] += 1
+        self.ready = [i for i, m in enumerate(self.missing) if m == 0]  # a heap
+        self.running: dict[Future[np.ndarray], int] = {}
+        self.futures: dict[int, Future[np.ndarray]] = {}
+        self.made: dict[str, np.ndarray] = {}
+
+    def results(self) -> Iterator[np.ndarray]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="edgesynth-graph") as pool:
+            for i in range(len(self.nodes)):
+                while not (i in self.futures and self.futures[i].done()):
+                    self._start(pool)
+                    if not self.running:
+                        raise EdgesynthError(
+                            f"graph {self.graph.name}: operator {self.nodes[i].name} reads a "
+                            "tensor no operator makes before it"
+                        )
+                    self._collect()
+                self.made.pop(self.nodes[i].output, None)
+                yield self.futures.pop(i).result()
+
+    def _start(self, pool: Executor) -> None:
+        """Start the ready operators, the earliest first, while a thread is free."""
+        while self.ready and len(self.running) < self.threads:
+            j = heapq.heappop(self.ready)
+            node = self.nodes[j]
+            inputs = (self.made[t] if t in self.made else self.values[t] for t in node.inputs)
+            self.futures[j] = pool.submit(evaluate, node, *inputs)
+            self.running[self.futures[j]] = j
+
+    def _collect(self) -> None:
+        """Wait for an operator to finish; keep what the finished ones made and mark their
+        readers' inputs made."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        for done in wait(self.running, return_when=FIRST_COMPLETED).done:
+            j = self.running.pop(done)
+            if done.exception() is None:
+                self.made[self.nodes[j].output] = done.result()
+                for r in self.readers.get(j, ()):
+                    self.missing[r] -= 1
+                    if self.missing[r] == 0:
+                        heapq.heappush(self.ready, r)

@@ -49,6 +49,9 @@ from edgesynth.targets.xdnn.quantfile import (
 )
 
 HOST_TAILS = (g.Softmax,)
+# The calibration run's threads: independent branches (GoogLeNet's inception modules) computed
+# side by side, each product the same BLAS call as in one thread (the same ranges).
+CALIBRATION_THREADS = 2
 VIEW_OPS = (g.Flatten, g.Reshape)
 
 # What one engine command runs (`ir.fusion`), by the command's kind.
@@ -122,7 +125,8 @@ def lower(
     host: list[HostDense] = []
     if fc_on_host:
         fused, host = _host_tail_layers(graph, fused)
-    ranges = maxabs(observe(graph, calib, dev.NUMBER_FORMAT.calibration_chunk))
+    chunk = dev.NUMBER_FORMAT.calibration_chunk
+    ranges = maxabs(observe(graph, calib, chunk, threads=CALIBRATION_THREADS))
     low = _quantize(graph, fused, ranges, bits, keep_shape=bool(host))
     low.host_layers = host
     return low
