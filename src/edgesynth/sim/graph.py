@@ -23,7 +23,7 @@ from edgesynth.sim.unary import UNARY, unary
 from edgesynth.wording import plural
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor, Future
+    import queue
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -342,45 +342,65 @@ class _Threaded:
                 self.readers.setdefault(made_by[t], []).append(i)
                 self.missing[i] += 1
         self.ready = [i for i, m in enumerate(self.missing) if m == 0]  # a heap
-        self.running: dict[Future[np.ndarray], int] = {}
-        self.futures: dict[int, Future[np.ndarray]] = {}
+        self.running = 0
+        self.finished: dict[int, tuple[np.ndarray | None, BaseException | None]] = {}
         self.made: dict[str, np.ndarray] = {}
 
     def results(self) -> Iterator[np.ndarray]:
-        from concurrent.futures import ThreadPoolExecutor
+        import queue
+        import threading
 
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="edgesynth-graph") as pool:
+        todo: queue.SimpleQueue = queue.SimpleQueue()  # (operator, inputs), None: stop
+        done: queue.SimpleQueue = queue.SimpleQueue()  # (operator, result, error)
+        for _ in range(self.threads):  # daemons: Ctrl-C ends the command without them
+            threading.Thread(target=self._work, args=(todo, done), daemon=True).start()
+        try:
             for i in range(len(self.nodes)):
-                while not (i in self.futures and self.futures[i].done()):
-                    self._start(pool)
+                while i not in self.finished:
+                    self._start(todo)
                     if not self.running:
                         raise EdgesynthError(
                             f"graph {self.graph.name}: operator {self.nodes[i].name} reads a "
                             "tensor no operator makes before it"
                         )
-                    self._collect()
+                    self._collect(done)
                 self.made.pop(self.nodes[i].output, None)
-                yield self.futures.pop(i).result()
+                result, error = self.finished.pop(i)
+                if error is not None:
+                    raise error
+                assert result is not None
+                yield result
+        finally:
+            for _ in range(self.threads):
+                todo.put(None)
 
-    def _start(self, pool: Executor) -> None:
-        """Start the ready operators, the earliest first, while a thread is free."""
-        while self.ready and len(self.running) < self.threads:
+    def _work(self, todo: queue.SimpleQueue, done: queue.SimpleQueue) -> None:
+        """A thread: evaluate the operators handed to it until it is handed None."""
+        while (job := todo.get()) is not None:
+            i, inputs = job
+            try:
+                done.put((i, evaluate(self.nodes[i], *inputs), None))
+            except BaseException as err:  # raised in the caller's thread, in its turn
+                done.put((i, None, err))
+
+    def _start(self, todo: queue.SimpleQueue) -> None:
+        """Hand the ready operators to the threads, the earliest first, while one is free."""
+        while self.ready and self.running < self.threads:
             j = heapq.heappop(self.ready)
             node = self.nodes[j]
-            inputs = (self.made[t] if t in self.made else self.values[t] for t in node.inputs)
-            self.futures[j] = pool.submit(evaluate, node, *inputs)
-            self.running[self.futures[j]] = j
+            todo.put((j, [self.made[t] if t in self.made else self.values[t] for t in node.inputs]))
+            self.running += 1
 
-    def _collect(self) -> None:
-        """Wait for an operator to finish; keep what the finished ones made and mark their
-        readers' inputs made."""
-        from concurrent.futures import FIRST_COMPLETED, wait
-
-        for done in wait(self.running, return_when=FIRST_COMPLETED).done:
-            j = self.running.pop(done)
-            if done.exception() is None:
-                self.made[self.nodes[j].output] = done.result()
-                for r in self.readers.get(j, ()):
-                    self.missing[r] -= 1
-                    if self.missing[r] == 0:
-                        heapq.heappush(self.ready, r)
+    def _collect(self, done: queue.SimpleQueue) -> None:
+        """Wait for an operator to finish; keep what it made and mark its readers' input
+        made."""
+        j, result, error = done.get()
+        self.running -= 1
+        self.finished[j] = (result, error)
+        if error is None:
+            assert result is not None
+            self.made[self.nodes[j].output] = result
+            for r in self.readers.get(j, ()):
+                self.missing[r] -= 1
+                if self.missing[r] == 0:
+                    heapq.heappush(self.ready, r)
