@@ -92,7 +92,12 @@ def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]
     """(first(), second()), second run in another thread while first runs in this one: a proof's
     two independent halves (the executor's run of the files, the simulator's answer) share the
     cores, NumPy releasing the interpreter lock in its large operations. An exception of either
-    is raised here (first's before second's); Ctrl-C stops the command without waiting."""
+    is raised here (first's before second's); Ctrl-C stops the command without waiting. On a
+    busy machine (`cores.side_by_side_threads`) one after the other."""
+    from edgesynth.cores import side_by_side_threads
+
+    if side_by_side_threads(2) < 2:
+        return first(), second()
     value: list[B] = []
     error: list[BaseException] = []
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgesynth.cores import side_by_side_threads
 from edgesynth.errors import EdgesynthError, MultipleErrors
 from edgesynth.ir import graph as g
 from edgesynth.ir.fusion import Matcher, Pattern, pattern
@@ -49,8 +50,9 @@ from edgesynth.targets.xdnn.quantfile import (
 )
 
 HOST_TAILS = (g.Softmax,)
-# The calibration run's threads: independent branches (GoogLeNet's inception modules) computed
-# side by side, each product the same BLAS call as in one thread (the same ranges).
+# The calibration run's threads where a core is idle: independent branches (GoogLeNet's
+# inception modules) computed side by side, each product the same BLAS call as in one thread
+# (the same ranges).
 CALIBRATION_THREADS = 2
 VIEW_OPS = (g.Flatten, g.Reshape)
 
@@ -126,7 +128,8 @@ def lower(
     if fc_on_host:
         fused, host = _host_tail_layers(graph, fused)
     chunk = dev.NUMBER_FORMAT.calibration_chunk
-    ranges = maxabs(observe(graph, calib, chunk, threads=CALIBRATION_THREADS))
+    threads = side_by_side_threads(CALIBRATION_THREADS)
+    ranges = maxabs(observe(graph, calib, chunk, threads=threads))
     low = _quantize(graph, fused, ranges, bits, keep_shape=bool(host))
     low.host_layers = host
     return low
