@@ -179,9 +179,7 @@ def build_parser(commands: bool = True) -> CommandParser:
     parser.add_argument("--version", action=_VersionAction)
     if not commands:
         return parser
-    subparsers = parser.add_subparsers(
-        title="commands", dest="command", metavar="COMMAND", required=True
-    )
+    subparsers = add_commands(parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
     from edgesynth.targets.registry import load_object, plugins
@@ -190,6 +188,12 @@ def build_parser(commands: bool = True) -> CommandParser:
         if plugin.commands:
             load_object(plugin.commands, f"the commands of target package `{package}`")(subparsers)
     return parser
+
+
+def add_commands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    """The top-level parser's sub-command group (`build_parser` adds every command to it; a
+    target's `raw_commands` handler may add only its own)."""
+    return parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

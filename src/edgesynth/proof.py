@@ -11,10 +11,17 @@ model on script.bin and filters.bin. `--no-verify` skips the proof and says so (
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.lean_dataclass import dataclass
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 NO_VERIFY = "--no-verify"
 DEFECT_REMEDY = (
@@ -79,3 +86,31 @@ def compare(expected: np.ndarray, got: np.ndarray, executor: str, what: str, rem
             f"{first_difference(expected, got)}. {remedy}"
         )
     return Proof(executor, int(expected.size), int(expected.size), "values")
+
+
+def side_by_side(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """(first(), second()), second run in another thread while first runs in this one: a proof's
+    two independent halves (the executor's run of the files, the simulator's answer) share the
+    cores, NumPy releasing the interpreter lock in its large operations. An exception of either
+    is raised here (first's before second's); Ctrl-C stops the command without waiting. On a
+    busy machine (`cores.side_by_side_threads`) one after the other."""
+    from edgesynth.cores import side_by_side_threads
+
+    if side_by_side_threads(2) < 2:
+        return first(), second()
+    value: list[B] = []
+    error: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            value.append(second())
+        except BaseException as err:  # raised in the caller's thread below
+            error.append(err)
+
+    thread = threading.Thread(target=work, name="edgesynth-proof", daemon=True)
+    thread.start()
+    got = first()
+    thread.join()
+    if error:
+        raise error[0]
+    return got, value[0]

@@ -127,3 +127,27 @@ def test_eltwise_is_left_to_right_and_wide(operation) -> None:
     fn = {"add": np.add, "sub": np.subtract, "xor": np.bitwise_xor, "or": np.bitwise_or}
     expected = fn[operation](fn[operation](a, b), c)
     np.testing.assert_array_equal(ops.eltwise(operation, [a, b, c]), expected)
+
+
+@pytest.mark.parametrize(
+    ("weight_range", "tight_type"), [(1, np.float32), (127, np.float64)], ids=["sparse", "dense"]
+)
+def test_integer_products_in_float32_where_each_outputs_weights_allow(
+    weight_range: int, tight_type: type
+) -> None:
+    """8-bit data, 8-bit weights, 3x3x256 taps: max|w| x taps x max|x| is past 2**24, but with
+    weights in [-1, 1] no output's partial sums can reach it (float32, exact); with weights
+    up to 127 they can (float64). Either way the sums are the int64 sums."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, size=(2, 256, 6, 6))
+    w = rng.integers(-weight_range, weight_range + 1, size=(4, 256, 3, 3))
+    w[0, 0, 0, 0] = 127  # the coarse bound: 127 x 2304 x 128 > 2**24
+    kernels = w.reshape(1, 4, -1)
+    assert ops._matmul_type(x, kernels, tight=False) == np.float64
+    assert ops._matmul_type(x, kernels) == tight_type
+    got = ops.conv2d_batch(x, w, pads=(1, 1, 1, 1))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    want = np.einsum("nchwij,ocij->nohw", cols, w, dtype=np.int64)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)

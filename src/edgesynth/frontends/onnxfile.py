@@ -28,7 +28,9 @@ def _looks_like(head: bytes) -> str | None:
 def read_onnx_file(path: str | Path) -> Any:
     """The `onnx.ModelProto` in `path`; EdgesynthError naming the file (as given) when it is
     missing, a folder, empty or not an ONNX model."""
-    import onnx
+    from edgesynth.frontends import onnxproto
+
+    onnxproto.messages()  # ModuleNotFoundError (naming onnx) first, as `import onnx` gives
 
     name = str(path)
     path = Path(path)
@@ -41,7 +43,7 @@ def read_onnx_file(path: str | Path) -> Any:
     if not head:
         raise EdgesynthError("the file is empty (0 bytes), not an ONNX model", file=name)
     try:
-        model = onnx.load(name)
+        model = onnxproto.load_model(name)
     except Exception as err:  # the protobuf parser raises several unrelated types
         kind = _looks_like(head)
         why = f"it is {kind}" if kind else f"the ONNX parser says: {err}"

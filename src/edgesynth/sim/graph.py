@@ -8,7 +8,9 @@ float tensors are float64.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import heapq
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +21,9 @@ from edgesynth.sim.rounding import divide, requantize
 from edgesynth.sim.staged import shift_scale_bias
 from edgesynth.sim.unary import UNARY, unary
 from edgesynth.wording import plural
+
+if TYPE_CHECKING:
+    import queue
 
 
 def _as_2d(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -258,11 +263,44 @@ def run(
     *,
     keep: bool = True,
     visit: Callable[[str, np.ndarray], None] | None = None,
+    threads: int = 1,
 ) -> dict[str, np.ndarray]:
     """Evaluate `graph` on a batch. `inputs` maps input names to (N, *shape) arrays (a bare
     array for a one-input graph). Returns every tensor (`keep`) or only the graph outputs;
     `visit(name, value)` sees every tensor as it is made (the inputs first), before it is dropped
-    (without `keep`, a tensor is dropped after its last use)."""
+    (without `keep`, a tensor is dropped after its last use). With `threads` > 1, operators
+    whose inputs are made run at once in that many threads (`_Threaded`): each operator computes
+    the same values from the same inputs, and the visits and drops keep the graph's order."""
+    values = _input_values(graph, inputs, visit)
+    last_use = {t: i for i, node in enumerate(graph.nodes) for t in node.inputs}
+    results = (
+        _Threaded(graph, values, threads).results()
+        if threads > 1
+        else (evaluate(node, *(values[t] for t in node.inputs)) for node in graph.nodes)
+    )
+    for i, (node, result) in enumerate(zip(graph.nodes, results, strict=True)):
+        want = graph.tensors[node.output].shape
+        if tuple(result.shape[1:]) != want:
+            raise EdgesynthError(
+                f"graph {graph.name}: operator {node.name} ({node.op}) produced "
+                f"{tuple(result.shape[1:])}, the graph says {want}"
+            )
+        values[node.output] = result
+        if visit is not None:
+            visit(node.output, result)
+        if not keep:
+            for t in node.inputs:
+                if last_use.get(t) == i and t not in graph.outputs:
+                    values.pop(t, None)
+    return values if keep else {t: values[t] for t in graph.outputs}
+
+
+def _input_values(
+    graph: g.Graph,
+    inputs: Mapping[str, np.ndarray] | np.ndarray,
+    visit: Callable[[str, np.ndarray], None] | None,
+) -> dict[str, np.ndarray]:
+    """The graph's inputs, checked, as int64 (quantized inputs) or float64, each visited."""
     if isinstance(inputs, np.ndarray):
         if len(graph.inputs) != 1:
             raise EdgesynthError(f"graph {graph.name} takes {plural(len(graph.inputs), 'input')}")
@@ -282,20 +320,87 @@ def run(
         values[name] = data.astype(np.int64) if qtype is not None else data.astype(np.float64)
         if visit is not None:
             visit(name, values[name])
-    last_use = {t: i for i, node in enumerate(graph.nodes) for t in node.inputs}
-    for i, node in enumerate(graph.nodes):
-        result = evaluate(node, *(values[t] for t in node.inputs))
-        want = graph.tensors[node.output].shape
-        if tuple(result.shape[1:]) != want:
-            raise EdgesynthError(
-                f"graph {graph.name}: operator {node.name} ({node.op}) produced "
-                f"{tuple(result.shape[1:])}, the graph says {want}"
-            )
-        values[node.output] = result
-        if visit is not None:
-            visit(node.output, result)
-        if not keep:
-            for t in node.inputs:
-                if last_use.get(t) == i and t not in graph.outputs:
-                    values.pop(t, None)
-    return values if keep else {t: values[t] for t in graph.outputs}
+    return values
+
+
+class _Threaded:
+    """Each operator's result in graph order (`results`), the operators run in `threads` threads
+    as soon as the tensors they read are made (the earliest in the graph first), reading them
+    from `values` (the caller stores each result there in its turn) or `made` (results made
+    ahead of their turn). NumPy releases the interpreter lock in its large operations (the
+    BLAS products), so independent branches share the cores. An operator's error is raised
+    when its turn in the graph's order comes."""
+
+    def __init__(self, graph: g.Graph, values: dict[str, np.ndarray], threads: int) -> None:
+        self.graph, self.values, self.threads = graph, values, threads
+        self.nodes = graph.nodes
+        made_by = {node.output: i for i, node in enumerate(self.nodes)}
+        self.readers: dict[int, list[int]] = {}
+        self.missing = [0] * len(self.nodes)  # input tensors not made yet, per operator
+        for i, node in enumerate(self.nodes):
+            for t in {t for t in node.inputs if t in made_by}:
+                self.readers.setdefault(made_by[t], []).append(i)
+                self.missing[i] += 1
+        self.ready = [i for i, m in enumerate(self.missing) if m == 0]  # a heap
+        self.running = 0
+        self.finished: dict[int, tuple[np.ndarray | None, BaseException | None]] = {}
+        self.made: dict[str, np.ndarray] = {}
+
+    def results(self) -> Iterator[np.ndarray]:
+        import queue
+        import threading
+
+        todo: queue.SimpleQueue = queue.SimpleQueue()  # (operator, inputs), None: stop
+        done: queue.SimpleQueue = queue.SimpleQueue()  # (operator, result, error)
+        for _ in range(self.threads):  # daemons: Ctrl-C ends the command without them
+            threading.Thread(target=self._work, args=(todo, done), daemon=True).start()
+        try:
+            for i in range(len(self.nodes)):
+                while i not in self.finished:
+                    self._start(todo)
+                    if not self.running:
+                        raise EdgesynthError(
+                            f"graph {self.graph.name}: operator {self.nodes[i].name} reads a "
+                            "tensor no operator makes before it"
+                        )
+                    self._collect(done)
+                self.made.pop(self.nodes[i].output, None)
+                result, error = self.finished.pop(i)
+                if error is not None:
+                    raise error
+                assert result is not None
+                yield result
+        finally:
+            for _ in range(self.threads):
+                todo.put(None)
+
+    def _work(self, todo: queue.SimpleQueue, done: queue.SimpleQueue) -> None:
+        """A thread: evaluate the operators handed to it until it is handed None."""
+        while (job := todo.get()) is not None:
+            i, inputs = job
+            try:
+                done.put((i, evaluate(self.nodes[i], *inputs), None))
+            except BaseException as err:  # raised in the caller's thread, in its turn
+                done.put((i, None, err))
+
+    def _start(self, todo: queue.SimpleQueue) -> None:
+        """Hand the ready operators to the threads, the earliest first, while one is free."""
+        while self.ready and self.running < self.threads:
+            j = heapq.heappop(self.ready)
+            node = self.nodes[j]
+            todo.put((j, [self.made[t] if t in self.made else self.values[t] for t in node.inputs]))
+            self.running += 1
+
+    def _collect(self, done: queue.SimpleQueue) -> None:
+        """Wait for an operator to finish; keep what it made and mark its readers' input
+        made."""
+        j, result, error = done.get()
+        self.running -= 1
+        self.finished[j] = (result, error)
+        if error is None:
+            assert result is not None
+            self.made[self.nodes[j].output] = result
+            for r in self.readers.get(j, ()):
+                self.missing[r] -= 1
+                if self.missing[r] == 0:
+                    heapq.heappush(self.ready, r)

@@ -18,15 +18,20 @@ from edgesynth.sim.graph import run
 BATCH = 256  # samples evaluated at once by default (bounded memory for every tensor of a batch)
 
 
-def observe(graph: g.Graph, x: np.ndarray, chunk: int = BATCH) -> dict[str, tuple[float, float]]:
+def observe(
+    graph: g.Graph, x: np.ndarray, chunk: int = BATCH, threads: int = 1
+) -> dict[str, tuple[float, float]]:
     """(smallest, largest) value of every tensor of the float `graph` (its input included) over
     the batch `x`, evaluated by the graph's reference (`sim.graph`) `chunk` samples at a time
-    (the whole batch at once for 0). An empty tensor's range is (0, 0)."""
+    (the whole batch at once for 0), independent operators in `threads` threads (the same
+    values: each operator's products are the same calls on the same inputs). An empty
+    tensor's range is (0, 0)."""
     ranges: dict[str, tuple[float, float]] = {}
     chunk = chunk if chunk > 0 else max(len(x), 1)
     for start in range(0, len(x), chunk):
         # each tensor's range is taken as it is made, and the tensor dropped after its last use
-        run(graph, x[start : start + chunk], keep=False, visit=lambda n, v: widen(ranges, {n: v}))
+        part = x[start : start + chunk]
+        run(graph, part, keep=False, visit=lambda n, v: widen(ranges, {n: v}), threads=threads)
     return ranges
 
 

@@ -34,16 +34,24 @@ def _integers(a: np.ndarray, b: np.ndarray) -> bool:
     return np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)
 
 
-def _matmul_type(data: np.ndarray, kernels: np.ndarray) -> type:
+def _matmul_type(data: np.ndarray, kernels: np.ndarray, tight: bool = True) -> type:
     """The type `conv2d_batch` computes in: float64 (BLAS) for floats; for integers, the
-    smallest of float32 and float64 that holds every sum exactly (bounded from the data, a
-    superset of the im2col columns, so the data are converted before they are copied into
-    columns; half the memory of float64 where 8-bit layers fit), int64 beyond that."""
+    smallest of float32 and float64 that holds every sum exactly, int64 beyond that. Every
+    partial sum of an output, in any order, is at most max|data| (a superset of the im2col
+    columns, so the data are converted before they are copied into columns) times the sum of
+    that output's |weights| (`tight`; else max|weight| x the kernel size, a coarser bound):
+    below 2**24 every product and sum is an integer float32 holds (half the memory and twice
+    the speed of float64)."""
     if not _integers(data, kernels):
         return np.float64
-    largest = float(_magnitude(data)) * float(_magnitude(kernels)) * kernels.shape[-1]
+    reach = float(_magnitude(data))
+    largest = reach * float(_magnitude(kernels)) * kernels.shape[-1]
     if largest < FLOAT32_EXACT_LIMIT:
         return np.float32
+    if tight:
+        row_sum = float(np.abs(kernels, dtype=np.float64).sum(axis=-1).max())  # exact: < 2**53
+        if reach * row_sum < FLOAT32_EXACT_LIMIT:
+            return np.float32
     return np.float64 if largest < ACC_EXACT_LIMIT else np.int64
 
 
@@ -77,7 +85,7 @@ def conv2d_batch(
     if in_per_group * groups != channels:
         raise ValueError(f"weights expect {in_per_group * groups} channels, data has {channels}")
     kernels = weight.reshape(groups, out_channels // groups, in_per_group * kh * kw)
-    work = _matmul_type(data, kernels)
+    work = _matmul_type(data, kernels, tight=not keep_float)  # keep_float: the type as it was
     padded = _zero_padded(data, pads, work)
     kernels = kernels.astype(work, copy=False)
     span_h = dilation[0] * (kh - 1) + 1

@@ -27,10 +27,13 @@ def _per_channel(v: np.ndarray | int, ndim: int, axis: int) -> np.ndarray:
     return a.reshape(shape)
 
 
-def wrap(x: np.ndarray, bits: int) -> np.ndarray:
-    """Keep the low `bits` bits, read as two's complement."""
+def wrap(x: np.ndarray, bits: int, *, out: np.ndarray | None = None) -> np.ndarray:
+    """Keep the low `bits` bits, read as two's complement (into `out`, an int64 array of the
+    same shape, when given)."""
     top = np.int64(1) << np.int64(bits - 1)
-    return ((np.asarray(x, dtype=np.int64) + top) & ((top << 1) - 1)) - top
+    out = np.add(np.asarray(x, dtype=np.int64), top, out=out)
+    np.bitwise_and(out, (top << 1) - 1, out=out)
+    return np.subtract(out, top, out=out)
 
 
 def saturate(x: np.ndarray, bits: int) -> np.ndarray:
@@ -51,15 +54,20 @@ def shift_scale_bias(
     hi: int | None = None,
     channel_axis: int = 1,
 ) -> np.ndarray:
-    """The pipeline above on int64 data; per-channel parameters run along `channel_axis`."""
+    """The pipeline above on int64 data; per-channel parameters run along `channel_axis`. One
+    new array (`acc` is not changed), each stage computed into it."""
     a = np.asarray(acc, dtype=np.int64)
     nd = a.ndim
     p, s, q, b = (_per_channel(v, nd, channel_axis) for v in (pre, scale, post, bias))
-    if acc_bits < 64:
-        a = wrap(a, acc_bits)
-    x = saturate(a >> p, bits)
-    x = wrap((x * s) >> q, bits)
-    x = saturate(x + b, bits)
+    x = wrap(a, acc_bits) if acc_bits < 64 else a.copy()
+    top = 1 << (bits - 1)
+    np.right_shift(x, p, out=x)
+    np.clip(x, -top, top - 1, out=x)
+    np.multiply(x, s, out=x)
+    np.right_shift(x, q, out=x)
+    wrap(x, bits, out=x)
+    np.add(x, b, out=x)
+    np.clip(x, -top, top - 1, out=x)
     if lo is not None or hi is not None:
-        x = np.clip(x, lo, hi)
-    return x.astype(np.int64)
+        np.clip(x, lo, hi, out=x)
+    return x

@@ -350,10 +350,12 @@ class Target(ABC, Generic[ProgramT, LoadedT]):
         return None
 
     def expected(self, program: Program, inputs: list[np.ndarray]) -> np.ndarray:
-        """The reference the proof compares with: the program's integer graph, simulated."""
+        """The reference the proof compares with: the program's integer graph, simulated (each
+        tensor dropped after its last use: a large network's are tens of MB)."""
         from edgesynth.sim.graph import run
 
-        values = run(program.graph, dict(zip(program.graph.inputs, inputs, strict=True)))
+        feed = dict(zip(program.graph.inputs, inputs, strict=True))
+        values = run(program.graph, feed, keep=False)
         out = values[program.graph.outputs[0]]
         return out.reshape(len(out), *program.outputs[0].shape)
 

@@ -28,10 +28,10 @@ class FoldError(Exception):
 
 def constant_value(attrs: dict[str, Any]) -> np.ndarray:
     """The value of a Constant node (any of its attribute forms)."""
-    from onnx import numpy_helper
+    from edgesynth.frontends.onnxproto import to_array
 
     if "value" in attrs:
-        return numpy_helper.to_array(attrs["value"])
+        return to_array(attrs["value"])
     for key, dtype in (
         ("value_float", np.float32),
         ("value_floats", np.float32),

@@ -54,11 +54,11 @@ def node_label(node: Any, index: int) -> str:
 
 
 def _attrs(node: Any) -> dict[str, Any]:
-    import onnx
+    from edgesynth.frontends.onnxproto import attribute_value
 
     out: dict[str, Any] = {}
     for a in node.attribute:
-        v = onnx.helper.get_attribute_value(a)
+        v = attribute_value(a)
         if isinstance(v, bytes):
             v = v.decode()
         out[a.name] = v
@@ -74,16 +74,14 @@ class Converter:
     """One pass over the ONNX nodes in order (ONNX requires a topological order)."""
 
     def __init__(self, model: Any, path: str) -> None:
-        from onnx import numpy_helper
+        from edgesynth.frontends.onnxproto import to_array
 
         self.path = path
         self.onnx = model.graph
         self.opset = max(
             (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0
         )
-        self.consts: dict[str, np.ndarray] = {
-            t.name: numpy_helper.to_array(t) for t in self.onnx.initializer
-        }
+        self.consts: dict[str, np.ndarray] = {t.name: to_array(t) for t in self.onnx.initializer}
         name = self.onnx.name or "onnx"
         self.graph = g.Graph(name=name, source=path)
         self.graph.meta = {"format": "onnx", "opset": self.opset}

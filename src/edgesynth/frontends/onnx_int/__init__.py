@@ -137,12 +137,12 @@ def is_integer_model(path: Path | str | Any) -> bool:
     attributes, or convolution/linear weights that are all whole numbers (NEMO) say so; trained
     float weights never are (the first such weight answers)."""
     import numpy as np
-    import onnx
-    from onnx import numpy_helper
+
+    from edgesynth.frontends.onnxproto import load_model, to_array
 
     if isinstance(path, (str, Path)):
         try:
-            model = onnx.load(str(path))
+            model = load_model(str(path))
         except Exception:  # the float front end reports unreadable files
             return False
     else:
@@ -154,7 +154,7 @@ def is_integer_model(path: Path | str | Any) -> bool:
         return True
     inits = {t.name: t for t in model.graph.initializer}
     weights = (
-        numpy_helper.to_array(inits[n.input[1]])
+        to_array(inits[n.input[1]])
         for n in nodes
         if n.op_type in ("Conv", "Gemm", "MatMul") and len(n.input) > 1 and n.input[1] in inits
     )

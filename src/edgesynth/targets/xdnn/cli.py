@@ -172,6 +172,17 @@ def check_quant_cmd(args: argparse.Namespace) -> int:
     return status
 
 
+def xdnn_main(argv: list[str]) -> int:
+    """`edgesynth xdnn ARGV` (the plugin's `raw_commands` name it): the `edgesynth` parser with
+    only this command, so no other command's parser is built (or its module imported)."""
+    from edgesynth.cli import add_commands, build_parser
+
+    parser = build_parser(commands=False)
+    register(add_commands(parser))
+    args = parser.parse_args(["xdnn", *argv])
+    return int(args.handler(args) or 0)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `xdnn compile | decode | run | check-quant` to the `edgesynth` command line."""
     xdnn = subparsers.add_parser(
@@ -198,3 +209,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q = commands.add_parser("check-quant", help="recompute every channel's (pre, scale, post)")
     q.add_argument("file", type=Path, metavar="FILE", help="an ml-suite quantization .json")
     q.set_defaults(handler=check_quant_cmd)
+    xdnn.set_defaults(raw_handler=xdnn_main)

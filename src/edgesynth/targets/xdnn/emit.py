@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgesynth import jsontext
 from edgesynth.targets.xdnn.files import FILES
 from edgesynth.targets.xdnn.filters import pack_filters
 from edgesynth.targets.xdnn.imem import overlaps
@@ -30,14 +30,12 @@ def emit(low: Lowered, plan: ImemPlan, engine: Engine, bits: int, folder: Path) 
     script.init = init_writes(0, 0)
     files = {
         FILES["cmd"]: cmd_text(low, cmds, plan, engine).encode(),
-        FILES["json"]: (
-            json.dumps(program_json(low, cmds, engine, bits), indent=1) + "\n"
-        ).encode(),
+        FILES["json"]: (jsontext.dumps(program_json(low, cmds, engine, bits)) + "\n").encode(),
         FILES["script"]: encode(script),
         FILES["filters"]: filters,
-        FILES["quant"]: (json.dumps(low.quant.to_json(), indent=1) + "\n").encode(),
+        FILES["quant"]: (jsontext.dumps(low.quant.to_json()) + "\n").encode(),
         FILES["imem"]: (
-            json.dumps(
+            jsontext.dumps(
                 {
                     **plan.to_json(
                         {t.name: t.shape for t in low.graph.tensors.values() if len(t.shape) == 3}
@@ -54,7 +52,6 @@ def emit(low: Lowered, plan: ImemPlan, engine: Engine, bits: int, folder: Path) 
                         "filter_bytes": len(filters),
                     },
                 },
-                indent=1,
             )
             + "\n"
         ).encode(),

@@ -199,10 +199,11 @@ class XdnnTarget(Target[XdnnProgram, XdnnLoaded]):
     def prove(self, program: XdnnProgram, folder: Path, inputs: list[np.ndarray]) -> Proof | None:
         """The files in `folder` (script.bin, filters.bin) run on the functional model compute
         what the program's integer graph computes."""
-        from edgesynth.proof import DEFECT_REMEDY, compare
+        from edgesynth.proof import DEFECT_REMEDY, compare, side_by_side
 
-        got = run_folder(Path(folder), inputs[0])
-        expected = self.expected(program, inputs)
+        got, expected = side_by_side(
+            lambda: run_folder(Path(folder), inputs[0]), lambda: self.expected(program, inputs)
+        )
         return compare(expected, got, str(self.executor), "the emitted program", DEFECT_REMEDY)
 
     def manifest(self, program: XdnnProgram, files: list[str]) -> dict[str, Any]:

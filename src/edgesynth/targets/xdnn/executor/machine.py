@@ -45,23 +45,29 @@ class Machine:
             )
         return addr, size
 
-    def read(self, imem: np.ndarray, addr: int, c: int, h: int, w: int) -> np.ndarray:
+    def _volume(self, imem: np.ndarray, addr: int, c: int, h: int, w: int) -> np.ndarray:
+        """The IMEM bytes of a (c, h, w) volume at `addr` of every image, viewed (no copy) as
+        (N, channel pairs, rows, pitch / 2 columns, 2 channels) little-endian 16-bit values: a
+        pair of channels interleaved along each row, rows `pitch` bytes apart."""
         a, size = self._span(addr, c, h, w)
         pitch = _pitch(w, self.imem_width)
-        raw = imem[:, a : a + size].copy().view("<i2")
-        c2 = (c + 1) // 2
-        vol = raw.reshape(-1, c2, h, pitch // 2, 2).transpose(0, 1, 4, 2, 3)
-        return vol.reshape(-1, 2 * c2, h, pitch // 2)[:, :c, :, :w].astype(np.int64)
+        return imem[:, a : a + size].view("<i2").reshape(len(imem), (c + 1) // 2, h, pitch // 2, 2)
+
+    def read(self, imem: np.ndarray, addr: int, c: int, h: int, w: int) -> np.ndarray:
+        vol = self._volume(imem, addr, c, h, w)
+        out = np.empty((len(imem), c, h, w), dtype=np.int64)
+        out[:, 0::2] = vol[:, : (c + 1) // 2, :, :w, 0]  # even channels: the pairs' first
+        out[:, 1::2] = vol[:, : c // 2, :, :w, 1]
+        return out
 
     def write(self, imem: np.ndarray, addr: int, data: np.ndarray) -> None:
-        n, c, h, w = data.shape
-        a, size = self._span(addr, c, h, w)
-        pitch = _pitch(w, self.imem_width)
-        c2 = (c + 1) // 2
-        vol = np.zeros((n, 2 * c2, h, pitch // 2), dtype="<i2")
-        vol[:, :c, :, :w] = data
-        raw = vol.reshape(n, c2, 2, h, pitch // 2).transpose(0, 1, 3, 4, 2)
-        imem[:, a : a + size] = np.ascontiguousarray(raw).view(np.uint8).reshape(n, size)
+        """`data` (N, c, h, w) into the volume at `addr`; the rest of its span (the row's
+        padding columns, an odd depth's last pair's second channel) zero."""
+        c, w = data.shape[1], data.shape[3]
+        vol = self._volume(imem, addr, c, data.shape[2], w)
+        vol[...] = 0
+        vol[:, : (c + 1) // 2, :, :w, 0] = data[:, 0::2]
+        vol[:, : c // 2, :, :w, 1] = data[:, 1::2]
 
     # -- commands -------------------------------------------------------------------------
     def _finish(self, f: dict[str, int], x: np.ndarray) -> np.ndarray:
@@ -88,7 +94,7 @@ class Machine:
             q = np.tile([f["preshift"], f["scale"], f["postshift"], f["bias"]], (oc, 1))
         if not f["bias_enable"]:
             q[:, 3] = 0
-        acc = self._conv_sum(x, weight.astype(np.int64), f)
+        acc = self._conv_sum(x, weight, f)  # 16-bit weights: the products are exact
         y = shift_scale_bias(
             acc,
             pre=q[:, 0],
