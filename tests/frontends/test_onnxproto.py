@@ -125,3 +125,20 @@ print(json.dumps([is_integer_model(model), "onnx" in sys.modules, attrs[-1]["mod
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == [False, False, "constant"]
+
+
+def test_onnx_imported_after_a_reading_shares_its_classes(tmp_path: Path) -> None:
+    onnx.save(_model(), tmp_path / "m.onnx")
+    probe = f"""
+import sys
+from edgesynth.frontends import onnxproto
+ours = onnxproto.load_model({str(tmp_path / "m.onnx")!r})
+assert "onnx" not in sys.modules
+import onnx
+theirs = onnx.load({str(tmp_path / "m.onnx")!r})
+assert ours.SerializeToString() == theirs.SerializeToString()
+print(type(ours) is type(theirs) is onnx.ModelProto)
+"""
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"
