@@ -151,8 +151,9 @@ def measure(
 
 
 def floor_wall(env: dict[str, str], repeat: int = 7) -> float:
-    """The best wall time of a fresh Python that only imports NumPy: what any izer run that
-    uses NumPy costs at least, whatever it does."""
+    """The best wall time of a fresh Python that only imports NumPy (with one BLAS thread, as
+    edgesynth loads it): what any izer run that uses NumPy costs at least, whatever it does."""
+    env = {**env, "OPENBLAS_NUM_THREADS": "1"}
     walls = []
     for _ in range(repeat):
         probe = subprocess.run(
