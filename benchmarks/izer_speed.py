@@ -13,9 +13,10 @@ Both tools' known-answer outputs must equal the case's expected_output.npy.
 Printed per case and overall: wall-time ratio (vendor / edgesynth: how many times faster
 edgesynth is) and peak-memory ratio (edgesynth / vendor), with median, minimum and maximum; the
 date, the cores and the load average (other work sharing the cores slows both tools).
-Also printed: the floor, the best wall time of a fresh Python that only imports NumPy, and the
-ceiling, the vendor's wall time over that floor: the speed-up an izer run built on NumPy could
-not exceed even if it did nothing else.
+Also printed: two floors, the best wall times of a fresh Python that only imports NumPy, and
+one that imports the three libraries every izer run loads (NumPy, PyYAML for the network YAML,
+Jinja2 for the C templates), and the ceilings they set: the vendor's wall time over a floor,
+the speed-up an izer run built on those libraries could not exceed even if it did nothing else.
 
     python benchmarks/izer_speed.py --vendor ../ai8x-synthesis \
         [--vendor-python ../ai8x-synthesis/.venv/bin/python] [--count 40] [--repeat 2]
@@ -150,14 +151,17 @@ def measure(
     return [tuple(min(r[i] for r in mine) for i in range(3)) for mine in runs]  # type: ignore[misc]
 
 
-def floor_wall(env: dict[str, str], repeat: int = 7) -> float:
-    """The best wall time of a fresh Python that only imports NumPy (with one BLAS thread, as
-    edgesynth loads it): what any izer run that uses NumPy costs at least, whatever it does."""
+FLOORS = {"NumPy": "import numpy", "NumPy+PyYAML+Jinja2": "import numpy, yaml, jinja2"}
+
+
+def floor_wall(env: dict[str, str], imports: str, repeat: int = 7) -> float:
+    """The best wall time of a fresh Python that only runs `imports` (NumPy with one BLAS
+    thread, as edgesynth loads it): what an izer run needing them costs at least."""
     env = {**env, "OPENBLAS_NUM_THREADS": "1"}
     walls = []
     for _ in range(repeat):
         probe = subprocess.run(
-            [sys.executable, "-c", PROBE, sys.executable, "-c", "import numpy"],
+            [sys.executable, "-c", PROBE, sys.executable, "-c", imports],
             capture_output=True,
             text=True,
             check=True,
@@ -187,12 +191,13 @@ def summary(label: str, values: list[float], unit: str) -> str:
     )
 
 
-def header(args: argparse.Namespace, cases: list[Case], floor: float) -> None:
+def header(args: argparse.Namespace, cases: list[Case], floors: dict[str, float]) -> None:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# {now}, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"# {len(cases)} cases, best of {args.repeat} after a warm-up, tools in turn")
     print(f"# load average at the start: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"# floor: `python -c 'import numpy'` {floor:.3f}s wall (best of 7)")
+    for name, wall in floors.items():
+        print(f"# floor {name}: `python -c '{FLOORS[name]}'` {wall:.3f}s wall (best of 7)")
     columns = f"{'case':52} {'kB in':>8} {'edgesynth':>10} {'CPU':>6} {'MB':>5}"
     if args.vendor is not None:
         columns += f" {'vendor':>8} {'MB':>5} {'speed':>7} {'memory':>6}"
@@ -210,9 +215,10 @@ def main() -> None:
         args.vendor = args.vendor.resolve()
     tools = make_tools(args)
     cases = spread(corpus_cases(), args.count)
-    floor = floor_wall(tools[0].env)
-    header(args, cases, floor)
-    speed, memory, loads, cpus, ceiling = [], [], [], [], []
+    floors = {name: floor_wall(tools[0].env, imports) for name, imports in FLOORS.items()}
+    header(args, cases, floors)
+    speed, memory, loads, cpus = [], [], [], []
+    ceilings: dict[str, list[float]] = {name: [] for name in floors}
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             cwd = scratch(case, Path(tmp), args.vendor)
@@ -224,7 +230,8 @@ def main() -> None:
             if vendor:
                 (v_wall, v_rss, _) = vendor[0]
                 speed.append(v_wall / wall)
-                ceiling.append(v_wall / floor)
+                for name, wall_floor in floors.items():
+                    ceilings[name].append(v_wall / wall_floor)
                 memory.append(rss / v_rss)
                 line += f" {v_wall:7.2f}s {v_rss / 1024:5.0f} {speed[-1]:6.1f}x {memory[-1]:6.2f}"
             loads.append(os.getloadavg()[0])
@@ -234,7 +241,8 @@ def main() -> None:
     if speed:
         print(summary("speed (vendor wall / edgesynth wall)", speed, "x"))
         print(summary("peak memory (edgesynth / vendor)", memory, ""))
-        print(summary("ceiling (vendor wall / the NumPy floor)", ceiling, "x"))
+        for name, values in ceilings.items():
+            print(summary(f"ceiling (vendor wall / the {name} floor)", values, "x"))
 
 
 if __name__ == "__main__":
