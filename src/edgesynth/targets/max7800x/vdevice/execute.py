@@ -70,7 +70,7 @@ class LayerResult(Record):
     """One layer's run: its output, where it went, and what it read."""
 
     layer: int
-    output: np.ndarray  # (channels, rows, cols) int64, the values written
+    output: np.ndarray  # (channels, rows, cols) int8 (8-bit outputs) or int64, the values written
     placement: Placement
     # (instances, words, layers that had written them) of every data-memory read
     reads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = Factory(list)
@@ -478,18 +478,22 @@ def _exact(prog: LayerProgram, acc: np.ndarray, biases: int) -> np.ndarray:
 def _finish_float(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     """`_finish` of an 8-bit output on integer-valued float accumulators (`_exact`): every
     step is exact in the float type (sums and half below its exact limit; scaling by a power
-    of two; floor), so the result is the integer path's, converted once at the end."""
+    of two; floor), so the result is the integer path's, converted once at the end, to int8
+    (every value is in -128..127). With ReLU the value is clipped to 0..127 before the floor,
+    which the conversion's truncation then is (the same values as floor, clip, clip)."""
     shift = prog.shift - 7
     if shift < 0:
         acc += (1 << -shift) >> 1
-    np.multiply(acc, 2.0**shift, out=acc)
+    if shift:
+        np.multiply(acc, 2.0**shift, out=acc)
+    if prog.relu and not prog.absolute:
+        np.clip(acc, 0, 127, out=acc)
+        return acc.astype(np.int8)
     np.floor(acc, out=acc)
     np.clip(acc, -128, 127, out=acc)
     if prog.absolute:
         np.minimum(np.abs(acc, out=acc), 127, out=acc)
-    elif prog.relu:
-        np.clip(acc, 0, 127, out=acc)
-    return acc.astype(np.int64)
+    return acc.astype(np.int8)
 
 
 def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
@@ -656,7 +660,7 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
     if prog.out32:
         machine.data.write_words_at(index, values, prog.layer)
     else:
-        values = values.astype(np.uint8)  # the low byte, once for both memories
+        values = low_bytes(values)  # once for both memories
         machine.data.write_bytes_at(index, lane, values, prog.layer)
     result.written = index.ravel()
     if wrap is not None:
@@ -668,6 +672,11 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
             machine.stream.write_rows(sq.ravel(), start, step, where.lane, values)
         else:
             machine.stream.write_bytes(sq, where.stream_word, lane, values, prog.layer, ids)
+
+
+def low_bytes(values: np.ndarray) -> np.ndarray:
+    """The low byte of every value, as uint8 (int8 values are viewed, not copied)."""
+    return values.view(np.uint8) if values.dtype == np.int8 else values.astype(np.uint8)
 
 
 def _step(offset: np.ndarray) -> int | None:
@@ -701,7 +710,7 @@ def _store_last_in_buffer(
     last = np.arange(max(0, pixels - period), pixels)
     tail = Placement(where.base, where.offset[last], where.lane, where.shape, where.shift)
     index = _all_in_buffer(tail, wrap, words)
-    values = result.output.reshape(where.channels, -1).astype(np.uint8)
+    values = low_bytes(result.output.reshape(where.channels, -1))
     machine.data.write_bytes_at(index, where.lane[:, None], values[:, last], prog.layer)
     sq = where.base >> where.shift
     start = (where.base & ((1 << where.shift) - 1)) + int(where.offset[0])
