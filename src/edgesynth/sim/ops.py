@@ -8,6 +8,8 @@ below 2**53: 8-bit data x 8-bit weights x at most 1024 x 9 terms, plus bias x 12
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -44,11 +46,18 @@ def _matmul_type(data: np.ndarray, kernels: np.ndarray) -> type:
     times o's sum of |weights|: the bound takes the largest such sum over the outputs."""
     if not _integers(data, kernels):
         return np.float64
-    weight_sum = int(np.abs(kernels, dtype=np.int64).sum(axis=-1).max(initial=0))
-    largest = float(_magnitude(data)) * float(weight_sum)
+    largest = sum_bound(data, kernels)
     if largest < FLOAT32_EXACT_LIMIT:
         return np.float32
     return np.float64 if largest < ACC_EXACT_LIMIT else np.int64
+
+
+def sum_bound(data: np.ndarray, kernels: np.ndarray) -> float:
+    """The largest |partial sum| any output of integer `data` convolved with `kernels` (the
+    last axis: one output's weights) can reach: the largest |data| times the largest sum of
+    one output's |weights|."""
+    weight_sum = int(np.abs(kernels, dtype=np.int64).sum(axis=-1).max(initial=0))
+    return float(_magnitude(data)) * float(weight_sum)
 
 
 def _magnitude(a: np.ndarray) -> int:
@@ -110,6 +119,36 @@ def conv2d_batch(
         else:
             out = out + b
     return out
+
+
+def conv2d_blocks(
+    data: np.ndarray,
+    weight: np.ndarray,
+    *,
+    stride: Pair = (1, 1),
+    pad: Pair = (0, 0),
+    block: int = 1 << 17,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """`conv2d` of (C, H, W) integer data (one group, no dilation, no bias) in blocks of whole
+    output rows, each of about `block` sums and im2col values at most (one row at least):
+    yields (first row, (O, rows, Wo) sums) in the type `conv2d_batch` computes in
+    (`keep_float`), so that a caller's work on each block stays in cache and no whole-layer
+    sums are kept."""
+    out_channels, channels, kh, kw = weight.shape
+    if channels != data.shape[0]:
+        raise ValueError(f"weights expect {channels} channels, data has {data.shape[0]}")
+    kernels = weight.reshape(out_channels, channels * kh * kw)
+    work = _matmul_type(data, kernels)
+    padded = _zero_padded(data[None], (pad[0], pad[1], pad[0], pad[1]), work)[0]
+    kernels = kernels.astype(work, copy=False)
+    windows = sliding_window_view(padded, (kh, kw), axis=(1, 2))[:, :: stride[0], :: stride[1]]
+    out_h, out_w = windows.shape[1:3]
+    rows = max(1, block // max(1, max(out_channels, channels * kh * kw) * out_w))
+    for first in range(0, out_h, rows):
+        # (C, rows, Wo, kh, kw) -> (C*kh*kw, rows*Wo), the order of the kernels' taps
+        cols = windows[:, first : first + rows].transpose(0, 3, 4, 1, 2)
+        cols = cols.reshape(channels * kh * kw, -1)
+        yield first, np.matmul(kernels, cols).reshape(out_channels, -1, out_w)
 
 
 def _zero_padded(data: np.ndarray, pads: tuple[int, int, int, int], dtype: type) -> np.ndarray:

@@ -469,10 +469,15 @@ def _exact(prog: LayerProgram, acc: np.ndarray, biases: int) -> np.ndarray:
         return acc
     limit = ops.FLOAT32_EXACT_LIMIT if acc.dtype == np.float32 else ops.ACC_EXACT_LIMIT
     bound = max(-float(acc.min()), float(acc.max())) if acc.size else 0.0
-    margin = 128 * 128 * biases + (1 << max(7 - prog.shift, 0))
-    if prog.out32 or bound + margin >= limit:
+    if prog.out32 or bound + _margin(prog, biases) >= limit:
         return acc.astype(np.int64)
     return acc
+
+
+def _margin(prog: LayerProgram, biases: int) -> int:
+    """What `_finish` adds to the sums at most: `biases` biases of at most 128 x 128, and the
+    rounding half."""
+    return 128 * 128 * biases + (1 << max(7 - prog.shift, 0))
 
 
 def _finish_float(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
@@ -512,6 +517,51 @@ def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     return out
 
 
+def _bias_units(machine: Machine, prog: LayerProgram, members: list[int]) -> list[BiasUnits]:
+    """The bias entries each member group with its bias enabled adds to the output slots."""
+    biases = []
+    for g in members:
+        part = prog.parts[g]
+        if part.bias_enabled:
+            # with calcx4 the bias pointer counts groups of four outputs
+            start = part.bias_start * (4 if prog.calcx4 else 1)
+            index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
+            biases.append(BiasUnits(g, index, np.arange(prog.slots)))
+    return biases
+
+
+def _convolve(
+    machine: Machine, prog: LayerProgram, x: np.ndarray, w: np.ndarray, biases: list[BiasUnits]
+) -> np.ndarray:
+    """The output slots of a chain: the sums of x convolved with w, each bias entry x 128
+    added, scaled, rounded, clipped and activated (`_finish`). An 8-bit output whose sums and
+    biases the float type holds exactly, bounded before the sums are made
+    (`ops.sum_bound`), is computed in blocks of output rows, each finished while it is in
+    cache (the same values: every step is exact)."""
+    added = [machine.bias[b.group, b.index].astype(np.int8).astype(np.int64) * 128 for b in biases]
+    bound = ops.sum_bound(x, w.reshape(w.shape[0], -1)) if x.size else math.inf
+    if not prog.out32 and bound + _margin(prog, len(biases)) < ops.FLOAT32_EXACT_LIMIT:
+        out = np.empty((prog.slots, *_conv_size(prog, x, w)), dtype=np.int8)
+        bias = sum(added).astype(np.float32)[:, None, None] if added else None
+        for first, sums in ops.conv2d_blocks(x, w, stride=prog.stride, pad=prog.pad):
+            if bias is not None:
+                sums += bias
+            out[:, first : first + sums.shape[1]] = _finish_float(prog, sums)
+        return out
+    acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad, keep_float=True)
+    acc = _exact(prog, acc, len(biases))
+    for b in added:
+        acc += b.astype(acc.dtype)[:, None, None]  # (acc is this layer's own array)
+    return _finish(prog, acc)
+
+
+def _conv_size(prog: LayerProgram, x: np.ndarray, w: np.ndarray) -> tuple[int, int]:
+    """(rows, cols) of the convolution's output."""
+    rows = (x.shape[1] + 2 * prog.pad[0] - w.shape[2]) // prog.stride[0] + 1
+    cols = (x.shape[2] + 2 * prog.pad[1] - w.shape[3]) // prog.stride[1] + 1
+    return rows, cols
+
+
 def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
     results = []
     for members in chains(prog):
@@ -529,19 +579,8 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         w = weights.transpose(1, 0, 2, 3).reshape(prog.slots, n_in, kh, kw)
         if prog.deconv:
             x = zero_stuff(x)
-        acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad, keep_float=True)
-        acc = _exact(prog, acc, len(members))
-        biases = []
-        for g in members:
-            part = prog.parts[g]
-            if part.bias_enabled:
-                # with calcx4 the bias pointer counts groups of four outputs
-                start = part.bias_start * (4 if prog.calcx4 else 1)
-                index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
-                biases.append(BiasUnits(g, index, np.arange(prog.slots)))
-                b = machine.bias[g, index].astype(np.int8).astype(acc.dtype)
-                acc += (b * 128)[:, None, None]  # (acc is this layer's own array)
-        out = _finish(prog, acc)
+        biases = _bias_units(machine, prog, members)
+        out = _convolve(machine, prog, x, w, biases)
         slot = np.arange(prog.slots)
         if prog.qupac:
             # x16 parallel mode: every quadrant computes its own outputs from the same input;

@@ -637,8 +637,12 @@ class Classified(FrozenRecord):
 
 def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
     """Decode every address of a trace at once (vectorized): a few passes over the whole
-    trace pick each block's candidates; each region's tests and coordinates run on those."""
-    a = np.asarray(addr, dtype=np.int64)
+    trace pick each block's candidates; each region's tests and coordinates run on those.
+    A trace's uint32 addresses are decoded as they are (half the memory of int64: offsets
+    are taken only of addresses at or above their block's base); the coordinates are int32."""
+    a = np.asarray(addr)
+    if a.dtype != np.uint32:
+        a = a.astype(np.int64)
     marks = _Marks(a.size)
     _mark_bus(marks, dmap, a)
     _mark_sram(marks, dmap, a)
@@ -652,9 +656,9 @@ class _Marks:
 
     def __init__(self, n: int) -> None:
         self.region = np.zeros(n, dtype=np.int8)
-        self.group = np.full(n, -1, dtype=np.int64)
-        self.index = np.full(n, -1, dtype=np.int64)
-        self.offset = np.full(n, -1, dtype=np.int64)
+        self.group = np.full(n, -1, dtype=np.int32)
+        self.index = np.full(n, -1, dtype=np.int32)
+        self.offset = np.full(n, -1, dtype=np.int32)
         self.unknown = np.ones(n, dtype=bool)  # region == UNKNOWN
 
     def mark(
@@ -727,6 +731,7 @@ def _mark_groups(marks: _Marks, dmap: DeviceMap, a: np.ndarray) -> None:
 
     known = np.fromiter(dmap.global_regs, dtype=np.int64)
     where, g, o = span(int(known.min()), int(known.max()) + 1)
+    o = o.astype(np.int64)
     # (kind="table": a lookup table for small sets of integers; the default sorts with
     # np.unique, whose first call imports numpy.ma: 8 ms of every proof)
     marks.mark(where, np.isin(o, known, kind="table"), GLOBAL, g=g, o=o)
@@ -741,6 +746,7 @@ def _mark_groups(marks: _Marks, dmap: DeviceMap, a: np.ndarray) -> None:
         where, g, o = span(dmap.layer_base, dmap.layer_base + dmap.max_layers * dmap.layer_stride)
         layer, rest = _divmod(o - dmap.layer_base, dmap.layer_stride)
         reg_no = rest // dmap.reg_stride
+    reg_no = reg_no.astype(np.int64)  # (few: the layer registers)
     is_layer = (layer < dmap.max_layers) & np.isin(reg_no, valid_regs, kind="table")
     marks.mark(where, is_layer, LAYER, g=g, i=layer, o=reg_no)
     if dmap.stream_base is not None:
