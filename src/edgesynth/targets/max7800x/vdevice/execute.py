@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.sim import ops
-from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import GroupPart, LayerProgram
 from edgesynth.targets.max7800x.vdevice.memory import HOST
 from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.state import Machine
+
+if TYPE_CHECKING:  # (the hazard record is made only where a run keeps the access log)
+    from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 
 
 class Placement(Record):
@@ -146,6 +149,8 @@ def _fifo_bytes(
         raw[ok] = (stream[word[ok]] >> (8 * lane_n[ok]).astype(np.uint32)) & 0xFF
         out[i] = raw.astype(np.uint8).astype(np.int8)
         if machine.log is not None and (not ok.all() or not raw.any()):
+            from edgesynth.targets.max7800x.vdevice.hazards import Hazard
+
             what = "runs out of FIFO words" if not ok.all() else "gets only zero bytes"
             machine.log.found.append(
                 Hazard(
@@ -452,6 +457,8 @@ def writes_before_reads(prog: LayerProgram, result: LayerResult) -> Hazard | Non
     if not late.any():
         return None
     q_all, w_all = q_out[late], w_out[late]
+    from edgesynth.targets.max7800x.vdevice.hazards import Hazard
+
     return Hazard(
         "overwrites its own input",
         prog.layer,

@@ -33,7 +33,7 @@ class DataMemory(Record):
 
     def __post_init__(self) -> None:
         self.data = np.zeros((16, self.words), dtype=np.uint32)
-        self.writer = np.full((16, self.words), NEVER, dtype=np.int32)
+        self.writer = np.full((16, self.words), NEVER, dtype=np.int16)  # (layers < 128)
 
     def host_write(self, quad: np.ndarray, word: np.ndarray, value: np.ndarray) -> None:
         """CPU writes in order: for repeated addresses the last one wins (NumPy assignment)."""
@@ -259,16 +259,25 @@ def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarr
     (is_set, run) where `run` numbers the runs of data writes (-1 for set writes); each run is
     contiguous in the trace.
     """
+    is_set, starts = mexpress_runs(processor, offset)
+    run = np.where(~is_set, np.cumsum(starts) - 1, -1)
+    return is_set, run
+
+
+def mexpress_runs(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`mexpress_blocks` as (is_set, starts): `starts` marks the first write of each run."""
     n = processor.size
-    if n == 0:
-        return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
-    same_next = np.zeros(n, dtype=bool)
+    same_next = np.zeros(n, dtype=bool)  # the next write goes to the same processor
     same_next[:-1] = processor[1:] == processor[:-1]
-    continues = np.zeros(n, dtype=bool)
+    continues = np.zeros(n, dtype=bool)  # this write is the word after the one before
     continues[1:] = same_next[:-1] & (offset[1:] == offset[:-1] + 4)
-    next_offset = np.r_[offset[1:], -1]
-    same_next2 = np.r_[same_next[1:], False] & same_next
-    next2_offset = np.r_[offset[2:], -1, -1]
+    next_offset = np.full(n, -1, dtype=np.int64)
+    next_offset[:-1] = offset[1:]
+    next2_offset = np.full(n, -1, dtype=np.int64)
+    next2_offset[:-2] = offset[2:]
+    same_next2 = np.zeros(n, dtype=bool)  # the next two writes go to the same processor
+    same_next2[:-1] = same_next[1:]
+    same_next2 &= same_next
     # data@X, set@X, data@X: only the last write before the stream resumes is the set.
     repeats = (next_offset == offset) & ~(same_next2 & (next2_offset == offset))
     # A write followed by a restart at offset 0 is a set (the older loader), unless it
@@ -277,9 +286,9 @@ def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarr
     next_is_set_at_0 = same_next2 & (next2_offset == 0)
     is_set = same_next & (repeats | ((next_offset == 0) & ~(continues & next_is_set_at_0)))
     data = ~is_set
-    starts = data & ~(continues & np.r_[False, data[:-1]])
-    run = np.where(data, np.cumsum(starts) - 1, -1)
-    return is_set, run
+    after_data = np.zeros(n, dtype=bool)
+    after_data[1:] = data[:-1]
+    return is_set, data & ~(continues & after_data)
 
 
 class Fifos(Record):

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.vdevice import regmap
-from edgesynth.targets.max7800x.vdevice.hazards import AccessLog
 from edgesynth.targets.max7800x.vdevice.memory import (
     DataMemory,
     Fifos,
     KernelMemory,
     StreamMemory,
-    mexpress_blocks,
+    mexpress_runs,
     new_memories,
 )
 from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.regmap import DeviceMap
 from edgesynth.targets.max7800x.vdevice.trace import PHASES, Trace
+
+if TYPE_CHECKING:  # (imported where a run keeps the access log)
+    from edgesynth.targets.max7800x.vdevice.hazards import AccessLog
 
 CTRL_MEXPRESS = 1 << regmap.MAX78000_MAP.global_regs[0].field("mexpress").lsb
 
@@ -151,6 +155,8 @@ def replay(trace: Trace, dmap: DeviceMap, record: bool = True) -> Machine:
     sel = np.flatnonzero(cls.region == regmap.SRAM)
     data.host_write(cls.index[sel], cls.offset[sel], value[sel])
     if record:
+        from edgesynth.targets.max7800x.vdevice.hazards import AccessLog
+
         machine.log = AccessLog(words=data.words)
         machine.log.host_written(cls.index[sel], cls.offset[sel])
         machine.log.kernel_written = machine.kernels.written
@@ -196,22 +202,27 @@ def _load_kernels(machine: Machine, trace: Trace, cls: regmap.Classified) -> Non
     if not packed:
         _load_kernels_plain(machine, proc, offset, value)
         return
-    is_set, run = mexpress_blocks(proc, offset)
+    is_set, starts = mexpress_runs(proc, offset)
     start_word: dict[int, int] = {}  # processor -> column of the last set-address write
-    # Runs are few (one per processor and block) and contiguous; each is stored vectorized.
-    boundary = np.r_[True, run[1:] != run[:-1]]
-    heads = np.flatnonzero(is_set | boundary)
-    ends = np.r_[heads[1:], run.size]
-    for i, end in zip(heads, ends, strict=True):
-        p = int(proc[i])
-        if is_set[i]:
-            start_word[p] = int(offset[i]) // 4
+    # Runs are few (one per processor and block) and contiguous; each is stored vectorized,
+    # from the words' bytes in stream order (big-endian), converted once.
+    heads = np.flatnonzero(is_set | starts)
+    ends = np.append(heads[1:], proc.size).tolist()
+    stream = value.astype(">u4").view(np.uint8)
+    for i, end, p, word, sets in zip(
+        heads.tolist(),
+        ends,
+        proc[heads].tolist(),
+        offset[heads].tolist(),
+        is_set[heads].tolist(),
+        strict=True,
+    ):
+        if sets:
+            start_word[p] = word // 4
             continue
-        words = value[i:end]
-        stream = words.astype(">u4").view(np.uint8)
         column = start_word.get(p, 0)
-        machine.kernels.store_stream(p, column, stream)
-        start_word[p] = column + stream.size // 9
+        machine.kernels.store_stream(p, column, stream[4 * i : 4 * end])
+        start_word[p] = column + (4 * (end - i)) // 9
 
 
 def _load_kernels_plain(
