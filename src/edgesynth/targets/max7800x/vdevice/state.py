@@ -47,44 +47,64 @@ class Machine(Record):
 
     def reg(self, group: int, layer: int, name: str) -> int:
         """A layer register's value (stream registers too) by name."""
-        for r in self.dmap.layer_regs:
-            if r.name == name:
-                return int(self.layer_regs[group, layer, r.index])
-        for r in self.dmap.stream_regs:
-            if r.name == name:
-                if layer >= self.stream_regs.shape[1]:
-                    return 0
-                return int(self.stream_regs[group, layer, r.index])
-        raise KeyError(name)
+        stream, register = _names(self.dmap).layer[name]
+        if not stream:
+            return int(self.layer_regs[group, layer, register.index])
+        if layer >= self.stream_regs.shape[1]:
+            return 0
+        return int(self.stream_regs[group, layer, register.index])
 
     def fields(self, group: int, layer: int, reg: str) -> dict[str, int]:
         """Every field of a layer register, by name (the register map's fields)."""
         return self._register(reg).decode(self.reg(group, layer, reg))
 
     def global_fields(self, group: int, name: str) -> dict[str, int]:
-        for offset, r in self.dmap.global_regs.items():
-            if r.name == name:
-                return r.decode(self.global_regs.get((group, offset), 0))
-        raise KeyError(name)
+        offset, register = _names(self.dmap).global_[name]
+        return register.decode(self.global_regs.get((group, offset), 0))
 
     def field(self, group: int, layer: int, reg: str, name: str) -> int:
-        register = self._register(reg)
-        return register.field(name).get(self.reg(group, layer, reg))
+        return _names(self.dmap).field[reg, name].get(self.reg(group, layer, reg))
 
     def _register(self, name: str) -> regmap.Register:
-        for r in (*self.dmap.layer_regs, *self.dmap.stream_regs):
-            if r.name == name:
-                return r
-        raise KeyError(name)
+        return _names(self.dmap).layer[name][1]
 
     def global_reg(self, group: int, name: str) -> int:
-        for offset, r in self.dmap.global_regs.items():
-            if r.name == name:
-                return self.global_regs.get((group, offset), 0)
-        raise KeyError(name)
+        return self.global_regs.get((group, _names(self.dmap).global_[name][0]), 0)
 
     def layer_touched(self, group: int, layer: int) -> bool:
         return bool(self.layer_written[group, layer].any())
+
+
+class _Names(Record):
+    """A device's registers by name (the first of a name, a layer register before a stream
+    register): layer and stream registers as (is a stream register, register), global ones
+    as (byte offset, register), and every layer or stream register's fields by (register,
+    field). Looked up for every field of every layer the device runs."""
+
+    layer: dict[str, tuple[bool, regmap.Register]]
+    global_: dict[str, tuple[int, regmap.Register]]
+    field: dict[tuple[str, str], regmap.Field]
+
+
+_NAMES: dict[str, _Names] = {}
+
+
+def _names(dmap: DeviceMap) -> _Names:
+    names = _NAMES.get(dmap.name)
+    if names is None:
+        layer: dict[str, tuple[bool, regmap.Register]] = {}
+        for stream, registers in ((False, dmap.layer_regs), (True, dmap.stream_regs)):
+            for r in registers:
+                layer.setdefault(r.name, (stream, r))
+        global_: dict[str, tuple[int, regmap.Register]] = {}
+        for offset, r in dmap.global_regs.items():
+            global_.setdefault(r.name, (offset, r))
+        field = {}
+        for _, r in layer.values():
+            for f in reversed(r.fields):  # (the first of a name wins, as Register.field)
+                field[r.name, f.name] = f
+        names = _NAMES[dmap.name] = _Names(layer, global_, field)
+    return names
 
 
 def _last_writes(keys: np.ndarray) -> np.ndarray:
