@@ -224,16 +224,52 @@ def read_input(
 
 
 def _stream_rows(
-    machine: Machine, prog: LayerProgram, quad: np.ndarray, lane: np.ndarray, pixels: int
+    machine: Machine,
+    prog: LayerProgram,
+    quad: np.ndarray,
+    lane: np.ndarray,
+    pixels: int,
+    out: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """`read_input`'s streamed HWC bytes (int8), (processors, passes x operands x pixels) in its
     order, as one strided read per processor and pass/operand (word read_ptr + pixel x
-    pixel_words + pass x operands + operand); None where a read leaves the stream view."""
+    pixel_words + pass x operands + operand), into `out` where given; None where a read
+    leaves the stream view."""
     within = prog.passes * prog.operands
     rows = np.repeat(np.arange(quad.size), within)
     start = prog.read_ptr + np.tile(np.arange(within), quad.size)
-    values = machine.stream.read_rows(quad[rows], start, prog.pixel_words, lane[rows], pixels)
+    values = machine.stream.read_rows(quad[rows], start, prog.pixel_words, lane[rows], pixels, out)
     return None if values is None else values.reshape(quad.size, within * pixels)
+
+
+_CHUNK_BYTES = 1 << 18  # input bytes a streamed layer reads and pools at a time
+
+
+def read_pooled(
+    machine: Machine, prog: LayerProgram, processors: list[int]
+) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """`pool_and_combine` of `read_input`: (processors, passes, pooled rows, pooled cols)
+    int64, and the words read. A streamed HWC input (run without the access log) is read and
+    pooled a few processors at a time into one reused buffer, never all of it at once (the
+    same values; a large streamed frame's input bytes are most of a proof's memory)."""
+    pixels = prog.rows * prog.cols
+    within = prog.passes * prog.operands
+    if prog.fifo or not prog.streamed or machine.log is not None or prog.big_data:
+        data, reads = read_input(machine, prog, processors)
+        return pool_and_combine(prog, data), reads
+    proc = np.asarray(processors)
+    step = max(1, _CHUNK_BYTES // max(1, within * pixels))
+    buffer = np.empty(min(step, proc.size) * within * pixels, dtype=np.int8)
+    parts = []
+    for first in range(0, proc.size, step):
+        chunk = proc[first : first + step]
+        values = _stream_rows(machine, prog, chunk // 4, chunk % 4, pixels, buffer)
+        if values is None:  # (outside the stream view: read as `read_input` reads)
+            data, reads = read_input(machine, prog, processors)
+            return pool_and_combine(prog, data), reads
+        layout = (chunk.size, prog.passes, prog.operands, prog.rows, prog.cols)
+        parts.append(pool_and_combine(prog, values.reshape(layout)))
+    return (np.concatenate(parts) if len(parts) > 1 else parts[0]), []
 
 
 def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
@@ -576,8 +612,7 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         processors = sorted({p for g in members for p in prog.parts[g].masked})
         if prog.bypass:  # kernel bypass: every enabled processor, every weight 1
             processors = readers
-        data, reads = read_input(machine, prog, readers)
-        pooled = pool_and_combine(prog, data)
+        pooled, reads = read_pooled(machine, prog, readers)
         x = pooled[[readers.index(p) for p in processors]]  # (processors, passes, rows, cols)
         weights = gather_weights(machine, prog, processors)  # (proc, slots, passes, taps)
         n_in = len(processors) * prog.passes
@@ -873,8 +908,7 @@ def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
     for part in prog.parts.values():
         if not part.processors:
             continue
-        data, reads = read_input(machine, prog, part.processors)
-        pooled = pool_and_combine(prog, data)  # (proc, passes, rows, cols)
+        pooled, reads = read_pooled(machine, prog, part.processors)  # (proc, passes, rows, cols)
         n_proc = len(part.processors)
         out = pooled.transpose(1, 0, 2, 3).reshape(prog.passes * n_proc, *pooled.shape[2:])
         if prog.relu:
@@ -912,8 +946,7 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
         if not processors:
             continue
         readers = part.processors
-        data, reads = read_input(machine, prog, readers)
-        pooled = pool_and_combine(prog, data)
+        pooled, reads = read_pooled(machine, prog, readers)
         x = pooled[[readers.index(p) for p in processors]]  # (proc, passes, rows, cols)
         weights = gather_weights(machine, prog, processors)  # (proc, slots, passes, taps)
         n, passes = len(processors), prog.passes

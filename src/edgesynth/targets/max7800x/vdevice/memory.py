@@ -143,18 +143,28 @@ class StreamMemory(Record):
             view[q, w : w + span : step, k] = value[r]
 
     def read_rows(
-        self, quad: np.ndarray, start: np.ndarray, step: int, lane: np.ndarray, count: int
+        self,
+        quad: np.ndarray,
+        start: np.ndarray,
+        step: int,
+        lane: np.ndarray,
+        count: int,
+        out: np.ndarray | None = None,
     ) -> np.ndarray | None:
         """(rows, count) signed bytes (int8): row r from words start[r] + i x step of instance
-        quad[r], byte lane[r] (the inverse of `write_rows`); None where a row reaches outside
-        what was written (`read_bytes` then reads it)."""
+        quad[r], byte lane[r] (the inverse of `write_rows`), into `out` where given (int8, at
+        least rows x count); None where a row reaches outside what was written (`read_bytes`
+        then reads it)."""
         size = self.data.shape[1]
         if count == 0 or not _within(quad, self.data.shape[0]):
             return None
         if not _within(start, size) or int(start.max()) + step * (count - 1) >= size:
             return None
         view = self.data.view(np.int8).reshape(*self.data.shape, 4)
-        out = np.empty((start.size, count), dtype=np.int8)
+        if out is None:
+            out = np.empty((start.size, count), dtype=np.int8)
+        else:
+            out = out.reshape(-1)[: start.size * count].reshape(start.size, count)
         span = step * count
         rows_at = zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)
         for r, (q, w, k) in enumerate(rows_at):
