@@ -127,28 +127,36 @@ def conv2d_blocks(
     *,
     stride: Pair = (1, 1),
     pad: Pair = (0, 0),
-    block: int = 1 << 17,
+    block: int = 1 << 18,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """`conv2d` of (C, H, W) integer data (one group, no dilation, no bias) in blocks of whole
     output rows, each of about `block` sums and im2col values at most (one row at least):
     yields (first row, (O, rows, Wo) sums) in the type `conv2d_batch` computes in
     (`keep_float`), so that a caller's work on each block stays in cache and no whole-layer
-    sums are kept."""
+    sums are kept. The blocks' columns and sums reuse two buffers: a block's sums are valid
+    until the next is asked for."""
     out_channels, channels, kh, kw = weight.shape
     if channels != data.shape[0]:
         raise ValueError(f"weights expect {channels} channels, data has {data.shape[0]}")
-    kernels = weight.reshape(out_channels, channels * kh * kw)
+    taps = channels * kh * kw
+    kernels = weight.reshape(out_channels, taps)
     work = _matmul_type(data, kernels)
     padded = _zero_padded(data[None], (pad[0], pad[1], pad[0], pad[1]), work)[0]
     kernels = kernels.astype(work, copy=False)
     windows = sliding_window_view(padded, (kh, kw), axis=(1, 2))[:, :: stride[0], :: stride[1]]
     out_h, out_w = windows.shape[1:3]
-    rows = max(1, block // max(1, max(out_channels, channels * kh * kw) * out_w))
+    rows = max(1, min(out_h, block // max(1, max(out_channels, taps) * out_w)))
+    cols_buffer = np.empty(taps * rows * out_w, dtype=work)
+    sums_buffer = np.empty(out_channels * rows * out_w, dtype=work)
     for first in range(0, out_h, rows):
-        # (C, rows, Wo, kh, kw) -> (C*kh*kw, rows*Wo), the order of the kernels' taps
-        cols = windows[:, first : first + rows].transpose(0, 3, 4, 1, 2)
-        cols = cols.reshape(channels * kh * kw, -1)
-        yield first, np.matmul(kernels, cols).reshape(out_channels, -1, out_w)
+        part = windows[:, first : first + rows]  # (C, rows, Wo, kh, kw)
+        n = part.shape[1] * out_w
+        # -> (C*kh*kw, rows*Wo), the order of the kernels' taps
+        cols = cols_buffer[: taps * n].reshape(channels, kh, kw, part.shape[1], out_w)
+        np.copyto(cols, part.transpose(0, 3, 4, 1, 2))
+        sums = sums_buffer[: out_channels * n].reshape(out_channels, n)
+        np.matmul(kernels, cols.reshape(taps, n), out=sums)
+        yield first, sums.reshape(out_channels, -1, out_w)
 
 
 def _zero_padded(data: np.ndarray, pads: tuple[int, int, int, int], dtype: type) -> np.ndarray:

@@ -523,25 +523,38 @@ def _margin(prog: LayerProgram, biases: int) -> int:
     return 128 * 128 * biases + (1 << max(7 - prog.shift, 0))
 
 
-def _finish_float(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
+def _finish_float(
+    prog: LayerProgram,
+    acc: np.ndarray,
+    out: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
     """`_finish` of an 8-bit output on integer-valued float accumulators (`_exact`): every
-    step is exact in the float type (sums and half below its exact limit; scaling by a power
-    of two; floor), so the result is the integer path's, converted once at the end, to int8
-    (every value is in -128..127). With ReLU the value is clipped to 0..127 before the floor,
-    which the conversion's truncation then is (the same values as floor, clip, clip)."""
+    step is exact in the float type (sums, `bias` (per output, x 128, added here with the
+    rounding half where given) and half below its exact limit; scaling by a power of two;
+    floor), so the result is the integer path's, converted once at the end, to int8 (every
+    value is in -128..127), into `out` where given. With ReLU the value is clipped to 0..127
+    before the floor, which the conversion's truncation then is (the same values as floor,
+    clip, clip)."""
     shift = prog.shift - 7
-    if shift < 0:
-        acc += (1 << -shift) >> 1
+    half = (1 << -shift) >> 1 if shift < 0 else 0
+    if bias is not None:
+        acc += bias + half
+    elif half:
+        acc += half
     if shift:
         np.multiply(acc, 2.0**shift, out=acc)
     if prog.relu and not prog.absolute:
         np.clip(acc, 0, 127, out=acc)
+    else:
+        np.floor(acc, out=acc)
+        np.clip(acc, -128, 127, out=acc)
+        if prog.absolute:
+            np.minimum(np.abs(acc, out=acc), 127, out=acc)
+    if out is None:
         return acc.astype(np.int8)
-    np.floor(acc, out=acc)
-    np.clip(acc, -128, 127, out=acc)
-    if prog.absolute:
-        np.minimum(np.abs(acc, out=acc), 127, out=acc)
-    return acc.astype(np.int8)
+    np.copyto(out, acc, casting="unsafe")  # (exact: integers in -128..127)
+    return out
 
 
 def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
@@ -587,9 +600,7 @@ def _convolve(
         out = np.empty((prog.slots, *_conv_size(prog, x, w)), dtype=np.int8)
         bias = sum(added).astype(np.float32)[:, None, None] if added else None
         for first, sums in ops.conv2d_blocks(x, w, stride=prog.stride, pad=prog.pad):
-            if bias is not None:
-                sums += bias
-            out[:, first : first + sums.shape[1]] = _finish_float(prog, sums)
+            _finish_float(prog, sums, out[:, first : first + sums.shape[1]], bias)
         return out
     acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad, keep_float=True)
     acc = _exact(prog, acc, len(biases))
