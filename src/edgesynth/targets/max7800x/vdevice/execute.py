@@ -346,10 +346,10 @@ def kernel_positions(prog: LayerProgram) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) -> np.ndarray:
     """(processors, slots, passes, taps) signed weights from kernel memory (all 1 with kernel
-    bypass, LCTRL0.bypass)."""
+    bypass, LCTRL0.bypass), int8 (the convolutions widen them)."""
     bits, taps = prog.weight_bits, prog.kernel_taps
     if prog.bypass:
-        return np.ones((len(processors), prog.slots, prog.passes, taps), dtype=np.int64)
+        return np.ones((len(processors), prog.slots, prog.passes, taps), dtype=np.int8)
     word, index, shift = kernel_positions(prog)
     kmem = machine.kernels.data
     if word.max(initial=0) >= kmem.shape[1]:
@@ -357,19 +357,17 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
             f"layer {prog.layer}: kernel addresses run past the end of kernel memory "
             f"(MCNT 0x{prog.mask_start:x}..0x{prog.mask_end:x})"
         )
-    # one flat index per byte: processor row, 9 bytes per word
-    flat = np.asarray(processors)[:, None] * kmem[0].size + (word * 9 + index).reshape(-1)
-    raw = kmem.reshape(-1).take(flat)
+    # each processor's row of bytes (9 a word), at one position per weight: (processors, n)
+    rows = kmem.reshape(kmem.shape[0], -1)
+    raw = rows[np.asarray(processors)[:, None], (word * 9 + index).reshape(1, -1)]
     if bits == 8 and not prog.binary and not shift.any():  # whole bytes: signed as they are
-        values = raw.view(np.int8).astype(np.int64)
-        return values.reshape(len(processors), prog.slots, prog.passes, taps)
-    raw = ((raw >> shift.reshape(-1).astype(np.uint8)) & ((1 << bits) - 1)).astype(np.int64)
-    if prog.binary:
-        values = np.where(raw == 1, -1, 1)
-    elif bits < 8:
-        values = np.where(raw >= 1 << (bits - 1), raw - (1 << bits), raw)
+        values = raw.view(np.int8)
     else:
-        values = np.where(raw >= 128, raw - 256, raw)
+        field = (raw >> shift.reshape(-1).astype(np.uint8)) & np.uint8((1 << bits) - 1)
+        if prog.binary:
+            values = np.where(field == 1, np.int8(-1), np.int8(1))
+        else:  # `bits`-bit two's complement: moved to the top of the byte and shifted back
+            values = (field << np.uint8(8 - bits)).view(np.int8) >> np.int8(8 - bits)
     return values.reshape(len(processors), prog.slots, prog.passes, taps)
 
 
