@@ -213,9 +213,16 @@ def read_input(
             machine.log.stream_read(prog.layer, who)
         reads = []
     else:
-        values = machine.data.signed_bytes(q, w, lanes)  # (widened after pooling)
+        quads = np.flatnonzero(np.bincount(quad))  # (the processors of one instance share words)
+        if lane.shape[1] == 1:  # a lane per processor: each instance's words read once
+            words = machine.data.data[quads[:, None], w].view(np.int8)  # (instances, n x 4)
+            by_lane = words.reshape(quads.size, -1, 4).transpose(0, 2, 1)
+            values = by_lane[np.searchsorted(quads, quad), lane[:, 0]]  # (widened after pooling)
+        else:
+            values = machine.data.signed_bytes(q, w, lanes)
         shape = (proc.size, word.size)
-        writers = np.flatnonzero(np.bincount(machine.data.writer[q, w].ravel() - HOST)) + HOST
+        writers = machine.data.writer[quads[:, None], word[None, :]].ravel()
+        writers = np.flatnonzero(np.bincount(writers - HOST)) + HOST
         reads = [(quad, word, writers)]
         if machine.log is not None:  # in the pixel order the hazard messages name
             qs, ws = np.broadcast_to(q, shape), np.broadcast_to(word[None, :], shape)
