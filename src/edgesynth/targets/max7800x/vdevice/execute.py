@@ -77,7 +77,7 @@ class LayerResult(Record):
     placement: Placement
     # (instances, words, layers that had written them) of every data-memory read
     reads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = Factory(list)
-    kernels: list[KernelUnits] = Factory(list)
+    kernels: list[KernelUnits] = Factory(list)  # (made only where the run keeps the access log)
     biases: list[BiasUnits] = Factory(list)
     notes: list[str] = Factory(list)
     # the words the layer wrote (instance x words + word), channel by channel (channels x
@@ -648,7 +648,8 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         placement.padding = _padding_slots(weights, max(1, prog.slots_per_pass))
         if prog.qupac:
             placement.order = slot
-        units = _kernel_units(prog, processors) if not prog.bypass else None
+        logged = machine.log is not None and not prog.bypass  # (only the hazard record reads them)
+        units = _kernel_units(prog, processors) if logged else None
         result = LayerResult(
             prog.layer,
             out,
@@ -1012,7 +1013,8 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
             used = np.flatnonzero(weights[:, 0, passes - 1].any(axis=1))
             first_unused = (used[-1] + 1) if used.size else 0
             placement.padding[(passes - 1) * n + first_unused :] = True
-        units = [] if prog.bypass else [_kernel_units(prog, processors, depthwise=True)]
+        logged = machine.log is not None and not prog.bypass  # (only the hazard record reads them)
+        units = [_kernel_units(prog, processors, depthwise=True)] if logged else []
         biases = []
         if part.bias_enabled:  # channel k x n + i adds entries[i, k]
             biases.append(BiasUnits(g, entries.T.ravel(), np.arange(n * passes)))
