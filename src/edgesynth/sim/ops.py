@@ -127,6 +127,8 @@ def conv2d_blocks(
     *,
     stride: Pair = (1, 1),
     pad: Pair = (0, 0),
+    scale: float = 1.0,
+    offset: np.ndarray | None = None,
     block: int = 1 << 18,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """`conv2d` of (C, H, W) integer data (one group, no dilation, no bias) in blocks of whole
@@ -134,7 +136,13 @@ def conv2d_blocks(
     yields (first row, (O, rows, Wo) sums) in the type `conv2d_batch` computes in
     (`keep_float`), so that a caller's work on each block stays in cache and no whole-layer
     sums are kept. The blocks' columns and sums reuse two buffers: a block's sums are valid
-    until the next is asked for."""
+    until the next is asked for.
+
+    With `scale` or `offset` (one integer per output) the blocks hold (sums + offset) x
+    scale, made by the product itself (the kernels scaled, the offset one more tap on a row
+    of ones): for a float type only, and exact where `scale` is a power of two and every
+    partial sum, the offset included, an integer below the type's exact limit (the caller's
+    bound)."""
     out_channels, channels, kh, kw = weight.shape
     if channels != data.shape[0]:
         raise ValueError(f"weights expect {channels} channels, data has {data.shape[0]}")
@@ -143,19 +151,29 @@ def conv2d_blocks(
     work = _matmul_type(data, kernels)
     padded = _zero_padded(data[None], (pad[0], pad[1], pad[0], pad[1]), work)[0]
     kernels = kernels.astype(work, copy=False)
+    extra = int(offset is not None)
+    if extra or scale != 1.0:
+        if work == np.int64:
+            raise ValueError("a scale or offset needs sums in a float type")
+        if extra:
+            kernels = np.concatenate([kernels, np.reshape(offset, (-1, 1)).astype(work)], axis=1)
+        kernels = kernels * work(scale)
     windows = sliding_window_view(padded, (kh, kw), axis=(1, 2))[:, :: stride[0], :: stride[1]]
     out_h, out_w = windows.shape[1:3]
     rows = max(1, min(out_h, block // max(1, max(out_channels, taps) * out_w)))
-    cols_buffer = np.empty(taps * rows * out_w, dtype=work)
+    cols_buffer = np.empty((taps + extra) * rows * out_w, dtype=work)
     sums_buffer = np.empty(out_channels * rows * out_w, dtype=work)
     for first in range(0, out_h, rows):
         part = windows[:, first : first + rows]  # (C, rows, Wo, kh, kw)
         n = part.shape[1] * out_w
-        # -> (C*kh*kw, rows*Wo), the order of the kernels' taps
-        cols = cols_buffer[: taps * n].reshape(channels, kh, kw, part.shape[1], out_w)
-        np.copyto(cols, part.transpose(0, 3, 4, 1, 2))
+        # -> (C*kh*kw, rows*Wo), the order of the kernels' taps (then the row of ones)
+        cols = cols_buffer[: (taps + extra) * n]
+        np.copyto(
+            cols[: taps * n].reshape(channels, kh, kw, -1, out_w), part.transpose(0, 3, 4, 1, 2)
+        )
+        cols[taps * n :] = 1
         sums = sums_buffer[: out_channels * n].reshape(out_channels, n)
-        np.matmul(kernels, cols.reshape(taps, n), out=sums)
+        np.matmul(kernels, cols.reshape(taps + extra, n), out=sums)
         yield first, sums.reshape(out_channels, -1, out_w)
 
 

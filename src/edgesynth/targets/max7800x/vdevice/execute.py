@@ -528,27 +528,26 @@ def _margin(prog: LayerProgram, biases: int) -> int:
     return 128 * 128 * biases + (1 << max(7 - prog.shift, 0))
 
 
-def _finish_float(
-    prog: LayerProgram,
-    acc: np.ndarray,
-    out: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-) -> np.ndarray:
+def _finish_float(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     """`_finish` of an 8-bit output on integer-valued float accumulators (`_exact`): every
-    step is exact in the float type (sums, `bias` (per output, x 128, added here with the
-    rounding half where given) and half below its exact limit; scaling by a power of two;
-    floor), so the result is the integer path's, converted once at the end, to int8 (every
-    value is in -128..127), into `out` where given. With ReLU the value is clipped to 0..127
-    before the floor, which the conversion's truncation then is (the same values as floor,
-    clip, clip)."""
+    step is exact in the float type (sums and half below its exact limit; scaling by a power
+    of two; floor), so the result is the integer path's, converted once at the end, to int8
+    (every value is in -128..127)."""
     shift = prog.shift - 7
-    half = (1 << -shift) >> 1 if shift < 0 else 0
-    if bias is not None:
-        acc += bias + half
-    elif half:
-        acc += half
+    if shift < 0:
+        acc += (1 << -shift) >> 1
     if shift:
         np.multiply(acc, 2.0**shift, out=acc)
+    return _activate_float(prog, acc)
+
+
+def _activate_float(
+    prog: LayerProgram, acc: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Floor, clip to 8 bits and activate scaled float accumulators (exact: the values are
+    integers and binary fractions), as int8, into `out` where given. With ReLU the value is
+    clipped to 0..127 before the floor, which the conversion's truncation then is (the same
+    values as floor, clip, clip)."""
     if prog.relu and not prog.absolute:
         np.clip(acc, 0, 127, out=acc)
     else:
@@ -595,17 +594,24 @@ def _convolve(
     machine: Machine, prog: LayerProgram, x: np.ndarray, w: np.ndarray, biases: list[BiasUnits]
 ) -> np.ndarray:
     """The output slots of a chain: the sums of x convolved with w, each bias entry x 128
-    added, scaled, rounded, clipped and activated (`_finish`). An 8-bit output whose sums and
-    biases the float type holds exactly, bounded before the sums are made
-    (`ops.sum_bound`), is computed in blocks of output rows, each finished while it is in
+    added, scaled, rounded, clipped and activated (`_finish`). An 8-bit output whose sums,
+    biases and rounding half float32 holds exactly, bounded before the sums are made
+    (`ops.sum_bound`), is computed in blocks of output rows, the biases, the half and the
+    scaling by a power of two made by the product itself, each block finished while it is in
     cache (the same values: every step is exact)."""
     added = [machine.bias[b.group, b.index].astype(np.int8).astype(np.int64) * 128 for b in biases]
     bound = ops.sum_bound(x, w.reshape(w.shape[0], -1)) if x.size else math.inf
     if not prog.out32 and bound + _margin(prog, len(biases)) < ops.FLOAT32_EXACT_LIMIT:
+        shift = prog.shift - 7
+        offset = np.full(prog.slots, (1 << -shift) >> 1 if shift < 0 else 0, dtype=np.int64)
+        for b in added:
+            offset += b
         out = np.empty((prog.slots, *_conv_size(prog, x, w)), dtype=np.int8)
-        bias = sum(added).astype(np.float32)[:, None, None] if added else None
-        for first, sums in ops.conv2d_blocks(x, w, stride=prog.stride, pad=prog.pad):
-            _finish_float(prog, sums, out[:, first : first + sums.shape[1]], bias)
+        blocks = ops.conv2d_blocks(
+            x, w, stride=prog.stride, pad=prog.pad, scale=2.0**shift, offset=offset
+        )
+        for first, sums in blocks:
+            _activate_float(prog, sums, out[:, first : first + sums.shape[1]])
         return out
     acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad, keep_float=True)
     acc = _exact(prog, acc, len(biases))
