@@ -221,7 +221,7 @@ def read_input(
         else:
             values = machine.data.signed_bytes(q, w, lanes)
         shape = (proc.size, word.size)
-        writers = machine.data.writer[quads[:, None], word[None, :]].ravel()
+        writers = machine.data.writer[quads[:, None], word[None, :]].ravel().astype(np.int64)
         writers = np.flatnonzero(np.bincount(writers - HOST)) + HOST
         reads = [(quad, word, writers)]
         if machine.log is not None:  # in the pixel order the hazard messages name

@@ -33,7 +33,7 @@ class DataMemory(Record):
 
     def __post_init__(self) -> None:
         self.data = np.zeros((16, self.words), dtype=np.uint32)
-        self.writer = np.full((16, self.words), NEVER, dtype=np.int16)  # (layers < 128)
+        self.writer = np.full((16, self.words), NEVER, dtype=np.int8)  # (layers < 128)
 
     def host_write(self, quad: np.ndarray, word: np.ndarray, value: np.ndarray) -> None:
         """CPU writes in order: for repeated addresses the last one wins (NumPy assignment)."""

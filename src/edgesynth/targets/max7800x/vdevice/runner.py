@@ -215,7 +215,7 @@ def check_kat(result: RunResult, kat: KnownAnswer) -> KatReport:
     if bad.size:
         order = [r.layer for r in result.layers]
         known = [w for w in writers if w in order]
-        first_layer = min(known, key=order.index) if known else int(writers[0])
+        first_layer = int(min(known, key=order.index) if known else writers[0])
         for i in bad[:10]:
             details.append(
                 f"0x{int(kat.addr[i]):08x}: expected 0x{int(kat.expected[i]):08x} got "

@@ -45,9 +45,12 @@ class Machine(Record):
     fifo_ctl: int = 0
     fast_fifo_regs: dict[int, int] = Factory(dict)
 
+    def __post_init__(self) -> None:
+        self._names = _names(self.dmap)  # (not a field: the device map's, looked up once)
+
     def reg(self, group: int, layer: int, name: str) -> int:
         """A layer register's value (stream registers too) by name."""
-        stream, register = _names(self.dmap).layer[name]
+        stream, register = self._names.layer[name]
         if not stream:
             return int(self.layer_regs[group, layer, register.index])
         if layer >= self.stream_regs.shape[1]:
@@ -59,17 +62,17 @@ class Machine(Record):
         return self._register(reg).decode(self.reg(group, layer, reg))
 
     def global_fields(self, group: int, name: str) -> dict[str, int]:
-        offset, register = _names(self.dmap).global_[name]
+        offset, register = self._names.global_[name]
         return register.decode(self.global_regs.get((group, offset), 0))
 
     def field(self, group: int, layer: int, reg: str, name: str) -> int:
-        return _names(self.dmap).field[reg, name].get(self.reg(group, layer, reg))
+        return self._names.field[reg, name].get(self.reg(group, layer, reg))
 
     def _register(self, name: str) -> regmap.Register:
-        return _names(self.dmap).layer[name][1]
+        return self._names.layer[name][1]
 
     def global_reg(self, group: int, name: str) -> int:
-        return self.global_regs.get((group, _names(self.dmap).global_[name][0]), 0)
+        return self.global_regs.get((group, self._names.global_[name][0]), 0)
 
     def layer_touched(self, group: int, layer: int) -> bool:
         return bool(self.layer_written[group, layer].any())
