@@ -135,46 +135,95 @@ def conv2d_blocks(
     output rows, each of about `block` sums and im2col values at most (one row at least):
     yields (first row, (O, rows, Wo) sums) in the type `conv2d_batch` computes in
     (`keep_float`), so that a caller's work on each block stays in cache and no whole-layer
-    sums are kept. The blocks' columns and sums reuse two buffers: a block's sums are valid
-    until the next is asked for.
+    sums are kept. The blocks reuse their buffers: a block's sums are valid until the next is
+    asked for.
 
     With `scale` or `offset` (one integer per output) the blocks hold (sums + offset) x
-    scale, made by the product itself (the kernels scaled, the offset one more tap on a row
-    of ones): for a float type only, and exact where `scale` is a power of two and every
+    scale: for a float type only, and exact where `scale` is a power of two and every
     partial sum, the offset included, an integer below the type's exact limit (the caller's
-    bound)."""
+    bound). Many channels at stride 1 are summed one kernel tap at a time (`_tap_blocks`),
+    others through im2col columns (`_column_blocks`)."""
     out_channels, channels, kh, kw = weight.shape
     if channels != data.shape[0]:
         raise ValueError(f"weights expect {channels} channels, data has {data.shape[0]}")
-    taps = channels * kh * kw
-    kernels = weight.reshape(out_channels, taps)
+    kernels = weight.reshape(out_channels, channels * kh * kw)
     work = _matmul_type(data, kernels)
+    if (offset is not None or scale != 1.0) and work == np.int64:
+        raise ValueError("a scale or offset needs sums in a float type")
+    kernels = kernels.astype(work, copy=False) * work(scale)
+    added = None if offset is None else np.reshape(offset, (-1, 1)).astype(work) * work(scale)
+    if stride == (1, 1) and kh * kw > 1 and channels >= _TAP_CHANNELS:
+        return _tap_blocks(data, kernels.reshape(weight.shape), pad, added, block)
     padded = _zero_padded(data[None], (pad[0], pad[1], pad[0], pad[1]), work)[0]
-    kernels = kernels.astype(work, copy=False)
-    extra = int(offset is not None)
-    if extra or scale != 1.0:
-        if work == np.int64:
-            raise ValueError("a scale or offset needs sums in a float type")
-        if extra:
-            kernels = np.concatenate([kernels, np.reshape(offset, (-1, 1)).astype(work)], axis=1)
-        kernels = kernels * work(scale)
+    if added is not None:  # one more tap, on a row of ones
+        kernels = np.concatenate([kernels, added], axis=1)
     windows = sliding_window_view(padded, (kh, kw), axis=(1, 2))[:, :: stride[0], :: stride[1]]
-    out_h, out_w = windows.shape[1:3]
+    return _column_blocks(windows, kernels, block)
+
+
+_TAP_CHANNELS = 32  # channels from which a tap's product is big enough to beat im2col's copies
+
+
+def _column_blocks(windows: np.ndarray, kernels: np.ndarray, block: int) -> Iterator:
+    """`conv2d_blocks` through im2col columns: (C, Ho, Wo, kh, kw) windows, (O, taps [+ 1])
+    kernels (a last column: the offset, on a row of ones)."""
+    channels, out_h, out_w, kh, kw = windows.shape
+    out_channels, width = kernels.shape
+    taps = channels * kh * kw
     rows = max(1, min(out_h, block // max(1, max(out_channels, taps) * out_w)))
-    cols_buffer = np.empty((taps + extra) * rows * out_w, dtype=work)
-    sums_buffer = np.empty(out_channels * rows * out_w, dtype=work)
+    cols_buffer = np.empty(width * rows * out_w, dtype=kernels.dtype)
+    sums_buffer = np.empty(out_channels * rows * out_w, dtype=kernels.dtype)
     for first in range(0, out_h, rows):
         part = windows[:, first : first + rows]  # (C, rows, Wo, kh, kw)
         n = part.shape[1] * out_w
         # -> (C*kh*kw, rows*Wo), the order of the kernels' taps (then the row of ones)
-        cols = cols_buffer[: (taps + extra) * n]
+        cols = cols_buffer[: width * n]
         np.copyto(
             cols[: taps * n].reshape(channels, kh, kw, -1, out_w), part.transpose(0, 3, 4, 1, 2)
         )
         cols[taps * n :] = 1
         sums = sums_buffer[: out_channels * n].reshape(out_channels, n)
-        np.matmul(kernels, cols.reshape(taps + extra, n), out=sums)
+        np.matmul(kernels, cols.reshape(width, n), out=sums)
         yield first, sums.reshape(out_channels, -1, out_w)
+
+
+def _tap_blocks(
+    data: np.ndarray, kernels: np.ndarray, pad: Pair, added: np.ndarray | None, block: int
+) -> Iterator:
+    """`conv2d_blocks` at stride 1 one kernel tap at a time, without im2col: the padded data
+    rows laid end to end, output pixel (r, c) of tap (i, j) reads flat position (r + i) x Wp +
+    c + j, so a block of rows is one strided (C, rows x Wp) view per tap, which BLAS reads as
+    it is; the sums of each tap's (O, C) kernels times that view add up (the last kw - 1
+    columns of each row are not outputs and are left out). Scaled (O, C, kh, kw) kernels;
+    `added`: (O, 1) scaled offsets."""
+    out_channels, channels, kh, kw = kernels.shape
+    work = kernels.dtype
+    top, left = pad
+    height, width = data.shape[1] + 2 * top, data.shape[2] + 2 * left
+    padded = np.zeros((channels, height + 1, width), dtype=work)  # (a row more: see below)
+    padded[:, top : top + data.shape[1], left : left + data.shape[2]] = data
+    flat = padded.reshape(channels, -1)
+    out_h, out_w = height - kh + 1, width - kw + 1
+    taps = [
+        (np.ascontiguousarray(kernels[:, :, i, j]), i * width + j)
+        for i in range(kh)
+        for j in range(kw)
+    ]
+    rows = max(1, min(out_h, block // max(1, max(out_channels, channels) * width)))
+    sums_buffer = np.empty(out_channels * rows * width, dtype=work)
+    part_buffer = np.empty_like(sums_buffer)
+    for first in range(0, out_h, rows):
+        n = min(rows, out_h - first) * width  # (the last tap's view ends within the extra row)
+        sums = sums_buffer[: out_channels * n].reshape(out_channels, n)
+        part = part_buffer[: out_channels * n].reshape(out_channels, n)
+        for t, (tap, shift) in enumerate(taps):
+            view = flat[:, first * width + shift : first * width + shift + n]
+            np.matmul(tap, view, out=part if t else sums)
+            if t:
+                sums += part
+        if added is not None:
+            sums += added
+        yield first, sums.reshape(out_channels, -1, width)[:, :, :out_w]
 
 
 def _zero_padded(data: np.ndarray, pads: tuple[int, int, int, int], dtype: type) -> np.ndarray:
