@@ -16,7 +16,6 @@ import numpy as np
 from edgesynth.errors import EdgesynthError
 from edgesynth.sim import ops
 from edgesynth.targets.max7800x.vdevice.interpret import GroupPart, LayerProgram
-from edgesynth.targets.max7800x.vdevice.memory import HOST
 from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.state import Machine
 
@@ -213,21 +212,44 @@ def read_input(
             machine.log.stream_read(prog.layer, who)
         reads = []
     else:
-        quads = np.flatnonzero(np.bincount(quad))  # (the processors of one instance share words)
-        if lane.shape[1] == 1:  # a lane per processor: each instance's words read once
-            words = machine.data.data[quads[:, None], w].view(np.int8)  # (instances, n x 4)
-            by_lane = words.reshape(quads.size, -1, 4).transpose(0, 2, 1)
-            values = by_lane[np.searchsorted(quads, quad), lane[:, 0]]  # (widened after pooling)
-        else:
-            values = machine.data.signed_bytes(q, w, lanes)
+        values, writers = _instance_bytes(machine, quad, lanes, word[gather])
         shape = (proc.size, word.size)
-        writers = machine.data.writer[quads[:, None], word[None, :]].ravel().astype(np.int64)
-        writers = np.flatnonzero(np.bincount(writers - HOST)) + HOST
         reads = [(quad, word, writers)]
         if machine.log is not None:  # in the pixel order the hazard messages name
             qs, ws = np.broadcast_to(q, shape), np.broadcast_to(word[None, :], shape)
             machine.log.data_read(prog.layer, qs, ws, np.broadcast_to(lane, shape))
     return values.reshape(layout), reads
+
+
+def _instance_bytes(
+    machine: Machine, quad: np.ndarray, lane: np.ndarray, word: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(processors, words) signed input bytes (int8): of instance quad[i], words `word`, byte
+    lanes `lane` (one a processor, (processors, 1), or one a word, (1, words)); and the
+    writers of those words in every instance read, ascending. Instance by instance: its
+    words read once (a view where they follow each other), its processors' bytes taken from
+    them, its writers counted from the int8 tags, with no temporary the size of every
+    processor's words."""
+    data, tags = machine.data.data, machine.data.writer
+    values = np.empty((quad.size, word.size), dtype=np.int8)
+    start = int(word[0]) if word.size else 0
+    view = bool(word.size) and np.array_equal(word, np.arange(start, start + word.size))
+    per_word = lane.shape[1] > 1  # (one channel an instance: four pixels a word)
+    byte = 4 * np.arange(word.size) + lane[0] if per_word else None
+    counts = np.zeros(256, dtype=np.int64)
+    for q in np.flatnonzero(np.bincount(quad)).tolist():
+        if view:
+            row, tag = data[q, start : start + word.size], tags[q, start : start + word.size]
+        else:
+            row, tag = data[q, word], tags[q, word]
+        for i in np.flatnonzero(quad == q).tolist():
+            if per_word:
+                values[i] = row.view(np.int8).take(byte)
+            else:
+                values[i] = row.view(np.int8).reshape(-1, 4)[:, lane[i, 0]]
+        counts += np.bincount(tag.view(np.uint8), minlength=256)
+    present = np.flatnonzero(counts)
+    return values, np.sort(np.where(present >= 128, present - 256, present))  # (int8 tags)
 
 
 def _stream_rows(
