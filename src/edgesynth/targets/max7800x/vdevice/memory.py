@@ -277,24 +277,26 @@ def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarr
 def mexpress_runs(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`mexpress_blocks` as (is_set, starts): `starts` marks the first write of each run."""
     n = processor.size
-    same_next = np.zeros(n, dtype=bool)  # the next write goes to the same processor
-    same_next[:-1] = processor[1:] == processor[:-1]
+
+    def ahead(k: int, test: np.ndarray) -> np.ndarray:
+        """`test` of each write with the write k later (False where there is none)."""
+        out = np.zeros(n, dtype=bool)
+        out[: max(0, n - k)] = test
+        return out
+
+    same_next = ahead(1, processor[1:] == processor[:-1])  # the next goes to this processor
     continues = np.zeros(n, dtype=bool)  # this write is the word after the one before
     continues[1:] = same_next[:-1] & (offset[1:] == offset[:-1] + 4)
-    next_offset = np.full(n, -1, dtype=np.int64)
-    next_offset[:-1] = offset[1:]
-    next2_offset = np.full(n, -1, dtype=np.int64)
-    next2_offset[:-2] = offset[2:]
-    same_next2 = np.zeros(n, dtype=bool)  # the next two writes go to the same processor
-    same_next2[:-1] = same_next[1:]
-    same_next2 &= same_next
+    same_next2 = ahead(1, same_next[1:]) & same_next  # the next two go to this processor
     # data@X, set@X, data@X: only the last write before the stream resumes is the set.
-    repeats = (next_offset == offset) & ~(same_next2 & (next2_offset == offset))
+    repeats = ahead(1, offset[1:] == offset[:-1]) & ~(
+        same_next2 & ahead(2, offset[2:] == offset[:-2])
+    )
     # A write followed by a restart at offset 0 is a set (the older loader), unless it
     # continues a run and the write at 0 is itself a set (set@0, data@0): then it ends its run.
     # A set may continue a run by chance: the previous block's data ends where it points.
-    next_is_set_at_0 = same_next2 & (next2_offset == 0)
-    is_set = same_next & (repeats | ((next_offset == 0) & ~(continues & next_is_set_at_0)))
+    next_is_set_at_0 = same_next2 & ahead(2, offset[2:] == 0)
+    is_set = same_next & (repeats | (ahead(1, offset[1:] == 0) & ~(continues & next_is_set_at_0)))
     data = ~is_set
     after_data = np.zeros(n, dtype=bool)
     after_data[1:] = data[:-1]
