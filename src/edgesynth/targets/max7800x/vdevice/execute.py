@@ -277,8 +277,8 @@ _CHUNK_BYTES = 1 << 18  # input bytes a streamed layer reads and pools at a time
 def read_pooled(
     machine: Machine, prog: LayerProgram, processors: list[int]
 ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """`pool_and_combine` of `read_input`: (processors, passes, pooled rows, pooled cols)
-    int64, and the words read. A streamed HWC input (run without the access log) is read and
+    """`pool_and_combine` of `read_input`: (processors, passes, pooled rows, pooled cols),
+    and the words read. A streamed HWC input (run without the access log) is read and
     pooled a few processors at a time into one reused buffer, never all of it at once (the
     same values; a large streamed frame's input bytes are most of a proof's memory)."""
     pixels = prog.rows * prog.cols
@@ -302,8 +302,9 @@ def read_pooled(
 
 
 def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
-    """(n, passes, operands, rows, cols) -> (n, passes, pooled rows, pooled cols), int64 (the
-    input's bytes may come as int8: pooled before they are widened)."""
+    """(n, passes, operands, rows, cols) -> (n, passes, pooled rows, pooled cols): int8 bytes
+    max-pooled (or not pooled) stay int8 (the convolutions widen them), sums and element-wise
+    results are int64."""
     n, passes, operands, rows, cols = data.shape
     flat = data.reshape(n * passes, operands, rows, cols)
 
@@ -327,7 +328,7 @@ def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
     else:
         combined = ops.clip8(ops.eltwise(prog.eltwise, [flat[:, j] for j in range(operands)]))
         out = pool(combined)
-    return out.reshape(n, passes, *out.shape[1:]).astype(np.int64, copy=False)
+    return out.reshape(n, passes, *out.shape[1:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -954,6 +955,7 @@ def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
         if not part.processors:
             continue
         pooled, reads = read_pooled(machine, prog, part.processors)  # (proc, passes, rows, cols)
+        pooled = pooled.astype(np.int64, copy=False)  # (the values written, as a layer's)
         n_proc = len(part.processors)
         out = pooled.transpose(1, 0, 2, 3).reshape(prog.passes * n_proc, *pooled.shape[2:])
         if prog.relu:
