@@ -164,7 +164,9 @@ def conv2d_blocks(
 _TAP_CHANNELS = 32  # channels from which a tap's product is big enough to beat im2col's copies
 
 
-def _column_blocks(windows: np.ndarray, kernels: np.ndarray, block: int) -> Iterator:
+def _column_blocks(
+    windows: np.ndarray, kernels: np.ndarray, block: int
+) -> Iterator[tuple[int, np.ndarray]]:
     """`conv2d_blocks` through im2col columns: (C, Ho, Wo, kh, kw) windows, (O, taps [+ 1])
     kernels (a last column: the offset, on a row of ones)."""
     channels, out_h, out_w, kh, kw = windows.shape
@@ -189,7 +191,7 @@ def _column_blocks(windows: np.ndarray, kernels: np.ndarray, block: int) -> Iter
 
 def _tap_blocks(
     data: np.ndarray, kernels: np.ndarray, pad: Pair, added: np.ndarray | None, block: int
-) -> Iterator:
+) -> Iterator[tuple[int, np.ndarray]]:
     """`conv2d_blocks` at stride 1 one kernel tap at a time, without im2col: the padded data
     rows laid end to end, output pixel (r, c) of tap (i, j) reads flat position (r + i) x Wp +
     c + j, so a block of rows is one strided (C, rows x Wp) view per tap, which BLAS reads as
