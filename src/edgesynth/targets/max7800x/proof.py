@@ -168,12 +168,12 @@ def _other(hazard: Hazard, victim: int | None) -> int | None:
     return hazard.culprit if hazard.layer == victim else hazard.layer
 
 
-_WHERE = re.compile(r"processor (\d+), words ([\d\-, ]+?)\)")
+_WHERE = r"processor (\d+), words ([\d\-, ]+?)\)"  # (compiled on a failure only: re's cache)
 
 
 def _kernel_places(hazards: list[Hazard]) -> str:
     """ "processors 16, 32 and 48, kernel words 4-6" from the hazards' messages."""
-    found = [m.groups() for h in hazards if (m := _WHERE.search(h.message))]
+    found = [m.groups() for h in hazards if (m := re.search(_WHERE, h.message))]
     if not found:
         return ""
     processors = [p for p, _ in found]

@@ -44,12 +44,11 @@ def _kernel_records(plan: Plan) -> np.ndarray:
     lengths = np.array([b.words.size for b in blocks], dtype=np.int64)
     starts = np.array([b.address for b in blocks], dtype=np.int64)
     first = np.cumsum(lengths) - lengths
-    addrs = np.repeat(starts, lengths) + 4 * (
-        np.arange(int(lengths.sum())) - np.repeat(first, lengths)
-    )
-    values = np.concatenate([b.words for b in blocks]).astype(np.int64)
     if not plan.settings.opts.plan.mexpress:
-        return np.stack([addrs.astype(np.uint32), values.astype(np.uint32)], axis=1)
+        out = np.empty((int(lengths.sum()), 2), dtype=np.uint32)
+        out[:, 0] = _counted(starts - 4 * first, lengths)
+        out[:, 1] = np.concatenate([b.words for b in blocks])
+        return out
     words = [b.address & ~3 for b in blocks]
     # the data words that land in a set write's word (the only earlier values the trace needs)
     targets = np.array(sorted(set(words)), dtype=np.int64)
@@ -68,16 +67,22 @@ def _kernel_records(plan: Plan) -> np.ndarray:
         memory[word] = (memory.get(word, 0) & ~(0xFF << byte)) | 1 << byte
         set_values.append(memory[word])
         memory.update(landing.get(i, ()))
-    # each block: its set write, then its words
+    # each block: its set write, then its words (block i's words follow i + 1 set writes)
     at_set = first + np.arange(len(blocks))
-    out = np.zeros((addrs.size + len(blocks), 2), dtype=np.uint32)
-    is_data = np.ones(out.shape[0], dtype=bool)
-    is_data[at_set] = False
+    out = np.empty((int(lengths.sum()) + len(blocks), 2), dtype=np.uint32)
+    out[:, 0] = _counted(starts - 4 * (at_set + 1), lengths + 1)
     out[at_set, 0] = np.array(words, dtype=np.int64).astype(np.uint32)
+    out[:, 1] = np.insert(np.concatenate([b.words for b in blocks]), first, 0)
     out[at_set, 1] = np.array(set_values, dtype=np.int64).astype(np.uint32)
-    out[is_data, 0] = addrs.astype(np.uint32)
-    out[is_data, 1] = values.astype(np.uint32)
     return out
+
+
+def _counted(base: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The word address base[i] + 4 x k of each record k (counted over all of them), for the
+    `lengths[i]` records of block i, as uint32 (modulo 2**32, as the addresses are)."""
+    address = np.repeat(base.astype(np.uint32), lengths)
+    address += (4 * np.arange(int(lengths.sum()), dtype=np.int64)).astype(np.uint32)
+    return address
 
 
 def plan_trace(plan: Plan) -> list[np.ndarray]:

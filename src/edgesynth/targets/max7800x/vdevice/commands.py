@@ -237,7 +237,7 @@ def run_device(
                 # what the layer computed and wrote (read back at the end of the run, a later
                 # layer may have overwritten it, or a streaming layer's circular buffer holds
                 # only its last rows)
-                folder.write_npy(f"layer{layer.layer:02d}.npy", layer.output)
+                folder.write_npy(f"layer{layer.layer:02d}.npy", layer.output.astype(np.int64))
         lines.append(f"wrote every layer's output to {layers}/")
     return report
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.sim import ops
-from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import GroupPart, LayerProgram
-from edgesynth.targets.max7800x.vdevice.memory import HOST
 from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.state import Machine
+
+if TYPE_CHECKING:  # (the hazard record is made only where a run keeps the access log)
+    from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 
 
 class Placement(Record):
@@ -70,11 +72,11 @@ class LayerResult(Record):
     """One layer's run: its output, where it went, and what it read."""
 
     layer: int
-    output: np.ndarray  # (channels, rows, cols) int64, the values written
+    output: np.ndarray  # (channels, rows, cols) int8 (8-bit outputs) or int64, the values written
     placement: Placement
     # (instances, words, layers that had written them) of every data-memory read
     reads: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = Factory(list)
-    kernels: list[KernelUnits] = Factory(list)
+    kernels: list[KernelUnits] = Factory(list)  # (made only where the run keeps the access log)
     biases: list[BiasUnits] = Factory(list)
     notes: list[str] = Factory(list)
     # the words the layer wrote (instance x words + word), channel by channel (channels x
@@ -146,6 +148,8 @@ def _fifo_bytes(
         raw[ok] = (stream[word[ok]] >> (8 * lane_n[ok]).astype(np.uint32)) & 0xFF
         out[i] = raw.astype(np.uint8).astype(np.int8)
         if machine.log is not None and (not ok.all() or not raw.any()):
+            from edgesynth.targets.max7800x.vdevice.hazards import Hazard
+
             what = "runs out of FIFO words" if not ok.all() else "gets only zero bytes"
             machine.log.found.append(
                 Hazard(
@@ -208,9 +212,8 @@ def read_input(
             machine.log.stream_read(prog.layer, who)
         reads = []
     else:
-        values = machine.data.signed_bytes(q, w, lanes)  # (widened after pooling)
+        values, writers = _instance_bytes(machine, quad, lanes, word[gather])
         shape = (proc.size, word.size)
-        writers = np.flatnonzero(np.bincount(machine.data.writer[q, w].ravel() - HOST)) + HOST
         reads = [(quad, word, writers)]
         if machine.log is not None:  # in the pixel order the hazard messages name
             qs, ws = np.broadcast_to(q, shape), np.broadcast_to(word[None, :], shape)
@@ -218,22 +221,90 @@ def read_input(
     return values.reshape(layout), reads
 
 
+def _instance_bytes(
+    machine: Machine, quad: np.ndarray, lane: np.ndarray, word: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(processors, words) signed input bytes (int8): of instance quad[i], words `word`, byte
+    lanes `lane` (one a processor, (processors, 1), or one a word, (1, words)); and the
+    writers of those words in every instance read, ascending. Instance by instance: its
+    words read once (a view where they follow each other), its processors' bytes taken from
+    them, its writers counted from the int8 tags, with no temporary the size of every
+    processor's words."""
+    data, tags = machine.data.data, machine.data.writer
+    values = np.empty((quad.size, word.size), dtype=np.int8)
+    start = int(word[0]) if word.size else 0
+    view = bool(word.size) and np.array_equal(word, np.arange(start, start + word.size))
+    per_word = lane.shape[1] > 1  # (one channel an instance: four pixels a word)
+    byte = 4 * np.arange(word.size) + lane[0] if per_word else None
+    counts = np.zeros(256, dtype=np.int64)
+    for q in np.flatnonzero(np.bincount(quad)).tolist():
+        if view:
+            row, tag = data[q, start : start + word.size], tags[q, start : start + word.size]
+        else:
+            row, tag = data[q, word], tags[q, word]
+        for i in np.flatnonzero(quad == q).tolist():
+            if per_word:
+                values[i] = row.view(np.int8).take(byte)
+            else:
+                values[i] = row.view(np.int8).reshape(-1, 4)[:, lane[i, 0]]
+        counts += np.bincount(tag.view(np.uint8), minlength=256)
+    present = np.flatnonzero(counts)
+    return values, np.sort(np.where(present >= 128, present - 256, present))  # (int8 tags)
+
+
 def _stream_rows(
-    machine: Machine, prog: LayerProgram, quad: np.ndarray, lane: np.ndarray, pixels: int
+    machine: Machine,
+    prog: LayerProgram,
+    quad: np.ndarray,
+    lane: np.ndarray,
+    pixels: int,
+    out: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """`read_input`'s streamed HWC bytes (int8), (processors, passes x operands x pixels) in its
     order, as one strided read per processor and pass/operand (word read_ptr + pixel x
-    pixel_words + pass x operands + operand); None where a read leaves the stream view."""
+    pixel_words + pass x operands + operand), into `out` where given; None where a read
+    leaves the stream view."""
     within = prog.passes * prog.operands
     rows = np.repeat(np.arange(quad.size), within)
     start = prog.read_ptr + np.tile(np.arange(within), quad.size)
-    values = machine.stream.read_rows(quad[rows], start, prog.pixel_words, lane[rows], pixels)
+    values = machine.stream.read_rows(quad[rows], start, prog.pixel_words, lane[rows], pixels, out)
     return None if values is None else values.reshape(quad.size, within * pixels)
 
 
+_CHUNK_BYTES = 1 << 18  # input bytes a streamed layer reads and pools at a time
+
+
+def read_pooled(
+    machine: Machine, prog: LayerProgram, processors: list[int]
+) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """`pool_and_combine` of `read_input`: (processors, passes, pooled rows, pooled cols),
+    and the words read. A streamed HWC input (run without the access log) is read and
+    pooled a few processors at a time into one reused buffer, never all of it at once (the
+    same values; a large streamed frame's input bytes are most of a proof's memory)."""
+    pixels = prog.rows * prog.cols
+    within = prog.passes * prog.operands
+    if prog.fifo or not prog.streamed or machine.log is not None or prog.big_data:
+        data, reads = read_input(machine, prog, processors)
+        return pool_and_combine(prog, data), reads
+    proc = np.asarray(processors)
+    step = max(1, _CHUNK_BYTES // max(1, within * pixels))
+    buffer = np.empty(min(step, proc.size) * within * pixels, dtype=np.int8)
+    parts = []
+    for first in range(0, proc.size, step):
+        chunk = proc[first : first + step]
+        values = _stream_rows(machine, prog, chunk // 4, chunk % 4, pixels, buffer)
+        if values is None:  # (outside the stream view: read as `read_input` reads)
+            data, reads = read_input(machine, prog, processors)
+            return pool_and_combine(prog, data), reads
+        layout = (chunk.size, prog.passes, prog.operands, prog.rows, prog.cols)
+        parts.append(pool_and_combine(prog, values.reshape(layout)))
+    return (np.concatenate(parts) if len(parts) > 1 else parts[0]), []
+
+
 def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
-    """(n, passes, operands, rows, cols) -> (n, passes, pooled rows, pooled cols), int64 (the
-    input's bytes may come as int8: pooled before they are widened)."""
+    """(n, passes, operands, rows, cols) -> (n, passes, pooled rows, pooled cols): int8 bytes
+    max-pooled (or not pooled) stay int8 (the convolutions widen them), sums and element-wise
+    results are int64."""
     n, passes, operands, rows, cols = data.shape
     flat = data.reshape(n * passes, operands, rows, cols)
 
@@ -257,7 +328,7 @@ def pool_and_combine(prog: LayerProgram, data: np.ndarray) -> np.ndarray:
     else:
         combined = ops.clip8(ops.eltwise(prog.eltwise, [flat[:, j] for j in range(operands)]))
         out = pool(combined)
-    return out.reshape(n, passes, *out.shape[1:]).astype(np.int64, copy=False)
+    return out.reshape(n, passes, *out.shape[1:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,10 +376,10 @@ def kernel_positions(prog: LayerProgram) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) -> np.ndarray:
     """(processors, slots, passes, taps) signed weights from kernel memory (all 1 with kernel
-    bypass, LCTRL0.bypass)."""
+    bypass, LCTRL0.bypass), int8 (the convolutions widen them)."""
     bits, taps = prog.weight_bits, prog.kernel_taps
     if prog.bypass:
-        return np.ones((len(processors), prog.slots, prog.passes, taps), dtype=np.int64)
+        return np.ones((len(processors), prog.slots, prog.passes, taps), dtype=np.int8)
     word, index, shift = kernel_positions(prog)
     kmem = machine.kernels.data
     if word.max(initial=0) >= kmem.shape[1]:
@@ -316,19 +387,17 @@ def gather_weights(machine: Machine, prog: LayerProgram, processors: list[int]) 
             f"layer {prog.layer}: kernel addresses run past the end of kernel memory "
             f"(MCNT 0x{prog.mask_start:x}..0x{prog.mask_end:x})"
         )
-    # one flat index per byte: processor row, 9 bytes per word
-    flat = np.asarray(processors)[:, None] * kmem[0].size + (word * 9 + index).reshape(-1)
-    raw = kmem.reshape(-1).take(flat)
+    # each processor's row of bytes (9 a word), at one position per weight: (processors, n)
+    rows = kmem.reshape(kmem.shape[0], -1)
+    raw = rows[np.asarray(processors)[:, None], (word * 9 + index).reshape(1, -1)]
     if bits == 8 and not prog.binary and not shift.any():  # whole bytes: signed as they are
-        values = raw.view(np.int8).astype(np.int64)
-        return values.reshape(len(processors), prog.slots, prog.passes, taps)
-    raw = ((raw >> shift.reshape(-1).astype(np.uint8)) & ((1 << bits) - 1)).astype(np.int64)
-    if prog.binary:
-        values = np.where(raw == 1, -1, 1)
-    elif bits < 8:
-        values = np.where(raw >= 1 << (bits - 1), raw - (1 << bits), raw)
+        values = raw.view(np.int8)
     else:
-        values = np.where(raw >= 128, raw - 256, raw)
+        field = (raw >> shift.reshape(-1).astype(np.uint8)) & np.uint8((1 << bits) - 1)
+        if prog.binary:
+            values = np.where(field == 1, np.int8(-1), np.int8(1))
+        else:  # `bits`-bit two's complement: moved to the top of the byte and shifted back
+            values = (field << np.uint8(8 - bits)).view(np.int8) >> np.int8(8 - bits)
     return values.reshape(len(processors), prog.slots, prog.passes, taps)
 
 
@@ -452,6 +521,8 @@ def writes_before_reads(prog: LayerProgram, result: LayerResult) -> Hazard | Non
     if not late.any():
         return None
     q_all, w_all = q_out[late], w_out[late]
+    from edgesynth.targets.max7800x.vdevice.hazards import Hazard
+
     return Hazard(
         "overwrites its own input",
         prog.layer,
@@ -469,27 +540,48 @@ def _exact(prog: LayerProgram, acc: np.ndarray, biases: int) -> np.ndarray:
         return acc
     limit = ops.FLOAT32_EXACT_LIMIT if acc.dtype == np.float32 else ops.ACC_EXACT_LIMIT
     bound = max(-float(acc.min()), float(acc.max())) if acc.size else 0.0
-    margin = 128 * 128 * biases + (1 << max(7 - prog.shift, 0))
-    if prog.out32 or bound + margin >= limit:
+    if prog.out32 or bound + _margin(prog, biases) >= limit:
         return acc.astype(np.int64)
     return acc
+
+
+def _margin(prog: LayerProgram, biases: int) -> int:
+    """What `_finish` adds to the sums at most: `biases` biases of at most 128 x 128, and the
+    rounding half."""
+    return 128 * 128 * biases + (1 << max(7 - prog.shift, 0))
 
 
 def _finish_float(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     """`_finish` of an 8-bit output on integer-valued float accumulators (`_exact`): every
     step is exact in the float type (sums and half below its exact limit; scaling by a power
-    of two; floor), so the result is the integer path's, converted once at the end."""
+    of two; floor), so the result is the integer path's, converted once at the end, to int8
+    (every value is in -128..127)."""
     shift = prog.shift - 7
     if shift < 0:
         acc += (1 << -shift) >> 1
-    np.multiply(acc, 2.0**shift, out=acc)
-    np.floor(acc, out=acc)
-    np.clip(acc, -128, 127, out=acc)
-    if prog.absolute:
-        np.minimum(np.abs(acc, out=acc), 127, out=acc)
-    elif prog.relu:
+    if shift:
+        np.multiply(acc, 2.0**shift, out=acc)
+    return _activate_float(prog, acc)
+
+
+def _activate_float(
+    prog: LayerProgram, acc: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Floor, clip to 8 bits and activate scaled float accumulators (exact: the values are
+    integers and binary fractions), as int8, into `out` where given. With ReLU the value is
+    clipped to 0..127 before the floor, which the conversion's truncation then is (the same
+    values as floor, clip, clip)."""
+    if prog.relu and not prog.absolute:
         np.clip(acc, 0, 127, out=acc)
-    return acc.astype(np.int64)
+    else:
+        np.floor(acc, out=acc)
+        np.clip(acc, -128, 127, out=acc)
+        if prog.absolute:
+            np.minimum(np.abs(acc, out=acc), 127, out=acc)
+    if out is None:
+        return acc.astype(np.int8)
+    np.copyto(out, acc, casting="unsafe")  # (exact: integers in -128..127)
+    return out
 
 
 def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
@@ -508,6 +600,56 @@ def _finish(prog: LayerProgram, acc: np.ndarray) -> np.ndarray:
     return out
 
 
+def _bias_units(machine: Machine, prog: LayerProgram, members: list[int]) -> list[BiasUnits]:
+    """The bias entries each member group with its bias enabled adds to the output slots."""
+    biases = []
+    for g in members:
+        part = prog.parts[g]
+        if part.bias_enabled:
+            # with calcx4 the bias pointer counts groups of four outputs
+            start = part.bias_start * (4 if prog.calcx4 else 1)
+            index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
+            biases.append(BiasUnits(g, index, np.arange(prog.slots)))
+    return biases
+
+
+def _convolve(
+    machine: Machine, prog: LayerProgram, x: np.ndarray, w: np.ndarray, biases: list[BiasUnits]
+) -> np.ndarray:
+    """The output slots of a chain: the sums of x convolved with w, each bias entry x 128
+    added, scaled, rounded, clipped and activated (`_finish`). An 8-bit output whose sums,
+    biases and rounding half float32 holds exactly, bounded before the sums are made
+    (`ops.sum_bound`), is computed in blocks of output rows, the biases, the half and the
+    scaling by a power of two made by the product itself, each block finished while it is in
+    cache (the same values: every step is exact)."""
+    added = [machine.bias[b.group, b.index].astype(np.int8).astype(np.int64) * 128 for b in biases]
+    bound = ops.sum_bound(x, w.reshape(w.shape[0], -1)) if x.size else math.inf
+    if not prog.out32 and bound + _margin(prog, len(biases)) < ops.FLOAT32_EXACT_LIMIT:
+        shift = prog.shift - 7
+        offset = np.full(prog.slots, (1 << -shift) >> 1 if shift < 0 else 0, dtype=np.int64)
+        for b in added:
+            offset += b
+        out = np.empty((prog.slots, *_conv_size(prog, x, w)), dtype=np.int8)
+        blocks = ops.conv2d_blocks(
+            x, w, stride=prog.stride, pad=prog.pad, scale=2.0**shift, offset=offset
+        )
+        for first, sums in blocks:
+            _activate_float(prog, sums, out[:, first : first + sums.shape[1]])
+        return out
+    acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad, keep_float=True)
+    acc = _exact(prog, acc, len(biases))
+    for b in added:
+        acc += b.astype(acc.dtype)[:, None, None]  # (acc is this layer's own array)
+    return _finish(prog, acc)
+
+
+def _conv_size(prog: LayerProgram, x: np.ndarray, w: np.ndarray) -> tuple[int, int]:
+    """(rows, cols) of the convolution's output."""
+    rows = (x.shape[1] + 2 * prog.pad[0] - w.shape[2]) // prog.stride[0] + 1
+    cols = (x.shape[2] + 2 * prog.pad[1] - w.shape[3]) // prog.stride[1] + 1
+    return rows, cols
+
+
 def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
     results = []
     for members in chains(prog):
@@ -515,8 +657,7 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         processors = sorted({p for g in members for p in prog.parts[g].masked})
         if prog.bypass:  # kernel bypass: every enabled processor, every weight 1
             processors = readers
-        data, reads = read_input(machine, prog, readers)
-        pooled = pool_and_combine(prog, data)
+        pooled, reads = read_pooled(machine, prog, readers)
         x = pooled[[readers.index(p) for p in processors]]  # (processors, passes, rows, cols)
         weights = gather_weights(machine, prog, processors)  # (proc, slots, passes, taps)
         n_in = len(processors) * prog.passes
@@ -525,19 +666,8 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         w = weights.transpose(1, 0, 2, 3).reshape(prog.slots, n_in, kh, kw)
         if prog.deconv:
             x = zero_stuff(x)
-        acc = ops.conv2d(x, w, stride=prog.stride, pad=prog.pad, keep_float=True)
-        acc = _exact(prog, acc, len(members))
-        biases = []
-        for g in members:
-            part = prog.parts[g]
-            if part.bias_enabled:
-                # with calcx4 the bias pointer counts groups of four outputs
-                start = part.bias_start * (4 if prog.calcx4 else 1)
-                index = (start + np.arange(prog.slots)) % machine.bias.shape[1]
-                biases.append(BiasUnits(g, index, np.arange(prog.slots)))
-                b = machine.bias[g, index].astype(np.int8).astype(acc.dtype)
-                acc += (b * 128)[:, None, None]  # (acc is this layer's own array)
-        out = _finish(prog, acc)
+        biases = _bias_units(machine, prog, members)
+        out = _convolve(machine, prog, x, w, biases)
         slot = np.arange(prog.slots)
         if prog.qupac:
             # x16 parallel mode: every quadrant computes its own outputs from the same input;
@@ -547,7 +677,8 @@ def _run_convolution(machine: Machine, prog: LayerProgram) -> LayerResult:
         placement.padding = _padding_slots(weights, max(1, prog.slots_per_pass))
         if prog.qupac:
             placement.order = slot
-        units = _kernel_units(prog, processors) if not prog.bypass else None
+        logged = machine.log is not None and not prog.bypass  # (only the hazard record reads them)
+        units = _kernel_units(prog, processors) if logged else None
         result = LayerResult(
             prog.layer,
             out,
@@ -656,7 +787,7 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
     if prog.out32:
         machine.data.write_words_at(index, values, prog.layer)
     else:
-        values = values.astype(np.uint8)  # the low byte, once for both memories
+        values = low_bytes(values)  # once for both memories
         machine.data.write_bytes_at(index, lane, values, prog.layer)
     result.written = index.ravel()
     if wrap is not None:
@@ -668,6 +799,11 @@ def store(machine: Machine, prog: LayerProgram, result: LayerResult, wrap: Wrap 
             machine.stream.write_rows(sq.ravel(), start, step, where.lane, values)
         else:
             machine.stream.write_bytes(sq, where.stream_word, lane, values, prog.layer, ids)
+
+
+def low_bytes(values: np.ndarray) -> np.ndarray:
+    """The low byte of every value, as uint8 (int8 values are viewed, not copied)."""
+    return values.view(np.uint8) if values.dtype == np.int8 else values.astype(np.uint8)
 
 
 def _step(offset: np.ndarray) -> int | None:
@@ -701,7 +837,7 @@ def _store_last_in_buffer(
     last = np.arange(max(0, pixels - period), pixels)
     tail = Placement(where.base, where.offset[last], where.lane, where.shape, where.shift)
     index = _all_in_buffer(tail, wrap, words)
-    values = result.output.reshape(where.channels, -1).astype(np.uint8)
+    values = low_bytes(result.output.reshape(where.channels, -1))
     machine.data.write_bytes_at(index, where.lane[:, None], values[:, last], prog.layer)
     sq = where.base >> where.shift
     start = (where.base & ((1 << where.shift) - 1)) + int(where.offset[0])
@@ -818,8 +954,8 @@ def _run_passthrough(machine: Machine, prog: LayerProgram) -> LayerResult:
     for part in prog.parts.values():
         if not part.processors:
             continue
-        data, reads = read_input(machine, prog, part.processors)
-        pooled = pool_and_combine(prog, data)  # (proc, passes, rows, cols)
+        pooled, reads = read_pooled(machine, prog, part.processors)  # (proc, passes, rows, cols)
+        pooled = pooled.astype(np.int64, copy=False)  # (the values written, as a layer's)
         n_proc = len(part.processors)
         out = pooled.transpose(1, 0, 2, 3).reshape(prog.passes * n_proc, *pooled.shape[2:])
         if prog.relu:
@@ -857,8 +993,7 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
         if not processors:
             continue
         readers = part.processors
-        data, reads = read_input(machine, prog, readers)
-        pooled = pool_and_combine(prog, data)
+        pooled, reads = read_pooled(machine, prog, readers)
         x = pooled[[readers.index(p) for p in processors]]  # (proc, passes, rows, cols)
         weights = gather_weights(machine, prog, processors)  # (proc, slots, passes, taps)
         n, passes = len(processors), prog.passes
@@ -908,7 +1043,8 @@ def _run_depthwise(machine: Machine, prog: LayerProgram) -> LayerResult:
             used = np.flatnonzero(weights[:, 0, passes - 1].any(axis=1))
             first_unused = (used[-1] + 1) if used.size else 0
             placement.padding[(passes - 1) * n + first_unused :] = True
-        units = [] if prog.bypass else [_kernel_units(prog, processors, depthwise=True)]
+        logged = machine.log is not None and not prog.bypass  # (only the hazard record reads them)
+        units = [_kernel_units(prog, processors, depthwise=True)] if logged else []
         biases = []
         if part.bias_enabled:  # channel k x n + i adds entries[i, k]
             biases.append(BiasUnits(g, entries.T.ravel(), np.arange(n * passes)))

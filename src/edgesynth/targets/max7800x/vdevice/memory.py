@@ -33,7 +33,7 @@ class DataMemory(Record):
 
     def __post_init__(self) -> None:
         self.data = np.zeros((16, self.words), dtype=np.uint32)
-        self.writer = np.full((16, self.words), NEVER, dtype=np.int32)
+        self.writer = np.full((16, self.words), NEVER, dtype=np.int8)  # (layers < 128)
 
     def host_write(self, quad: np.ndarray, word: np.ndarray, value: np.ndarray) -> None:
         """CPU writes in order: for repeated addresses the last one wins (NumPy assignment)."""
@@ -143,18 +143,28 @@ class StreamMemory(Record):
             view[q, w : w + span : step, k] = value[r]
 
     def read_rows(
-        self, quad: np.ndarray, start: np.ndarray, step: int, lane: np.ndarray, count: int
+        self,
+        quad: np.ndarray,
+        start: np.ndarray,
+        step: int,
+        lane: np.ndarray,
+        count: int,
+        out: np.ndarray | None = None,
     ) -> np.ndarray | None:
         """(rows, count) signed bytes (int8): row r from words start[r] + i x step of instance
-        quad[r], byte lane[r] (the inverse of `write_rows`); None where a row reaches outside
-        what was written (`read_bytes` then reads it)."""
+        quad[r], byte lane[r] (the inverse of `write_rows`), into `out` where given (int8, at
+        least rows x count); None where a row reaches outside what was written (`read_bytes`
+        then reads it)."""
         size = self.data.shape[1]
         if count == 0 or not _within(quad, self.data.shape[0]):
             return None
         if not _within(start, size) or int(start.max()) + step * (count - 1) >= size:
             return None
         view = self.data.view(np.int8).reshape(*self.data.shape, 4)
-        out = np.empty((start.size, count), dtype=np.int8)
+        if out is None:
+            out = np.empty((start.size, count), dtype=np.int8)
+        else:
+            out = out.reshape(-1)[: start.size * count].reshape(start.size, count)
         span = step * count
         rows_at = zip(quad.tolist(), start.tolist(), lane.tolist(), strict=True)
         for r, (q, w, k) in enumerate(rows_at):
@@ -259,27 +269,38 @@ def mexpress_blocks(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarr
     (is_set, run) where `run` numbers the runs of data writes (-1 for set writes); each run is
     contiguous in the trace.
     """
+    is_set, starts = mexpress_runs(processor, offset)
+    run = np.where(~is_set, np.cumsum(starts) - 1, -1)
+    return is_set, run
+
+
+def mexpress_runs(processor: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`mexpress_blocks` as (is_set, starts): `starts` marks the first write of each run."""
     n = processor.size
-    if n == 0:
-        return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
-    same_next = np.zeros(n, dtype=bool)
-    same_next[:-1] = processor[1:] == processor[:-1]
-    continues = np.zeros(n, dtype=bool)
+
+    def ahead(k: int, test: np.ndarray) -> np.ndarray:
+        """`test` of each write with the write k later (False where there is none)."""
+        out = np.zeros(n, dtype=bool)
+        out[: max(0, n - k)] = test
+        return out
+
+    same_next = ahead(1, processor[1:] == processor[:-1])  # the next goes to this processor
+    continues = np.zeros(n, dtype=bool)  # this write is the word after the one before
     continues[1:] = same_next[:-1] & (offset[1:] == offset[:-1] + 4)
-    next_offset = np.r_[offset[1:], -1]
-    same_next2 = np.r_[same_next[1:], False] & same_next
-    next2_offset = np.r_[offset[2:], -1, -1]
+    same_next2 = ahead(1, same_next[1:]) & same_next  # the next two go to this processor
     # data@X, set@X, data@X: only the last write before the stream resumes is the set.
-    repeats = (next_offset == offset) & ~(same_next2 & (next2_offset == offset))
+    repeats = ahead(1, offset[1:] == offset[:-1]) & ~(
+        same_next2 & ahead(2, offset[2:] == offset[:-2])
+    )
     # A write followed by a restart at offset 0 is a set (the older loader), unless it
     # continues a run and the write at 0 is itself a set (set@0, data@0): then it ends its run.
     # A set may continue a run by chance: the previous block's data ends where it points.
-    next_is_set_at_0 = same_next2 & (next2_offset == 0)
-    is_set = same_next & (repeats | ((next_offset == 0) & ~(continues & next_is_set_at_0)))
+    next_is_set_at_0 = same_next2 & ahead(2, offset[2:] == 0)
+    is_set = same_next & (repeats | (ahead(1, offset[1:] == 0) & ~(continues & next_is_set_at_0)))
     data = ~is_set
-    starts = data & ~(continues & np.r_[False, data[:-1]])
-    run = np.where(data, np.cumsum(starts) - 1, -1)
-    return is_set, run
+    after_data = np.zeros(n, dtype=bool)
+    after_data[1:] = data[:-1]
+    return is_set, data & ~(continues & after_data)
 
 
 class Fifos(Record):

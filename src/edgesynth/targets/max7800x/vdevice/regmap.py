@@ -636,14 +636,100 @@ class Classified(FrozenRecord):
 
 
 def classify(dmap: DeviceMap, addr: np.ndarray) -> Classified:
-    """Decode every address of a trace at once (vectorized): a few passes over the whole
-    trace pick each block's candidates; each region's tests and coordinates run on those."""
-    a = np.asarray(addr, dtype=np.int64)
+    """Decode every address of a trace (vectorized). A trace is mostly runs of writes to
+    consecutive words (the loaders' blocks) or to one address (a FIFO), so where runs are few
+    the first and last write of each run are decoded (`decode`): a run to one address takes
+    its first write's coordinates; a run over consecutive words whose two ends lie in one
+    memory block (the same region, quadrant and processor or instance, coordinates apart by
+    the run's length) counts its coordinates from its first word; the writes of every other
+    run are decoded one by one."""
+    a = _addresses(addr)
+    n = a.size
+    step = a[1:] - a[:-1]
+    ends = (step != 0) & (step != 4)  # the last write of a run: the step changes after it
+    ends[1:] |= step[1:] != step[:-1]
+    last_writes = np.flatnonzero(ends)
+    if (last_writes.size + 1) * 4 > n:
+        return decode(dmap, a)
+    heads = np.concatenate(([0], last_writes + 1))
+    tails = np.concatenate((last_writes, [n - 1]))
+    first, last = decode(dmap, a[heads]), decode(dmap, a[tails])
+    length = tails - heads + 1
+    moves = step[np.minimum(heads, n - 2)] == 4  # (a run of one write stays)
+    moves &= length > 1
+    index_step = np.where(moves, _INDEX_STEP[first.region], 0)
+    offset_step = np.where(moves, _OFFSET_STEP[first.region], 0)
+    counted = (
+        (_COUNTED[first.region] | ~moves)
+        & (last.region == first.region)
+        & (last.group == first.group)
+        & (last.index - first.index == index_step * (length - 1))
+        & (last.offset - first.offset == offset_step * (length - 1))
+    )
+    return _expand(dmap, a, first, heads, length, counted, index_step, offset_step)
+
+
+def _expand(
+    dmap: DeviceMap,
+    a: np.ndarray,
+    first: Classified,
+    heads: np.ndarray,
+    length: np.ndarray,
+    counted: np.ndarray,
+    index_step: np.ndarray,
+    offset_step: np.ndarray,
+) -> Classified:
+    """`classify`'s coordinates of every write: counted from its run's first write, or, in
+    the runs not `counted`, decoded one by one."""
+    within = np.arange(a.size, dtype=np.int32) - np.repeat(heads.astype(np.int32), length)
+    region = np.repeat(first.region, length)
+    group = np.repeat(first.group, length)
+    index = np.repeat(first.index, length)
+    offset = np.repeat(first.offset, length)
+    if index_step.any():
+        index += np.repeat(index_step.astype(np.int32), length) * within
+    if offset_step.any():
+        offset += np.repeat(offset_step.astype(np.int32), length) * within
+    rest = np.flatnonzero(np.repeat(~counted, length))
+    if rest.size:
+        one = decode(dmap, a[rest])
+        region[rest], group[rest], index[rest], offset[rest] = (
+            one.region,
+            one.group,
+            one.index,
+            one.offset,
+        )
+    return Classified(region, group, index, offset)
+
+
+def _addresses(addr: np.ndarray) -> np.ndarray:
+    """A trace's uint32 addresses as they are (half the memory of int64: offsets are taken
+    only of addresses at or above their block's base), any others as int64."""
+    a = np.asarray(addr)
+    return a if a.dtype == np.uint32 else a.astype(np.int64)
+
+
+def decode(dmap: DeviceMap, addr: np.ndarray) -> Classified:
+    """Decode each address on its own (vectorized): a few passes over all of them pick each
+    block's candidates; each region's tests and coordinates run on those. The coordinates are
+    int32."""
+    a = _addresses(addr)
     marks = _Marks(a.size)
     _mark_bus(marks, dmap, a)
     _mark_sram(marks, dmap, a)
     _mark_groups(marks, dmap, a)
     return Classified(marks.region, marks.group, marks.index, marks.offset)
+
+
+# How a region's coordinates step from one word to the next of a run of consecutive words
+# (`classify`): kernel memory by 4 byte offsets, the word memories by one word, the standard
+# FIFOs by one FIFO; registers are decoded word by word.
+_COUNTED = np.zeros(len(REGION_NAMES), dtype=bool)
+_INDEX_STEP = np.zeros(len(REGION_NAMES), dtype=np.int32)
+_OFFSET_STEP = np.zeros(len(REGION_NAMES), dtype=np.int32)
+_COUNTED[[MRAM, TRAM, SRAM, BIAS, FIFO_DATA]] = True
+_OFFSET_STEP[[MRAM, TRAM, SRAM, BIAS]] = (4, 1, 1, 1)
+_INDEX_STEP[FIFO_DATA] = 1
 
 
 class _Marks:
@@ -652,9 +738,9 @@ class _Marks:
 
     def __init__(self, n: int) -> None:
         self.region = np.zeros(n, dtype=np.int8)
-        self.group = np.full(n, -1, dtype=np.int64)
-        self.index = np.full(n, -1, dtype=np.int64)
-        self.offset = np.full(n, -1, dtype=np.int64)
+        self.group = np.full(n, -1, dtype=np.int32)
+        self.index = np.full(n, -1, dtype=np.int32)
+        self.offset = np.full(n, -1, dtype=np.int32)
         self.unknown = np.ones(n, dtype=bool)  # region == UNKNOWN
 
     def mark(
@@ -725,11 +811,14 @@ def _mark_groups(marks: _Marks, dmap: DeviceMap, a: np.ndarray) -> None:
         k = np.flatnonzero((offset >= start) & (offset < end))
         return at[k], group[k], offset[k]
 
-    known = np.fromiter(dmap.global_regs, dtype=np.int64)
-    where, g, o = span(int(known.min()), int(known.max()) + 1)
-    # (kind="table": a lookup table for small sets of integers; the default sorts with
-    # np.unique, whose first call imports numpy.ma: 8 ms of every proof)
-    marks.mark(where, np.isin(o, known, kind="table"), GLOBAL, g=g, o=o)
+    known = np.sort(np.fromiter(dmap.global_regs, dtype=np.int64))
+    where, g, o = span(int(known[0]), int(known[-1]) + 1)
+    o = o.astype(np.int64)
+    # (a binary search in the few offsets: np.isin's lookup table would span them all, a
+    # megabyte on the MAX78002, and its default sorts with np.unique, whose first call imports
+    # numpy.ma: 8 ms of every proof)
+    found = known[np.minimum(np.searchsorted(known, o), known.size - 1)] == o
+    marks.mark(where, found, GLOBAL, g=g, o=o)
     valid_regs = np.array([r.index for r in dmap.layer_regs])
     if dmap.reg_stride > dmap.layer_stride:  # MAX78000: register-major
         where, g, o = span(
@@ -741,6 +830,7 @@ def _mark_groups(marks: _Marks, dmap: DeviceMap, a: np.ndarray) -> None:
         where, g, o = span(dmap.layer_base, dmap.layer_base + dmap.max_layers * dmap.layer_stride)
         layer, rest = _divmod(o - dmap.layer_base, dmap.layer_stride)
         reg_no = rest // dmap.reg_stride
+    reg_no = reg_no.astype(np.int64)  # (few: the layer registers)
     is_layer = (layer < dmap.max_layers) & np.isin(reg_no, valid_regs, kind="table")
     marks.mark(where, is_layer, LAYER, g=g, i=layer, o=reg_no)
     if dmap.stream_base is not None:

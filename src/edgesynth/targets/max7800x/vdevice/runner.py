@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -10,13 +11,15 @@ from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.compat import readback
 from edgesynth.targets.max7800x.vdevice import regmap, snoop
 from edgesynth.targets.max7800x.vdevice.execute import LayerResult, Placement, Wrap, run_layer
-from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 from edgesynth.targets.max7800x.vdevice.interpret import LayerProgram, active_groups, interpret
 from edgesynth.targets.max7800x.vdevice.knownanswer import KnownAnswer
 from edgesynth.targets.max7800x.vdevice.record import Factory, FrozenRecord, Record
 from edgesynth.targets.max7800x.vdevice.regmap import MAPS
 from edgesynth.targets.max7800x.vdevice.state import Machine, replay
 from edgesynth.targets.max7800x.vdevice.trace import Trace, read_trace
+
+if TYPE_CHECKING:
+    from edgesynth.targets.max7800x.vdevice.hazards import Hazard
 
 
 class KatReport(Record):
@@ -212,7 +215,7 @@ def check_kat(result: RunResult, kat: KnownAnswer) -> KatReport:
     if bad.size:
         order = [r.layer for r in result.layers]
         known = [w for w in writers if w in order]
-        first_layer = min(known, key=order.index) if known else int(writers[0])
+        first_layer = int(min(known, key=order.index) if known else writers[0])
         for i in bad[:10]:
             details.append(
                 f"0x{int(kat.addr[i]):08x}: expected 0x{int(kat.expected[i]):08x} got "

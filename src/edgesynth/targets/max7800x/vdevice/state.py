@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from edgesynth.errors import EdgesynthError
 from edgesynth.targets.max7800x.vdevice import regmap
-from edgesynth.targets.max7800x.vdevice.hazards import AccessLog
 from edgesynth.targets.max7800x.vdevice.memory import (
     DataMemory,
     Fifos,
     KernelMemory,
     StreamMemory,
-    mexpress_blocks,
+    mexpress_runs,
     new_memories,
 )
 from edgesynth.targets.max7800x.vdevice.record import Factory, Record
 from edgesynth.targets.max7800x.vdevice.regmap import DeviceMap
 from edgesynth.targets.max7800x.vdevice.trace import PHASES, Trace
+
+if TYPE_CHECKING:  # (imported where a run keeps the access log)
+    from edgesynth.targets.max7800x.vdevice.hazards import AccessLog
 
 CTRL_MEXPRESS = 1 << regmap.MAX78000_MAP.global_regs[0].field("mexpress").lsb
 
@@ -41,46 +45,69 @@ class Machine(Record):
     fifo_ctl: int = 0
     fast_fifo_regs: dict[int, int] = Factory(dict)
 
+    def __post_init__(self) -> None:
+        self._names = _names(self.dmap)  # (not a field: the device map's, looked up once)
+
     def reg(self, group: int, layer: int, name: str) -> int:
         """A layer register's value (stream registers too) by name."""
-        for r in self.dmap.layer_regs:
-            if r.name == name:
-                return int(self.layer_regs[group, layer, r.index])
-        for r in self.dmap.stream_regs:
-            if r.name == name:
-                if layer >= self.stream_regs.shape[1]:
-                    return 0
-                return int(self.stream_regs[group, layer, r.index])
-        raise KeyError(name)
+        stream, register = self._names.layer[name]
+        if not stream:
+            return int(self.layer_regs[group, layer, register.index])
+        if layer >= self.stream_regs.shape[1]:
+            return 0
+        return int(self.stream_regs[group, layer, register.index])
 
     def fields(self, group: int, layer: int, reg: str) -> dict[str, int]:
         """Every field of a layer register, by name (the register map's fields)."""
         return self._register(reg).decode(self.reg(group, layer, reg))
 
     def global_fields(self, group: int, name: str) -> dict[str, int]:
-        for offset, r in self.dmap.global_regs.items():
-            if r.name == name:
-                return r.decode(self.global_regs.get((group, offset), 0))
-        raise KeyError(name)
+        offset, register = self._names.global_[name]
+        return register.decode(self.global_regs.get((group, offset), 0))
 
     def field(self, group: int, layer: int, reg: str, name: str) -> int:
-        register = self._register(reg)
-        return register.field(name).get(self.reg(group, layer, reg))
+        return self._names.field[reg, name].get(self.reg(group, layer, reg))
 
     def _register(self, name: str) -> regmap.Register:
-        for r in (*self.dmap.layer_regs, *self.dmap.stream_regs):
-            if r.name == name:
-                return r
-        raise KeyError(name)
+        return self._names.layer[name][1]
 
     def global_reg(self, group: int, name: str) -> int:
-        for offset, r in self.dmap.global_regs.items():
-            if r.name == name:
-                return self.global_regs.get((group, offset), 0)
-        raise KeyError(name)
+        return self.global_regs.get((group, self._names.global_[name][0]), 0)
 
     def layer_touched(self, group: int, layer: int) -> bool:
         return bool(self.layer_written[group, layer].any())
+
+
+class _Names(Record):
+    """A device's registers by name (the first of a name, a layer register before a stream
+    register): layer and stream registers as (is a stream register, register), global ones
+    as (byte offset, register), and every layer or stream register's fields by (register,
+    field). Looked up for every field of every layer the device runs."""
+
+    layer: dict[str, tuple[bool, regmap.Register]]
+    global_: dict[str, tuple[int, regmap.Register]]
+    field: dict[tuple[str, str], regmap.Field]
+
+
+_NAMES: dict[str, _Names] = {}
+
+
+def _names(dmap: DeviceMap) -> _Names:
+    names = _NAMES.get(dmap.name)
+    if names is None:
+        layer: dict[str, tuple[bool, regmap.Register]] = {}
+        for stream, registers in ((False, dmap.layer_regs), (True, dmap.stream_regs)):
+            for r in registers:
+                layer.setdefault(r.name, (stream, r))
+        global_: dict[str, tuple[int, regmap.Register]] = {}
+        for offset, r in dmap.global_regs.items():
+            global_.setdefault(r.name, (offset, r))
+        field = {}
+        for _, r in layer.values():
+            for f in reversed(r.fields):  # (the first of a name wins, as Register.field)
+                field[r.name, f.name] = f
+        names = _NAMES[dmap.name] = _Names(layer, global_, field)
+    return names
 
 
 def _last_writes(keys: np.ndarray) -> np.ndarray:
@@ -151,6 +178,8 @@ def replay(trace: Trace, dmap: DeviceMap, record: bool = True) -> Machine:
     sel = np.flatnonzero(cls.region == regmap.SRAM)
     data.host_write(cls.index[sel], cls.offset[sel], value[sel])
     if record:
+        from edgesynth.targets.max7800x.vdevice.hazards import AccessLog
+
         machine.log = AccessLog(words=data.words)
         machine.log.host_written(cls.index[sel], cls.offset[sel])
         machine.log.kernel_written = machine.kernels.written
@@ -196,22 +225,27 @@ def _load_kernels(machine: Machine, trace: Trace, cls: regmap.Classified) -> Non
     if not packed:
         _load_kernels_plain(machine, proc, offset, value)
         return
-    is_set, run = mexpress_blocks(proc, offset)
+    is_set, starts = mexpress_runs(proc, offset)
     start_word: dict[int, int] = {}  # processor -> column of the last set-address write
-    # Runs are few (one per processor and block) and contiguous; each is stored vectorized.
-    boundary = np.r_[True, run[1:] != run[:-1]]
-    heads = np.flatnonzero(is_set | boundary)
-    ends = np.r_[heads[1:], run.size]
-    for i, end in zip(heads, ends, strict=True):
-        p = int(proc[i])
-        if is_set[i]:
-            start_word[p] = int(offset[i]) // 4
+    # Runs are few (one per processor and block) and contiguous; each is stored vectorized,
+    # from the words' bytes in stream order (big-endian), converted once.
+    heads = np.flatnonzero(is_set | starts)
+    ends = np.append(heads[1:], proc.size).tolist()
+    stream = value.astype(">u4").view(np.uint8)
+    for i, end, p, word, sets in zip(
+        heads.tolist(),
+        ends,
+        proc[heads].tolist(),
+        offset[heads].tolist(),
+        is_set[heads].tolist(),
+        strict=True,
+    ):
+        if sets:
+            start_word[p] = word // 4
             continue
-        words = value[i:end]
-        stream = words.astype(">u4").view(np.uint8)
         column = start_word.get(p, 0)
-        machine.kernels.store_stream(p, column, stream)
-        start_word[p] = column + stream.size // 9
+        machine.kernels.store_stream(p, column, stream[4 * i : 4 * end])
+        start_word[p] = column + (4 * (end - i)) // 9
 
 
 def _load_kernels_plain(
