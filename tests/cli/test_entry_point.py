@@ -280,3 +280,14 @@ def test_izer_starts_the_collector_once_every_stage_is_loaded(tmp_path: Path) ->
         ["izer", *args, "--test-dir", "out", "--prefix", "p"], watched, tmp_path
     )
     assert (code, seen) == (0, [[200_000, watched]])
+
+
+def test_xdnn_starts_the_collector_once_parsed(tmp_path: Path) -> None:
+    """`edgesynth xdnn` reads its own command line (a raw command): it starts the collector
+    itself, once, after parsing and before its handler."""
+    quant = tmp_path / "quant.json"
+    quant.write_text("{}")
+    code, seen, after, frozen = _collector_probe(["xdnn", "check-quant", str(quant)], [], tmp_path)
+    assert seen == [[200_000, []]]
+    assert (after, frozen) == (list(gc.get_threshold()), True)
+    assert code == 1  # the handler ran after it: "not an xDNN quantization file"

@@ -145,11 +145,22 @@ def _save_arrays(path: Path, arrays: list[np.ndarray]) -> None:
             np.save(handle, np.asarray(a, dtype=np.int64))
 
 
+def _input_format(graph: g.Graph) -> TensorFormat:
+    """The (quantized) `graph`'s input as the accelerator reads it (8-bit unless it says)."""
+    t = graph.tensors[graph.inputs[0]]
+    return TensorFormat.of(t.name, t.shape, t.qtype or g.INT8)
+
+
+def _output_format(graph: g.Graph) -> TensorFormat:
+    """The (quantized) `graph`'s output as the accelerator leaves it (32-bit unless it says)."""
+    t = graph.tensors[graph.outputs[0]]
+    return TensorFormat.of(t.name, t.shape, t.qtype or g.INT32)
+
+
 def _sample(graph: g.Graph, options: CompileOptions) -> np.ndarray:
     """The known answer's input of the (quantized) `graph`."""
-    in_t = graph.tensors[graph.inputs[0]]
-    in_format = TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)
-    return _known_answer_input(in_format, options, in_t.shape)
+    in_format = _input_format(graph)
+    return _known_answer_input(in_format, options, in_format.shape)
 
 
 def _known_answer_input(
@@ -237,14 +248,12 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
         riscv = bool(options.options.get("riscv"))
         synthesis = synthesis_options(self.device_name, riscv=riscv)
         built = self._build(desc, _sample(graph, options), model, synthesis)
-        in_t = graph.tensors[graph.inputs[0]]
-        out_t = graph.tensors[graph.outputs[0]]
         return Max7800xProgram(
             target=self.name,
             graph=graph,
             layers=layers,
-            inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
-            outputs=[TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)],
+            inputs=[_input_format(graph)],
+            outputs=[_output_format(graph)],
             warnings=[*graph.warnings, *desc.warnings],
             notes=[],
             network=built.network,
@@ -279,19 +288,17 @@ class Max7800xTarget(Target[Max7800xProgram, Max7800xProgram]):
                 notes.append(RISCV_NOTE)
             if then is not None:
                 notes += back_notes(split)
-        in_t = quantized.tensors[quantized.inputs[0]]
-        out_t = quantized.tensors[quantized.outputs[0]]
         return Max7800xProgram(
             target=self.name,
             graph=quantized,
             layers=layers,
-            inputs=[TensorFormat.of(in_t.name, in_t.shape, in_t.qtype or g.INT8)],
+            inputs=[_input_format(quantized)],
             outputs=(
                 then.outputs
                 if then is not None
                 else [cpu_output(cpu, graph)]
                 if cpu is not None
-                else [TensorFormat.of(out_t.name, out_t.shape, out_t.qtype or g.INT32)]
+                else [_output_format(quantized)]
             ),
             warnings=[*graph.warnings, *quantized.warnings, *desc.warnings],
             notes=notes,

@@ -174,12 +174,15 @@ def check_quant_cmd(args: argparse.Namespace) -> int:
 
 def xdnn_main(argv: list[str]) -> int:
     """`edgesynth xdnn ARGV` (the plugin's `raw_commands` name it): the `edgesynth` parser with
-    only this command, so no other command's parser is built (or its module imported)."""
+    only this command, so no other command's parser is built (or its module imported). The
+    program's garbage collector starts once it is parsed, as for the argparse commands."""
+    from edgesynth import collector
     from edgesynth.cli import add_commands, build_parser
 
     parser = build_parser(commands=False)
     register(add_commands(parser))
     args = parser.parse_args(["xdnn", *argv])
+    collector.start()
     return int(args.handler(args) or 0)
 
 
